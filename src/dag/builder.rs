@@ -1,0 +1,554 @@
+//! The shared state processors write into: host ownership, virtual hosts, clusters (with endpoints
+//! resolved from EndpointSlices), TLS secrets and per-object status. Indexes are built once per build.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Service, ServicePort};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use sha2::{Digest, Sha256};
+
+use super::Options;
+use super::model::*;
+use crate::api::status::reason;
+use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
+use crate::store::Snapshot;
+
+/// Label EndpointSlices carry to name their Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Host header of active health checks when the object names none.
+pub const DEFAULT_HEALTH_CHECK_HOST: &str = "sluice-envoy-healthcheck";
+
+/// How a route names a Service port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRef<'a> {
+    Number(i32),
+    Name(&'a str),
+}
+
+/// A route's reference to one Service port, with the cluster settings it asks for.
+#[derive(Clone, Debug)]
+pub struct BackendRef<'a> {
+    pub namespace: &'a str,
+    pub service: &'a str,
+    pub port: PortRef<'a>,
+    pub protocol: UpstreamProtocol,
+    pub lb: LbStrategy,
+    pub health_check: Option<&'a HealthCheck>,
+    pub outlier_detection: Option<OutlierDetection>,
+}
+
+#[derive(Default)]
+struct StatusAcc {
+    state: Option<State>,
+    description: Option<String>,
+    messages: Vec<StatusMessage>,
+    generation: Option<i64>,
+}
+
+struct HostClaim {
+    owner: ObjectRef,
+    created: Option<Time>,
+}
+
+/// Match identity of a route within a virtual host, for duplicate detection.
+type MatchKey = (PathMatch, Vec<HeaderMatch>);
+
+/// Shared state of one `dag::build`.
+pub struct Builder<'a> {
+    pub snapshot: &'a Snapshot,
+    pub options: &'a Options,
+    vhosts: BTreeMap<String, VirtualHost>,
+    route_index: HashMap<String, HashMap<MatchKey, ObjectRef>>,
+    clusters: BTreeMap<String, Cluster>,
+    secrets: BTreeMap<String, TlsSecret>,
+    statuses: BTreeMap<ObjectRef, StatusAcc>,
+    claims: HashMap<String, Vec<HostClaim>>,
+    owners: HashMap<String, ObjectRef>,
+    slices_by_service: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
+        let mut slices_by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+        for (key, slice) in &snapshot.endpoint_slices {
+            let svc = slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SERVICE_NAME_LABEL));
+            if let Some(svc) = svc {
+                slices_by_service
+                    .entry((key.namespace.as_str(), svc.as_str()))
+                    .or_default()
+                    .push(slice);
+            }
+        }
+        Builder {
+            snapshot,
+            options,
+            vhosts: BTreeMap::new(),
+            route_index: HashMap::new(),
+            clusters: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            statuses: BTreeMap::new(),
+            claims: HashMap::new(),
+            owners: HashMap::new(),
+            slices_by_service,
+        }
+    }
+
+    // ---- status ----
+
+    fn acc(&mut self, obj: &ObjectRef, meta: Option<&ObjectMeta>) -> &mut StatusAcc {
+        let acc = self.statuses.entry(obj.clone()).or_default();
+        if let Some(meta) = meta {
+            acc.generation = meta.generation;
+        }
+        acc
+    }
+
+    /// Registers a routing object so it gets a status even if nothing else is said about it.
+    pub fn track(&mut self, obj: &ObjectRef, meta: &ObjectMeta) {
+        self.acc(obj, Some(meta));
+    }
+
+    /// Marks the object invalid with one more message. Invalid is final: later calls to
+    /// [`Builder::set_valid`] or [`Builder::set_orphaned`] do not undo it.
+    pub fn set_invalid(
+        &mut self,
+        obj: &ObjectRef,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) {
+        let acc = self.acc(obj, None);
+        acc.state = Some(State::Invalid);
+        acc.messages.push(StatusMessage {
+            reason,
+            message: message.into(),
+        });
+    }
+
+    /// Marks the object valid (unless already invalid), with the description to show.
+    pub fn set_valid(&mut self, obj: &ObjectRef, description: impl Into<String>) {
+        let acc = self.acc(obj, None);
+        if acc.state != Some(State::Invalid) {
+            acc.state = Some(State::Valid);
+            acc.description.get_or_insert_with(|| description.into());
+        }
+    }
+
+    /// Marks the object orphaned unless something else was decided about it.
+    pub fn set_orphaned(&mut self, obj: &ObjectRef) {
+        let acc = self.acc(obj, None);
+        if acc.state.is_none() {
+            acc.state = Some(State::Orphaned);
+            acc.description = Some("not part of a delegation chain from a root".to_string());
+        }
+    }
+
+    /// Marks the object ignored (another controller's), with why.
+    pub fn set_ignored(&mut self, obj: &ObjectRef, message: impl Into<String>) {
+        let acc = self.acc(obj, None);
+        acc.state = Some(State::Ignored);
+        acc.description = Some(message.into());
+    }
+
+    /// The state decided so far, if any.
+    pub fn state_of(&self, obj: &ObjectRef) -> Option<State> {
+        self.statuses.get(obj).and_then(|a| a.state)
+    }
+
+    // ---- virtual host ownership ----
+
+    /// Records that a root wants to own a host exclusively; [`Builder::settle_host_claims`] picks
+    /// the oldest claimant (creationTimestamp, then namespace, then name).
+    pub fn claim_host(&mut self, host: &str, owner: ObjectRef, created: Option<Time>) {
+        self.claims
+            .entry(host.to_ascii_lowercase())
+            .or_default()
+            .push(HostClaim { owner, created });
+    }
+
+    /// Decides every claimed host's owner and marks the other claimants invalid, naming the owner.
+    pub fn settle_host_claims(&mut self) {
+        let mut claims: Vec<(String, Vec<HostClaim>)> =
+            std::mem::take(&mut self.claims).into_iter().collect();
+        claims.sort_by(|a, b| a.0.cmp(&b.0));
+        for (host, mut cs) in claims {
+            // Objects without a creationTimestamp (files given to the CLI) count as newest.
+            cs.sort_by(|a, b| {
+                (a.created.is_none(), &a.created, &a.owner.key, a.owner.kind).cmp(&(
+                    b.created.is_none(),
+                    &b.created,
+                    &b.owner.key,
+                    b.owner.kind,
+                ))
+            });
+            let winner = cs[0].owner.clone();
+            for loser in &cs[1..] {
+                self.set_invalid(
+                    &loser.owner,
+                    reason::FQDN_CONFLICT,
+                    format!("fqdn {host:?} is already claimed by {winner} (the oldest object claiming a host owns it)"),
+                );
+            }
+            self.owners.insert(host, winner);
+        }
+    }
+
+    /// The root owning a host, if any.
+    pub fn host_owner(&self, host: &str) -> Option<&ObjectRef> {
+        self.owners.get(&host.to_ascii_lowercase())
+    }
+
+    // ---- virtual hosts and routes ----
+
+    /// The virtual host for a (lowercased) host name, created on first use.
+    pub fn vhost(&mut self, host: &str) -> &mut VirtualHost {
+        let host = host.to_ascii_lowercase();
+        let owner = self.owners.get(&host).cloned();
+        self.vhosts
+            .entry(host.clone())
+            .or_insert_with(|| VirtualHost {
+                host,
+                tls: None,
+                routes: Vec::new(),
+                owner,
+            })
+    }
+
+    /// Whether the virtual host already exists (has been touched by some object).
+    pub fn has_vhost(&self, host: &str) -> bool {
+        self.vhosts.contains_key(&host.to_ascii_lowercase())
+    }
+
+    /// Adds a route to a virtual host. A route whose path and header conditions are identical to one
+    /// already there is refused, returning the object that defined the first one.
+    pub fn add_route(&mut self, host: &str, mut route: Route) -> Result<(), ObjectRef> {
+        let host = host.to_ascii_lowercase();
+        route.headers.sort();
+        let key = (route.path.clone(), route.headers.clone());
+        let index = self.route_index.entry(host.clone()).or_default();
+        if let Some(existing) = index.get(&key) {
+            return Err(existing.clone());
+        }
+        index.insert(key, route.source.clone());
+        self.vhost(&host).routes.push(route);
+        Ok(())
+    }
+
+    // ---- backends ----
+
+    /// Resolves a Service port to a cluster (created on first use, endpoints from EndpointSlices).
+    /// The error is the status message for the referring object.
+    pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<String, StatusMessage> {
+        let key = ObjKey::new(b.namespace, b.service);
+        let Some(svc) = self.snapshot.services.get(&key) else {
+            return Err(StatusMessage {
+                reason: reason::SERVICE_NOT_FOUND,
+                message: format!("Service {:?} not found", key.to_string()),
+            });
+        };
+        let spec = svc.spec.as_ref();
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            return Err(StatusMessage {
+                reason: reason::UNSUPPORTED_BACKEND,
+                message: format!(
+                    "Service {:?} is of type ExternalName, which sluice does not route to",
+                    key.to_string()
+                ),
+            });
+        }
+        let ports: &[ServicePort] = spec.and_then(|s| s.ports.as_deref()).unwrap_or(&[]);
+        let found = ports.iter().find(|p| match b.port {
+            PortRef::Number(n) => p.port == n,
+            PortRef::Name(n) => p.name.as_deref() == Some(n),
+        });
+        let Some(sp) = found else {
+            let have: Vec<String> = ports
+                .iter()
+                .map(|p| match &p.name {
+                    Some(n) if !n.is_empty() => format!("{} ({n})", p.port),
+                    _ => p.port.to_string(),
+                })
+                .collect();
+            let wanted = match b.port {
+                PortRef::Number(n) => n.to_string(),
+                PortRef::Name(n) => format!("{n:?}"),
+            };
+            return Err(StatusMessage {
+                reason: reason::SERVICE_PORT_NOT_FOUND,
+                message: format!(
+                    "Service {:?} has no port {wanted} (its ports: {})",
+                    key.to_string(),
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                ),
+            });
+        };
+        let health_check = b.health_check.map(health_check_policy);
+        let name = cluster_name(&key, sp.port, b, health_check.as_ref());
+        if !self.clusters.contains_key(&name) {
+            let endpoints = self.endpoints_for(&key, svc, sp);
+            self.clusters.insert(
+                name.clone(),
+                Cluster {
+                    name: name.clone(),
+                    service: key,
+                    port: sp.port,
+                    protocol: b.protocol,
+                    lb: b.lb,
+                    health_check,
+                    outlier_detection: b.outlier_detection.clone(),
+                    endpoints,
+                },
+            );
+        }
+        Ok(name)
+    }
+
+    fn endpoints_for(&self, key: &ObjKey, _svc: &Service, sp: &ServicePort) -> Vec<Endpoint> {
+        let port_name = sp.name.as_deref().unwrap_or("");
+        let mut out = Vec::new();
+        let slices = self
+            .slices_by_service
+            .get(&(key.namespace.as_str(), key.name.as_str()));
+        for slice in slices.into_iter().flatten() {
+            let Some(port) = slice
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+                .and_then(|p| p.port)
+                .and_then(|p| u16::try_from(p).ok())
+            else {
+                continue;
+            };
+            for ep in &slice.endpoints {
+                let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                if !ready {
+                    continue;
+                }
+                for addr in &ep.addresses {
+                    out.push(Endpoint {
+                        address: addr.clone(),
+                        port,
+                    });
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Resolves a TLS Secret to a key into the secrets table.
+    pub fn tls_secret(&mut self, namespace: &str, name: &str) -> Result<String, StatusMessage> {
+        let key = ObjKey::new(namespace, name);
+        let id = key.to_string();
+        if self.secrets.contains_key(&id) {
+            return Ok(id);
+        }
+        let Some(secret) = self.snapshot.secrets.get(&key) else {
+            return Err(StatusMessage {
+                reason: reason::SECRET_NOT_FOUND,
+                message: format!("TLS Secret {id:?} not found"),
+            });
+        };
+        let field = |k: &str| -> Option<String> {
+            let data = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(k))
+                .map(|b| b.0.clone());
+            let string_data = secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(k))
+                .map(|s| s.clone().into_bytes());
+            data.or(string_data).and_then(|b| String::from_utf8(b).ok())
+        };
+        let invalid = |what: &str| StatusMessage {
+            reason: reason::SECRET_INVALID,
+            message: format!("Secret {id:?} is not a usable TLS certificate: {what}"),
+        };
+        let cert = field("tls.crt").ok_or_else(|| invalid("it has no tls.crt"))?;
+        let key_pem = field("tls.key").ok_or_else(|| invalid("it has no tls.key"))?;
+        let has_cert = rustls_pemfile::certs(&mut cert.as_bytes()).any(|c| c.is_ok());
+        if !has_cert {
+            return Err(invalid("tls.crt holds no PEM certificate"));
+        }
+        let has_key = matches!(
+            rustls_pemfile::private_key(&mut key_pem.as_bytes()),
+            Ok(Some(_))
+        );
+        if !has_key {
+            return Err(invalid("tls.key holds no PEM private key"));
+        }
+        self.secrets.insert(
+            id.clone(),
+            TlsSecret {
+                name: id.clone(),
+                cert_pem: cert,
+                key_pem,
+            },
+        );
+        Ok(id)
+    }
+
+    // ---- result ----
+
+    /// Sorts every virtual host's routes by precedence, drops empty hosts and produces the model.
+    pub fn finish(self) -> Dag {
+        let mut vhosts = self.vhosts;
+        vhosts.retain(|_, v| !v.routes.is_empty());
+        for v in vhosts.values_mut() {
+            v.routes.sort_by(route_precedence);
+        }
+        let statuses = self
+            .statuses
+            .into_iter()
+            .map(|(r, acc)| {
+                let state = acc.state.unwrap_or(State::Valid);
+                let description = acc.description.clone().unwrap_or_else(|| match state {
+                    State::Invalid => acc
+                        .messages
+                        .first()
+                        .map(|m| m.message.clone())
+                        .unwrap_or_else(|| "invalid".to_string()),
+                    State::Valid => "valid".to_string(),
+                    State::Orphaned => "not part of a delegation chain from a root".to_string(),
+                    State::Ignored => "ignored".to_string(),
+                });
+                let description = if state == State::Invalid && acc.messages.len() > 1 {
+                    format!(
+                        "{description} (and {} more problems)",
+                        acc.messages.len() - 1
+                    )
+                } else {
+                    description
+                };
+                (
+                    r,
+                    ObjectStatus {
+                        state,
+                        description,
+                        messages: acc.messages,
+                        generation: acc.generation,
+                    },
+                )
+            })
+            .collect();
+        Dag {
+            vhosts,
+            clusters: self.clusters,
+            secrets: self.secrets,
+            statuses,
+        }
+    }
+}
+
+/// Route precedence: exact paths first, then longer prefixes, then (same path) more header
+/// conditions, then a stable order.
+pub fn route_precedence(a: &Route, b: &Route) -> std::cmp::Ordering {
+    fn rank(r: &Route) -> (u8, std::cmp::Reverse<usize>, u8, std::cmp::Reverse<usize>) {
+        let (class, sub) = match &r.path {
+            PathMatch::Exact(_) => (0, 0),
+            PathMatch::Prefix(_) => (1, 0),
+            PathMatch::StringPrefix(_) => (1, 1),
+        };
+        (
+            class,
+            std::cmp::Reverse(r.path.value().len()),
+            sub,
+            std::cmp::Reverse(r.headers.len()),
+        )
+    }
+    rank(a)
+        .cmp(&rank(b))
+        .then_with(|| a.path.cmp(&b.path))
+        .then_with(|| a.headers.cmp(&b.headers))
+        .then_with(|| a.source.cmp(&b.source))
+}
+
+/// Relative weights: when none is given traffic is split evenly; otherwise a backend without a weight
+/// gets none. All-zero weights also split evenly.
+pub fn effective_weights(weights: &[Option<u32>]) -> Vec<u32> {
+    if weights.iter().all(Option::is_none) || weights.iter().all(|w| w.unwrap_or(0) == 0) {
+        return vec![1; weights.len()];
+    }
+    weights.iter().map(|w| w.unwrap_or(0)).collect()
+}
+
+/// The health check policy with the seed defaults: 5 s interval, 2 s timeout, 3 unhealthy,
+/// 2 healthy, Host `sluice-envoy-healthcheck`.
+pub fn health_check_policy(h: &HealthCheck) -> HealthCheckPolicy {
+    use std::time::Duration;
+    HealthCheckPolicy {
+        path: h.path.clone(),
+        host: h
+            .host
+            .clone()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| DEFAULT_HEALTH_CHECK_HOST.to_string()),
+        interval: Duration::from_secs(h.interval_seconds.unwrap_or(5).max(1) as u64),
+        timeout: Duration::from_secs(h.timeout_seconds.unwrap_or(2).max(1) as u64),
+        unhealthy_threshold: h.unhealthy_threshold_count.unwrap_or(3),
+        healthy_threshold: h.healthy_threshold_count.unwrap_or(2),
+    }
+}
+
+/// `namespace/service/port`, plus a short hash of the settings when they differ from the defaults,
+/// so the same Service port with different settings gets distinct, stable clusters.
+fn cluster_name(
+    key: &ObjKey,
+    port: i32,
+    b: &BackendRef<'_>,
+    hc: Option<&HealthCheckPolicy>,
+) -> String {
+    let base = format!("{}/{}/{}", key.namespace, key.name, port);
+    let defaults = b.protocol == UpstreamProtocol::Http
+        && b.lb == LbStrategy::RoundRobin
+        && hc.is_none()
+        && b.outlier_detection.is_none();
+    if defaults {
+        return base;
+    }
+    let canon = format!(
+        "{:?}|{:?}|{:?}|{:?}",
+        b.protocol, b.lb, hc, b.outlier_detection
+    );
+    let digest = Sha256::digest(canon.as_bytes());
+    let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
+    format!("{base}/{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights() {
+        assert_eq!(effective_weights(&[None, None]), vec![1, 1]);
+        assert_eq!(effective_weights(&[Some(80), None]), vec![80, 0]);
+        assert_eq!(effective_weights(&[Some(0), Some(0)]), vec![1, 1]);
+        assert_eq!(effective_weights(&[Some(50), Some(50)]), vec![50, 50]);
+    }
+
+    #[test]
+    fn health_check_defaults() {
+        let p = health_check_policy(&HealthCheck {
+            path: "/healthz".into(),
+            ..Default::default()
+        });
+        assert_eq!(p.interval.as_secs(), 5);
+        assert_eq!(p.timeout.as_secs(), 2);
+        assert_eq!(p.unhealthy_threshold, 3);
+        assert_eq!(p.healthy_threshold, 2);
+        assert_eq!(p.host, DEFAULT_HEALTH_CHECK_HOST);
+    }
+}

@@ -1,0 +1,72 @@
+//! Which route takes a request: the same decision Envoy makes from the translated config, computed
+//! from the model. Golden tests assert request → backend through it, and `sluice routes` uses it to
+//! answer "why did my request go there".
+
+use super::model::{Dag, Route, VirtualHost};
+
+/// A request as routing sees it.
+#[derive(Clone, Debug, Default)]
+pub struct Request<'a> {
+    /// Host header, any case, may carry `:port`.
+    pub host: &'a str,
+    /// Path, may carry a `?query`.
+    pub path: &'a str,
+    /// Header names any case.
+    pub headers: &'a [(&'a str, &'a str)],
+}
+
+/// The virtual host a Host header selects: exact name, then a single-label wildcard, then `*`.
+pub fn select_vhost<'d>(dag: &'d Dag, host: &str) -> Option<&'d VirtualHost> {
+    let host = strip_port(host).to_ascii_lowercase();
+    if let Some(v) = dag.vhosts.get(&host) {
+        return Some(v);
+    }
+    if let Some((_, parent)) = host.split_once('.') {
+        if let Some(v) = dag.vhosts.get(&format!("*.{parent}")) {
+            return Some(v);
+        }
+    }
+    dag.vhosts.get("*")
+}
+
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        // IPv6 literal: keep the brackets, drop what follows.
+        return host.find(']').map(|end| &host[..=end]).unwrap_or(host);
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    }
+}
+
+/// The route that takes the request, if any (none means 404).
+pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &'d Route)> {
+    let vhost = select_vhost(dag, req.host)?;
+    let path = req.path.split(['?', '#']).next().unwrap_or("");
+    let route = vhost.routes.iter().find(|r| {
+        r.path.matches(path)
+            && r.headers.iter().all(|h| {
+                let value = req
+                    .headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(&h.name))
+                    .map(|(_, v)| *v);
+                h.matches(value)
+            })
+    })?;
+    Some((vhost, route))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_stripped() {
+        assert_eq!(strip_port("foo.com:8080"), "foo.com");
+        assert_eq!(strip_port("foo.com"), "foo.com");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("[::1]"), "[::1]");
+    }
+}

@@ -1,0 +1,67 @@
+//! `dag::build`: a pure function from a [`Snapshot`] to the routing model and a status for every
+//! routing object, computed in one pass so status and Envoy config can never disagree.
+//!
+//! One processor per source kind writes into the shared [`Builder`]:
+//! - [`ingressroute`]: IngressRoute `contour.heptio.com/v1beta1` and `projectcontour.io/v1`
+//!   (roots, delegation, orphans, cycles);
+//! - [`route`]: Route `contour.heptio.com/v1alpha1`;
+//! - [`ingress`]: Ingress `networking.k8s.io/v1` (pathType, wildcard hosts, class selection).
+//!
+//! No async, no kube client, no Envoy types. Work is linear in the number of objects: objects are
+//! looked up through maps built once per build, never by scanning all objects per object.
+
+mod builder;
+pub mod ingress;
+pub mod ingressroute;
+pub mod lookup;
+pub mod model;
+pub mod route;
+pub mod table;
+
+pub use builder::{
+    BackendRef, Builder, PortRef, effective_weights, health_check_policy, route_precedence,
+};
+pub use model::*;
+
+use crate::store::Snapshot;
+
+/// The ingress class sluice serves unless told otherwise.
+pub const DEFAULT_INGRESS_CLASS: &str = "sluice";
+
+/// Build options shared by `sluice serve`, `sluice validate` and the webhook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Namespaces where root IngressRoutes (and Routes) may live; empty means everywhere.
+    pub root_namespaces: Vec<String>,
+    /// The ingress class this sluice serves.
+    pub ingress_class_name: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            root_namespaces: Vec::new(),
+            ingress_class_name: DEFAULT_INGRESS_CLASS.to_string(),
+        }
+    }
+}
+
+impl Options {
+    /// Whether a root may live in this namespace.
+    pub fn root_allowed_in(&self, namespace: &str) -> bool {
+        self.root_namespaces.is_empty() || self.root_namespaces.iter().any(|n| n == namespace)
+    }
+}
+
+/// Builds the routing model and all statuses from one snapshot.
+pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
+    let mut b = Builder::new(snapshot, options);
+    ingressroute::claim_hosts(&mut b);
+    route::claim_hosts(&mut b);
+    b.settle_host_claims();
+    ingressroute::build_v1beta1(&mut b);
+    ingressroute::build_v1(&mut b);
+    route::build_routes(&mut b);
+    ingress::build_ingresses(&mut b);
+    b.finish()
+}

@@ -1,0 +1,349 @@
+//! The routing model `dag::build` produces: virtual hosts → routes → weighted clusters → endpoints,
+//! plus TLS secrets and a status for every routing object. Plain data, deterministic order
+//! (BTreeMaps, routes sorted by precedence), no Envoy types: `translate` turns it into Envoy config,
+//! `sluice routes` prints it, and `lookup` answers "which route takes this request".
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::api::{LbStrategy, ObjKey, ObjectRef, TlsVersion};
+
+/// The whole routing model plus statuses.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Dag {
+    /// Virtual hosts by lowercase name: exact (`www.example.com`), single-label wildcard
+    /// (`*.example.com`), or `*` for requests whose host matches no other virtual host.
+    pub vhosts: BTreeMap<String, VirtualHost>,
+    /// Upstream clusters by name (stable, derived from service, port and settings).
+    pub clusters: BTreeMap<String, Cluster>,
+    /// TLS certificates by name (`namespace/secret`).
+    pub secrets: BTreeMap<String, TlsSecret>,
+    /// A status for every routing object seen.
+    pub statuses: BTreeMap<ObjectRef, ObjectStatus>,
+}
+
+/// One virtual host and its routes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct VirtualHost {
+    pub host: String,
+    /// Present when the host is served over HTTPS; HTTP requests then get a 301 to HTTPS except on
+    /// routes with `permit_insecure`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<VhostTls>,
+    /// Routes in precedence order: the first that matches a request takes it.
+    pub routes: Vec<Route>,
+    /// The root object that owns this host exclusively (IngressRoute or Route); None for hosts merged
+    /// from Ingresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ObjectRef>,
+}
+
+/// TLS settings of a virtual host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VhostTls {
+    /// Key into [`Dag::secrets`].
+    pub secret: String,
+    pub min_version: TlsVersion,
+}
+
+/// One route: conditions on the request and what to do with it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Route {
+    pub path: PathMatch,
+    /// All must hold.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderMatch>,
+    pub action: RouteAction,
+    /// Served over plain HTTP even when the virtual host has TLS.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub permit_insecure: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<crate::validate::common::Timeout>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// The object this route comes from.
+    pub source: ObjectRef,
+}
+
+/// How a route matches the request path.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "type", content = "value")]
+pub enum PathMatch {
+    /// The path equals this.
+    Exact(String),
+    /// Segment-wise prefix: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, never `/foobar`.
+    /// Stored without a trailing slash, except `/` itself (which matches every path).
+    Prefix(String),
+    /// Plain string prefix (Ingress `ImplementationSpecific`): `/foo` also matches `/foobar`.
+    StringPrefix(String),
+}
+
+impl PathMatch {
+    /// A segment-wise prefix, with a trailing slash ignored (`/abc/` and `/abc` are the same match).
+    pub fn prefix(p: &str) -> PathMatch {
+        let trimmed = p.trim_end_matches('/');
+        PathMatch::Prefix(if trimmed.is_empty() {
+            "/".to_string()
+        } else {
+            trimmed.to_string()
+        })
+    }
+
+    pub fn value(&self) -> &str {
+        match self {
+            PathMatch::Exact(p) | PathMatch::Prefix(p) | PathMatch::StringPrefix(p) => p,
+        }
+    }
+
+    /// Whether a request path (without query) matches.
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Exact(p) => path == p,
+            PathMatch::Prefix(p) if p == "/" => path.starts_with('/'),
+            PathMatch::Prefix(p) => {
+                path == p || (path.starts_with(p.as_str()) && path.as_bytes()[p.len()] == b'/')
+            }
+            PathMatch::StringPrefix(p) => path.starts_with(p.as_str()),
+        }
+    }
+
+    /// Whether every path this match takes is also taken by `outer` (a delegated vertex's route
+    /// staying inside the delegated prefix).
+    pub fn within(&self, outer: &PathMatch) -> bool {
+        match (self, outer) {
+            (_, PathMatch::Prefix(o)) if o == "/" => true,
+            (PathMatch::Exact(p) | PathMatch::Prefix(p), PathMatch::Prefix(_)) => outer.matches(p),
+            (PathMatch::Exact(p), PathMatch::Exact(o)) => p == o,
+            (
+                PathMatch::Exact(p) | PathMatch::Prefix(p) | PathMatch::StringPrefix(p),
+                PathMatch::StringPrefix(o),
+            ) => p.starts_with(o.as_str()),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for PathMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathMatch::Exact(p) => write!(f, "exact {p}"),
+            PathMatch::Prefix(p) => write!(f, "prefix {p}"),
+            PathMatch::StringPrefix(p) => write!(f, "string-prefix {p}"),
+        }
+    }
+}
+
+/// A condition on one request header. Names are lowercase.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct HeaderMatch {
+    pub name: String,
+    pub op: HeaderOp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "op", content = "value", rename_all = "camelCase")]
+pub enum HeaderOp {
+    Exact(String),
+    Contains(String),
+    /// Absent, or present without this text.
+    NotContains(String),
+    Present,
+    Absent,
+    /// The whole value matches this RE2 expression.
+    Regex(String),
+}
+
+impl HeaderMatch {
+    /// Whether the request's value for this header (None when absent) satisfies the condition.
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        match (&self.op, value) {
+            (HeaderOp::Exact(want), Some(v)) => v == want,
+            (HeaderOp::Contains(want), Some(v)) => v.contains(want.as_str()),
+            (HeaderOp::NotContains(want), Some(v)) => !v.contains(want.as_str()),
+            (HeaderOp::NotContains(_), None) => true,
+            (HeaderOp::Present, Some(_)) => true,
+            (HeaderOp::Absent, None) => true,
+            (HeaderOp::Regex(re), Some(v)) => regex::Regex::new(&format!("^(?:{re})$"))
+                .map(|r| r.is_match(v))
+                .unwrap_or(false),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for HeaderMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.op {
+            HeaderOp::Exact(v) => write!(f, "{}={v:?}", self.name),
+            HeaderOp::Contains(v) => write!(f, "{}~{v:?}", self.name),
+            HeaderOp::NotContains(v) => write!(f, "{}!~{v:?}", self.name),
+            HeaderOp::Present => write!(f, "{} present", self.name),
+            HeaderOp::Absent => write!(f, "{} absent", self.name),
+            HeaderOp::Regex(v) => write!(f, "{}=~/{v}/", self.name),
+        }
+    }
+}
+
+/// What a route does with a request it takes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RouteAction {
+    /// Balance over these clusters by weight (weights are relative; at least one is > 0).
+    Forward(Vec<WeightedCluster>),
+    /// Answer 503: the route's backends cannot be resolved (the reason is in the source's status).
+    Unavailable(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct WeightedCluster {
+    pub cluster: String,
+    pub weight: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryPolicy {
+    pub count: u32,
+    #[serde(skip_serializing_if = "Option::is_none", with = "opt_duration")]
+    pub per_try_timeout: Option<Duration>,
+}
+
+/// The protocol Envoy speaks to an upstream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamProtocol {
+    #[default]
+    Http,
+    /// HTTP/1.1 over TLS.
+    Https,
+    /// Cleartext HTTP/2.
+    H2c,
+    /// HTTP/2 over TLS.
+    H2,
+    /// TLS-encapsulated TCP.
+    Tcp,
+}
+
+/// An upstream cluster: one Service port with one set of settings.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cluster {
+    pub name: String,
+    pub service: ObjKey,
+    /// The Service port number routes refer to.
+    pub port: i32,
+    pub protocol: UpstreamProtocol,
+    pub lb: LbStrategy,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheckPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outlier_detection: Option<OutlierDetection>,
+    /// Ready endpoints, sorted.
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// Active HTTP health checking with the seed defaults applied.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckPolicy {
+    pub path: String,
+    pub host: String,
+    #[serde(with = "duration")]
+    pub interval: Duration,
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+    pub unhealthy_threshold: u32,
+    pub healthy_threshold: u32,
+}
+
+/// Passive health checking: eject hosts after consecutive 5xx answers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutlierDetection {
+    pub consecutive_5xx: u32,
+}
+
+/// One ready upstream address.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Endpoint {
+    pub address: String,
+    pub port: u16,
+}
+
+/// A TLS certificate and key, PEM-encoded.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct TlsSecret {
+    pub name: String,
+    #[serde(skip)]
+    pub cert_pem: String,
+    #[serde(skip)]
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for TlsSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSecret")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result for one routing object, in the context of the whole snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ObjectStatus {
+    pub state: State,
+    /// One line for `status.description`.
+    pub description: String,
+    /// Every problem found (empty when valid).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<StatusMessage>,
+    /// metadata.generation of the object the status was computed from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Valid,
+    Invalid,
+    Orphaned,
+    /// Not for this controller (another ingress class).
+    Ignored,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Valid => "valid",
+            State::Invalid => "invalid",
+            State::Orphaned => "orphaned",
+            State::Ignored => "ignored",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusMessage {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+mod duration {
+    use std::time::Duration;
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}ms", d.as_millis()))
+    }
+}
+
+mod opt_duration {
+    use std::time::Duration;
+    pub fn serialize<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::duration::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The route table: a readable, serializable view of the model ("why did my request go there"),
+//! printed by `sluice routes` and recorded by the golden tests.
+
+use serde::Serialize;
+
+use super::model::{Dag, Route, RouteAction, State};
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableHost {
+    pub host: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub routes: Vec<TableRoute>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableRoute {
+    #[serde(rename = "match")]
+    pub match_: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+    /// `cluster (weight)` entries, or `503 (reason)`.
+    pub backends: Vec<String>,
+    /// On TLS hosts: `redirect` (HTTP gets a 301) or `permitted` (served over HTTP too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableStatus {
+    pub object: String,
+    pub status: State,
+    pub description: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<String>,
+}
+
+/// The route table of a model, hosts sorted by name, routes in precedence order.
+pub fn route_table(dag: &Dag) -> Vec<TableHost> {
+    dag.vhosts
+        .values()
+        .map(|v| TableHost {
+            host: v.host.clone(),
+            tls: v
+                .tls
+                .as_ref()
+                .map(|t| format!("{} (min TLS {})", t.secret, tls_version(t.min_version))),
+            owner: v.owner.as_ref().map(|o| o.to_string()),
+            routes: v
+                .routes
+                .iter()
+                .map(|r| table_route(r, v.tls.is_some()))
+                .collect(),
+        })
+        .collect()
+}
+
+fn tls_version(v: crate::api::TlsVersion) -> &'static str {
+    match v {
+        crate::api::TlsVersion::V1_1 => "1.1",
+        crate::api::TlsVersion::V1_2 => "1.2",
+        crate::api::TlsVersion::V1_3 => "1.3",
+    }
+}
+
+/// One route as a table row.
+pub fn table_route(r: &Route, tls: bool) -> TableRoute {
+    TableRoute {
+        match_: r.path.to_string(),
+        headers: r.headers.iter().map(|h| h.to_string()).collect(),
+        backends: backends(r),
+        http: tls.then(|| {
+            if r.permit_insecure {
+                "permitted"
+            } else {
+                "redirect"
+            }
+            .to_string()
+        }),
+        source: r.source.to_string(),
+    }
+}
+
+/// A route's backends as `cluster (weight)` or `503 (reason)`.
+pub fn backends(r: &Route) -> Vec<String> {
+    match &r.action {
+        RouteAction::Forward(cs) => cs
+            .iter()
+            .map(|c| format!("{} ({})", c.cluster, c.weight))
+            .collect(),
+        RouteAction::Unavailable(why) => vec![format!("503 ({why})")],
+    }
+}
+
+/// Every status, sorted by object.
+pub fn status_table(dag: &Dag) -> Vec<TableStatus> {
+    dag.statuses
+        .iter()
+        .map(|(r, s)| TableStatus {
+            object: format!("{} {} {}", r.kind.api_version(), r.kind.kind(), r.key),
+            status: s.state,
+            description: s.description.clone(),
+            messages: s
+                .messages
+                .iter()
+                .map(|m| format!("[{}] {}", m.reason, m.message))
+                .collect(),
+        })
+        .collect()
+}

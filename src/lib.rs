@@ -1,0 +1,12 @@
+#![forbid(unsafe_code)]
+//! sluice: a Kubernetes ingress control plane for Envoy.
+//!
+//! One pipeline, pure in the middle: sources fill a [`store::Snapshot`], [`dag::build`] turns it into
+//! the routing model plus a status for every routing object, and the outputs (CLI, xDS, status writer,
+//! admission webhook) consume the result. See docs/architecture.md.
+
+pub mod api;
+pub mod dag;
+pub mod manifest;
+pub mod store;
+pub mod validate;

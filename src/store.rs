@@ -1,0 +1,211 @@
+//! The store: an immutable snapshot of every object sluice reads, filled by the sources (kube watches
+//! in cluster mode, the manifest directory in standalone mode, the files given to the CLI) and read by
+//! `dag::build`, which never sees anything else.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gateway_api::{
+    apis::experimental::tcproutes::TcpRoute as TCPRoute,
+    apis::standard::{
+        gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute as GRPCRoute,
+        httproutes::HttpRoute as HTTPRoute, referencegrants::ReferenceGrant,
+        tlsroutes::TlsRoute as TLSRoute,
+    },
+};
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+
+use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
+
+/// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
+pub type Objects<T> = BTreeMap<ObjKey, Arc<T>>;
+
+/// Everything routing can depend on, as of one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub ingresses: Objects<Ingress>,
+    pub ingress_classes: Objects<IngressClass>,
+    pub ingressroutes_v1beta1: Objects<heptio_v1beta1::IngressRoute>,
+    pub ingressroutes_v1: Objects<contour_v1::IngressRoute>,
+    pub routes_v1alpha1: Objects<route_v1alpha1::Route>,
+    pub services: Objects<Service>,
+    pub endpoint_slices: Objects<EndpointSlice>,
+    /// Only Secrets routing can use (TLS certificates); cluster mode filters out the rest.
+    pub secrets: Objects<Secret>,
+    pub gateway_classes: Objects<GatewayClass>,
+    pub gateways: Objects<Gateway>,
+    pub http_routes: Objects<HTTPRoute>,
+    pub grpc_routes: Objects<GRPCRoute>,
+    pub tls_routes: Objects<TLSRoute>,
+    pub tcp_routes: Objects<TCPRoute>,
+    pub reference_grants: Objects<ReferenceGrant>,
+}
+
+/// One decoded object of any kind the store holds.
+#[derive(Clone, Debug)]
+pub enum AnyObject {
+    Ingress(Arc<Ingress>),
+    IngressClass(Arc<IngressClass>),
+    IngressRouteV1beta1(Arc<heptio_v1beta1::IngressRoute>),
+    IngressRouteV1(Arc<contour_v1::IngressRoute>),
+    RouteV1alpha1(Arc<route_v1alpha1::Route>),
+    Service(Arc<Service>),
+    EndpointSlice(Arc<EndpointSlice>),
+    Secret(Arc<Secret>),
+    GatewayClass(Arc<GatewayClass>),
+    Gateway(Arc<Gateway>),
+    HttpRoute(Arc<HTTPRoute>),
+    GrpcRoute(Arc<GRPCRoute>),
+    TlsRoute(Arc<TLSRoute>),
+    TcpRoute(Arc<TCPRoute>),
+    ReferenceGrant(Arc<ReferenceGrant>),
+}
+
+macro_rules! each_object {
+    ($obj:expr, $o:ident => $body:expr) => {
+        match $obj {
+            AnyObject::Ingress($o) => $body,
+            AnyObject::IngressClass($o) => $body,
+            AnyObject::IngressRouteV1beta1($o) => $body,
+            AnyObject::IngressRouteV1($o) => $body,
+            AnyObject::RouteV1alpha1($o) => $body,
+            AnyObject::Service($o) => $body,
+            AnyObject::EndpointSlice($o) => $body,
+            AnyObject::Secret($o) => $body,
+            AnyObject::GatewayClass($o) => $body,
+            AnyObject::Gateway($o) => $body,
+            AnyObject::HttpRoute($o) => $body,
+            AnyObject::GrpcRoute($o) => $body,
+            AnyObject::TlsRoute($o) => $body,
+            AnyObject::TcpRoute($o) => $body,
+            AnyObject::ReferenceGrant($o) => $body,
+        }
+    };
+}
+
+impl AnyObject {
+    pub fn kind(&self) -> crate::api::Kind {
+        use crate::api::Kind;
+        match self {
+            AnyObject::Ingress(_) => Kind::Ingress,
+            AnyObject::IngressClass(_) => Kind::IngressClass,
+            AnyObject::IngressRouteV1beta1(_) => Kind::IngressRouteV1beta1,
+            AnyObject::IngressRouteV1(_) => Kind::IngressRouteV1,
+            AnyObject::RouteV1alpha1(_) => Kind::RouteV1alpha1,
+            AnyObject::Service(_) => Kind::Service,
+            AnyObject::EndpointSlice(_) => Kind::EndpointSlice,
+            AnyObject::Secret(_) => Kind::Secret,
+            AnyObject::GatewayClass(_) => Kind::GatewayClass,
+            AnyObject::Gateway(_) => Kind::Gateway,
+            AnyObject::HttpRoute(_) => Kind::HttpRoute,
+            AnyObject::GrpcRoute(_) => Kind::GrpcRoute,
+            AnyObject::TlsRoute(_) => Kind::TlsRoute,
+            AnyObject::TcpRoute(_) => Kind::TcpRoute,
+            AnyObject::ReferenceGrant(_) => Kind::ReferenceGrant,
+        }
+    }
+
+    pub fn metadata(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        each_object!(self, o => &o.metadata)
+    }
+
+    /// namespace/name; a namespaced object without a namespace is in `default`.
+    pub fn key(&self) -> ObjKey {
+        let meta = self.metadata();
+        let namespace = if self.kind().is_cluster_scoped() {
+            String::new()
+        } else {
+            meta.namespace
+                .clone()
+                .unwrap_or_else(|| "default".to_string())
+        };
+        ObjKey::new(namespace, meta.name.clone().unwrap_or_default())
+    }
+
+    pub fn object_ref(&self) -> crate::api::ObjectRef {
+        crate::api::ObjectRef {
+            kind: self.kind(),
+            key: self.key(),
+        }
+    }
+}
+
+impl Snapshot {
+    /// Adds or replaces an object (keyed by kind, namespace and name).
+    pub fn insert(&mut self, obj: AnyObject) {
+        let key = obj.key();
+        match obj {
+            AnyObject::Ingress(o) => _ = self.ingresses.insert(key, o),
+            AnyObject::IngressClass(o) => _ = self.ingress_classes.insert(key, o),
+            AnyObject::IngressRouteV1beta1(o) => _ = self.ingressroutes_v1beta1.insert(key, o),
+            AnyObject::IngressRouteV1(o) => _ = self.ingressroutes_v1.insert(key, o),
+            AnyObject::RouteV1alpha1(o) => _ = self.routes_v1alpha1.insert(key, o),
+            AnyObject::Service(o) => _ = self.services.insert(key, o),
+            AnyObject::EndpointSlice(o) => _ = self.endpoint_slices.insert(key, o),
+            AnyObject::Secret(o) => _ = self.secrets.insert(key, o),
+            AnyObject::GatewayClass(o) => _ = self.gateway_classes.insert(key, o),
+            AnyObject::Gateway(o) => _ = self.gateways.insert(key, o),
+            AnyObject::HttpRoute(o) => _ = self.http_routes.insert(key, o),
+            AnyObject::GrpcRoute(o) => _ = self.grpc_routes.insert(key, o),
+            AnyObject::TlsRoute(o) => _ = self.tls_routes.insert(key, o),
+            AnyObject::TcpRoute(o) => _ = self.tcp_routes.insert(key, o),
+            AnyObject::ReferenceGrant(o) => _ = self.reference_grants.insert(key, o),
+        }
+    }
+
+    /// Removes an object; returns whether it was there.
+    pub fn remove(&mut self, kind: crate::api::Kind, key: &ObjKey) -> bool {
+        use crate::api::Kind;
+        match kind {
+            Kind::Ingress => self.ingresses.remove(key).is_some(),
+            Kind::IngressClass => self.ingress_classes.remove(key).is_some(),
+            Kind::IngressRouteV1beta1 => self.ingressroutes_v1beta1.remove(key).is_some(),
+            Kind::IngressRouteV1 => self.ingressroutes_v1.remove(key).is_some(),
+            Kind::RouteV1alpha1 => self.routes_v1alpha1.remove(key).is_some(),
+            Kind::Service => self.services.remove(key).is_some(),
+            Kind::EndpointSlice => self.endpoint_slices.remove(key).is_some(),
+            Kind::Secret => self.secrets.remove(key).is_some(),
+            Kind::GatewayClass => self.gateway_classes.remove(key).is_some(),
+            Kind::Gateway => self.gateways.remove(key).is_some(),
+            Kind::HttpRoute => self.http_routes.remove(key).is_some(),
+            Kind::GrpcRoute => self.grpc_routes.remove(key).is_some(),
+            Kind::ReferenceGrant => self.reference_grants.remove(key).is_some(),
+            Kind::TlsRoute => self.tls_routes.remove(key).is_some(),
+            Kind::TcpRoute => self.tcp_routes.remove(key).is_some(),
+        }
+    }
+
+    /// Number of objects held, all kinds together.
+    pub fn len(&self) -> usize {
+        self.ingresses.len()
+            + self.ingress_classes.len()
+            + self.ingressroutes_v1beta1.len()
+            + self.ingressroutes_v1.len()
+            + self.routes_v1alpha1.len()
+            + self.services.len()
+            + self.endpoint_slices.len()
+            + self.secrets.len()
+            + self.gateway_classes.len()
+            + self.gateways.len()
+            + self.http_routes.len()
+            + self.grpc_routes.len()
+            + self.tls_routes.len()
+            + self.tcp_routes.len()
+            + self.reference_grants.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Builds a snapshot from decoded objects; later duplicates replace earlier ones.
+    pub fn from_objects(objects: impl IntoIterator<Item = AnyObject>) -> Snapshot {
+        let mut s = Snapshot::default();
+        for o in objects {
+            s.insert(o);
+        }
+        s
+    }
+}

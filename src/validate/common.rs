@@ -1,0 +1,441 @@
+//! Field rules shared by every kind: host names, paths, header names and values, regular expressions,
+//! object names, durations. Each returns a [`FieldError`] naming the field, the value and the fix.
+
+use std::time::Duration;
+
+use super::FieldError;
+
+/// Longest regular expression accepted, in bytes.
+pub const MAX_REGEX_LEN: usize = 1024;
+/// Largest compiled program a regular expression may need (guards against exponential expansion).
+pub const MAX_REGEX_PROGRAM: usize = 64 * 1024;
+
+fn has_control(s: &str) -> bool {
+    s.chars().any(|c| c.is_control())
+}
+
+/// A DNS host name as a virtual host (RFC 1123), optionally with a single leading `*` label when
+/// `allow_wildcard`. Case is ignored (names are compared lowercased).
+pub fn validate_hostname(path: &str, value: &str, allow_wildcard: bool) -> Result<(), FieldError> {
+    let fix = if allow_wildcard {
+        "must be a DNS name like \"www.example.com\" or \"*.example.com\" (lowercase letters, digits, '-' and '.'; no port, no IP address)"
+    } else {
+        "must be a DNS name like \"www.example.com\" (lowercase letters, digits, '-' and '.'; no wildcard, no port, no IP address)"
+    };
+    if value.is_empty() || value.len() > 253 || has_control(value) {
+        return Err(FieldError::invalid(path, value, fix));
+    }
+    let lower = value.to_ascii_lowercase();
+    let rest = match lower.strip_prefix("*.") {
+        Some(rest) if allow_wildcard => rest,
+        Some(_) => return Err(FieldError::invalid(path, value, fix)),
+        None => lower.as_str(),
+    };
+    if rest.parse::<std::net::IpAddr>().is_ok() {
+        return Err(FieldError::invalid(path, value, fix));
+    }
+    let labels_ok = rest.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    });
+    if !labels_ok {
+        return Err(FieldError::invalid(path, value, fix));
+    }
+    Ok(())
+}
+
+/// A URL path used as a match: starts with `/`, no whitespace or control characters, no query or
+/// fragment, no `.`/`..` segments and (when `no_double_slash`) no `//`.
+pub fn validate_path(path: &str, value: &str, no_double_slash: bool) -> Result<(), FieldError> {
+    if !value.starts_with('/') {
+        return Err(FieldError::invalid(path, value, "must start with \"/\""));
+    }
+    if value.len() > 4096 {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "must be at most 4096 characters",
+        ));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            format!("must not contain whitespace or control characters (found {c:?})"),
+        ));
+    }
+    if let Some(c) = value.chars().find(|c| matches!(c, '?' | '#')) {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            format!("must be a path only, without {c:?} (queries and fragments are not matched)"),
+        ));
+    }
+    if no_double_slash && value.contains("//") {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "must not contain consecutive \"/\" characters",
+        ));
+    }
+    if value.split('/').any(|seg| seg == "." || seg == "..") {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "must not contain \".\" or \"..\" segments (request paths are normalized before matching)",
+        ));
+    }
+    if !valid_percent_encoding(value) {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "has a '%' not followed by two hex digits",
+        ));
+    }
+    Ok(())
+}
+
+fn valid_percent_encoding(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            if !(b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+            {
+                return false;
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    true
+}
+
+/// An HTTP header name (an RFC 9110 token); pseudo-headers such as `:path` are refused.
+pub fn validate_header_name(path: &str, value: &str) -> Result<(), FieldError> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if value.is_empty() || value.len() > 256 || !value.bytes().all(token) {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~; no ':' pseudo-headers)",
+        ));
+    }
+    Ok(())
+}
+
+/// A header value to compare against: printable, no CR, LF or NUL, at most 4096 bytes.
+pub fn validate_header_value(path: &str, value: &str) -> Result<(), FieldError> {
+    if value.len() > 4096 {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "must be at most 4096 bytes",
+        ));
+    }
+    if has_control(value) {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "must not contain control characters such as newlines",
+        ));
+    }
+    Ok(())
+}
+
+/// A regular expression with RE2 semantics (what Envoy runs): no backreferences or look-around, at
+/// most [`MAX_REGEX_LEN`] bytes, and a bounded compiled size.
+pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
+    if value.len() > MAX_REGEX_LEN {
+        return Err(FieldError::spec(
+            path,
+            format!(
+                "regular expression of {} bytes is longer than the {MAX_REGEX_LEN} bytes allowed",
+                value.len()
+            ),
+        ));
+    }
+    if has_control(value) {
+        return Err(FieldError::invalid(
+            path,
+            value,
+            "must not contain control characters",
+        ));
+    }
+    match regex::RegexBuilder::new(value)
+        .size_limit(MAX_REGEX_PROGRAM)
+        .build()
+    {
+        Ok(_) => Ok(()),
+        Err(regex::Error::CompiledTooBig(_)) => Err(FieldError::invalid(
+            path,
+            value,
+            "is too complex (its compiled form exceeds the size limit); simplify it",
+        )),
+        Err(e) => {
+            let detail = e.to_string();
+            let last = detail
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("error:"))
+                .unwrap_or("syntax error");
+            Err(FieldError::invalid(
+                path,
+                value,
+                format!("is not a valid RE2 regular expression ({last})"),
+            ))
+        }
+    }
+}
+
+/// An RFC 1035 label, as Service names are: lowercase letters, digits and '-', starting with a letter.
+pub fn validate_dns1035_label(path: &str, value: &str, what: &str) -> Result<(), FieldError> {
+    let b = value.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_lowercase()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && !value.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::invalid(
+            path,
+            value,
+            format!(
+                "must be the name of a {what} in the same namespace: lowercase letters, digits and '-', starting with a letter, at most 63 characters"
+            ),
+        ))
+    }
+}
+
+/// An RFC 1123 label, as namespace names are.
+pub fn validate_dns1123_label(path: &str, value: &str, what: &str) -> Result<(), FieldError> {
+    let b = value.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && !value.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::invalid(
+            path,
+            value,
+            format!(
+                "must be a {what} name: lowercase letters, digits and '-', at most 63 characters"
+            ),
+        ))
+    }
+}
+
+/// An RFC 1123 subdomain, as most object names (Secrets, IngressRoutes) are.
+pub fn validate_dns1123_subdomain(path: &str, value: &str, what: &str) -> Result<(), FieldError> {
+    let ok = !value.is_empty()
+        && value.len() <= 253
+        && value.split('.').all(|l| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::invalid(
+            path,
+            value,
+            format!(
+                "must be a {what} name: lowercase letters, digits, '-' and '.', at most 253 characters"
+            ),
+        ))
+    }
+}
+
+/// A timeout: a Go-style duration (`1s`, `150ms`, `1m30s`, `1.5s`) or `infinity` (no timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum Timeout {
+    Infinite,
+    After(Duration),
+}
+
+/// Parses a Go-style duration: a sequence of decimal numbers with units ns, us, µs, ms, s, m, h.
+pub fn parse_timeout(path: &str, value: &str) -> Result<Timeout, FieldError> {
+    const FIX: &str = "must be a duration like \"1s\", \"150ms\", \"1m30s\" or \"infinity\"";
+    if value == "infinity" || value == "infinite" {
+        return Ok(Timeout::Infinite);
+    }
+    let mut rest = value;
+    let mut total = Duration::ZERO;
+    if rest.is_empty() {
+        return Err(FieldError::invalid(path, value, FIX));
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(num_len);
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let n: f64 = num
+            .parse()
+            .map_err(|_| FieldError::invalid(path, value, FIX))?;
+        let secs = match unit {
+            "ns" => n / 1e9,
+            "us" | "µs" => n / 1e6,
+            "ms" => n / 1e3,
+            "s" => n,
+            "m" => n * 60.0,
+            "h" => n * 3600.0,
+            _ => return Err(FieldError::invalid(path, value, FIX)),
+        };
+        if !secs.is_finite() || secs > 365.0 * 24.0 * 3600.0 {
+            return Err(FieldError::invalid(path, value, "must be at most one year"));
+        }
+        total += Duration::from_secs_f64(secs);
+        rest = tail;
+    }
+    Ok(Timeout::After(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::quote;
+
+    fn msg<T: std::fmt::Debug>(r: Result<T, FieldError>) -> String {
+        r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn hostnames() {
+        assert!(validate_hostname("h", "www.example.com", false).is_ok());
+        assert!(validate_hostname("h", "WWW.Example.COM", false).is_ok());
+        assert!(validate_hostname("h", "*.example.com", true).is_ok());
+        assert_eq!(
+            msg(validate_hostname("h", "*.example.com", false)),
+            "h: \"*.example.com\" must be a DNS name like \"www.example.com\" (lowercase letters, digits, '-' and '.'; no wildcard, no port, no IP address)"
+        );
+        assert!(validate_hostname("h", "*", true).is_err());
+        assert!(validate_hostname("h", "a.*.com", true).is_err());
+        assert!(validate_hostname("h", "foo.com:80", true).is_err());
+        assert!(validate_hostname("h", "10.0.0.1", true).is_err());
+        assert!(validate_hostname("h", "foo\n.com", true).is_err());
+        assert!(validate_hostname("h", "-foo.com", true).is_err());
+        assert!(validate_hostname("h", "", true).is_err());
+    }
+
+    #[test]
+    fn paths() {
+        assert!(validate_path("p", "/", true).is_ok());
+        assert!(validate_path("p", "/foo/bar%20x", true).is_ok());
+        assert_eq!(
+            msg(validate_path("spec.routes[2].match", "finance", true)),
+            "spec.routes[2].match: \"finance\" must start with \"/\""
+        );
+        assert_eq!(
+            msg(validate_path("p", "/a//b", true)),
+            "p: \"/a//b\" must not contain consecutive \"/\" characters"
+        );
+        assert!(validate_path("p", "/a//b", false).is_ok());
+        assert_eq!(
+            msg(validate_path("p", "/a\nb", true)),
+            "p: \"/a\\nb\" must not contain whitespace or control characters (found '\\n')"
+        );
+        assert!(msg(validate_path("p", "/a?b=1", true)).contains("without '?'"));
+        assert!(msg(validate_path("p", "/a/../b", true)).contains("\"..\" segments"));
+        assert!(msg(validate_path("p", "/a%zz", true)).contains("'%' not followed"));
+        assert!(validate_path("p", "/a%", true).is_err());
+    }
+
+    #[test]
+    fn header_names_and_values() {
+        assert!(validate_header_name("h", "x-header").is_ok());
+        assert!(msg(validate_header_name("h", ":path")).contains("must be an HTTP header name"));
+        assert!(validate_header_name("h", "x header").is_err());
+        assert!(validate_header_value("v", "a;b {} \"q\" %ENV(X)%").is_ok());
+        assert_eq!(
+            msg(validate_header_value("v", "a\r\nb")),
+            "v: \"a\\r\\nb\" must not contain control characters such as newlines"
+        );
+    }
+
+    #[test]
+    fn regexes() {
+        assert!(validate_regex("r", ".*Chrome.*").is_ok());
+        assert!(
+            msg(validate_regex("r", "(a"))
+                .starts_with("r: \"(a\" is not a valid RE2 regular expression")
+        );
+        assert!(msg(validate_regex("r", "(a)\\1")).contains("not a valid RE2"));
+        assert!(msg(validate_regex("r", "(?=a)")).contains("not a valid RE2"));
+        let long = "a".repeat(100_000);
+        assert_eq!(
+            msg(validate_regex("r", &long)),
+            "r: regular expression of 100000 bytes is longer than the 1024 bytes allowed"
+        );
+        assert!(msg(validate_regex("r", "((a{100}){100}){100}")).contains("too complex"));
+    }
+
+    #[test]
+    fn names() {
+        assert!(validate_dns1035_label("s", "kuard-2", "Service").is_ok());
+        assert!(
+            msg(validate_dns1035_label("s", "other/kuard", "Service"))
+                .contains("in the same namespace")
+        );
+        assert!(validate_dns1035_label("s", "2kuard", "Service").is_err());
+        assert!(validate_dns1123_label("n", "team-a", "namespace").is_ok());
+        assert!(validate_dns1123_label("n", "Team", "namespace").is_err());
+        assert!(validate_dns1123_subdomain("n", "a.b-c", "Secret").is_ok());
+        assert!(validate_dns1123_subdomain("n", "a/b", "Secret").is_err());
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(
+            parse_timeout("t", "1s").unwrap(),
+            Timeout::After(Duration::from_secs(1))
+        );
+        assert_eq!(
+            parse_timeout("t", "150ms").unwrap(),
+            Timeout::After(Duration::from_millis(150))
+        );
+        assert_eq!(
+            parse_timeout("t", "1m30s").unwrap(),
+            Timeout::After(Duration::from_secs(90))
+        );
+        assert_eq!(
+            parse_timeout("t", "1.5s").unwrap(),
+            Timeout::After(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_timeout("t", "infinity").unwrap(), Timeout::Infinite);
+        assert_eq!(
+            msg(parse_timeout("t", "10 seconds")),
+            "t: \"10 seconds\" must be a duration like \"1s\", \"150ms\", \"1m30s\" or \"infinity\""
+        );
+        assert!(parse_timeout("t", "").is_err());
+        assert!(parse_timeout("t", "5").is_err());
+        assert!(parse_timeout("t", "99999999h").is_err());
+    }
+
+    #[test]
+    fn quoting_cuts_and_escapes() {
+        assert_eq!(quote("a\"b"), "\"a\\\"b\"");
+        let q = quote(&"x".repeat(200));
+        assert!(q.ends_with("(200 characters)"));
+    }
+}

@@ -1,0 +1,139 @@
+//! Single-object admission rules. The webhook, `sluice validate` and `dag::build` all call these very
+//! functions, so an object refused at `kubectl apply` and an object marked invalid in status are refused
+//! for the same reason, in the same words.
+//!
+//! Every problem is a [`FieldError`]: the field path, what is wrong with which value, and what would be
+//! accepted, e.g. `spec.routes[2].match: "finance" must start with "/"`.
+
+pub mod common;
+pub mod gateway;
+pub mod ingress;
+pub mod ingressroute;
+pub mod route;
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::store::AnyObject;
+
+/// One problem in one field of one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+pub struct FieldError {
+    /// JSONPath-like location, e.g. `spec.routes[2].match`.
+    pub path: String,
+    /// Machine-readable reason, one of `crate::api::status::reason`.
+    pub reason: &'static str,
+    /// What is wrong, naming the bad value and what would be accepted.
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, reason: &'static str, message: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// `path: "value" <what is wrong and what is accepted>` with reason InvalidSpec.
+    pub fn invalid(path: impl Into<String>, value: &str, expected: impl fmt::Display) -> Self {
+        FieldError::new(
+            path,
+            crate::api::status::reason::INVALID_SPEC,
+            format!("{} {expected}", quote(value)),
+        )
+    }
+
+    /// `path: is required <hint>` with reason InvalidSpec.
+    pub fn required(path: impl Into<String>, hint: impl fmt::Display) -> Self {
+        FieldError::new(
+            path,
+            crate::api::status::reason::INVALID_SPEC,
+            format!("is required; {hint}"),
+        )
+    }
+
+    /// A rule about the field that is not about one value.
+    pub fn spec(path: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError::new(path, crate::api::status::reason::INVALID_SPEC, message)
+    }
+}
+
+/// Quotes a user-supplied value for a message: escapes quotes and control characters, and cuts values
+/// over 80 characters, so a message never carries raw user input.
+pub fn quote(value: &str) -> String {
+    const MAX: usize = 80;
+    let mut cut: String = value.chars().take(MAX).collect();
+    let truncated = cut.len() < value.len();
+    if truncated {
+        cut.push('…');
+    }
+    let quoted = format!("{cut:?}");
+    if truncated {
+        format!("{quoted} ({} characters)", value.chars().count())
+    } else {
+        quoted
+    }
+}
+
+/// The outcome of the single-object rules for one object.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// Problems that make the object unacceptable; empty means allowed.
+    pub errors: Vec<FieldError>,
+    /// Deprecated or risky usage that is still accepted (admission warnings).
+    pub warnings: Vec<String>,
+}
+
+impl Verdict {
+    pub fn allowed(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    pub fn error(&mut self, e: FieldError) {
+        self.errors.push(e);
+    }
+
+    pub fn warn(&mut self, w: impl Into<String>) {
+        self.warnings.push(w.into());
+    }
+
+    pub fn merge(&mut self, other: Verdict) {
+        self.errors.extend(other.errors);
+        self.warnings.extend(other.warnings);
+    }
+}
+
+/// Runs the single-object rules of the object's kind. Kinds without rules of their own (Services,
+/// Secrets, …) are always allowed.
+pub fn validate_object(obj: &AnyObject) -> Verdict {
+    match obj {
+        AnyObject::Ingress(o) => ingress::validate_ingress(o),
+        AnyObject::IngressClass(o) => ingress::validate_ingress_class(o),
+        AnyObject::IngressRouteV1beta1(o) => ingressroute::validate_v1beta1(o),
+        AnyObject::IngressRouteV1(o) => ingressroute::validate_v1(o),
+        AnyObject::RouteV1alpha1(o) => route::validate_route(o),
+        AnyObject::GatewayClass(_)
+        | AnyObject::Gateway(_)
+        | AnyObject::HttpRoute(_)
+        | AnyObject::GrpcRoute(_)
+        | AnyObject::TlsRoute(_)
+        | AnyObject::TcpRoute(_)
+        | AnyObject::ReferenceGrant(_) => gateway::validate_gateway_object(obj),
+        AnyObject::Service(_) | AnyObject::EndpointSlice(_) | AnyObject::Secret(_) => {
+            Verdict::default()
+        }
+    }
+}
