@@ -213,6 +213,7 @@ impl<'a> Builder<'a> {
             .or_insert_with(|| VirtualHost {
                 host,
                 tls: None,
+                tcp_proxy: None,
                 routes: Vec::new(),
                 owner,
             })
@@ -405,7 +406,7 @@ impl<'a> Builder<'a> {
     /// Sorts every virtual host's routes by precedence, drops empty hosts and produces the model.
     pub fn finish(self) -> Dag {
         let mut vhosts = self.vhosts;
-        vhosts.retain(|_, v| !v.routes.is_empty());
+        vhosts.retain(|_, v| !v.routes.is_empty() || v.tcp_proxy.is_some());
         for v in vhosts.values_mut() {
             v.routes.sort_by(route_precedence);
         }

@@ -34,6 +34,11 @@ pub struct VirtualHost {
     pub tls: Option<VhostTls>,
     /// Routes in precedence order: the first that matches a request takes it.
     pub routes: Vec<Route>,
+    /// TCP proxying: when set (IngressRoute v1 `tcp` backends), the HTTPS filter
+    /// chain of this host terminates TLS and forwards the TCP stream to these clusters instead of
+    /// routing HTTP. Requires `tls`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_proxy: Option<Vec<WeightedCluster>>,
     /// The root object that owns this host exclusively (IngressRoute or Route); None for hosts merged
     /// from Ingresses.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,62 @@
+//! The `sluice` command line: one binary, one subcommand per job.
+
+pub mod bootstrap;
+pub mod crds;
+pub mod routes;
+pub mod serve;
+pub mod validate;
+
+use clap::{Parser, Subcommand};
+
+/// sluice: a Kubernetes ingress control plane for Envoy.
+#[derive(Debug, Parser)]
+#[command(name = "sluice", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve xDS to Envoy (and optionally the admission webhook) from a cluster or a manifest directory.
+    Serve(Box<serve::ServeArgs>),
+    /// Check manifests: admission rules on every object, then routing over the whole set.
+    Validate(validate::ValidateArgs),
+    /// Print the route table computed from manifests.
+    Routes(routes::RoutesArgs),
+    /// Print sluice's CustomResourceDefinitions.
+    Crds(crds::CrdsArgs),
+    /// Write an Envoy bootstrap that points Envoy at sluice's xDS server.
+    Bootstrap(bootstrap::BootstrapArgs),
+}
+
+/// Runs the command line; returns the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return std::process::ExitCode::from(code);
+        }
+    };
+    let code = match cli.command {
+        Command::Serve(a) => serve::run(*a),
+        Command::Validate(a) => validate::run(a),
+        Command::Routes(a) => routes::run(a),
+        Command::Crds(a) => crds::run(a),
+        Command::Bootstrap(a) => bootstrap::run(a),
+    };
+    std::process::ExitCode::from(code)
+}
+
+/// Comma-separated list flag values, flattened and trimmed.
+pub fn split_list(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
