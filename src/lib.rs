@@ -11,3 +11,4 @@ pub mod dag;
 pub mod manifest;
 pub mod store;
 pub mod validate;
+pub mod webhook;
