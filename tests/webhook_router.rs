@@ -629,6 +629,19 @@ async fn objects_of_three_megabytes_are_reviewed() {
 }
 
 #[tokio::test]
+async fn updates_of_three_megabyte_objects_are_reviewed() {
+    let state = mk_state();
+    let mut review: Value = serde_json::from_slice(&mk_large_review(3 * 1024 * 1024)).unwrap();
+    review["request"]["operation"] = json!("UPDATE");
+    review["request"]["oldObject"] = review["request"]["object"].clone();
+    let body = serde_json::to_vec(&review).unwrap();
+    assert!(body.len() > 6 * 1000 * 1000 && body.len() < MAX_BODY_BYTES);
+    let reply = post(&state, "/validate", body).await;
+    reply.assert_allowed();
+    assert_eq!(reply.uid(), uid_of("ir_v1beta1_valid"));
+}
+
+#[tokio::test]
 async fn bodies_over_the_limit_get_a_413() {
     let state = mk_state();
     let body = mk_large_review(MAX_BODY_BYTES + 1024);

@@ -39,9 +39,10 @@ pub use tls::{ReloadingCert, TlsError};
 
 /// The deprecated Ingress class annotation (seed 001).
 pub const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
-/// Largest request body accepted: objects can reach ~3 MB, and the review carries the old object too
-/// on UPDATE; anything larger is answered 413 without being read further.
-pub const MAX_BODY_BYTES: usize = 6 * 1024 * 1024;
+/// Largest request body accepted: objects can reach ~3 MB (the API server's request limit) and an
+/// UPDATE review carries the old object too; anything larger is answered 413 without being read
+/// further.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Bodies larger than this are decoded on the blocking pool so they do not stall other requests.
 const OFFLOAD_BYTES: usize = 256 * 1024;
 
