@@ -141,14 +141,12 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
             continue;
         };
         match a.r#type.as_deref().unwrap_or("IPAddress") {
-            "IPAddress" => {
-                if value.parse::<std::net::IpAddr>().is_err() {
-                    v.error(FieldError::invalid(
-                        path,
-                        value,
-                        "must be an IPv4 or IPv6 address for type IPAddress",
-                    ));
-                }
+            "IPAddress" if value.parse::<std::net::IpAddr>().is_err() => {
+                v.error(FieldError::invalid(
+                    path,
+                    value,
+                    "must be an IPv4 or IPv6 address for type IPAddress",
+                ));
             }
             "Hostname" => push(&mut v, validate_hostname(&path, value, false)),
             _ => {}
@@ -353,13 +351,13 @@ fn validate_backend_ref(
         )),
         None => {}
     }
-    if let Some(w) = weight {
-        if !(0..=1_000_000).contains(&w) {
-            v.error(FieldError::spec(
-                format!("{path}.weight"),
-                format!("{w} must be between 0 and 1000000"),
-            ));
-        }
+    if let Some(w) = weight
+        && !(0..=1_000_000).contains(&w)
+    {
+        v.error(FieldError::spec(
+            format!("{path}.weight"),
+            format!("{w} must be between 0 and 1000000"),
+        ));
     }
 }
 

@@ -310,19 +310,19 @@ fn check_root(obj: &AnyObject, path: &str, host: &str, cx: &Context<'_>, v: &mut
     if host.is_empty() {
         return;
     }
-    if let Some(owner) = cx.index.host_owner(host) {
-        if owner.owner != me {
-            v.error(FieldError::new(
-                path,
-                reason::FQDN_CONFLICT,
-                format!(
-                    "{} is already claimed by {} ({}); the oldest root claiming a host owns it, choose another host",
-                    quote(host),
-                    owner.owner,
-                    owner.owner.kind.api_version()
-                ),
-            ));
-        }
+    if let Some(owner) = cx.index.host_owner(host)
+        && owner.owner != me
+    {
+        v.error(FieldError::new(
+            path,
+            reason::FQDN_CONFLICT,
+            format!(
+                "{} is already claimed by {} ({}); the oldest root claiming a host owns it, choose another host",
+                quote(host),
+                owner.owner,
+                owner.owner.kind.api_version()
+            ),
+        ));
     }
 }
 

@@ -72,21 +72,22 @@ pub fn ingress_patch(
             .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION))
             .is_some();
         let unclassed = unset(spec.and_then(|s| s.get("ingressClassName")));
-        if !annotated && unclassed {
-            if let Some(class) = default_class(index, settings) {
-                let class = Value::String(class.to_string());
-                match spec {
-                    Some(Value::Object(_)) => {
-                        ops.push(add(pointer(["spec", "ingressClassName"]), class));
-                    }
-                    None | Some(Value::Null) => {
-                        let mut m = Map::new();
-                        m.insert("ingressClassName".into(), class);
-                        ops.push(add(pointer(["spec"]), Value::Object(m)));
-                    }
-                    // A spec that is not a mapping is for validation to refuse, not to patch.
-                    Some(_) => {}
+        if !annotated
+            && unclassed
+            && let Some(class) = default_class(index, settings)
+        {
+            let class = Value::String(class.to_string());
+            match spec {
+                Some(Value::Object(_)) => {
+                    ops.push(add(pointer(["spec", "ingressClassName"]), class));
                 }
+                None | Some(Value::Null) => {
+                    let mut m = Map::new();
+                    m.insert("ingressClassName".into(), class);
+                    ops.push(add(pointer(["spec"]), Value::Object(m)));
+                }
+                // A spec that is not a mapping is for validation to refuse, not to patch.
+                Some(_) => {}
             }
         }
     }

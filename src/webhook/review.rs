@@ -340,17 +340,13 @@ pub fn encode_decision(uid: &str, version: &str, d: &Decision) -> Vec<u8> {
                 .collect(),
         );
     }
-    if d.allowed() {
-        if let Some(patch) = &d.patch {
-            if !patch.0.is_empty() {
-                match r.clone().with_patch(patch.clone()) {
-                    Ok(with) => r = with,
-                    Err(_) => {
-                        // Serializing a patch of strings cannot fail; if it ever did, answering
-                        // without the defaults is safer than failing the request.
-                    }
-                }
-            }
+    if d.allowed()
+        && let Some(patch) = d.patch.as_ref().filter(|p| !p.0.is_empty())
+    {
+        // Serializing a patch of strings cannot fail; if it ever did, answering without the
+        // defaults is safer than failing the request.
+        if let Ok(with) = r.clone().with_patch(patch.clone()) {
+            r = with;
         }
     }
     encode_review(version, r)

@@ -36,8 +36,8 @@ pub fn mk_snapshot(file: &str) -> Snapshot {
     let objects = parse_documents(file, &text)
         .unwrap()
         .into_iter()
-        .filter_map(|(_, d)| match d {
-            Document::Object(o) => Some(o),
+        .map(|(_, d)| match d {
+            Document::Object(o) => o,
             d => panic!("{file}: {d:?}"),
         });
     Snapshot::from_objects(objects)
