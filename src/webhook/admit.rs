@@ -434,3 +434,140 @@ fn parents_in_scope<'a>(
     }
     !any
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Snapshot;
+    use serde_json::json;
+
+    fn mk_gateway(listeners: Value) -> Value {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": "infra"},
+            "spec": {"gatewayClassName": "sluice", "listeners": listeners}})
+    }
+
+    fn mk_root(name: &str, ns: &str, fqdn: &str) -> Value {
+        json!({"apiVersion": "contour.heptio.com/v1beta1", "kind": "IngressRoute",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"virtualhost": {"fqdn": fqdn}, "routes": [{"match": "/", "services": [{"name": "s", "port": 80}]}]}})
+    }
+
+    fn mk_index(objects: &[Value]) -> Index {
+        let mut s = Snapshot::default();
+        for o in objects {
+            if let Ok(Document::Object(o)) = decode_value(o.clone()) {
+                s.insert(o);
+            }
+        }
+        Index::build(&s, &Options::default())
+    }
+
+    fn run(op: Operation, object: Option<Value>, old: Option<Value>, index: &Index) -> Decision {
+        let settings = AdmissionSettings::default();
+        let options = Options::default();
+        let cx = Context {
+            settings: &settings,
+            options: &options,
+            index,
+        };
+        let req = Request {
+            operation: &op,
+            kind: None,
+            name: "edge",
+            namespace: Some("infra"),
+            object,
+            old_object: old,
+        };
+        decide(Endpoint::Validate, req, &cx)
+    }
+
+    fn texts(d: &Decision) -> Vec<String> {
+        d.errors.iter().map(ToString::to_string).collect()
+    }
+
+    const CONFLICT: &str = "spec.listeners[1]: port 80, protocol HTTP and no hostname are the same as spec.listeners[0] (\"a\", protocol HTTP); one of them must differ";
+
+    #[test]
+    fn an_update_keeping_an_old_problem_gets_a_warning_and_a_new_problem_a_denial() {
+        let index = Index::default();
+        let broken = mk_gateway(
+            json!([{"name": "a", "port": 80, "protocol": "HTTP"}, {"name": "b", "port": 80, "protocol": "HTTP"}]),
+        );
+        let fine = mk_gateway(json!([{"name": "a", "port": 80, "protocol": "HTTP"}]));
+
+        let created = run(Operation::Create, Some(broken.clone()), None, &index);
+        assert_eq!(texts(&created), [CONFLICT]);
+        assert_eq!(created.code, 422);
+        assert_eq!(created.subject, "Gateway infra/edge");
+
+        let mut relabelled = broken.clone();
+        relabelled["metadata"]["labels"] = json!({"team": "edge"});
+        let kept = run(
+            Operation::Update,
+            Some(relabelled),
+            Some(broken.clone()),
+            &index,
+        );
+        assert!(kept.allowed(), "{:?}", kept.errors);
+        assert_eq!(
+            kept.warnings,
+            [format!("{CONFLICT} (already so before this update)")]
+        );
+
+        let introduced = run(Operation::Update, Some(broken), Some(fine), &index);
+        assert_eq!(texts(&introduced), [CONFLICT]);
+    }
+
+    #[test]
+    fn a_host_conflict_the_stored_object_already_had_is_not_a_new_one() {
+        let owner = mk_root("owner", "a", "shop.example.com");
+        let index = mk_index(&[owner]);
+        let mut loser = mk_root("loser", "b", "shop.example.com");
+        loser["metadata"]["creationTimestamp"] = json!("2025-01-01T00:00:00Z");
+        let claim = "spec.virtualhost.fqdn: \"shop.example.com\" is already claimed by IngressRoute a/owner (contour.heptio.com/v1beta1); the oldest root claiming a host owns it, choose another host";
+        let created = run(Operation::Create, Some(loser.clone()), None, &index);
+        assert_eq!(texts(&created), [claim]);
+        assert_eq!(created.errors[0].reason, reason::FQDN_CONFLICT);
+        // Relabelling the loser is allowed, with the conflict as a warning.
+        let mut relabelled = loser.clone();
+        relabelled["metadata"]["labels"] = json!({"x": "y"});
+        let kept = run(
+            Operation::Update,
+            Some(relabelled),
+            Some(loser.clone()),
+            &index,
+        );
+        assert!(kept.allowed());
+        assert_eq!(
+            kept.warnings,
+            [format!("{claim} (already so before this update)")]
+        );
+        // Moving to a free host is fine; moving onto a taken one from a free one is not.
+        let mut moved = loser.clone();
+        moved["spec"]["virtualhost"]["fqdn"] = json!("free.example.com");
+        assert!(run(Operation::Update, Some(moved.clone()), Some(loser), &index).allowed());
+        let back = mk_root("loser", "b", "SHOP.example.com");
+        assert_eq!(
+            run(Operation::Update, Some(back), Some(moved), &index)
+                .errors
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn delete_connect_and_missing_objects() {
+        let index = Index::default();
+        assert!(run(Operation::Delete, None, Some(mk_gateway(json!([]))), &index).allowed());
+        let missing = run(Operation::Create, None, None, &index);
+        assert_eq!(missing.code, 400);
+        assert_eq!(
+            texts(&missing),
+            ["request.object: is required; CREATE and UPDATE requests carry the object"]
+        );
+        let null = run(Operation::Update, Some(Value::Null), None, &index);
+        assert_eq!(null.code, 400);
+        assert!(run(Operation::Connect, None, None, &index).allowed());
+    }
+}
