@@ -266,10 +266,8 @@ fn add(
     action: RouteAction,
 ) -> Conflict {
     let catch_all = matches!(&path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if p == "/");
-    if catch_all {
-        if let Some(by) = state.catch_all.get(host) {
-            return Conflict::With(by.clone());
-        }
+    if catch_all && let Some(by) = state.catch_all.get(host) {
+        return Conflict::With(by.clone());
     }
     let route = Route {
         path,

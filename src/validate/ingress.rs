@@ -287,14 +287,14 @@ pub fn validate_ingress_class(o: &IngressClass) -> Verdict {
         .annotations
         .as_ref()
         .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+        && value != "true"
+        && value != "false"
     {
-        if value != "true" && value != "false" {
-            v.error(FieldError::invalid(
-                format!("metadata.annotations[{DEFAULT_CLASS_ANNOTATION:?}]"),
-                value,
-                "must be \"true\" or \"false\"",
-            ));
-        }
+        v.error(FieldError::invalid(
+            format!("metadata.annotations[{DEFAULT_CLASS_ANNOTATION:?}]"),
+            value,
+            "must be \"true\" or \"false\"",
+        ));
     }
     v
 }
