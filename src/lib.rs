@@ -10,4 +10,5 @@ pub mod cli;
 pub mod dag;
 pub mod manifest;
 pub mod store;
+pub mod synth;
 pub mod validate;
