@@ -68,7 +68,8 @@ pub(super) struct NodeBackend {
 /// What a delegation target turned out to be.
 #[derive(Clone)]
 pub(super) enum Found {
-    Missing,
+    /// Not there; with a hint (e.g. an object of that name exists in the other API group).
+    Missing(Option<String>),
     /// It has a virtualhost: roots cannot be delegated to.
     Root,
     /// It breaks its own single-object rules.
@@ -336,12 +337,13 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
         let field = format!("{}.delegate", r.at);
         let found = self.find(key);
         match found {
-            Found::Missing => {
+            Found::Missing(hint) => {
+                let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
                 self.invalid(
                     b,
                     &node.obj,
                     reason::DELEGATE_NOT_FOUND,
-                    format!("{field}: {kind} {key} not found"),
+                    format!("{field}: {} {key} not found{hint}", node.obj.kind),
                 );
                 return Some(format!("delegate {key} not found"));
             }
@@ -391,7 +393,7 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                 chain.pop();
                 res.err()
             }
-            Found::Missing | Found::Root => None,
+            Found::Missing(_) | Found::Root => None,
         }
     }
 
@@ -440,7 +442,8 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                 reason::ROUTE_CONFLICT,
                 format!(
                     "{}: {what} on {} is already defined by {existing}",
-                    r.path_field, ctx.host
+                    r.path_field,
+                    ctx.host.to_ascii_lowercase()
                 ),
             ),
         }

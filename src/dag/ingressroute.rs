@@ -81,8 +81,12 @@ fn claim(
 pub fn build_v1beta1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1beta1;
+    let other = &snap.ingressroutes_v1;
     let find = |key: &ObjKey| match objects.get(key) {
-        None => Found::Missing,
+        None => Found::Missing(other_group_hint(
+            other.contains_key(key),
+            Kind::IngressRouteV1,
+        )),
         Some(o) if o.spec.virtualhost.is_some() => Found::Root,
         Some(o) if !validate_v1beta1(o).allowed() => Found::Invalid,
         Some(o) => Found::Vertex(Rc::new(lower_v1beta1(key, o))),
@@ -102,8 +106,12 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
 pub fn build_v1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1;
+    let other = &snap.ingressroutes_v1beta1;
     let find = |key: &ObjKey| match objects.get(key) {
-        None => Found::Missing,
+        None => Found::Missing(other_group_hint(
+            other.contains_key(key),
+            Kind::IngressRouteV1beta1,
+        )),
         Some(o) if o.spec.virtualhost.is_some() => Found::Root,
         Some(o) if !validate_v1(o).allowed() => Found::Invalid,
         Some(o) => Found::Vertex(Rc::new(lower_v1(key, o))),
@@ -117,6 +125,16 @@ pub fn build_v1(b: &mut Builder<'_>) {
         |o| o.spec.virtualhost.as_ref(),
         lower_v1,
     );
+}
+
+/// Why a delegate of the same name in the other API group does not count.
+fn other_group_hint(exists: bool, other: Kind) -> Option<String> {
+    exists.then(|| {
+        format!(
+            "there is an {} of that name, but delegation stays within one API group",
+            other
+        )
+    })
 }
 
 /// The processor body both versions share.
