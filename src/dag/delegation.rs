@@ -20,6 +20,16 @@ use crate::validate::quote;
 /// Longest delegation chain followed from a root (delegations, not objects).
 pub const MAX_DELEGATION_DEPTH: usize = 32;
 
+/// Vertex visits allowed per root: this plus [`VISITS_PER_OBJECT`] per object of the API version. A
+/// vertex is visited once per distinct delegated space it is reached in; without a bound, a tenant
+/// could make the work exponential (each level delegating to the next under two different header
+/// conditions). The budget is per root so one tree cannot starve the others.
+pub const BASE_VISIT_BUDGET: usize = 1024;
+pub const VISITS_PER_OBJECT: usize = 8;
+
+/// Identity of a visit: the vertex and the space it is visited in.
+type VisitKey = (ObjKey, PathMatch, Vec<HeaderMatch>, bool);
+
 /// One IngressRoute lowered for the walk.
 pub(super) struct Node {
     pub obj: ObjectRef,
@@ -151,10 +161,17 @@ pub(super) struct Walk<F: Fn(&ObjKey) -> Found> {
     valid: BTreeMap<ObjectRef, String>,
     /// Status messages already reported (a vertex reached twice reports once).
     reported: HashSet<(ObjectRef, String)>,
+    /// Visits of the current root's walk and their outcome: reaching a vertex again in the same
+    /// space (diamonds) reuses the outcome instead of walking it again.
+    visited: HashMap<VisitKey, Result<(), String>>,
+    /// Vertex visits allowed per root, and left for the current root.
+    budget_per_root: usize,
+    budget: usize,
 }
 
 impl<F: Fn(&ObjKey) -> Found> Walk<F> {
-    pub fn new(find: F, strict_insecure: bool) -> Self {
+    /// `objects`: how many objects of this API version exist (sizes the visit budget).
+    pub fn new(find: F, strict_insecure: bool, objects: usize) -> Self {
         Walk {
             find,
             strict_insecure,
@@ -162,6 +179,10 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
             reached: HashSet::new(),
             valid: BTreeMap::new(),
             reported: HashSet::new(),
+            visited: HashMap::new(),
+            budget_per_root: BASE_VISIT_BUDGET
+                .saturating_add(objects.saturating_mul(VISITS_PER_OBJECT)),
+            budget: 0,
         }
     }
 
@@ -193,6 +214,8 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
             root: &root.obj,
         };
         let mut chain = vec![root.obj.key.clone()];
+        self.visited.clear();
+        self.budget = self.budget_per_root;
         // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
         let _ = self.visit(b, &ctx, root, &scope, &mut chain);
         self.valid
@@ -388,9 +411,32 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
         match found {
             Found::Invalid => Some(format!("delegate {key} is invalid")),
             Found::Vertex(target) => {
+                let visit_key = (
+                    key.clone(),
+                    next.path.clone(),
+                    next.headers.clone(),
+                    next.insecure_ok,
+                );
+                if let Some(res) = self.visited.get(&visit_key) {
+                    return res.clone().err();
+                }
+                if self.budget == 0 {
+                    self.invalid(
+                        b,
+                        &node.obj,
+                        reason::INVALID,
+                        format!(
+                            "{field}: {kind} {key} is not followed: the delegation graph of {} needs more than {} vertex visits",
+                            ctx.root, self.budget_per_root
+                        ),
+                    );
+                    return Some("delegation graph too large".to_string());
+                }
+                self.budget -= 1;
                 chain.push(key.clone());
                 let res = self.visit(b, ctx, &target, next, chain);
                 chain.pop();
+                self.visited.insert(visit_key, res.clone());
                 res.err()
             }
             Found::Missing(_) | Found::Root => None,

@@ -91,7 +91,7 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
         Some(o) if !validate_v1beta1(o).allowed() => Found::Invalid,
         Some(o) => Found::Vertex(Rc::new(lower_v1beta1(key, o))),
     };
-    let walk = Walk::new(find, false);
+    let walk = Walk::new(find, false, objects.len());
     build_version(
         b,
         Kind::IngressRouteV1beta1,
@@ -116,7 +116,7 @@ pub fn build_v1(b: &mut Builder<'_>) {
         Some(o) if !validate_v1(o).allowed() => Found::Invalid,
         Some(o) => Found::Vertex(Rc::new(lower_v1(key, o))),
     };
-    let walk = Walk::new(find, true);
+    let walk = Walk::new(find, true, objects.len());
     build_version(
         b,
         Kind::IngressRouteV1,
@@ -357,5 +357,413 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Node {
             key: key.clone(),
         },
         routes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::dag::{self, Dag, Options};
+    use crate::manifest::{Document, parse_documents};
+    use crate::store::Snapshot;
+
+    use super::*;
+
+    fn mk_dag(yaml: &str) -> Dag {
+        let docs = parse_documents("test", yaml).expect("test input parses");
+        let objects = docs.into_iter().filter_map(|(_, d)| match d {
+            Document::Object(o) => Some(o),
+            _ => None,
+        });
+        dag::build(&Snapshot::from_objects(objects), &Options::default())
+    }
+
+    fn status(d: &Dag, kind: Kind, ns: &str, name: &str) -> (State, Vec<String>) {
+        let s = &d.statuses[&ObjectRef::new(kind, ns, name)];
+        (
+            s.state,
+            s.messages.iter().map(|m| m.message.clone()).collect(),
+        )
+    }
+
+    const SVC: &str = "
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: a}
+spec: {ports: [{port: 80}]}
+";
+
+    #[test]
+    fn v1_failure_and_timeout_policies_reach_the_model() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: r, namespace: a}}
+spec:
+  virtualhost: {{fqdn: t.example.com}}
+  routes:
+  - match: {{path: /}}
+    timeoutPolicy: {{request: 1s}}
+    failurePolicy: {{count: 3, perTryTimeout: 150ms}}
+    services: [{{https: app, port: 80, strategy: Random}}]
+  - match: {{path: /no-retry}}
+    failurePolicy: {{retryPolicyEnabled: false, passiveHealthCheckEnabled: false}}
+    services: [{{http: app, port: 80}}]
+  - match: {{path: /defaults}}
+    failurePolicy: {{}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        let routes = &d.vhosts["t.example.com"].routes;
+        let by_path = |p: &str| routes.iter().find(|r| r.path.value() == p).unwrap();
+        let root = by_path("/");
+        assert_eq!(root.timeout, Some(Timeout::After(Duration::from_secs(1))));
+        assert_eq!(
+            root.retry,
+            Some(RetryPolicy {
+                count: 3,
+                per_try_timeout: Some(Duration::from_millis(150))
+            })
+        );
+        let RouteAction::Forward(cs) = &root.action else {
+            panic!("forward expected")
+        };
+        let c = &d.clusters[&cs[0].cluster];
+        assert_eq!(c.protocol, UpstreamProtocol::Https);
+        assert_eq!(c.lb, crate::api::LbStrategy::Random);
+        assert_eq!(
+            c.outlier_detection,
+            Some(OutlierDetection { consecutive_5xx: 3 })
+        );
+        let off = by_path("/no-retry");
+        assert_eq!(off.retry, None);
+        let RouteAction::Forward(cs) = &off.action else {
+            panic!("forward expected")
+        };
+        assert_eq!(d.clusters[&cs[0].cluster].outlier_detection, None);
+        let defaults = by_path("/defaults");
+        assert_eq!(
+            defaults.retry,
+            Some(RetryPolicy {
+                count: 1,
+                per_try_timeout: None
+            })
+        );
+        let RouteAction::Forward(cs) = &defaults.action else {
+            panic!("forward expected")
+        };
+        assert_eq!(
+            d.clusters[&cs[0].cluster].outlier_detection,
+            Some(OutlierDetection { consecutive_5xx: 5 })
+        );
+    }
+
+    #[test]
+    fn strategy_and_health_check_fall_back_to_the_spec() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: r, namespace: a}}
+spec:
+  virtualhost: {{fqdn: h.example.com}}
+  strategy: WeightedLeastRequest
+  healthCheck: {{path: /healthz, intervalSeconds: 7}}
+  routes:
+  - match: /
+    services:
+    - {{name: app, port: 80}}
+    - {{name: app, port: 80, strategy: Random, healthCheck: {{path: /own}}}}
+{SVC}"
+        ));
+        let RouteAction::Forward(cs) = &d.vhosts["h.example.com"].routes[0].action else {
+            panic!("forward expected")
+        };
+        let inherited = &d.clusters[&cs[0].cluster];
+        assert_eq!(inherited.lb, crate::api::LbStrategy::WeightedLeastRequest);
+        let hc = inherited.health_check.as_ref().unwrap();
+        assert_eq!((hc.path.as_str(), hc.interval.as_secs()), ("/healthz", 7));
+        let own = &d.clusters[&cs[1].cluster];
+        assert_eq!(own.lb, crate::api::LbStrategy::Random);
+        assert_eq!(own.health_check.as_ref().unwrap().path, "/own");
+        assert_eq!(inherited.protocol, UpstreamProtocol::Http);
+    }
+
+    #[test]
+    fn tcp_backends_become_the_vhost_tcp_proxy() {
+        let crt = include_str!("../../tests/golden/dag/ir-tls.in.yaml");
+        // Reuse the Secret of the TLS golden case.
+        let secret = crt
+            .split("\n---\n")
+            .find(|d| d.contains("kind: Secret"))
+            .unwrap();
+        let d = mk_dag(&format!(
+            "{secret}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: tcp, namespace: web}}
+spec:
+  virtualhost:
+    fqdn: tcp.example.com
+    tls: {{secretName: site-tls}}
+  routes:
+  - services: [{{tcp: db, port: 5432, weight: 3}}, {{tcp: db2, port: 5432}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: db, namespace: web}}
+spec: {{ports: [{{port: 5432}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: db2, namespace: web}}
+spec: {{ports: [{{port: 5432}}]}}
+"
+        ));
+        let v = &d.vhosts["tcp.example.com"];
+        assert!(v.routes.is_empty());
+        assert!(v.tls.is_some());
+        let proxy = v.tcp_proxy.as_ref().expect("tcp proxy");
+        let got: Vec<(UpstreamProtocol, u32)> = proxy
+            .iter()
+            .map(|w| (d.clusters[&w.cluster].protocol, w.weight))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(UpstreamProtocol::Tcp, 3), (UpstreamProtocol::Tcp, 0)]
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1, "web", "tcp").0,
+            State::Valid
+        );
+    }
+
+    #[test]
+    fn v1_vertex_without_path_leaves_a_path_delegation() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: root, namespace: a}}
+spec:
+  virtualhost: {{fqdn: p.example.com}}
+  routes:
+  - match: {{path: /foo}}
+    delegate: {{name: v}}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v, namespace: a}}
+spec:
+  routes:
+  - match: {{headers: [{{header: x, value: a}}]}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1, "a", "v"),
+            (
+                State::Invalid,
+                vec![
+                    "spec.routes[0].match.path: absent (everything) is outside the prefix \"/foo\" delegated by IngressRoute a/root".to_string()
+                ]
+            )
+        );
+        let r = &d.vhosts["p.example.com"].routes[0];
+        assert_eq!(
+            r.action,
+            RouteAction::Unavailable(
+                "delegate a/v has routes outside the space delegated to it".into()
+            )
+        );
+    }
+
+    #[test]
+    fn delegation_depth_is_bounded() {
+        // root -> v0 -> v1 -> ... -> v39: delegations past the 32nd are not followed.
+        let mut yaml = "
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: root, namespace: a}
+spec:
+  virtualhost: {fqdn: deep.example.com}
+  routes:
+  - match: /
+    delegate: {name: v0}
+"
+        .to_string();
+        for i in 0..40 {
+            yaml.push_str(&format!(
+                "---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: v{i}, namespace: a}}
+spec:
+  routes:
+  - match: /
+    delegate: {{name: v{}}}
+",
+                i + 1
+            ));
+        }
+        let d = mk_dag(&yaml);
+        // v31 is reached by the 32nd delegation; its own delegation would be the 33rd.
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v31"),
+            (
+                State::Invalid,
+                vec![
+                    "spec.routes[0].delegate: IngressRoute a/v32 is not followed: delegation chains are limited to 32 delegations".to_string()
+                ]
+            )
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v30").0,
+            State::Valid
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v32").0,
+            State::Orphaned
+        );
+        let r = &d.vhosts["deep.example.com"].routes[0];
+        assert_eq!(
+            r.source,
+            ObjectRef::new(Kind::IngressRouteV1beta1, "a", "v31")
+        );
+        // v40 does not exist: never reached, so the missing delegate is not reported.
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v39").0,
+            State::Orphaned
+        );
+    }
+
+    /// Level k delegates to level k+1 twice; `headers` puts a different header condition on each.
+    fn diamonds(levels: usize, headers: bool) -> String {
+        // Level k delegates a(k) and a(k)/y; a(k) = a(k-1)/y/x{k} lies inside the narrower a(k-1)/y.
+        let path = |k: usize| -> String {
+            let mut p: String = (0..k).map(|i| format!("/x{i}/y")).collect();
+            p.push_str(&format!("/x{k}"));
+            p
+        };
+        let leaf = if headers {
+            "/leaf".to_string()
+        } else {
+            format!("{}/y/leaf", path(levels - 1))
+        };
+        let mut yaml = String::new();
+        for k in 0..levels {
+            let vh = if k == 0 {
+                "  virtualhost: {fqdn: diamond.example.com}\n"
+            } else {
+                ""
+            };
+            // Path mode: both delegations of level k lie inside the narrower one of level k-1.
+            let (m1, m2) = if headers {
+                (
+                    format!("{{headers: [{{header: x-{k}, value: a}}]}}"),
+                    format!("{{headers: [{{header: x-{k}, value: b}}]}}"),
+                )
+            } else {
+                (
+                    format!("{{path: {}}}", path(k)),
+                    format!("{{path: {}/y}}", path(k)),
+                )
+            };
+            yaml.push_str(&format!(
+                "---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v{k}, namespace: a}}
+spec:
+{vh}  routes:
+  - match: {m1}
+    delegate: {{name: v{}}}
+  - match: {m2}
+    delegate: {{name: v{}}}
+",
+                k + 1,
+                k + 1
+            ));
+        }
+        yaml.push_str(&format!(
+            "---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v{levels}, namespace: a}}
+spec:
+  routes:
+  - match: {{path: {leaf}}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        yaml
+    }
+
+    #[test]
+    fn diamonds_are_walked_once_per_space() {
+        // 2^30 delegation paths, but only two spaces per vertex: linear work.
+        let d = mk_dag(&diamonds(30, false));
+        assert_eq!(status(&d, Kind::IngressRouteV1, "a", "v30").0, State::Valid);
+        let routes = &d.vhosts["diamond.example.com"].routes;
+        assert_eq!(routes.len(), 1, "{routes:?}");
+        assert!(routes[0].path.value().ends_with("/x28/y/x29/y/leaf"));
+    }
+
+    #[test]
+    fn exponential_header_delegation_hits_the_visit_budget() {
+        // Every level doubles the distinct header spaces: 2^30 visits without a bound.
+        let d = mk_dag(&diamonds(30, true));
+        let refused = d
+            .statuses
+            .values()
+            .flat_map(|s| &s.messages)
+            .filter(|m| {
+                m.message.ends_with(
+                    "the delegation graph of IngressRoute a/v0 needs more than 1272 vertex visits",
+                )
+            })
+            .count();
+        assert!(refused > 0);
+        let routes: usize = d.vhosts.values().map(|v| v.routes.len()).sum();
+        // 31 IngressRoutes: 1024 + 8 * 31 = 1272 visits for the root, two routes each at most.
+        assert!(routes <= 2 * 1272, "{routes} routes");
+    }
+
+    #[test]
+    fn a_vertex_reached_twice_reports_each_problem_once() {
+        let d = mk_dag(
+            "
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: root, namespace: a}
+spec:
+  virtualhost: {fqdn: twice.example.com}
+  routes:
+  - match: /a
+    delegate: {name: v}
+  - match: /a/b
+    delegate: {name: v}
+---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: v, namespace: a}
+spec:
+  routes:
+  - match: /a/b/c
+    services: [{name: missing, port: 80}]
+",
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v"),
+            (
+                State::Invalid,
+                vec!["spec.routes[0].services[0]: Service \"a/missing\" not found".to_string()]
+            )
+        );
+        assert_eq!(d.vhosts["twice.example.com"].routes.len(), 1);
     }
 }
