@@ -319,12 +319,12 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                     self.add(b, ctx, node, r, headers, action, permit);
                 }
                 Target::Tcp(bs) => {
-                    if scope.by.is_none() {
-                        if let RouteAction::Forward(cs) =
+                    // Only roots may proxy TCP (the single-object rules refuse it elsewhere).
+                    if scope.by.is_none()
+                        && let RouteAction::Forward(cs) =
                             self.forward(b, node, bs, r.outlier.as_ref())
-                        {
-                            b.vhost(ctx.host).tcp_proxy = Some(cs);
-                        }
+                    {
+                        b.vhost(ctx.host).tcp_proxy = Some(cs);
                     }
                 }
                 Target::Delegate(key) => {

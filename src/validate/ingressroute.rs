@@ -566,10 +566,10 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
         if let Some(d) = &r.delegate {
             validate_delegate(&mut v, &format!("{at}.delegate"), d);
         }
-        if let Some(t) = r.timeout_policy.as_ref().and_then(|t| t.request.as_deref()) {
-            if let Err(e) = parse_timeout(&format!("{at}.timeoutPolicy.request"), t) {
-                v.error(e);
-            }
+        if let Some(t) = r.timeout_policy.as_ref().and_then(|t| t.request.as_deref())
+            && let Err(e) = parse_timeout(&format!("{at}.timeoutPolicy.request"), t)
+        {
+            v.error(e);
         }
         if let Some(f) = &r.failure_policy {
             if let Some(c) = f.count.filter(|c| *c > 100) {
@@ -578,10 +578,10 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
                     format!("{c} must be between 0 and 100"),
                 ));
             }
-            if let Some(t) = &f.per_try_timeout {
-                if let Err(e) = parse_timeout(&format!("{at}.failurePolicy.perTryTimeout"), t) {
-                    v.error(e);
-                }
+            if let Some(t) = &f.per_try_timeout
+                && let Err(e) = parse_timeout(&format!("{at}.failurePolicy.perTryTimeout"), t)
+            {
+                v.error(e);
             }
         }
     }
