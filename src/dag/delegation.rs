@@ -298,20 +298,21 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
         // 2. Routes, in the order written.
         let mut seen: HashMap<(PathMatch, Vec<HeaderMatch>), usize> = HashMap::new();
         for (i, (r, headers)) in node.routes.iter().zip(effective).enumerate() {
-            if let Some(first) = seen.insert((r.path.clone(), headers.clone()), i) {
+            if let Some(&first) = seen.get(&(r.path.clone(), headers.clone())) {
                 let first = &node.routes[first].at;
                 self.invalid(
                     b,
                     &node.obj,
                     reason::ROUTE_CONFLICT,
                     format!(
-                        "{}: is the same match as {first} once the conditions delegated by {} are added",
-                        r.path_field,
+                        "{}.match: is the same match as {first} once the conditions delegated by {} are added",
+                        r.at,
                         scope.by.as_ref().map_or_else(String::new, |o| o.to_string())
                     ),
                 );
                 continue;
             }
+            seen.insert((r.path.clone(), headers.clone()), i);
             let permit = r.permit_insecure && (scope.insecure_ok || !self.strict_insecure);
             match &r.target {
                 Target::Backends(bs) => {

@@ -734,6 +734,42 @@ spec:
     }
 
     #[test]
+    fn inherited_conditions_can_make_two_vertex_routes_the_same() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: root, namespace: a}}
+spec:
+  virtualhost: {{fqdn: same.example.com}}
+  routes:
+  - match: {{path: /foo, headers: [{{header: x, value: a}}]}}
+    delegate: {{name: v}}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v, namespace: a}}
+spec:
+  routes:
+  - match: {{path: /foo}}
+    services: [{{http: app, port: 80}}]
+  - match: {{path: /foo, headers: [{{header: x, value: a}}]}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1, "a", "v"),
+            (
+                State::Invalid,
+                vec![
+                    "spec.routes[1].match: is the same match as spec.routes[0] once the conditions delegated by IngressRoute a/root are added".to_string()
+                ]
+            )
+        );
+        assert_eq!(d.vhosts["same.example.com"].routes.len(), 1);
+    }
+
+    #[test]
     fn a_vertex_reached_twice_reports_each_problem_once() {
         let d = mk_dag(
             "
