@@ -10,5 +10,6 @@ pub mod cli;
 pub mod dag;
 pub mod manifest;
 pub mod store;
+pub mod synth;
 pub mod validate;
 pub mod webhook;
