@@ -151,7 +151,7 @@ async fn a_root_claiming_a_host_another_root_owns_is_denied_naming_the_owner() {
     reply.assert_denied(422);
     assert!(
         reply.message().contains(
-            r#"spec.virtualhost.fqdn: "WWW.Shop.Example.com" is already claimed by IngressRoute shop/shop (contour.heptio.com/v1beta1); the oldest root claiming a host owns it, choose another host"#
+            r#"spec.virtualhost.fqdn: fqdn "www.shop.example.com" is already claimed by IngressRoute shop/shop (the oldest object claiming a host owns it)"#
         ),
         "{reply}"
     );
@@ -161,9 +161,57 @@ async fn a_root_claiming_a_host_another_root_owns_is_denied_naming_the_owner() {
     let route = post_fixture(&state, "/validate", "route_host_taken").await;
     route.assert_denied(422);
     assert!(
-        route.message().contains(r#"spec.host: "blog.example.com" is already claimed by Route blog/blog (contour.heptio.com/v1alpha1)"#),
+        route.message().contains(r#"spec.host: fqdn "blog.example.com" is already claimed by Route blog/blog (the oldest object claiming a host owns it)"#),
         "{route}"
     );
+}
+
+/// The status `dag::build` gives the object of a fixture when it joins the given snapshot.
+fn status_messages_of(
+    name: &str,
+    mut snapshot: sluice::store::Snapshot,
+    options: &Options,
+) -> Vec<String> {
+    let object =
+        match sluice::manifest::decode_value(fixture(name)["request"]["object"].clone()).unwrap() {
+            sluice::manifest::Document::Object(o) => o,
+            d => panic!("{d:?}"),
+        };
+    let me = object.object_ref();
+    snapshot.insert(object);
+    let dag = sluice::dag::build(&snapshot, options);
+    dag.statuses[&me]
+        .messages
+        .iter()
+        .map(|m| m.message.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn denials_of_cross_object_rules_use_the_words_of_the_status() {
+    let cases = [
+        ("ir_v1beta1_fqdn_taken", Options::default()),
+        ("route_host_taken", Options::default()),
+        (
+            "ir_v1_root_in_team_namespace",
+            Options {
+                root_namespaces: vec!["app".into(), "infra".into()],
+                ..Options::default()
+            },
+        ),
+    ];
+    for (name, options) in cases {
+        let state = mk_state_with("index.yaml", options.clone());
+        let reply = post_fixture(&state, "/validate", name).await;
+        reply.assert_denied(422);
+        let status = status_messages_of(name, mk_snapshot("index.yaml"), &options);
+        assert_eq!(status.len(), 1, "{name}: {status:?}");
+        assert!(
+            reply.message().contains(&status[0]),
+            "{name}: status says {:?}, webhook {reply}",
+            status[0]
+        );
+    }
 }
 
 #[tokio::test]
@@ -185,7 +233,7 @@ async fn a_root_outside_the_root_namespaces_is_denied() {
     reply.assert_denied(422);
     assert!(
         reply.message().contains(
-            r#"metadata.namespace: "team-a" may not hold root IngressRoutes (with spec.virtualhost): the root namespaces are "app", "infra" (--root-namespaces)"#
+            r#"metadata.namespace: root IngressRoute in namespace "team-a" is not allowed; root namespaces are: app, infra"#
         ),
         "{reply}"
     );
@@ -256,7 +304,7 @@ async fn a_new_ingress_may_not_set_both_class_annotation_and_field() {
     reply.assert_denied(422);
     assert!(
         reply.message().contains(
-            r#"spec.ingressClassName: may not be set together with the kubernetes.io/ingress.class annotation ("sluice") on a new Ingress; the annotation is deprecated, keep only spec.ingressClassName ("sluice")"#
+            r#"metadata.annotations["kubernetes.io/ingress.class"]: set together with spec.ingressClassName; use only spec.ingressClassName"#
         ),
         "{reply}"
     );

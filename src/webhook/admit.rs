@@ -5,14 +5,15 @@
 use kube::core::admission::Operation;
 use serde_json::Value;
 
-use super::index::{Index, is_default_class};
-use super::{AdmissionSettings, INGRESS_CLASS_ANNOTATION, mutate};
+use super::index::Index;
+use super::{AdmissionSettings, mutate};
 use crate::api::status::reason;
 use crate::api::{Kind, ObjKey};
 use crate::dag::Options;
 use crate::manifest::{Document, decode_value};
 use crate::store::AnyObject;
-use crate::validate::{FieldError, Verdict, quote, validate_object};
+use crate::validate::ingress::{DEFAULT_CLASS_ANNOTATION, ingress_class, is_default_class};
+use crate::validate::{FieldError, Verdict, quote, validate_object_for_class};
 
 /// Which endpoint asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,7 +209,7 @@ fn subject(kind: Option<Kind>, namespace: Option<&str>, name: &str) -> String {
 /// Single-object rules (when the object is for sluice) plus the order-independent cross-object rules.
 fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
     let mut v = if in_scope(obj, cx) {
-        validate_object(obj)
+        validate_object_for_class(obj, &cx.options.ingress_class_name)
     } else {
         Verdict::default()
     };
@@ -224,41 +225,21 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
             }
         }
         AnyObject::RouteV1alpha1(r) => check_root(obj, "spec.host", &r.spec.host, cx, &mut v),
+        // The annotation-and-field rule of seed 001 is a single-object rule (validate::ingress).
         AnyObject::Ingress(ing) if creating => {
-            let annotation = ing
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION));
-            let field = ing
-                .spec
-                .as_ref()
-                .and_then(|s| s.ingress_class_name.as_deref())
-                .filter(|c| !c.is_empty());
-            if let (Some(a), Some(f)) = (annotation, field) {
-                v.error(FieldError::spec(
-                    "spec.ingressClassName",
-                    format!(
-                        "may not be set together with the {INGRESS_CLASS_ANNOTATION} annotation ({}) on a new Ingress; the annotation is deprecated, keep only spec.ingressClassName ({})",
-                        quote(a),
-                        quote(f)
-                    ),
-                ));
-            }
             let defaults = cx.index.default_ingress_classes();
-            if annotation.is_none() && field.is_none() && defaults.len() > 1 {
+            if ingress_class(ing).is_none() && defaults.len() > 1 {
                 let names: Vec<String> = defaults.iter().map(|n| quote(n)).collect();
                 v.error(FieldError::required(
                     "spec.ingressClassName",
                     format!(
-                        "more than one IngressClass is marked default ({}), so a new Ingress must name its class; set spec.ingressClassName or leave {} on one IngressClass only",
+                        "more than one IngressClass is marked default ({}), so a new Ingress must name its class; set spec.ingressClassName or leave {DEFAULT_CLASS_ANNOTATION} on one IngressClass only",
                         names.join(", "),
-                        super::index::DEFAULT_CLASS_ANNOTATION
                     ),
                 ));
             }
         }
-        AnyObject::IngressClass(class) if is_default_class(&class.metadata) => {
+        AnyObject::IngressClass(class) if is_default_class(class) => {
             let name = class.metadata.name.as_deref().unwrap_or("");
             let others: Vec<String> = cx
                 .index
@@ -281,29 +262,27 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
 }
 
 /// A root (IngressRoute with a virtual host, or Route) must live in a root namespace and may not
-/// claim a host another root already owns.
+/// claim a host another root already owns. The messages are the status messages `dag::build` gives
+/// the same object (tests/webhook_router.rs compares them), so the denial and the status agree.
 fn check_root(obj: &AnyObject, path: &str, host: &str, cx: &Context<'_>, v: &mut Verdict) {
     let me = obj.object_ref();
     let ns = &me.key.namespace;
     if !cx.options.root_allowed_in(ns) {
-        let roots: Vec<String> = cx
-            .options
-            .root_namespaces
-            .iter()
-            .map(|n| quote(n))
-            .collect();
-        let what = match me.kind {
-            Kind::RouteV1alpha1 => "Routes",
-            _ => "root IngressRoutes (with spec.virtualhost)",
+        let allowed = cx.options.root_namespaces.join(", ");
+        let message = match me.kind {
+            Kind::RouteV1alpha1 => format!(
+                "Route in namespace {} is not allowed (a Route is the root of its host); root namespaces are: {allowed}",
+                quote(ns)
+            ),
+            _ => format!(
+                "root IngressRoute in namespace {} is not allowed; root namespaces are: {allowed}",
+                quote(ns)
+            ),
         };
         v.error(FieldError::new(
             "metadata.namespace",
             reason::ROOT_NAMESPACE,
-            format!(
-                "{} may not hold {what}: the root namespaces are {} (--root-namespaces)",
-                quote(ns),
-                roots.join(", ")
-            ),
+            message,
         ));
         return;
     }
@@ -317,34 +296,19 @@ fn check_root(obj: &AnyObject, path: &str, host: &str, cx: &Context<'_>, v: &mut
             path,
             reason::FQDN_CONFLICT,
             format!(
-                "{} is already claimed by {} ({}); the oldest root claiming a host owns it, choose another host",
-                quote(host),
-                owner.owner,
-                owner.owner.kind.api_version()
+                "fqdn {:?} is already claimed by {} (the oldest object claiming a host owns it)",
+                host.to_ascii_lowercase(),
+                owner.owner
             ),
         ));
     }
 }
 
-/// Whether sluice's single-object rules apply: objects for another ingress class or another Gateway
+/// Whether sluice's single-object rules apply to a Gateway API object: objects of another Gateway
 /// API controller are not sluice's to refuse (their controller may accept what sluice does not).
+/// Ingresses of another class are left alone by `validate_object_for_class`.
 fn in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
     match obj {
-        AnyObject::Ingress(ing) => {
-            let annotation = ing
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION));
-            let field = ing
-                .spec
-                .as_ref()
-                .and_then(|s| s.ingress_class_name.as_ref());
-            match annotation.or(field) {
-                Some(class) => class == &cx.options.ingress_class_name,
-                None => true,
-            }
-        }
         AnyObject::GatewayClass(gc) => match &cx.settings.gateway_controller_name {
             Some(ours) => &gc.spec.controller_name == ours,
             None => true,
@@ -525,7 +489,7 @@ mod tests {
         let index = mk_index(&[owner]);
         let mut loser = mk_root("loser", "b", "shop.example.com");
         loser["metadata"]["creationTimestamp"] = json!("2025-01-01T00:00:00Z");
-        let claim = "spec.virtualhost.fqdn: \"shop.example.com\" is already claimed by IngressRoute a/owner (contour.heptio.com/v1beta1); the oldest root claiming a host owns it, choose another host";
+        let claim = "spec.virtualhost.fqdn: fqdn \"shop.example.com\" is already claimed by IngressRoute a/owner (the oldest object claiming a host owns it)";
         let created = run(Operation::Create, Some(loser.clone()), None, &index);
         assert_eq!(texts(&created), [claim]);
         assert_eq!(created.errors[0].reason, reason::FQDN_CONFLICT);

@@ -14,9 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::dag::Options;
 use crate::store::Snapshot;
-
-/// Annotation marking an IngressClass as the cluster default (seed 001).
-pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+use crate::validate::ingress::is_default_class;
+use crate::validate::{ingressroute, route};
 
 /// The root that owns a virtual host, and when it was created.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,7 +28,8 @@ pub struct HostOwner {
 #[derive(Clone, Debug, Default)]
 pub struct Index {
     /// Lowercased fqdn → the root owning it (oldest by creationTimestamp, then namespace, name, kind),
-    /// among the roots that live in a root namespace.
+    /// among the roots that live in a root namespace and pass their single-object rules — the
+    /// claimants `dag::build` considers, so the webhook names the owner the status names.
     hosts: HashMap<String, HostOwner>,
     /// Names of the IngressClasses marked default, sorted.
     default_classes: Vec<String>,
@@ -67,17 +67,23 @@ impl Index {
             }
         };
         for (key, ir) in &snapshot.ingressroutes_v1beta1 {
-            if let Some(vh) = &ir.spec.virtualhost {
+            if let Some(vh) = &ir.spec.virtualhost
+                && ingressroute::validate_v1beta1(ir).allowed()
+            {
                 claim(&vh.fqdn, &ir.metadata, key, Kind::IngressRouteV1beta1);
             }
         }
         for (key, ir) in &snapshot.ingressroutes_v1 {
-            if let Some(vh) = &ir.spec.virtualhost {
+            if let Some(vh) = &ir.spec.virtualhost
+                && ingressroute::validate_v1(ir).allowed()
+            {
                 claim(&vh.fqdn, &ir.metadata, key, Kind::IngressRouteV1);
             }
         }
         for (key, r) in &snapshot.routes_v1alpha1 {
-            claim(&r.spec.host, &r.metadata, key, Kind::RouteV1alpha1);
+            if route::validate_route(r).allowed() {
+                claim(&r.spec.host, &r.metadata, key, Kind::RouteV1alpha1);
+            }
         }
         let hosts = claims
             .into_iter()
@@ -90,7 +96,7 @@ impl Index {
         let mut default_classes: Vec<String> = snapshot
             .ingress_classes
             .iter()
-            .filter(|(_, c)| is_default_class(&c.metadata))
+            .filter(|(_, c)| is_default_class(c))
             .map(|(k, _)| k.name.clone())
             .collect();
         default_classes.sort();
@@ -157,14 +163,6 @@ impl Index {
             .map(|(h, o)| (h.as_str(), &o.owner))
             .collect()
     }
-}
-
-/// Whether an IngressClass carries `ingressclass.kubernetes.io/is-default-class: "true"`.
-pub fn is_default_class(meta: &ObjectMeta) -> bool {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
-        .is_some_and(|v| v == "true")
 }
 
 /// A shared, swappable [`Index`]: cheap to clone, read without blocking writers for long (the write
@@ -260,7 +258,7 @@ spec: {virtualhost: {fqdn: Shop.Example.com}, routes: [{match: /, services: [{na
 apiVersion: projectcontour.io/v1
 kind: IngressRoute
 metadata: {name: old, namespace: a, creationTimestamp: "2024-01-01T00:00:00Z"}
-spec: {virtualhost: {fqdn: shop.example.com}, routes: [{backends: [{name: s, port: 80}]}]}
+spec: {virtualhost: {fqdn: shop.example.com}, routes: [{backends: [{http: s, port: 80}]}]}
 ---
 apiVersion: contour.heptio.com/v1alpha1
 kind: Route
@@ -305,6 +303,29 @@ spec: {routes: [{match: /, services: [{name: s, port: 80}]}]}
             "IngressRoute b/young"
         );
         assert!(idx.host_owner("blog.example.com").is_none());
+    }
+
+    #[test]
+    fn invalid_roots_own_nothing() {
+        let yaml = r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: broken, namespace: a, creationTimestamp: "2020-01-01T00:00:00Z"}
+spec: {virtualhost: {fqdn: shop.example.com}, routes: [{match: finance, services: [{name: s, port: 80}]}]}
+---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: fine, namespace: b, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec: {virtualhost: {fqdn: shop.example.com}, routes: [{match: /, services: [{name: s, port: 80}]}]}
+"#;
+        let idx = Index::build(&mk_snapshot(yaml), &Options::default());
+        assert_eq!(
+            idx.host_owner("shop.example.com")
+                .unwrap()
+                .owner
+                .to_string(),
+            "IngressRoute b/fine"
+        );
     }
 
     #[test]

@@ -20,7 +20,6 @@ pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,8 +36,7 @@ pub use index::{Index, IndexHandle};
 pub use metrics::Metrics;
 pub use tls::{ReloadingCert, TlsError};
 
-/// The deprecated Ingress class annotation (seed 001).
-pub const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+pub use crate::validate::ingress::{CLASS_ANNOTATION as INGRESS_CLASS_ANNOTATION, PathType};
 /// Largest request body accepted: objects can reach ~3 MB (the API server's request limit) and an
 /// UPDATE review carries the old object too; anything larger is answered 413 without being read
 /// further.
@@ -46,42 +44,9 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Bodies larger than this are decoded on the blocking pool so they do not stall other requests.
 const OFFLOAD_BYTES: usize = 256 * 1024;
 
-/// Ingress `pathType` values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PathType {
-    Exact,
-    Prefix,
-    #[default]
-    ImplementationSpecific,
-}
-
-impl PathType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PathType::Exact => "Exact",
-            PathType::Prefix => "Prefix",
-            PathType::ImplementationSpecific => "ImplementationSpecific",
-        }
-    }
-}
-
-impl FromStr for PathType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "Exact" => Ok(PathType::Exact),
-            "Prefix" => Ok(PathType::Prefix),
-            "ImplementationSpecific" => Ok(PathType::ImplementationSpecific),
-            other => Err(format!(
-                "{other:?} is not a pathType; use Exact, Prefix or ImplementationSpecific"
-            )),
-        }
-    }
-}
-
 /// How admission behaves (from `sluice serve` flags). Root namespaces and the ingress class come
 /// from the [`IndexHandle`]'s `dag::Options`, so the webhook and the DAG cannot disagree on them.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct AdmissionSettings {
     /// `--default-path-type`.
     pub default_path_type: PathType,
@@ -90,6 +55,16 @@ pub struct AdmissionSettings {
     /// The Gateway API controllerName sluice implements. When set, Gateway API objects the index
     /// shows to belong to another controller are not refused by sluice's rules.
     pub gateway_controller_name: Option<String>,
+}
+
+impl Default for AdmissionSettings {
+    fn default() -> Self {
+        AdmissionSettings {
+            default_path_type: PathType::ImplementationSpecific,
+            default_ingress_class: None,
+            gateway_controller_name: None,
+        }
+    }
 }
 
 /// What every request handler shares.
@@ -238,7 +213,8 @@ impl WebhookConfig {
             key_path: args.webhook_key.clone().unwrap_or_default(),
             settings: AdmissionSettings {
                 // clap restricts the flag to the three values; the fallback is the seed 001 default.
-                default_path_type: args.default_path_type.parse().unwrap_or_default(),
+                default_path_type: PathType::parse(&args.default_path_type)
+                    .unwrap_or(PathType::ImplementationSpecific),
                 default_ingress_class: args.default_ingress_class.clone(),
                 gateway_controller_name: None,
             },

@@ -70,7 +70,8 @@ pub fn ingress_patch(
             .get("metadata")
             .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION))
-            .is_some();
+            .and_then(Value::as_str)
+            .is_some_and(|c| !c.is_empty());
         let unclassed = unset(spec.and_then(|s| s.get("ingressClassName")));
         if !annotated
             && unclassed
