@@ -3,6 +3,10 @@
 //! bounded time, and prints p50/p99 latency for both and the 10k/10 ratio.
 //!
 //!     cargo run --release --example webhook_bench -- [--rate 1000] [--seconds 10] [--warmup 2]
+//!     cargo run --release --example webhook_bench -- --smoke     # 200 req/s for 1 s: for make test
+//!
+//! A full run merges its numbers into target/bench/results.json (keys `webhook_*`), as the other
+//! benchmarks do.
 //!
 //! Open loop: one request is started every 1/rate seconds whatever the previous ones do (HTTP/2,
 //! one connection, as the API server's webhook client does). Latency is measured per request from
@@ -24,6 +28,7 @@ struct Args {
     rate: u64,
     seconds: u64,
     warmup: u64,
+    smoke: bool,
 }
 
 fn parse_args() -> Args {
@@ -31,6 +36,7 @@ fn parse_args() -> Args {
         rate: 1000,
         seconds: 10,
         warmup: 2,
+        smoke: false,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -40,11 +46,23 @@ fn parse_args() -> Args {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| panic!("{} needs a number", argv[i]))
         };
+        if argv[i] == "--smoke" {
+            a = Args {
+                rate: 200,
+                seconds: 1,
+                warmup: 0,
+                smoke: true,
+            };
+            i += 1;
+            continue;
+        }
         match argv[i].as_str() {
             "--rate" => a.rate = val().clamp(1, 20_000),
             "--seconds" => a.seconds = val().clamp(1, 120),
             "--warmup" => a.warmup = val().clamp(0, 30),
-            other => panic!("unknown argument {other}; use --rate N --seconds N --warmup N"),
+            other => {
+                panic!("unknown argument {other}; use --rate N --seconds N --warmup N or --smoke")
+            }
         }
         i += 2;
     }
@@ -278,4 +296,34 @@ fn main() {
     println!(
         "ratio 10k/10: p50 {ratio50:.2}, p99 {ratio:.2} (target: p99 <= 2 ms, p99 ratio <= 1.2)"
     );
+    let failed: usize = results.iter().map(|r| r.errors).sum();
+    assert_eq!(failed, 0, "requests failed");
+    if !args.smoke {
+        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+        let mut new = serde_json::Map::new();
+        new.insert("webhook_rate_per_s".into(), json!(args.rate));
+        new.insert("webhook_p50_ms_10".into(), json!(ms(results[0].p50)));
+        new.insert("webhook_p99_ms_10".into(), json!(ms(results[0].p99)));
+        new.insert("webhook_p50_ms_10k".into(), json!(ms(results[1].p50)));
+        new.insert("webhook_p99_ms_10k".into(), json!(ms(results[1].p99)));
+        new.insert(
+            "webhook_p99_ratio_10k_10".into(),
+            json!((ratio * 100.0).round() / 100.0),
+        );
+        write_results(new);
+    }
+}
+
+/// Merges keys into target/bench/results.json (other benchmarks write their own keys).
+fn write_results(new: serde_json::Map<String, Value>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&dir).expect("target/bench is writable");
+    let path = dir.join("results.json");
+    let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.extend(new);
+    std::fs::write(&path, serde_json::to_string_pretty(&all).unwrap())
+        .expect("results.json is writable");
 }
