@@ -571,6 +571,12 @@ async fn malformed_json_gets_a_400_admission_review() {
     ] {
         assert_bad_request(&state, body.to_vec(), "", &String::from_utf8_lossy(body)).await;
     }
+    let wrong = br#"{"kind":"AdmissionReview","apiVersion":"v1","request":{"uid":"u-7"}}"#;
+    let reply = assert_bad_request(&state, wrong.to_vec(), "u-7", "wrong apiVersion").await;
+    assert_eq!(
+        reply.message(),
+        r#"expected kind AdmissionReview with apiVersion admission.k8s.io/v1, got kind "AdmissionReview" apiVersion "v1""#
+    );
 }
 
 #[tokio::test]

@@ -93,7 +93,8 @@ pub fn answer(endpoint: Endpoint, body: &[u8], state: &State) -> Answer {
             &uid,
             API_VERSION_V1,
             format!(
-                "expected kind AdmissionReview with apiVersion {API_VERSION_V1}, got kind {kind:?} apiVersion {:?}",
+                "expected kind AdmissionReview with apiVersion {API_VERSION_V1}, got kind {} apiVersion {}",
+                crate::validate::quote(kind),
                 crate::validate::quote(api_version)
             ),
         );
