@@ -8,6 +8,7 @@
 pub mod api;
 pub mod cli;
 pub mod dag;
+pub mod k8s;
 pub mod manifest;
 pub mod store;
 pub mod validate;
