@@ -6,6 +6,7 @@
 //! admission webhook) consume the result. See docs/architecture.md.
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod dag;
 pub mod k8s;

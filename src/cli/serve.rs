@@ -89,9 +89,40 @@ impl ServeArgs {
 
 /// Runs `sluice serve` until SIGTERM/SIGINT; returns the exit code.
 pub fn run(args: ServeArgs) -> u8 {
-    eprintln!(
-        "sluice serve: not available in this build yet ({:?})",
-        args.manifests
-    );
-    2
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    if args.manifests.is_some() {
+        eprintln!("sluice serve: standalone mode is not available in this build yet");
+        return 2;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice serve: starting the runtime: {e}");
+            return 1;
+        }
+    };
+    // Cluster mode without xDS/webhook wiring yet: DAG + status only.
+    let publish = crate::k8s::build_only(args.dag_options());
+    let result = runtime.block_on(crate::app::cluster::run(
+        &args,
+        publish,
+        |_| {},
+        crate::app::cluster::shutdown_signal(),
+    ));
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sluice serve: {e:#}");
+            1
+        }
+    }
 }

@@ -6,10 +6,12 @@
 //!  watch tasks (one per kind) ──► ClusterState (live Snapshot + observed statuses)
 //!         │ bump "changed"                  │
 //!         ▼                                 ▼
-//!  rebuild loop (debounced) ──► Built {snapshot, dag} ──► watch channel ──► xDS publisher (app)
-//!                                                                  ├──► webhook index (app)
-//!                                                                  └──► status writer (leader only)
-//!  elector (Lease) ──► leader: watch<bool> ──────────────────────────────┘
+//!  rebuild loop (debounced) ── publish(&Snapshot) ──► app pipeline: dag::build → translate → xDS
+//!         │ Built {snapshot, dag}
+//!         ▼
+//!  watch channel ──► webhook index (app)
+//!                └─► status writer (only while this replica holds the Lease)
+//!  elector (Lease) ──► leader: watch<bool>
 //! ```
 //!
 //! [`Cluster::start`] spawns all of it and hands back receivers; [`Cluster::shutdown`] stops the
@@ -38,11 +40,10 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 
 use crate::api::{Kind, ObjKey};
-use crate::dag;
 
 pub use leader::LeaseTimings;
 pub use metrics::Metrics;
-pub use rebuild::Built;
+pub use rebuild::{Built, Publisher, build_only};
 pub use status::LoadBalancer;
 
 /// Where Ingress `status.loadBalancer` comes from.
@@ -60,7 +61,6 @@ pub enum LoadBalancerSource {
 /// Settings of cluster mode.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub dag_options: dag::Options,
     /// sluice's own namespace: the Lease lives here.
     pub namespace: String,
     /// This replica's identity in leader election (unique per replica).
@@ -78,9 +78,8 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn new(dag_options: dag::Options, namespace: &str, identity: &str) -> Self {
+    pub fn new(namespace: &str, identity: &str) -> Self {
         Config {
-            dag_options,
             namespace: namespace.to_string(),
             identity: identity.to_string(),
             lease_name: "sluice-leader".to_string(),
@@ -117,7 +116,13 @@ pub struct Cluster {
 impl Cluster {
     /// Discovers what the cluster serves, starts the watches, the rebuild loop, the election and
     /// the status writer.
-    pub async fn start(client: Client, config: Config) -> Result<Cluster, Error> {
+    /// `publish` builds the DAG from each snapshot (see [`Publisher`]; [`build_only`] when nothing
+    /// else needs feeding).
+    pub async fn start(
+        client: Client,
+        config: Config,
+        publish: Publisher,
+    ) -> Result<Cluster, Error> {
         let metrics = Metrics::default();
         let found = kinds::discover(&client, &kinds::WATCHED)
             .await
@@ -161,7 +166,7 @@ impl Cluster {
             rebuild::RebuildContext {
                 state: state.clone(),
                 changed: changed_rx,
-                options: config.dag_options.clone(),
+                publish,
                 required: found.keys().copied().collect(),
                 window: config.debounce,
                 metrics: metrics.clone(),

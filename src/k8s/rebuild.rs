@@ -62,12 +62,22 @@ impl Debounce {
     }
 }
 
+/// Turns a snapshot into a DAG and hands it on: in `sluice serve` this is the app's pipeline
+/// (`dag::build` + translate + xDS cache) so the DAG is built once per change; [`build_only`]
+/// just builds.
+pub type Publisher = Arc<dyn Fn(&Snapshot) -> Arc<Dag> + Send + Sync>;
+
+/// A [`Publisher`] that only runs `dag::build`.
+pub fn build_only(options: dag::Options) -> Publisher {
+    Arc::new(move |s: &Snapshot| Arc::new(dag::build(s, &options)))
+}
+
 /// Inputs of the rebuild loop.
 pub struct RebuildContext {
     pub state: Arc<Mutex<ClusterState>>,
     /// Bumped by the watch tasks whenever routing input changed.
     pub changed: watch::Receiver<u64>,
-    pub options: dag::Options,
+    pub publish: Publisher,
     /// Kinds whose initial list must be complete before the first build.
     pub required: Vec<Kind>,
     pub window: Duration,
@@ -112,10 +122,10 @@ pub async fn rebuild_loop(mut ctx: RebuildContext, out: watch::Sender<Option<Arc
                 Arc::new(st.rejected().clone()),
             )
         };
-        let options = ctx.options.clone();
+        let publish = ctx.publish.clone();
         let snap = snapshot.clone();
-        let dag = match tokio::task::spawn_blocking(move || dag::build(&snap, &options)).await {
-            Ok(d) => Arc::new(d),
+        let dag = match tokio::task::spawn_blocking(move || publish(&snap)).await {
+            Ok(d) => d,
             Err(e) => {
                 tracing::error!(error = %e, "DAG build panicked; keeping the previous result");
                 debounce.built_at(started);
@@ -175,7 +185,7 @@ mod tests {
         let ctx = RebuildContext {
             state: state.clone(),
             changed: changed_rx,
-            options: dag::Options::default(),
+            publish: build_only(dag::Options::default()),
             required: vec![Kind::Service],
             window: Duration::from_millis(100),
             metrics: metrics.clone(),

@@ -1,0 +1,3 @@
+//! Wiring of `sluice serve`.
+
+pub mod cluster;
