@@ -12,4 +12,5 @@ pub mod dag;
 pub mod k8s;
 pub mod manifest;
 pub mod store;
+pub mod synth;
 pub mod validate;

@@ -11,6 +11,7 @@
 //! looked up through maps built once per build, never by scanning all objects per object.
 
 mod builder;
+mod delegation;
 pub mod ingress;
 pub mod ingressroute;
 pub mod lookup;
@@ -19,7 +20,8 @@ pub mod route;
 pub mod table;
 
 pub use builder::{
-    BackendRef, Builder, PortRef, effective_weights, health_check_policy, route_precedence,
+    BackendRef, Builder, DEFAULT_HEALTH_CHECK_HOST, PortRef, SERVICE_NAME_LABEL, effective_weights,
+    health_check_policy, route_precedence,
 };
 pub use model::*;
 

@@ -116,6 +116,17 @@ impl Verdict {
     }
 }
 
+/// The single-object rules as sluice applies them for one ingress class: an Ingress that names
+/// another class belongs to another controller, and sluice neither judges nor routes it.
+pub fn validate_object_for_class(obj: &AnyObject, ingress_class_name: &str) -> Verdict {
+    if let AnyObject::Ingress(ingress) = obj {
+        if ingress::ingress_class(ingress).is_some_and(|c| c != ingress_class_name) {
+            return Verdict::default();
+        }
+    }
+    validate_object(obj)
+}
+
 /// Runs the single-object rules of the object's kind. Kinds without rules of their own (Services,
 /// Secrets, …) are always allowed.
 pub fn validate_object(obj: &AnyObject) -> Verdict {
