@@ -108,9 +108,23 @@ pub struct Cluster {
     leader: channel::Receiver<bool>,
     metrics: Metrics,
     shutdown: channel::Sender<bool>,
-    elector: JoinHandle<()>,
-    writer: JoinHandle<()>,
+    elector: Option<JoinHandle<()>>,
+    writer: Option<JoinHandle<()>>,
     background: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Cluster {
+    /// Dropped without [`Cluster::shutdown`]: stop every task (the Lease then expires by itself).
+    fn drop(&mut self) {
+        for task in self
+            .writer
+            .iter()
+            .chain(self.elector.iter())
+            .chain(&self.background)
+        {
+            task.abort();
+        }
+    }
 }
 
 impl Cluster {
@@ -230,8 +244,8 @@ impl Cluster {
             leader: leader_rx,
             metrics,
             shutdown: shutdown_tx,
-            elector,
-            writer,
+            elector: Some(elector),
+            writer: Some(writer),
             background,
         })
     }
@@ -251,13 +265,15 @@ impl Cluster {
     }
 
     /// Stops writing, releases the Lease (bounded to 5 s) and stops the watches.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         self.shutdown.send_replace(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.writer).await;
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.elector).await;
-        for task in self.background {
-            task.abort();
+        for task in [self.writer.take(), self.elector.take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
+        // Drop aborts the rest.
     }
 }
 

@@ -116,13 +116,21 @@ pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
             }
         }
         let sleep = tokio::time::sleep(retry.unwrap_or(Duration::from_secs(86400)));
+        // A closed input (its sender gone, e.g. no load-balancer source) never fires again.
         tokio::select! {
             _ = sleep => {}
-            r = inputs.built.changed() => if r.is_err() { return },
-            r = inputs.leader.changed() => if r.is_err() { return },
-            r = inputs.load_balancer.changed() => if r.is_err() { return },
-            _ = inputs.shutdown.changed() => {}
+            _ = changed(&mut inputs.built) => {}
+            _ = changed(&mut inputs.leader) => {}
+            _ = changed(&mut inputs.load_balancer) => {}
+            _ = changed(&mut inputs.shutdown) => {}
         }
+    }
+}
+
+/// Resolves when the value changes; never when the sender is gone.
+async fn changed<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -165,13 +173,15 @@ async fn write_pass(
             .collect()
     };
     let mut failed = 0;
+    let mut written = 0;
+    let planned = plans.len();
     for (obj, status) in plans {
         if !*leader.borrow() {
             break;
         }
         limiter.acquire().await;
         match write_one(ctx, &obj, &status).await {
-            Ok(()) => {}
+            Ok(()) => written += 1,
             Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 404) => {
                 tracing::debug!(object = %obj, "object gone before its status was written");
             }
@@ -182,6 +192,14 @@ async fn write_pass(
             }
         }
     }
+    tracing::info!(
+        build = built.version,
+        objects = built.dag.statuses.len() + built.rejected.len(),
+        planned,
+        written,
+        failed,
+        "status pass complete"
+    );
     failed
 }
 
