@@ -46,13 +46,16 @@ export SLUICE_E2E_BACKEND_PORTS="$E2E_BACKEND_PORTS"
 export SLUICE_E2E_ENVOY="${SLUICE_E2E_ENVOY:-$E2E_ROOT/.venv/bin/envoy}"
 
 cd "$E2E_ROOT"
+# In the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.
 status=0
-cargo test --test e2e -- --ignored --test-threads=1 "$@" || status=$?
+cargo test --test e2e -- --ignored --test-threads=1 "$@" &
+E2E_PIDS+=("$!")
+wait $! || status=$?
 
 if [[ "${E2E_KEEP:-0}" == 1 ]]; then
 	e2e_log "keeping the control plane up; in another shell:"
 	echo "  export KUBECONFIG=$KUBECONFIG; alias kubectl=$E2E_BIN/kubectl" >&2
 	e2e_log "Ctrl-C to tear down"
-	while true; do sleep 3600; done
+	while true; do sleep 3600 & wait $!; done
 fi
 exit "$status"

@@ -60,6 +60,7 @@ e2e_start() { # name command... — starts a background process logging to $E2E_
 	"$@" >"$E2E_WORK/$name.log" 2>&1 &
 	echo "$!" >"$E2E_WORK/$name.pid"
 	E2E_PIDS+=("$!")
+	disown "$!" # no "Killed" job reports at teardown
 }
 
 e2e_etcd() {
@@ -150,7 +151,13 @@ e2e_netns() {
 }
 
 e2e_down() {
-	local pid
+	local pid f
+	# Processes the tests started (sluice, Envoy) record themselves as $E2E_WORK/*.pid too.
+	if [[ -n "${E2E_WORK:-}" ]]; then
+		for f in "$E2E_WORK"/*.pid; do
+			[[ -f "$f" ]] && E2E_PIDS+=("$(cat "$f")")
+		done
+	fi
 	for pid in "${E2E_PIDS[@]}"; do
 		kill "$pid" 2>/dev/null || true
 	done

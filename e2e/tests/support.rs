@@ -2,7 +2,7 @@
 //! (start, SIGTERM, kill -9, count their status writes from the log), polling with deadlines.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
@@ -220,7 +220,7 @@ pub fn wait_status(env: &Env, resource: &str, ns: &str, name: &str, current: &st
 /// One `sluice serve` process in cluster mode.
 pub struct Sluice {
     child: Option<Child>,
-    pub identity: String,
+    pid_file: PathBuf,
     pub log: PathBuf,
 }
 
@@ -246,9 +246,12 @@ impl Sluice {
             .stderr(file)
             .spawn()
             .expect("sluice starts");
+        // e2e/run.sh kills whatever is left on exit, even when this test process is killed.
+        let pid_file = env.work.join(format!("test-sluice-{}.pid", child.id()));
+        let _ = std::fs::write(&pid_file, child.id().to_string());
         Sluice {
             child: Some(child),
-            identity: identity.to_string(),
+            pid_file,
             log,
         }
     }
@@ -285,15 +288,12 @@ impl Sluice {
         self.count("became leader") > self.count("lost the lease") + self.count("stepping down")
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
-    }
-
     /// `kill -9`: no cleanup at all (the Lease stays held until it expires).
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+            let _ = std::fs::remove_file(&self.pid_file);
         }
     }
 
@@ -308,12 +308,13 @@ impl Sluice {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = c.try_wait() {
-                return;
+                break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
         let _ = c.kill();
         let _ = c.wait();
+        let _ = std::fs::remove_file(&self.pid_file);
     }
 }
 
@@ -327,9 +328,4 @@ impl Drop for Sluice {
 pub fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
-}
-
-/// Whether a path exists and is executable-ish (for optional components).
-pub fn exists(p: &Path) -> bool {
-    p.exists()
 }
