@@ -32,7 +32,7 @@ fn main() {
     };
     let options = Options::default();
     let mut results = serde_json::Map::new();
-    let mut row = |n: usize| -> f64 {
+    let row = |n: usize| -> f64 {
         let snap = snapshot(Shape {
             routing_objects: n,
             endpoints_per_service: 5,
