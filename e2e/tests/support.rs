@@ -54,8 +54,37 @@ pub fn env() -> Env {
         for f in ["namespace.yaml", "rbac.yaml", "ingressclass.yaml"] {
             env.kubectl_ok(&["apply", "-f", root.join("config").join(f).to_str().unwrap()]);
         }
+        write_sluice_kubeconfig(&env);
     });
     env
+}
+
+/// sluice runs as the ServiceAccount of config/rbac.yaml (a token from the TokenRequest API), so
+/// every e2e test also checks that the ClusterRole and Role grant enough — and the watches, status
+/// writes and Lease work with exactly those rights.
+fn write_sluice_kubeconfig(env: &Env) {
+    let token = env.kubectl_ok(&[
+        "create",
+        "token",
+        "sluice",
+        "-n",
+        "sluice-system",
+        "--duration=6h",
+    ]);
+    let server = env.kubectl_ok(&[
+        "config",
+        "view",
+        "--minify",
+        "-o",
+        "jsonpath={.clusters[0].cluster.server}",
+    ]);
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: sluice\n  user:\n    token: {token}\ncontexts:\n- name: sluice\n  context: {{cluster: e2e, user: sluice, namespace: sluice-system}}\ncurrent-context: sluice\n",
+        server = server.trim(),
+        ca = env.pki.join("ca.crt").display(),
+        token = token.trim(),
+    );
+    std::fs::write(env.sluice_kubeconfig(), config).expect("write the sluice kubeconfig");
 }
 
 pub fn repo_root() -> PathBuf {
@@ -71,6 +100,11 @@ pub struct Out {
 }
 
 impl Env {
+    /// The kubeconfig sluice processes use (ServiceAccount sluice-system/sluice).
+    pub fn sluice_kubeconfig(&self) -> PathBuf {
+        self.work.join("sluice.kubeconfig")
+    }
+
     pub fn kubectl_in(&self, args: &[&str], stdin: Option<&str>) -> Out {
         let mut cmd = Command::new(&self.kubectl);
         cmd.args(args)
@@ -245,6 +279,7 @@ impl Sluice {
         }
         let child = cmd
             .env("RUST_LOG", "info")
+            .env("KUBECONFIG", env.sluice_kubeconfig())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
