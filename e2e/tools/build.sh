@@ -10,7 +10,7 @@ cd "$here"
 
 k8s_version="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' go.mod)"
 etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2; exit}' go.mod)"
-bin="$here/../.cache/bin/${k8s_version}-etcd${etcd_version}"
+bin="$(dirname "$here")/.cache/bin/${k8s_version}-etcd${etcd_version}"
 
 if [[ -x "$bin/kube-apiserver" && -x "$bin/kubectl" && -x "$bin/etcd" ]]; then
 	echo "$bin"
