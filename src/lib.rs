@@ -6,8 +6,11 @@
 //! admission webhook) consume the result. See docs/architecture.md.
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod dag;
 pub mod manifest;
 pub mod store;
+pub mod translate;
 pub mod validate;
+pub mod xds;

@@ -1,0 +1,1 @@
+//! xDS cache and ADS server.

@@ -1,0 +1,1 @@
+//! Small HTTP backends on loopback that answer with their own name.

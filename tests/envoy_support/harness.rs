@@ -1,0 +1,1 @@
+//! sluice standalone + Envoy, started for one test.
