@@ -39,6 +39,7 @@ pub struct IngressRouteSpec {
     pub health_check: Option<HealthCheck>,
     /// The routes; matched from most to least specific whatever their order here.
     #[x_kube(validation = Rule::new("size(self) > 0").message("spec.routes must hold at least one route"))]
+    #[schemars(length(max = 1000))]
     pub routes: Vec<Route>,
 }
 

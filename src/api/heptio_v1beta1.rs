@@ -35,6 +35,7 @@ pub struct IngressRouteSpec {
     pub health_check: Option<HealthCheck>,
     /// The routes; matched from most to least specific whatever their order here.
     #[x_kube(validation = Rule::new("size(self) > 0").message("spec.routes must hold at least one route"))]
+    #[schemars(length(max = 1000))]
     pub routes: Vec<Route>,
 }
 
@@ -74,6 +75,7 @@ pub struct Route {
     pub match_: String,
     /// Services the matched traffic is balanced over.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 128))]
     pub services: Vec<Service>,
     /// Deprecated spelling of `services` used by seed 000: one service object or a list of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

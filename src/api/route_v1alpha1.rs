@@ -31,6 +31,7 @@ pub struct RouteSpec {
     pub lb_health_check: Option<HealthCheck>,
     /// The routes of this host.
     #[x_kube(validation = Rule::new("size(self) > 0").message("spec.routes must hold at least one route"))]
+    #[schemars(length(max = 1000))]
     pub routes: Vec<RouteRule>,
 }
 
@@ -46,6 +47,7 @@ pub struct RouteRule {
     pub strategy: Option<LbStrategy>,
     /// Services the matched traffic is balanced over.
     #[x_kube(validation = Rule::new("size(self) > 0").message("a route needs at least one upstream"))]
+    #[schemars(length(max = 128))]
     pub upstreams: Vec<Upstream>,
 }
 

@@ -1,9 +1,150 @@
-//! `sluice routes`.
-use clap::Args;
+//! `sluice routes -f PATH ...`: the computed route table — host → match → weighted backends, with
+//! the object each route comes from. `--request` shows which route a given request takes.
+
+use clap::{Args, ValueEnum};
+
+use crate::dag::{self, lookup, table};
+use crate::manifest::{Document, load_paths};
+use crate::store::Snapshot;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoutesFormat {
+    Table,
+    Yaml,
+}
 
 #[derive(Debug, Clone, Args)]
-pub struct RoutesArgs {}
+pub struct RoutesArgs {
+    /// File, directory or `-` for stdin. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub paths: Vec<String>,
+    /// Namespaces where root IngressRoutes and Routes may live (comma-separated); all when empty.
+    #[arg(long, value_delimiter = ',')]
+    pub root_namespaces: Vec<String>,
+    /// The ingress class sluice serves.
+    #[arg(long, default_value = crate::dag::DEFAULT_INGRESS_CLASS)]
+    pub ingress_class_name: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = RoutesFormat::Table)]
+    pub output: RoutesFormat,
+    /// Show the route a request takes, e.g. `www.example.com/finance/x` (host, then path).
+    #[arg(long, value_name = "HOST/PATH")]
+    pub request: Option<String>,
+    /// A request header for --request, `Name: value`. Repeatable.
+    #[arg(
+        short = 'H',
+        long = "header",
+        value_name = "NAME: VALUE",
+        requires = "request"
+    )]
+    pub headers: Vec<String>,
+}
 
-pub fn run(_args: RoutesArgs) -> u8 {
-    2
+pub fn run(args: RoutesArgs) -> u8 {
+    let docs = match load_paths(&args.paths) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let objects = docs.into_iter().filter_map(|(_, d)| match d {
+        Document::Object(o) => Some(o),
+        _ => None,
+    });
+    let options = dag::Options {
+        root_namespaces: super::split_list(&args.root_namespaces),
+        ingress_class_name: args.ingress_class_name.clone(),
+    };
+    let built = dag::build(&Snapshot::from_objects(objects), &options);
+
+    if let Some(req) = &args.request {
+        let (host, path) = match req.find('/') {
+            Some(i) => (&req[..i], &req[i..]),
+            None => (req.as_str(), "/"),
+        };
+        let mut headers = Vec::new();
+        for h in &args.headers {
+            let Some((n, v)) = h.split_once(':') else {
+                eprintln!("error: --header {h:?} must look like \"Name: value\"");
+                return 2;
+            };
+            headers.push((n.trim(), v.trim()));
+        }
+        let request = lookup::Request {
+            host,
+            path,
+            headers: &headers,
+        };
+        return match lookup::lookup(&built, &request) {
+            Some((vhost, route)) => {
+                let row = table::table_route(route, vhost.tls.is_some());
+                println!("host:     {}", vhost.host);
+                println!("match:    {}", row.match_);
+                if !row.headers.is_empty() {
+                    println!("headers:  {}", row.headers.join(", "));
+                }
+                println!("backends: {}", row.backends.join(", "));
+                if let Some(http) = row.http {
+                    println!("http:     {http}");
+                }
+                println!("source:   {}", row.source);
+                0
+            }
+            None => {
+                println!("no route: 404");
+                1
+            }
+        };
+    }
+
+    let hosts = table::route_table(&built);
+    match args.output {
+        RoutesFormat::Yaml => print!(
+            "{}",
+            serde_norway::to_string(&hosts).expect("route table serializes")
+        ),
+        RoutesFormat::Table => print!("{}", render_table(&hosts)),
+    }
+    0
+}
+
+/// The route table as aligned text columns.
+pub fn render_table(hosts: &[table::TableHost]) -> String {
+    let header = ["HOST", "MATCH", "HEADERS", "BACKENDS", "HTTP", "SOURCE"].map(String::from);
+    let mut rows: Vec<[String; 6]> = vec![header];
+    for h in hosts {
+        let host = match &h.tls {
+            Some(tls) => format!("{} (tls: {tls})", h.host),
+            None => h.host.clone(),
+        };
+        for (i, r) in h.routes.iter().enumerate() {
+            rows.push([
+                if i == 0 { host.clone() } else { String::new() },
+                r.match_.clone(),
+                if r.headers.is_empty() {
+                    "-".into()
+                } else {
+                    r.headers.join(", ")
+                },
+                r.backends.join(", "),
+                r.http.clone().unwrap_or_else(|| "-".into()),
+                r.source.clone(),
+            ]);
+        }
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
 }

@@ -1,9 +1,237 @@
-//! `sluice validate`.
-use clap::Args;
+//! `sluice validate -f PATH ...`: the admission rules on every object (the functions the webhook
+//! calls), then `dag::build` over the whole set, so a CI pipeline sees both "would kubectl apply
+//! accept this" and "what status would it get next to everything else".
+//!
+//! Exit codes: 0 all allowed and nothing invalid (orphaned is a warning); 1 something denied or
+//! invalid; 2 unreadable input or bad flags.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::api::ObjectRef;
+use crate::dag::{self, State};
+use crate::manifest::{Document, Source, load_paths};
+use crate::store::Snapshot;
+use crate::validate::validate_object_for_class;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Human,
+    Json,
+}
 
 #[derive(Debug, Clone, Args)]
-pub struct ValidateArgs {}
+pub struct ValidateArgs {
+    /// File, directory (searched recursively for .yaml/.yml/.json) or `-` for stdin. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub paths: Vec<String>,
+    /// Namespaces where root IngressRoutes and Routes may live (comma-separated); all when empty.
+    #[arg(long, value_delimiter = ',')]
+    pub root_namespaces: Vec<String>,
+    /// The ingress class sluice serves.
+    #[arg(long, default_value = crate::dag::DEFAULT_INGRESS_CLASS)]
+    pub ingress_class_name: String,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Human)]
+    pub output: OutputFormat,
+}
 
-pub fn run(_args: ValidateArgs) -> u8 {
-    2
+/// The result for one object: the admission verdict and the status in the context of the set.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReport {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The admission verdict alone.
+    pub allowed: bool,
+    /// valid, invalid, orphaned or ignored.
+    pub status: String,
+    pub messages: Vec<String>,
+    #[serde(skip)]
+    pub source: Option<Source>,
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// Validates decoded documents; returns one report per routing object (and per object the admission
+/// rules deny), in input order.
+pub fn validate_documents(
+    docs: Vec<(Source, Document)>,
+    options: &dag::Options,
+) -> Vec<ObjectReport> {
+    let mut order: Vec<ObjectRef> = Vec::new();
+    let mut reports: BTreeMap<ObjectRef, ObjectReport> = BTreeMap::new();
+    let mut objects = Vec::new();
+    for (source, doc) in docs {
+        let (object, allowed, mut messages, warnings) = match doc {
+            Document::Skipped { .. } => continue,
+            Document::Rejected { object, error } => {
+                (object, false, vec![error.to_string()], Vec::new())
+            }
+            Document::Object(obj) => {
+                let verdict = validate_object_for_class(&obj, &options.ingress_class_name);
+                let r = obj.object_ref();
+                objects.push(obj);
+                let msgs = verdict.errors.iter().map(ToString::to_string).collect();
+                (r, verdict.allowed(), msgs, verdict.warnings)
+            }
+        };
+        if let Some(previous) = reports.get(&object) {
+            if let Some(prev) = &previous.source {
+                messages.push(format!(
+                    "defined more than once (also at {prev}); the last definition is used"
+                ));
+            }
+        } else {
+            order.push(object.clone());
+        }
+        reports.insert(
+            object.clone(),
+            ObjectReport {
+                api_version: object.kind.api_version().to_string(),
+                kind: object.kind.kind().to_string(),
+                namespace: object.key.namespace.clone(),
+                name: object.key.name.clone(),
+                allowed,
+                status: if allowed {
+                    State::Valid
+                } else {
+                    State::Invalid
+                }
+                .as_str()
+                .to_string(),
+                messages,
+                source: Some(source),
+                warnings,
+            },
+        );
+    }
+    let built = dag::build(&Snapshot::from_objects(objects), options);
+    let mut out = Vec::new();
+    for r in order {
+        let mut report = reports
+            .remove(&r)
+            .expect("every ordered object has a report");
+        match built.statuses.get(&r) {
+            Some(status) => {
+                if report.allowed {
+                    report.status = status.state.as_str().to_string();
+                }
+                for m in &status.messages {
+                    if !report.messages.contains(&m.message) {
+                        report.messages.push(m.message.clone());
+                    }
+                }
+                if status.state != State::Valid
+                    && status.messages.is_empty()
+                    && !report.messages.contains(&status.description)
+                {
+                    report.messages.push(status.description.clone());
+                }
+            }
+            None if r.kind.is_routing() && report.allowed => {
+                report.status = State::Ignored.as_str().to_string();
+                report.messages.push(format!("{} objects are checked by the admission rules but not routed by this version of sluice", r.kind.kind()));
+            }
+            None if report.allowed => continue, // a supporting object (Service, Secret, …) that is fine
+            None => {}
+        }
+        out.push(report);
+    }
+    out
+}
+
+/// Exit code for a set of reports: 1 when anything is denied or invalid.
+pub fn exit_code(reports: &[ObjectReport]) -> u8 {
+    let bad = reports
+        .iter()
+        .any(|r| !r.allowed || r.status == State::Invalid.as_str());
+    u8::from(bad)
+}
+
+pub fn run(args: ValidateArgs) -> u8 {
+    let docs = match load_paths(&args.paths) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let options = dag::Options {
+        root_namespaces: super::split_list(&args.root_namespaces),
+        ingress_class_name: args.ingress_class_name.clone(),
+    };
+    let reports = validate_documents(docs, &options);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let result = match args.output {
+        OutputFormat::Json => reports.iter().try_for_each(|r| {
+            writeln!(
+                out,
+                "{}",
+                serde_json::to_string(r).expect("reports serialize")
+            )
+        }),
+        OutputFormat::Human => print_human(&mut out, &reports),
+    };
+    if result.is_err() {
+        return 2;
+    }
+    exit_code(&reports)
+}
+
+fn print_human(out: &mut impl Write, reports: &[ObjectReport]) -> std::io::Result<()> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut denied = 0;
+    for r in reports {
+        let verdict = if !r.allowed {
+            denied += 1;
+            "DENIED"
+        } else {
+            match r.status.as_str() {
+                "valid" => "ok",
+                "invalid" => "INVALID",
+                "orphaned" => "orphaned",
+                _ => "ignored",
+            }
+        };
+        *counts.entry(r.status.as_str()).or_default() += 1;
+        let ns = if r.namespace.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", r.namespace)
+        };
+        let at = r
+            .source
+            .as_ref()
+            .map(|s| format!("  [{s}]"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{verdict:<8} {} {ns}{} ({}){at}",
+            r.kind, r.name, r.api_version
+        )?;
+        for m in &r.messages {
+            writeln!(out, "         - {m}")?;
+        }
+        for w in &r.warnings {
+            writeln!(out, "         - warning: {w}")?;
+        }
+    }
+    let n = |k: &str| counts.get(k).copied().unwrap_or(0);
+    writeln!(
+        out,
+        "{} objects: {} valid, {} invalid, {} orphaned, {} ignored; {} denied by the admission rules",
+        reports.len(),
+        n("valid"),
+        n("invalid"),
+        n("orphaned"),
+        n("ignored"),
+        denied
+    )
 }

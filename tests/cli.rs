@@ -1,0 +1,256 @@
+//! The `sluice` binary as a CI pipeline uses it: exit codes, JSON lines, human output, stdin.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn sluice(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice runs");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+fn find<'a>(
+    lines: &'a [serde_json::Value],
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> &'a serde_json::Value {
+    lines
+        .iter()
+        .find(|l| l["kind"] == kind && l["namespace"] == ns && l["name"] == name)
+        .unwrap_or_else(|| panic!("no line for {kind} {ns}/{name} in {lines:#?}"))
+}
+
+const SERVICE: &str =
+    "apiVersion: v1\nkind: Service\nmetadata: {name: app}\nspec:\n  ports:\n  - port: 80\n";
+
+#[test]
+fn the_seed_examples_validate() {
+    let out = sluice(&["validate", "-f", "examples/"], None);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("denied by the admission rules"), "{text}");
+}
+
+#[test]
+fn json_output_has_one_line_per_routing_object_with_the_documented_keys() {
+    let out = sluice(&["validate", "-o", "json", "-f", "examples/seeds/"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let lines = json_lines(&out);
+    let google = find(&lines, "IngressRoute", "prod", "google");
+    let keys: Vec<&str> = google
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "allowed",
+            "apiVersion",
+            "kind",
+            "messages",
+            "name",
+            "namespace",
+            "status"
+        ]
+    );
+    assert_eq!(google["apiVersion"], "contour.heptio.com/v1beta1");
+    assert_eq!(google["allowed"], true);
+    assert_eq!(google["status"], "valid");
+    // Services are supporting objects, not routing objects: no line of their own.
+    assert!(lines.iter().all(|l| l["kind"] != "Service"));
+    // Another controller's Ingress is ignored, not judged.
+    let foreign = find(&lines, "Ingress", "default", "invalid-both-backends");
+    assert_eq!(foreign["allowed"], true);
+    assert_eq!(foreign["status"], "ignored");
+}
+
+#[test]
+fn a_denied_object_exits_1_with_the_field_path_value_and_fix() {
+    let bad = "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {name: bad}\nspec:\n  virtualhost: {fqdn: bad.example.com}\n  routes:\n  - match: /a\n    services: [{name: app, port: 80}]\n  - match: /b\n    services: [{name: app, port: 80}]\n  - match: finance\n    services: [{name: app, port: 80}]\n";
+    let out = sluice(
+        &["validate", "-o", "json", "-f", "-"],
+        Some(&format!("{SERVICE}---\n{bad}")),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let lines = json_lines(&out);
+    let l = find(&lines, "IngressRoute", "default", "bad");
+    assert_eq!(l["allowed"], false);
+    assert_eq!(l["status"], "invalid");
+    let messages: Vec<&str> = l["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert!(
+        messages.contains(&"spec.routes[2].match: \"finance\" must start with \"/\""),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn dangling_references_are_allowed_but_show_in_status() {
+    let root = "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {name: root, namespace: a}\nspec:\n  virtualhost: {fqdn: a.example.com}\n  routes:\n  - match: /\n    delegate: {name: missing, namespace: b}\n";
+    let out = sluice(&["validate", "-o", "json", "-f", "-"], Some(root));
+    let lines = json_lines(&out);
+    let l = find(&lines, "IngressRoute", "a", "root");
+    assert_eq!(
+        l["allowed"], true,
+        "GitOps applies in any order: a dangling delegate is not a denial"
+    );
+    assert_eq!(l["status"], "invalid");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn orphans_are_a_warning_not_a_failure() {
+    let vertex = "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {name: lonely}\nspec:\n  routes:\n  - match: /\n    services: [{name: app, port: 80}]\n";
+    let out = sluice(
+        &["validate", "-f", "-"],
+        Some(&format!("{SERVICE}---\n{vertex}")),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("orphaned IngressRoute default/lonely"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unreadable_input_exits_2_naming_file_and_document() {
+    let out = sluice(&["validate", "-f", "no/such/file.yaml"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no/such/file.yaml"));
+
+    let out = sluice(
+        &["validate", "-f", "-"],
+        Some(&format!("{SERVICE}---\nkind: [broken\n")),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("- (document 1)"), "{err}");
+
+    let out = sluice(&["validate", "-f", "-"], Some("- just\n- a list\n"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("document is not a mapping"));
+}
+
+#[test]
+fn a_document_that_does_not_fit_the_schema_is_denied_with_its_field() {
+    let doc = "apiVersion: contour.heptio.com/v1alpha1\nkind: Route\nmetadata: {name: r}\nspec:\n  host: r.example.com\n  routes:\n  - pathPrefix: /\n    upstreams: [{serviceName: app, servicePort: eighty}]\n";
+    let out = sluice(&["validate", "-o", "json", "-f", "-"], Some(doc));
+    assert_eq!(out.status.code(), Some(1));
+    let lines = json_lines(&out);
+    let l = find(&lines, "Route", "default", "r");
+    assert_eq!(l["allowed"], false);
+    let m = l["messages"][0].as_str().unwrap();
+    assert!(
+        m.starts_with("spec.routes[0].upstreams[0].servicePort: invalid type: string \"eighty\""),
+        "{m}"
+    );
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    let out = sluice(&["validate", "--no-such-flag"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let out = sluice(&["validate", "-o", "xml", "-f", "examples/"], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn routes_prints_the_table_and_explains_a_request() {
+    let out = sluice(&["routes", "-f", "examples/seeds/"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HOST"), "{text}");
+    assert!(text.contains("www.google.com"), "{text}");
+    let out = sluice(
+        &[
+            "routes",
+            "-f",
+            "examples/seeds/",
+            "--request",
+            "www.google.com/finance/static/logo.png",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("finance/finance-static-content/8080"),
+        "{text}"
+    );
+    assert!(
+        text.contains("source:   IngressRoute finance/google-finance"),
+        "{text}"
+    );
+    let out = sluice(
+        &[
+            "routes",
+            "-f",
+            "examples/seeds/",
+            "--request",
+            "nowhere.example.com/",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let out = sluice(&["routes", "-o", "yaml", "-f", "examples/seeds/"], None);
+    let yaml: serde_json::Value = serde_norway::from_slice(&out.stdout).unwrap();
+    assert!(
+        yaml.as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["host"] == "www.heptio.com")
+    );
+}
+
+#[test]
+fn crds_prints_what_crds_dir_holds() {
+    let out = sluice(&["crds"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let mut want = String::new();
+    for (file, _) in sluice::api::crds::all() {
+        want.push_str(
+            &std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("crds")
+                    .join(file),
+            )
+            .unwrap(),
+        );
+    }
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+}
