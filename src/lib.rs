@@ -11,6 +11,7 @@ pub mod cli;
 pub mod dag;
 pub mod manifest;
 pub mod store;
+pub mod synth;
 pub mod translate;
 pub mod validate;
 pub mod xds;

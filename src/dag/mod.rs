@@ -19,7 +19,8 @@ pub mod route;
 pub mod table;
 
 pub use builder::{
-    BackendRef, Builder, PortRef, effective_weights, health_check_policy, route_precedence,
+    BackendRef, Builder, DEFAULT_HEALTH_CHECK_HOST, PortRef, SERVICE_NAME_LABEL, effective_weights,
+    health_check_policy, route_precedence,
 };
 pub use model::*;
 

@@ -116,30 +116,11 @@ impl Verdict {
     }
 }
 
-/// Annotation naming an Ingress's class; when set it beats `spec.ingressClassName` (seed 001).
-pub const INGRESS_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
-
-/// The class an Ingress names explicitly: the annotation, else `spec.ingressClassName`.
-pub fn explicit_ingress_class(ingress: &k8s_openapi::api::networking::v1::Ingress) -> Option<&str> {
-    let annotation = ingress
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(INGRESS_CLASS_ANNOTATION))
-        .map(String::as_str);
-    annotation.or_else(|| {
-        ingress
-            .spec
-            .as_ref()
-            .and_then(|s| s.ingress_class_name.as_deref())
-    })
-}
-
 /// The single-object rules as sluice applies them for one ingress class: an Ingress that names
 /// another class belongs to another controller, and sluice neither judges nor routes it.
 pub fn validate_object_for_class(obj: &AnyObject, ingress_class_name: &str) -> Verdict {
     if let AnyObject::Ingress(ingress) = obj {
-        if explicit_ingress_class(ingress).is_some_and(|c| c != ingress_class_name) {
+        if ingress::ingress_class(ingress).is_some_and(|c| c != ingress_class_name) {
             return Verdict::default();
         }
     }

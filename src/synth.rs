@@ -1,0 +1,220 @@
+//! Synthetic clusters for benchmarks and scale tests: a mix of IngressRoute roots with delegation
+//! across namespaces, vertices, Ingresses, Services, EndpointSlices, TLS Secrets and unrelated
+//! Secrets. Deterministic for a given size.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Secret, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, HTTPIngressRuleValue, Ingress, IngressBackend, IngressRule,
+    IngressServiceBackend, IngressSpec, ServiceBackendPort,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::api::heptio_v1beta1::{
+    IngressRoute, IngressRouteSpec, Route, Service as IrService, VirtualHost,
+};
+use crate::api::{Delegate, ObjKey};
+use crate::store::Snapshot;
+
+/// Shape of a synthetic cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Routing objects in all: 40% IngressRoute roots, 40% vertices (one per root), 20% Ingresses.
+    pub routing_objects: usize,
+    /// Ready endpoints per Service.
+    pub endpoints_per_service: usize,
+    /// Secrets routing never uses.
+    pub unrelated_secrets: usize,
+}
+
+fn meta(ns: &str, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        namespace: Some(ns.to_string()),
+        name: Some(name.to_string()),
+        generation: Some(1),
+        ..Default::default()
+    }
+}
+
+fn service(ns: &str, name: &str) -> Service {
+    Service {
+        metadata: meta(ns, name),
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                port: 80,
+                name: Some("http".into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn slice(ns: &str, svc: &str, n: usize, seed: usize) -> EndpointSlice {
+    let mut labels = BTreeMap::new();
+    labels.insert(crate::dag::SERVICE_NAME_LABEL.to_string(), svc.to_string());
+    EndpointSlice {
+        metadata: ObjectMeta {
+            labels: Some(labels),
+            ..meta(ns, &format!("{svc}-abc"))
+        },
+        address_type: "IPv4".into(),
+        endpoints: (0..n)
+            .map(|i| Endpoint {
+                addresses: vec![format!(
+                    "10.{}.{}.{}",
+                    (seed / 250) % 250,
+                    seed % 250,
+                    i % 250 + 1
+                )],
+                conditions: Some(EndpointConditions {
+                    ready: Some(true),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect(),
+        ports: Some(vec![EndpointPort {
+            name: Some("http".into()),
+            port: Some(8080),
+            ..Default::default()
+        }]),
+    }
+}
+
+/// Builds a synthetic snapshot of the given shape.
+pub fn snapshot(shape: Shape) -> Snapshot {
+    let mut s = Snapshot::default();
+    let roots = shape.routing_objects * 2 / 5;
+    let ingresses = shape.routing_objects - 2 * roots;
+    let add_service = |s: &mut Snapshot, ns: &str, name: &str, seed: usize| {
+        s.services
+            .insert(ObjKey::new(ns, name), Arc::new(service(ns, name)));
+        let sl = slice(ns, name, shape.endpoints_per_service, seed);
+        s.endpoint_slices
+            .insert(ObjKey::new(ns, format!("{name}-abc")), Arc::new(sl));
+    };
+    for i in 0..roots {
+        let root_ns = format!("team-{}", i % 100);
+        let vertex_ns = format!("app-{}", i % 100);
+        let root_svc = format!("root-svc-{i}");
+        let vertex_svc = format!("vertex-svc-{i}");
+        add_service(&mut s, &root_ns, &root_svc, 2 * i);
+        add_service(&mut s, &vertex_ns, &vertex_svc, 2 * i + 1);
+        let root = IngressRoute::new(
+            &format!("root-{i}"),
+            IngressRouteSpec {
+                virtualhost: Some(VirtualHost {
+                    fqdn: format!("host-{i}.example.com"),
+                    tls: None,
+                }),
+                routes: vec![
+                    Route {
+                        match_: "/".into(),
+                        services: vec![IrService {
+                            name: root_svc,
+                            port: 80,
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    },
+                    Route {
+                        match_: "/api".into(),
+                        delegate: Some(Delegate {
+                            name: format!("vertex-{i}"),
+                            namespace: Some(vertex_ns.clone()),
+                        }),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            },
+        );
+        let mut root = root;
+        root.metadata = meta(&root_ns, &format!("root-{i}"));
+        s.ingressroutes_v1beta1
+            .insert(ObjKey::new(&root_ns, format!("root-{i}")), Arc::new(root));
+        let mut vertex = IngressRoute::new(
+            &format!("vertex-{i}"),
+            IngressRouteSpec {
+                routes: vec![Route {
+                    match_: "/api/v1".into(),
+                    services: vec![IrService {
+                        name: vertex_svc,
+                        port: 80,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        );
+        vertex.metadata = meta(&vertex_ns, &format!("vertex-{i}"));
+        s.ingressroutes_v1beta1.insert(
+            ObjKey::new(&vertex_ns, format!("vertex-{i}")),
+            Arc::new(vertex),
+        );
+    }
+    for i in 0..ingresses {
+        let ns = format!("web-{}", i % 100);
+        let svc = format!("web-svc-{i}");
+        add_service(&mut s, &ns, &svc, 1_000_000 + i);
+        let mut annotations = BTreeMap::new();
+        annotations.insert(
+            "kubernetes.io/ingress.class".to_string(),
+            crate::dag::DEFAULT_INGRESS_CLASS.to_string(),
+        );
+        let ing = Ingress {
+            metadata: ObjectMeta {
+                annotations: Some(annotations),
+                ..meta(&ns, &format!("web-{i}"))
+            },
+            spec: Some(IngressSpec {
+                rules: Some(vec![IngressRule {
+                    host: Some(format!("web-{i}.example.com")),
+                    http: Some(HTTPIngressRuleValue {
+                        paths: vec![HTTPIngressPath {
+                            path: Some("/".into()),
+                            path_type: "Prefix".into(),
+                            backend: IngressBackend {
+                                service: Some(IngressServiceBackend {
+                                    name: svc,
+                                    port: Some(ServiceBackendPort {
+                                        number: Some(80),
+                                        ..Default::default()
+                                    }),
+                                }),
+                                ..Default::default()
+                            },
+                        }],
+                    }),
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        s.ingresses
+            .insert(ObjKey::new(&ns, format!("web-{i}")), Arc::new(ing));
+    }
+    for i in 0..shape.unrelated_secrets {
+        let ns = format!("team-{}", i % 100);
+        let mut data = BTreeMap::new();
+        data.insert(
+            "password".to_string(),
+            ByteString(format!("secret-{i}").into_bytes()),
+        );
+        let secret = Secret {
+            metadata: meta(&ns, &format!("unrelated-{i}")),
+            data: Some(data),
+            ..Default::default()
+        };
+        s.secrets
+            .insert(ObjKey::new(&ns, format!("unrelated-{i}")), Arc::new(secret));
+    }
+    s
+}
