@@ -35,7 +35,7 @@ use crate::dag::Dag;
 
 pub use cluster::{build_cluster, build_load_assignment, build_secret};
 pub use listener::{HTTP_LISTENER, HTTPS_LISTENER};
-pub use route::{HTTP_ROUTE_CONFIG, https_route_config_name};
+pub use route::{HTTP_ROUTE_CONFIG, https_route_config_name, merge_slashes};
 
 /// Settings that come from the command line, not from objects.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -104,7 +104,9 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         PathMatch::Exact(p) => PathSpecifier::Path(p.clone()),
         PathMatch::Prefix(p) if p == "/" => PathSpecifier::Prefix("/".to_string()),
         PathMatch::Prefix(p) => PathSpecifier::PathSeparatedPrefix(p.clone()),
-        PathMatch::StringPrefix(p) => PathSpecifier::Prefix(p.clone()),
+        // Envoy merges slashes in request paths before routing: a prefix with `//` could
+        // never match, so it is merged the same way.
+        PathMatch::StringPrefix(p) => PathSpecifier::Prefix(merge_slashes(p)),
     };
     let mut headers = Vec::new();
     if host.starts_with("*.") {
@@ -120,6 +122,18 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         action: Some(action),
         ..Default::default()
     }
+}
+
+/// Collapses runs of `/` into one, as Envoy's `merge_slashes` does to request paths.
+pub fn merge_slashes(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    for c in p.chars() {
+        if c == '/' && out.ends_with('/') {
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// `:authority` is one label followed by the wildcard's suffix (any case, optional port).

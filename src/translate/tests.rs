@@ -188,7 +188,7 @@ fn path_matches_map_to_envoy_path_specifiers() {
             vec![
                 mk_route(PathMatch::Exact("/foo".into()), "app"),
                 mk_route(PathMatch::prefix("/aaa/bbb/"), "app"),
-                mk_route(PathMatch::StringPrefix("/str".into()), "app"),
+                mk_route(PathMatch::StringPrefix("/str//x".into()), "app"),
                 mk_route(PathMatch::prefix("/"), "app"),
             ],
         )],
@@ -204,7 +204,7 @@ fn path_matches_map_to_envoy_path_specifiers() {
         vec![
             PathSpecifier::Path("/foo".into()),
             PathSpecifier::PathSeparatedPrefix("/aaa/bbb".into()),
-            PathSpecifier::Prefix("/str".into()),
+            PathSpecifier::Prefix("/str/x".into()),
             PathSpecifier::Prefix("/".into()),
         ]
     );
