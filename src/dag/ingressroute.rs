@@ -1,6 +1,805 @@
-//! IngressRoute processors (v1beta1 and v1): roots, delegation, orphans, cycles.
-use super::Builder;
+//! IngressRoute processors: `contour.heptio.com/v1beta1` (seed 000) and `projectcontour.io/v1`
+//! (seed 002). Roots claim their fqdn; the owner of each host is served with its TLS settings and
+//! everything it delegates to (see [`super::delegation`]); vertices no served root reaches are
+//! orphaned. The rules are written down in docs/ingressroute.md.
 
-pub fn claim_hosts(_b: &mut Builder<'_>) {}
-pub fn build_v1beta1(_b: &mut Builder<'_>) {}
-pub fn build_v1(_b: &mut Builder<'_>) {}
+use std::rc::Rc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::Builder;
+use super::delegation::{Found, Node, NodeBackend, NodeRoute, Target, Walk};
+use super::model::*;
+use crate::api::contour_v1::{self, BackendProtocol};
+use crate::api::heptio_v1beta1::{self, VirtualHost};
+use crate::api::status::reason;
+use crate::api::{Delegate, Kind, ObjKey, ObjectRef};
+use crate::store::Objects;
+use crate::validate::common::{Timeout, parse_timeout};
+use crate::validate::ingressroute::{
+    v1_backends_field, v1_header_match, v1_path_match, v1beta1_services, validate_v1,
+    validate_v1beta1,
+};
+use crate::validate::{Verdict, quote};
+
+/// Tracks every IngressRoute, runs its single-object rules and lets valid roots in allowed
+/// namespaces claim their fqdn.
+pub fn claim_hosts(b: &mut Builder<'_>) {
+    let snap = b.snapshot;
+    for (key, o) in &snap.ingressroutes_v1beta1 {
+        let obj = ObjectRef {
+            kind: Kind::IngressRouteV1beta1,
+            key: key.clone(),
+        };
+        let vh = o.spec.virtualhost.as_ref();
+        claim(b, &obj, &o.metadata, validate_v1beta1(o), vh);
+    }
+    for (key, o) in &snap.ingressroutes_v1 {
+        let obj = ObjectRef {
+            kind: Kind::IngressRouteV1,
+            key: key.clone(),
+        };
+        let vh = o.spec.virtualhost.as_ref();
+        claim(b, &obj, &o.metadata, validate_v1(o), vh);
+    }
+}
+
+fn claim(
+    b: &mut Builder<'_>,
+    obj: &ObjectRef,
+    meta: &ObjectMeta,
+    verdict: Verdict,
+    vh: Option<&VirtualHost>,
+) {
+    b.track(obj, meta);
+    if !verdict.allowed() {
+        for e in verdict.errors {
+            b.set_invalid(obj, e.reason, e.to_string());
+        }
+        return;
+    }
+    let Some(vh) = vh else {
+        return;
+    };
+    let ns = &obj.key.namespace;
+    if !b.options.root_allowed_in(ns) {
+        let allowed = b.options.root_namespaces.join(", ");
+        b.set_invalid(
+            obj,
+            reason::ROOT_NAMESPACE,
+            format!(
+                "root IngressRoute in namespace {} is not allowed; root namespaces are: {allowed}",
+                quote(ns)
+            ),
+        );
+        return;
+    }
+    b.claim_host(&vh.fqdn, obj.clone(), meta.creation_timestamp.clone());
+}
+
+/// Serves the v1beta1 roots that own their host, then marks unreached vertices orphaned.
+pub fn build_v1beta1(b: &mut Builder<'_>) {
+    let snap = b.snapshot;
+    let objects = &snap.ingressroutes_v1beta1;
+    let other = &snap.ingressroutes_v1;
+    let find = |key: &ObjKey| match objects.get(key) {
+        None => Found::Missing(other_group_hint(
+            other.contains_key(key),
+            Kind::IngressRouteV1,
+        )),
+        Some(o) if o.spec.virtualhost.is_some() => Found::Root,
+        Some(o) if !validate_v1beta1(o).allowed() => Found::Invalid,
+        Some(o) => Found::Vertex(Rc::new(lower_v1beta1(key, o))),
+    };
+    let walk = Walk::new(find, false, objects.len());
+    build_version(
+        b,
+        Kind::IngressRouteV1beta1,
+        objects,
+        walk,
+        |o| o.spec.virtualhost.as_ref(),
+        lower_v1beta1,
+    );
+}
+
+/// Serves the v1 roots that own their host, then marks unreached vertices orphaned.
+pub fn build_v1(b: &mut Builder<'_>) {
+    let snap = b.snapshot;
+    let objects = &snap.ingressroutes_v1;
+    let other = &snap.ingressroutes_v1beta1;
+    let find = |key: &ObjKey| match objects.get(key) {
+        None => Found::Missing(other_group_hint(
+            other.contains_key(key),
+            Kind::IngressRouteV1beta1,
+        )),
+        Some(o) if o.spec.virtualhost.is_some() => Found::Root,
+        Some(o) if !validate_v1(o).allowed() => Found::Invalid,
+        Some(o) => Found::Vertex(Rc::new(lower_v1(key, o))),
+    };
+    let walk = Walk::new(find, true, objects.len());
+    build_version(
+        b,
+        Kind::IngressRouteV1,
+        objects,
+        walk,
+        |o| o.spec.virtualhost.as_ref(),
+        lower_v1,
+    );
+}
+
+/// Why a delegate of the same name in the other API group does not count.
+fn other_group_hint(exists: bool, other: Kind) -> Option<String> {
+    exists.then(|| {
+        format!(
+            "there is an {} of that name, but delegation stays within one API group",
+            other
+        )
+    })
+}
+
+/// The processor body both versions share.
+fn build_version<'s, T, F>(
+    b: &mut Builder<'_>,
+    kind: Kind,
+    objects: &'s Objects<T>,
+    mut walk: Walk<F>,
+    vhost_of: impl Fn(&'s T) -> Option<&'s VirtualHost>,
+    lower: impl Fn(&ObjKey, &'s T) -> Node,
+) where
+    F: Fn(&ObjKey) -> Found,
+{
+    // Roots to serve, decided before any walk: valid, and owner of their host.
+    let mut roots = Vec::new();
+    for (key, o) in objects {
+        let obj = ObjectRef {
+            kind,
+            key: key.clone(),
+        };
+        let Some(vh) = vhost_of(o) else {
+            continue;
+        };
+        if b.host_owner(&vh.fqdn) == Some(&obj) && b.state_of(&obj) != Some(State::Invalid) {
+            roots.push((key, o, vh));
+        }
+    }
+    for (key, o, vh) in roots {
+        let node = lower(key, o);
+        if let Some(tls) = &vh.tls {
+            match b.tls_secret(&key.namespace, &tls.secret_name) {
+                Err(m) => {
+                    b.set_invalid(
+                        &node.obj,
+                        m.reason,
+                        format!("spec.virtualhost.tls.secretName: {}", m.message),
+                    );
+                    continue;
+                }
+                Ok(secret) => {
+                    b.vhost(&vh.fqdn).tls = Some(VhostTls {
+                        secret,
+                        min_version: tls.minimum_protocol_version.unwrap_or_default(),
+                    });
+                }
+            }
+        }
+        walk.walk_root(b, &node, &vh.fqdn);
+    }
+    let reached = walk.finish(b);
+    for (key, o) in objects {
+        if vhost_of(o).is_none() && !reached.contains(key) {
+            b.set_orphaned(&ObjectRef {
+                kind,
+                key: key.clone(),
+            });
+        }
+    }
+}
+
+fn delegate_key(own_ns: &str, d: &Delegate) -> ObjKey {
+    let ns = d
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(own_ns);
+    ObjKey::new(ns, d.name.clone())
+}
+
+/// Lowers a v1beta1 IngressRoute (valid by its own rules) for the walk.
+fn lower_v1beta1(key: &ObjKey, o: &heptio_v1beta1::IngressRoute) -> Node {
+    let spec = &o.spec;
+    let routes = spec
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let target = match &r.delegate {
+                Some(d) => Target::Delegate(delegate_key(&key.namespace, d)),
+                None => Target::Backends(
+                    v1beta1_services(r, i)
+                        .0
+                        .into_iter()
+                        .map(|(field, s)| NodeBackend {
+                            field,
+                            name: s.name,
+                            port: s.port,
+                            weight: s.weight,
+                            protocol: UpstreamProtocol::Http,
+                            lb: s.strategy.or(spec.strategy).unwrap_or_default(),
+                            health_check: s.health_check.or_else(|| spec.health_check.clone()),
+                        })
+                        .collect(),
+                ),
+            };
+            NodeRoute {
+                at: format!("spec.routes[{i}]"),
+                path_field: format!("spec.routes[{i}].match"),
+                path_written: Some(r.match_.clone()),
+                path: PathMatch::prefix(&r.match_),
+                headers: Vec::new(),
+                permit_insecure: r.permit_insecure,
+                timeout: None,
+                retry: None,
+                outlier: None,
+                target,
+            }
+        })
+        .collect();
+    Node {
+        obj: ObjectRef {
+            kind: Kind::IngressRouteV1beta1,
+            key: key.clone(),
+        },
+        routes,
+    }
+}
+
+fn upstream_protocol(p: BackendProtocol) -> UpstreamProtocol {
+    match p {
+        BackendProtocol::Http => UpstreamProtocol::Http,
+        BackendProtocol::Https => UpstreamProtocol::Https,
+        BackendProtocol::H2c => UpstreamProtocol::H2c,
+        BackendProtocol::H2 => UpstreamProtocol::H2,
+        BackendProtocol::Tcp => UpstreamProtocol::Tcp,
+    }
+}
+
+fn duration(path: &str, value: Option<&str>) -> Option<Timeout> {
+    value.and_then(|v| parse_timeout(path, v).ok())
+}
+
+/// Lowers a v1 IngressRoute (valid by its own rules) for the walk.
+fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Node {
+    let spec = &o.spec;
+    let routes =
+        spec.routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let at = format!("spec.routes[{i}]");
+                let field = v1_backends_field(r);
+                let backends: Vec<NodeBackend> = r
+                    .backend_list()
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(j, be)| {
+                        let (protocol, name) = be.protocol_and_name()?;
+                        Some(NodeBackend {
+                            field: format!("{at}.{field}[{j}]"),
+                            name: name.to_string(),
+                            port: be.port,
+                            weight: be.weight,
+                            protocol: upstream_protocol(protocol),
+                            lb: be.strategy.or(spec.strategy).unwrap_or_default(),
+                            health_check: be
+                                .health_check
+                                .clone()
+                                .or_else(|| spec.health_check.clone()),
+                        })
+                    })
+                    .collect();
+                let target = match &r.delegate {
+                    Some(d) => Target::Delegate(delegate_key(&key.namespace, d)),
+                    None if backends
+                        .iter()
+                        .any(|nb| nb.protocol == UpstreamProtocol::Tcp) =>
+                    {
+                        Target::Tcp(backends)
+                    }
+                    None => Target::Backends(backends),
+                };
+                let headers = r
+                    .match_
+                    .iter()
+                    .flat_map(|m| m.headers.iter().enumerate())
+                    .filter_map(|(k, c)| {
+                        v1_header_match(c).map(|h| (format!("{at}.match.headers[{k}]"), h))
+                    })
+                    .collect();
+                let timeout = duration(
+                    "",
+                    r.timeout_policy.as_ref().and_then(|t| t.request.as_deref()),
+                );
+                let (retry, outlier) = match &r.failure_policy {
+                    None => (None, None),
+                    Some(f) => {
+                        let retry = f.retry_policy_enabled.unwrap_or(true).then(|| RetryPolicy {
+                            count: f.count.unwrap_or(1),
+                            per_try_timeout: match duration("", f.per_try_timeout.as_deref()) {
+                                Some(Timeout::After(d)) => Some(d),
+                                _ => None,
+                            },
+                        });
+                        let outlier = f.passive_health_check_enabled.unwrap_or(true).then(|| {
+                            OutlierDetection {
+                                consecutive_5xx: f.count.unwrap_or(5).max(1),
+                            }
+                        });
+                        (retry, outlier)
+                    }
+                };
+                NodeRoute {
+                    path_field: format!("{at}.match.path"),
+                    path_written: r.match_.as_ref().and_then(|m| m.path.clone()),
+                    path: v1_path_match(r.match_.as_ref()),
+                    at,
+                    headers,
+                    permit_insecure: r.permit_insecure,
+                    timeout,
+                    retry,
+                    outlier,
+                    target,
+                }
+            })
+            .collect();
+    Node {
+        obj: ObjectRef {
+            kind: Kind::IngressRouteV1,
+            key: key.clone(),
+        },
+        routes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::dag::{self, Dag, Options};
+    use crate::manifest::{Document, parse_documents};
+    use crate::store::Snapshot;
+
+    use super::*;
+
+    fn mk_dag(yaml: &str) -> Dag {
+        let docs = parse_documents("test", yaml).expect("test input parses");
+        let objects = docs.into_iter().filter_map(|(_, d)| match d {
+            Document::Object(o) => Some(o),
+            _ => None,
+        });
+        dag::build(&Snapshot::from_objects(objects), &Options::default())
+    }
+
+    fn status(d: &Dag, kind: Kind, ns: &str, name: &str) -> (State, Vec<String>) {
+        let s = &d.statuses[&ObjectRef::new(kind, ns, name)];
+        (
+            s.state,
+            s.messages.iter().map(|m| m.message.clone()).collect(),
+        )
+    }
+
+    const SVC: &str = "
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: a}
+spec: {ports: [{port: 80}]}
+";
+
+    #[test]
+    fn v1_failure_and_timeout_policies_reach_the_model() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: r, namespace: a}}
+spec:
+  virtualhost: {{fqdn: t.example.com}}
+  routes:
+  - match: {{path: /}}
+    timeoutPolicy: {{request: 1s}}
+    failurePolicy: {{count: 3, perTryTimeout: 150ms}}
+    services: [{{https: app, port: 80, strategy: Random}}]
+  - match: {{path: /no-retry}}
+    failurePolicy: {{retryPolicyEnabled: false, passiveHealthCheckEnabled: false}}
+    services: [{{http: app, port: 80}}]
+  - match: {{path: /defaults}}
+    failurePolicy: {{}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        let routes = &d.vhosts["t.example.com"].routes;
+        let by_path = |p: &str| routes.iter().find(|r| r.path.value() == p).unwrap();
+        let root = by_path("/");
+        assert_eq!(root.timeout, Some(Timeout::After(Duration::from_secs(1))));
+        assert_eq!(
+            root.retry,
+            Some(RetryPolicy {
+                count: 3,
+                per_try_timeout: Some(Duration::from_millis(150))
+            })
+        );
+        let RouteAction::Forward(cs) = &root.action else {
+            panic!("forward expected")
+        };
+        let c = &d.clusters[&cs[0].cluster];
+        assert_eq!(c.protocol, UpstreamProtocol::Https);
+        assert_eq!(c.lb, crate::api::LbStrategy::Random);
+        assert_eq!(
+            c.outlier_detection,
+            Some(OutlierDetection { consecutive_5xx: 3 })
+        );
+        let off = by_path("/no-retry");
+        assert_eq!(off.retry, None);
+        let RouteAction::Forward(cs) = &off.action else {
+            panic!("forward expected")
+        };
+        assert_eq!(d.clusters[&cs[0].cluster].outlier_detection, None);
+        let defaults = by_path("/defaults");
+        assert_eq!(
+            defaults.retry,
+            Some(RetryPolicy {
+                count: 1,
+                per_try_timeout: None
+            })
+        );
+        let RouteAction::Forward(cs) = &defaults.action else {
+            panic!("forward expected")
+        };
+        assert_eq!(
+            d.clusters[&cs[0].cluster].outlier_detection,
+            Some(OutlierDetection { consecutive_5xx: 5 })
+        );
+    }
+
+    #[test]
+    fn strategy_and_health_check_fall_back_to_the_spec() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: r, namespace: a}}
+spec:
+  virtualhost: {{fqdn: h.example.com}}
+  strategy: WeightedLeastRequest
+  healthCheck: {{path: /healthz, intervalSeconds: 7}}
+  routes:
+  - match: /
+    services:
+    - {{name: app, port: 80}}
+    - {{name: app, port: 80, strategy: Random, healthCheck: {{path: /own}}}}
+{SVC}"
+        ));
+        let RouteAction::Forward(cs) = &d.vhosts["h.example.com"].routes[0].action else {
+            panic!("forward expected")
+        };
+        let inherited = &d.clusters[&cs[0].cluster];
+        assert_eq!(inherited.lb, crate::api::LbStrategy::WeightedLeastRequest);
+        let hc = inherited.health_check.as_ref().unwrap();
+        assert_eq!((hc.path.as_str(), hc.interval.as_secs()), ("/healthz", 7));
+        let own = &d.clusters[&cs[1].cluster];
+        assert_eq!(own.lb, crate::api::LbStrategy::Random);
+        assert_eq!(own.health_check.as_ref().unwrap().path, "/own");
+        assert_eq!(inherited.protocol, UpstreamProtocol::Http);
+    }
+
+    #[test]
+    fn tcp_backends_become_the_vhost_tcp_proxy() {
+        let crt = include_str!("../../tests/golden/dag/ir-tls.in.yaml");
+        // Reuse the Secret of the TLS golden case.
+        let secret = crt
+            .split("\n---\n")
+            .find(|d| d.contains("kind: Secret"))
+            .unwrap();
+        let d = mk_dag(&format!(
+            "{secret}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: tcp, namespace: web}}
+spec:
+  virtualhost:
+    fqdn: tcp.example.com
+    tls: {{secretName: site-tls}}
+  routes:
+  - services: [{{tcp: db, port: 5432, weight: 3}}, {{tcp: db2, port: 5432}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: db, namespace: web}}
+spec: {{ports: [{{port: 5432}}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: db2, namespace: web}}
+spec: {{ports: [{{port: 5432}}]}}
+"
+        ));
+        let v = &d.vhosts["tcp.example.com"];
+        assert!(v.routes.is_empty());
+        assert!(v.tls.is_some());
+        let proxy = v.tcp_proxy.as_ref().expect("tcp proxy");
+        let got: Vec<(UpstreamProtocol, u32)> = proxy
+            .iter()
+            .map(|w| (d.clusters[&w.cluster].protocol, w.weight))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(UpstreamProtocol::Tcp, 3), (UpstreamProtocol::Tcp, 0)]
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1, "web", "tcp").0,
+            State::Valid
+        );
+    }
+
+    #[test]
+    fn v1_vertex_without_path_leaves_a_path_delegation() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: root, namespace: a}}
+spec:
+  virtualhost: {{fqdn: p.example.com}}
+  routes:
+  - match: {{path: /foo}}
+    delegate: {{name: v}}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v, namespace: a}}
+spec:
+  routes:
+  - match: {{headers: [{{header: x, value: a}}]}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1, "a", "v"),
+            (
+                State::Invalid,
+                vec![
+                    "spec.routes[0].match.path: absent (everything) is outside the prefix \"/foo\" delegated by IngressRoute a/root".to_string()
+                ]
+            )
+        );
+        let r = &d.vhosts["p.example.com"].routes[0];
+        assert_eq!(
+            r.action,
+            RouteAction::Unavailable(
+                "delegate a/v has routes outside the space delegated to it".into()
+            )
+        );
+    }
+
+    #[test]
+    fn delegation_depth_is_bounded() {
+        // root -> v0 -> v1 -> ... -> v39: delegations past the 32nd are not followed.
+        let mut yaml = "
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: root, namespace: a}
+spec:
+  virtualhost: {fqdn: deep.example.com}
+  routes:
+  - match: /
+    delegate: {name: v0}
+"
+        .to_string();
+        for i in 0..40 {
+            yaml.push_str(&format!(
+                "---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: v{i}, namespace: a}}
+spec:
+  routes:
+  - match: /
+    delegate: {{name: v{}}}
+",
+                i + 1
+            ));
+        }
+        let d = mk_dag(&yaml);
+        // v31 is reached by the 32nd delegation; its own delegation would be the 33rd.
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v31"),
+            (
+                State::Invalid,
+                vec![
+                    "spec.routes[0].delegate: IngressRoute a/v32 is not followed: delegation chains are limited to 32 delegations".to_string()
+                ]
+            )
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v30").0,
+            State::Valid
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v32").0,
+            State::Orphaned
+        );
+        let r = &d.vhosts["deep.example.com"].routes[0];
+        assert_eq!(
+            r.source,
+            ObjectRef::new(Kind::IngressRouteV1beta1, "a", "v31")
+        );
+        // v40 does not exist: never reached, so the missing delegate is not reported.
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v39").0,
+            State::Orphaned
+        );
+    }
+
+    /// Level k delegates to level k+1 twice; `headers` puts a different header condition on each.
+    fn diamonds(levels: usize, headers: bool) -> String {
+        // Level k delegates a(k) and a(k)/y; a(k) = a(k-1)/y/x{k} lies inside the narrower a(k-1)/y.
+        let path = |k: usize| -> String {
+            let mut p: String = (0..k).map(|i| format!("/x{i}/y")).collect();
+            p.push_str(&format!("/x{k}"));
+            p
+        };
+        let leaf = if headers {
+            "/leaf".to_string()
+        } else {
+            format!("{}/y/leaf", path(levels - 1))
+        };
+        let mut yaml = String::new();
+        for k in 0..levels {
+            let vh = if k == 0 {
+                "  virtualhost: {fqdn: diamond.example.com}\n"
+            } else {
+                ""
+            };
+            // Path mode: both delegations of level k lie inside the narrower one of level k-1.
+            let (m1, m2) = if headers {
+                (
+                    format!("{{headers: [{{header: x-{k}, value: a}}]}}"),
+                    format!("{{headers: [{{header: x-{k}, value: b}}]}}"),
+                )
+            } else {
+                (
+                    format!("{{path: {}}}", path(k)),
+                    format!("{{path: {}/y}}", path(k)),
+                )
+            };
+            yaml.push_str(&format!(
+                "---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v{k}, namespace: a}}
+spec:
+{vh}  routes:
+  - match: {m1}
+    delegate: {{name: v{}}}
+  - match: {m2}
+    delegate: {{name: v{}}}
+",
+                k + 1,
+                k + 1
+            ));
+        }
+        yaml.push_str(&format!(
+            "---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v{levels}, namespace: a}}
+spec:
+  routes:
+  - match: {{path: {leaf}}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        yaml
+    }
+
+    #[test]
+    fn diamonds_are_walked_once_per_space() {
+        // 2^30 delegation paths, but only two spaces per vertex: linear work.
+        let d = mk_dag(&diamonds(30, false));
+        assert_eq!(status(&d, Kind::IngressRouteV1, "a", "v30").0, State::Valid);
+        let routes = &d.vhosts["diamond.example.com"].routes;
+        assert_eq!(routes.len(), 1, "{routes:?}");
+        assert!(routes[0].path.value().ends_with("/x28/y/x29/y/leaf"));
+    }
+
+    #[test]
+    fn exponential_header_delegation_hits_the_visit_budget() {
+        // Every level doubles the distinct header spaces: 2^30 visits without a bound.
+        let d = mk_dag(&diamonds(30, true));
+        let refused = d
+            .statuses
+            .values()
+            .flat_map(|s| &s.messages)
+            .filter(|m| {
+                m.message.ends_with(
+                    "the delegation graph of IngressRoute a/v0 needs more than 1272 vertex visits",
+                )
+            })
+            .count();
+        assert!(refused > 0);
+        let routes: usize = d.vhosts.values().map(|v| v.routes.len()).sum();
+        // 31 IngressRoutes: 1024 + 8 * 31 = 1272 visits for the root, two routes each at most.
+        assert!(routes <= 2 * 1272, "{routes} routes");
+    }
+
+    #[test]
+    fn inherited_conditions_can_make_two_vertex_routes_the_same() {
+        let d = mk_dag(&format!(
+            "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: root, namespace: a}}
+spec:
+  virtualhost: {{fqdn: same.example.com}}
+  routes:
+  - match: {{path: /foo, headers: [{{header: x, value: a}}]}}
+    delegate: {{name: v}}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: v, namespace: a}}
+spec:
+  routes:
+  - match: {{path: /foo}}
+    services: [{{http: app, port: 80}}]
+  - match: {{path: /foo, headers: [{{header: x, value: a}}]}}
+    services: [{{http: app, port: 80}}]
+{SVC}"
+        ));
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1, "a", "v"),
+            (
+                State::Invalid,
+                vec![
+                    "spec.routes[1].match: is the same match as spec.routes[0] once the conditions delegated by IngressRoute a/root are added".to_string()
+                ]
+            )
+        );
+        assert_eq!(d.vhosts["same.example.com"].routes.len(), 1);
+    }
+
+    #[test]
+    fn a_vertex_reached_twice_reports_each_problem_once() {
+        let d = mk_dag(
+            "
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: root, namespace: a}
+spec:
+  virtualhost: {fqdn: twice.example.com}
+  routes:
+  - match: /a
+    delegate: {name: v}
+  - match: /a/b
+    delegate: {name: v}
+---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: v, namespace: a}
+spec:
+  routes:
+  - match: /a/b/c
+    services: [{name: missing, port: 80}]
+",
+        );
+        assert_eq!(
+            status(&d, Kind::IngressRouteV1beta1, "a", "v"),
+            (
+                State::Invalid,
+                vec!["spec.routes[0].services[0]: Service \"a/missing\" not found".to_string()]
+            )
+        );
+        assert_eq!(d.vhosts["twice.example.com"].routes.len(), 1);
+    }
+}

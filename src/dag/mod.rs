@@ -11,6 +11,7 @@
 //! looked up through maps built once per build, never by scanning all objects per object.
 
 mod builder;
+mod delegation;
 pub mod ingress;
 pub mod ingressroute;
 pub mod lookup;

@@ -1,5 +1,102 @@
-//! Route v1alpha1 processor.
-use super::Builder;
+//! Route `contour.heptio.com/v1alpha1` processor (seed 004): each Route is the root of one virtual
+//! host (no TLS), with path-prefix routes over weighted upstreams in its own namespace.
 
-pub fn claim_hosts(_b: &mut Builder<'_>) {}
-pub fn build_routes(_b: &mut Builder<'_>) {}
+use super::Builder;
+use super::delegation::{NodeBackend, forward};
+use super::model::*;
+use crate::api::status::reason;
+use crate::api::{Kind, ObjectRef};
+use crate::validate::quote;
+use crate::validate::route::validate_route;
+
+/// Tracks every Route, runs its single-object rules and lets valid Routes in allowed namespaces
+/// claim their host (claims compete with IngressRoute roots: the oldest object wins).
+pub fn claim_hosts(b: &mut Builder<'_>) {
+    let snap = b.snapshot;
+    for (key, o) in &snap.routes_v1alpha1 {
+        let obj = ObjectRef {
+            kind: Kind::RouteV1alpha1,
+            key: key.clone(),
+        };
+        b.track(&obj, &o.metadata);
+        let verdict = validate_route(o);
+        if !verdict.allowed() {
+            for e in verdict.errors {
+                b.set_invalid(&obj, e.reason, e.to_string());
+            }
+            continue;
+        }
+        if !b.options.root_allowed_in(&key.namespace) {
+            let allowed = b.options.root_namespaces.join(", ");
+            b.set_invalid(
+                &obj,
+                reason::ROOT_NAMESPACE,
+                format!(
+                    "Route in namespace {} is not allowed (a Route is the root of its host); root namespaces are: {allowed}",
+                    quote(&key.namespace)
+                ),
+            );
+            continue;
+        }
+        b.claim_host(&o.spec.host, obj, o.metadata.creation_timestamp.clone());
+    }
+}
+
+/// Serves every valid Route that owns its host.
+pub fn build_routes(b: &mut Builder<'_>) {
+    let snap = b.snapshot;
+    for (key, o) in &snap.routes_v1alpha1 {
+        let obj = ObjectRef {
+            kind: Kind::RouteV1alpha1,
+            key: key.clone(),
+        };
+        let spec = &o.spec;
+        if b.host_owner(&spec.host) != Some(&obj) || b.state_of(&obj) == Some(State::Invalid) {
+            continue;
+        }
+        for (i, rule) in spec.routes.iter().enumerate() {
+            let backends: Vec<NodeBackend> = rule
+                .upstreams
+                .iter()
+                .enumerate()
+                .map(|(j, u)| NodeBackend {
+                    field: format!("spec.routes[{i}].upstreams[{j}]"),
+                    name: u.service_name.clone(),
+                    port: u.service_port,
+                    weight: u.weight,
+                    protocol: UpstreamProtocol::Http,
+                    lb: rule.strategy.or(spec.strategy).unwrap_or_default(),
+                    health_check: u
+                        .lb_health_check
+                        .clone()
+                        .or_else(|| spec.lb_health_check.clone()),
+                })
+                .collect();
+            let (action, errors) = forward(b, &key.namespace, &backends, None);
+            for e in errors {
+                b.set_invalid(&obj, e.reason, e.message);
+            }
+            let route = Route {
+                path: PathMatch::prefix(&rule.path_prefix),
+                headers: Vec::new(),
+                action,
+                permit_insecure: false,
+                timeout: None,
+                retry: None,
+                source: obj.clone(),
+            };
+            let what = route.path.to_string();
+            if let Err(existing) = b.add_route(&spec.host, route) {
+                b.set_invalid(
+                    &obj,
+                    reason::ROUTE_CONFLICT,
+                    format!(
+                        "spec.routes[{i}].pathPrefix: {what} on {} is already defined by {existing}",
+                        spec.host.to_ascii_lowercase()
+                    ),
+                );
+            }
+        }
+        b.set_valid(&obj, "valid Route");
+    }
+}

@@ -1,10 +1,593 @@
-//! IngressRoute rules (both versions).
-use super::Verdict;
-use crate::api::{contour_v1, heptio_v1beta1};
+//! Single-object rules of IngressRoute `contour.heptio.com/v1beta1` and `projectcontour.io/v1`.
+//!
+//! The same functions serve the webhook, `sluice validate` and `dag::build` (which also uses the
+//! conversions here: the deprecated v1beta1 `service` field, v1 header conditions, match identity).
 
-pub fn validate_v1beta1(_o: &heptio_v1beta1::IngressRoute) -> Verdict {
-    Verdict::default()
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::common::{
+    parse_timeout, validate_dns1035_label, validate_dns1123_label, validate_dns1123_subdomain,
+    validate_header_name, validate_header_value, validate_hostname, validate_path, validate_regex,
+};
+use super::{FieldError, Verdict, quote};
+use crate::api::contour_v1::{self, Backend, BackendProtocol, HeaderCondition, MatchConditions};
+use crate::api::heptio_v1beta1::{self, Service, VirtualHost};
+use crate::api::{Delegate, HealthCheck};
+use crate::dag::{HeaderMatch, HeaderOp, PathMatch};
+
+/// Largest relative weight of one service or backend.
+pub const MAX_WEIGHT: u32 = 1_000_000;
+
+/// Records the error of a rule that failed.
+fn check(v: &mut Verdict, r: Result<(), FieldError>) {
+    if let Err(e) = r {
+        v.error(e);
+    }
 }
-pub fn validate_v1(_o: &contour_v1::IngressRoute) -> Verdict {
-    Verdict::default()
+
+// ---- rules shared by every sluice CRD (also used by the Route v1alpha1 rules) ----
+
+/// A Service port number.
+pub(crate) fn validate_port(path: &str, port: i32) -> Result<(), FieldError> {
+    if (1..=65535).contains(&port) {
+        Ok(())
+    } else {
+        Err(FieldError::spec(
+            path,
+            format!("{port} must be a port number between 1 and 65535"),
+        ))
+    }
 }
+
+/// An active health check: a probe path, a DNS Host header, positive intervals and thresholds.
+pub(crate) fn validate_health_check(v: &mut Verdict, path: &str, h: &HealthCheck) {
+    check(v, validate_path(&format!("{path}.path"), &h.path, false));
+    if let Some(host) = &h.host {
+        check(v, validate_hostname(&format!("{path}.host"), host, false));
+    }
+    for (field, value) in [
+        ("intervalSeconds", h.interval_seconds),
+        ("timeoutSeconds", h.timeout_seconds),
+    ] {
+        if let Some(s) = value.filter(|s| !(1..=86400).contains(s)) {
+            v.error(FieldError::spec(
+                format!("{path}.{field}"),
+                format!("{s} must be between 1 and 86400 seconds"),
+            ));
+        }
+    }
+    for (field, value) in [
+        ("unhealthyThresholdCount", h.unhealthy_threshold_count),
+        ("healthyThresholdCount", h.healthy_threshold_count),
+    ] {
+        if let Some(n) = value.filter(|n| !(1..=1000).contains(n)) {
+            v.error(FieldError::spec(
+                format!("{path}.{field}"),
+                format!("{n} must be between 1 and 1000"),
+            ));
+        }
+    }
+}
+
+/// The virtual host of a root: a DNS name without wildcard, a TLS Secret in the object's namespace.
+fn validate_virtualhost(v: &mut Verdict, vh: &VirtualHost) {
+    check(
+        v,
+        validate_hostname("spec.virtualhost.fqdn", &vh.fqdn, false),
+    );
+    if let Some(tls) = &vh.tls {
+        let path = "spec.virtualhost.tls.secretName";
+        if tls.secret_name.contains('/') {
+            v.error(FieldError::invalid(
+                path,
+                &tls.secret_name,
+                "must name a Secret in the IngressRoute's own namespace",
+            ));
+        } else {
+            check(
+                v,
+                validate_dns1123_subdomain(path, &tls.secret_name, "Secret"),
+            );
+        }
+    }
+}
+
+fn validate_delegate(v: &mut Verdict, path: &str, d: &Delegate) {
+    let name_path = format!("{path}.name");
+    if validate_dns1123_subdomain(&name_path, &d.name, "IngressRoute").is_err() {
+        v.error(FieldError::invalid(
+            name_path,
+            &d.name,
+            "must be an IngressRoute name: lowercase letters, digits, '-' and '.', at most 253 characters",
+        ));
+    }
+    if let Some(ns) = &d.namespace {
+        check(
+            v,
+            validate_dns1123_label(&format!("{path}.namespace"), ns, "namespace"),
+        );
+    }
+}
+
+fn validate_weight(v: &mut Verdict, path: &str, weight: Option<u32>) {
+    if let Some(w) = weight.filter(|w| *w > MAX_WEIGHT) {
+        v.error(FieldError::spec(
+            format!("{path}.weight"),
+            format!("{w} must be at most {MAX_WEIGHT}"),
+        ));
+    }
+}
+
+// ---- contour.heptio.com/v1beta1 ----
+
+const SERVICE_KEYS: [&str; 5] = ["name", "port", "weight", "strategy", "healthCheck"];
+
+/// The services of a v1beta1 route with their field paths: `services` as written, or the deprecated
+/// `service` (one service object, or a list of them). Problems decoding `service` are returned
+/// beside whatever could be decoded.
+pub fn v1beta1_services(
+    route: &heptio_v1beta1::Route,
+    index: usize,
+) -> (Vec<(String, Service)>, Vec<FieldError>) {
+    let mut out: Vec<(String, Service)> = route
+        .services
+        .iter()
+        .enumerate()
+        .map(|(j, s)| (format!("spec.routes[{index}].services[{j}]"), s.clone()))
+        .collect();
+    let mut errors = Vec::new();
+    let base = format!("spec.routes[{index}].service");
+    match &route.service {
+        None => {}
+        Some(Value::Array(items)) => {
+            for (j, item) in items.iter().enumerate() {
+                let path = format!("{base}[{j}]");
+                match decode_service(&path, item) {
+                    Ok(s) => out.push((path, s)),
+                    Err(e) => errors.push(e),
+                }
+            }
+        }
+        Some(item @ Value::Object(_)) => match decode_service(&base, item) {
+            Ok(s) => out.push((base, s)),
+            Err(e) => errors.push(e),
+        },
+        Some(_) => errors.push(FieldError::spec(
+            base,
+            "must be a service ({name, port}) or a list of services",
+        )),
+    }
+    (out, errors)
+}
+
+fn decode_service(path: &str, value: &Value) -> Result<Service, FieldError> {
+    let Value::Object(map) = value else {
+        return Err(FieldError::spec(
+            path,
+            "must be a service object with name and port",
+        ));
+    };
+    if let Some(unknown) = map.keys().find(|k| !SERVICE_KEYS.contains(&k.as_str())) {
+        return Err(FieldError::spec(
+            format!("{path}.{unknown}"),
+            "is not a field of a service; a service has name, port, weight, strategy and healthCheck",
+        ));
+    }
+    serde_path_to_error::deserialize::<_, Service>(value.clone()).map_err(|e| {
+        let field = e.path().to_string();
+        let at = if field == "." || field.is_empty() {
+            path.to_string()
+        } else {
+            format!("{path}.{field}")
+        };
+        FieldError::spec(at, e.into_inner().to_string())
+    })
+}
+
+fn validate_v1beta1_service(v: &mut Verdict, path: &str, s: &Service) {
+    check(
+        v,
+        validate_dns1035_label(&format!("{path}.name"), &s.name, "Service"),
+    );
+    check(v, validate_port(&format!("{path}.port"), s.port));
+    validate_weight(v, path, s.weight);
+    if let Some(h) = &s.health_check {
+        validate_health_check(v, &format!("{path}.healthCheck"), h);
+    }
+}
+
+/// The single-object rules of an IngressRoute `contour.heptio.com/v1beta1`.
+pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
+    let mut v = Verdict::default();
+    let spec = &o.spec;
+    if let Some(vh) = &spec.virtualhost {
+        validate_virtualhost(&mut v, vh);
+    }
+    if let Some(h) = &spec.health_check {
+        validate_health_check(&mut v, "spec.healthCheck", h);
+    }
+    if spec.routes.is_empty() {
+        v.error(FieldError::spec(
+            "spec.routes",
+            "must hold at least one route",
+        ));
+    }
+    let mut seen: HashMap<PathMatch, usize> = HashMap::new();
+    for (i, r) in spec.routes.iter().enumerate() {
+        let at = format!("spec.routes[{i}]");
+        let match_path = format!("{at}.match");
+        match validate_path(&match_path, &r.match_, true) {
+            Err(e) => v.error(e),
+            Ok(()) => {
+                if let Some(first) = seen.insert(PathMatch::prefix(&r.match_), i) {
+                    v.error(FieldError::invalid(
+                        &match_path,
+                        &r.match_,
+                        format!("is the same match as spec.routes[{first}]; a match may appear once per IngressRoute"),
+                    ));
+                }
+            }
+        }
+        let has_service = r.service.is_some();
+        if has_service {
+            v.warn(format!("{at}.service is deprecated; use services"));
+        }
+        if has_service && !r.services.is_empty() {
+            v.error(FieldError::spec(
+                &at,
+                "has both service and services; use services only",
+            ));
+        }
+        let (services, errors) = v1beta1_services(r, i);
+        v.errors.extend(errors);
+        let has_services = has_service || !r.services.is_empty();
+        match (&r.delegate, has_services) {
+            (None, false) => v.error(FieldError::spec(&at, "must have services or a delegate")),
+            (Some(_), true) => v.error(FieldError::spec(
+                &at,
+                "must have services or a delegate, not both",
+            )),
+            _ => {}
+        }
+        for (path, s) in &services {
+            validate_v1beta1_service(&mut v, path, s);
+        }
+        if let Some(d) = &r.delegate {
+            validate_delegate(&mut v, &format!("{at}.delegate"), d);
+        }
+    }
+    v
+}
+
+// ---- projectcontour.io/v1 ----
+
+/// The path a v1 route matches: its `match.path` as a segment-wise prefix, `/` when absent.
+pub fn v1_path_match(m: Option<&MatchConditions>) -> PathMatch {
+    match m.and_then(|m| m.path.as_deref()) {
+        Some(p) => PathMatch::prefix(p),
+        None => PathMatch::prefix("/"),
+    }
+}
+
+/// A header condition as the routing model's match: `value`/`exact` → Exact, `present: false` →
+/// Absent, `cookie` → `cookie` Contains, `userAgent` → `user-agent` Contains. None when the condition
+/// breaks the one-name-one-operator rule (see [`validate_v1`]).
+pub fn v1_header_match(c: &HeaderCondition) -> Option<HeaderMatch> {
+    match (&c.header, &c.cookie, &c.user_agent) {
+        (Some(name), None, None) => {
+            let ops = header_ops(c);
+            let [op] = ops.as_slice() else {
+                return None;
+            };
+            Some(HeaderMatch {
+                name: name.to_ascii_lowercase(),
+                op: op.1.clone(),
+            })
+        }
+        (None, Some(cookie), None) if header_ops(c).is_empty() => Some(HeaderMatch {
+            name: "cookie".into(),
+            op: HeaderOp::Contains(cookie.clone()),
+        }),
+        (None, None, Some(ua)) if header_ops(c).is_empty() => Some(HeaderMatch {
+            name: "user-agent".into(),
+            op: HeaderOp::Contains(ua.clone()),
+        }),
+        _ => None,
+    }
+}
+
+/// The operators set on a condition, by field name.
+fn header_ops(c: &HeaderCondition) -> Vec<(&'static str, HeaderOp)> {
+    let mut ops = Vec::new();
+    if let Some(x) = &c.value {
+        ops.push(("value", HeaderOp::Exact(x.clone())));
+    }
+    if let Some(x) = &c.exact {
+        ops.push(("exact", HeaderOp::Exact(x.clone())));
+    }
+    if let Some(x) = &c.contains {
+        ops.push(("contains", HeaderOp::Contains(x.clone())));
+    }
+    if let Some(x) = &c.not_contains {
+        ops.push(("notContains", HeaderOp::NotContains(x.clone())));
+    }
+    if let Some(p) = c.present {
+        ops.push((
+            "present",
+            if p {
+                HeaderOp::Present
+            } else {
+                HeaderOp::Absent
+            },
+        ));
+    }
+    if let Some(x) = &c.regex {
+        ops.push(("regex", HeaderOp::Regex(x.clone())));
+    }
+    ops
+}
+
+fn validate_header_condition(v: &mut Verdict, path: &str, c: &HeaderCondition) {
+    let names: Vec<&str> = [
+        ("header", c.header.is_some()),
+        ("cookie", c.cookie.is_some()),
+        ("userAgent", c.user_agent.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(n, set)| set.then_some(n))
+    .collect();
+    let ops = header_ops(c);
+    let op_names: Vec<&str> = ops.iter().map(|(n, _)| *n).collect();
+    match names.as_slice() {
+        ["header"] => {
+            let name = c.header.as_deref().unwrap_or_default();
+            check(v, validate_header_name(&format!("{path}.header"), name));
+            if ops.len() != 1 {
+                v.error(FieldError::spec(
+                    path,
+                    format!(
+                        "header {} needs exactly one of value, exact, contains, notContains, present, regex (found {})",
+                        quote(name),
+                        found(&op_names)
+                    ),
+                ));
+            }
+        }
+        [shortcut] => {
+            if !ops.is_empty() {
+                let header = if *shortcut == "cookie" {
+                    "Cookie"
+                } else {
+                    "User-Agent"
+                };
+                v.error(FieldError::spec(
+                    path,
+                    format!(
+                        "{shortcut} takes no operator (found {}); it matches when the {header} header contains its value",
+                        found(&op_names)
+                    ),
+                ));
+            }
+        }
+        _ => v.error(FieldError::spec(
+            path,
+            format!(
+                "must name exactly one of header, cookie, userAgent (found {})",
+                found(&names)
+            ),
+        )),
+    }
+    for (field, value) in [
+        ("value", &c.value),
+        ("exact", &c.exact),
+        ("contains", &c.contains),
+        ("notContains", &c.not_contains),
+        ("cookie", &c.cookie),
+        ("userAgent", &c.user_agent),
+    ] {
+        if let Some(x) = value {
+            check(v, validate_header_value(&format!("{path}.{field}"), x));
+        }
+    }
+    if let Some(re) = &c.regex {
+        check(v, validate_regex(&format!("{path}.regex"), re));
+    }
+}
+
+fn found(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The protocol keys set on a backend.
+fn protocol_keys(b: &Backend) -> Vec<(&'static str, &str)> {
+    [
+        ("http", &b.http),
+        ("https", &b.https),
+        ("http2", &b.http2),
+        ("h2c", &b.h2c),
+        ("https2", &b.https2),
+        ("h2", &b.h2),
+        ("tcp", &b.tcp),
+    ]
+    .into_iter()
+    .filter_map(|(k, n)| n.as_deref().map(|n| (k, n)))
+    .collect()
+}
+
+/// The field name a v1 route's backends are written under (`backends`, or its alias `services`).
+pub fn v1_backends_field(r: &contour_v1::Route) -> &'static str {
+    if r.backends.is_empty() && !r.services.is_empty() {
+        "services"
+    } else {
+        "backends"
+    }
+}
+
+fn validate_backend(v: &mut Verdict, path: &str, b: &Backend) {
+    let keys = protocol_keys(b);
+    match keys.as_slice() {
+        [(key, name)] => check(
+            v,
+            validate_dns1035_label(&format!("{path}.{key}"), name, "Service"),
+        ),
+        _ => {
+            let names: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
+            v.error(FieldError::spec(
+                path,
+                format!(
+                    "must name its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp (found {})",
+                    found(&names)
+                ),
+            ));
+        }
+    }
+    check(v, validate_port(&format!("{path}.port"), b.port));
+    validate_weight(v, path, b.weight);
+    if let Some(h) = &b.health_check {
+        validate_health_check(v, &format!("{path}.healthCheck"), h);
+    }
+}
+
+/// TCP proxying: only on a TLS root, in a route matching everything, with nothing but tcp backends.
+fn validate_tcp_route(v: &mut Verdict, o: &contour_v1::IngressRoute, i: usize) {
+    let r = &o.spec.routes[i];
+    let list = r.backend_list();
+    let field = v1_backends_field(r);
+    let protocol = |b: &Backend| b.protocol_and_name().map(|(p, _)| p);
+    let Some(j) = list
+        .iter()
+        .position(|b| protocol(b) == Some(BackendProtocol::Tcp))
+    else {
+        return;
+    };
+    let tls_root = o
+        .spec
+        .virtualhost
+        .as_ref()
+        .is_some_and(|vh| vh.tls.is_some());
+    if !tls_root {
+        v.error(FieldError::spec(
+            format!("spec.routes[{i}].{field}[{j}].tcp"),
+            "tcp backends are only allowed on a root IngressRoute with spec.virtualhost.tls (the TCP stream is proxied after TLS termination)",
+        ));
+    }
+    let everything = r.match_.as_ref().is_none_or(|m| {
+        m.headers.is_empty()
+            && m.path
+                .as_deref()
+                .is_none_or(|p| p.trim_end_matches('/').is_empty())
+    });
+    if !everything {
+        v.error(FieldError::spec(
+            format!("spec.routes[{i}].match"),
+            "a route with tcp backends must match everything (no match, or path \"/\" without headers)",
+        ));
+    }
+    if list
+        .iter()
+        .any(|b| protocol(b).is_some_and(|p| p != BackendProtocol::Tcp))
+    {
+        v.error(FieldError::spec(
+            format!("spec.routes[{i}].{field}"),
+            "tcp backends cannot be mixed with backends of other protocols in one route",
+        ));
+    }
+}
+
+/// The single-object rules of an IngressRoute `projectcontour.io/v1`.
+pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
+    let mut v = Verdict::default();
+    let spec = &o.spec;
+    if let Some(vh) = &spec.virtualhost {
+        validate_virtualhost(&mut v, vh);
+    }
+    if let Some(h) = &spec.health_check {
+        validate_health_check(&mut v, "spec.healthCheck", h);
+    }
+    if spec.routes.is_empty() {
+        v.error(FieldError::spec(
+            "spec.routes",
+            "must hold at least one route",
+        ));
+    }
+    let mut seen: HashMap<(PathMatch, Vec<HeaderMatch>), usize> = HashMap::new();
+    for (i, r) in spec.routes.iter().enumerate() {
+        let at = format!("spec.routes[{i}]");
+        let before = v.errors.len();
+        if let Some(m) = &r.match_ {
+            if let Some(p) = &m.path {
+                check(&mut v, validate_path(&format!("{at}.match.path"), p, true));
+            }
+            for (k, c) in m.headers.iter().enumerate() {
+                validate_header_condition(&mut v, &format!("{at}.match.headers[{k}]"), c);
+            }
+        }
+        if v.errors.len() == before {
+            let mut headers: Vec<HeaderMatch> = r
+                .match_
+                .iter()
+                .flat_map(|m| m.headers.iter().filter_map(v1_header_match))
+                .collect();
+            headers.sort();
+            headers.dedup();
+            if let Some(first) = seen.insert((v1_path_match(r.match_.as_ref()), headers), i) {
+                v.error(FieldError::spec(
+                    format!("{at}.match"),
+                    format!("is the same match as spec.routes[{first}]; a match may appear once per IngressRoute"),
+                ));
+            }
+        }
+        if !r.backends.is_empty() && !r.services.is_empty() {
+            v.error(FieldError::spec(
+                &at,
+                "has both backends and services (services is an alias of backends); use backends only",
+            ));
+        }
+        let list = r.backend_list();
+        match (&r.delegate, list.is_empty()) {
+            (None, true) => v.error(FieldError::spec(&at, "must have backends or a delegate")),
+            (Some(_), false) => v.error(FieldError::spec(
+                &at,
+                "must have backends or a delegate, not both",
+            )),
+            _ => {}
+        }
+        let field = v1_backends_field(r);
+        for (j, b) in list.iter().enumerate() {
+            validate_backend(&mut v, &format!("{at}.{field}[{j}]"), b);
+        }
+        validate_tcp_route(&mut v, o, i);
+        if let Some(d) = &r.delegate {
+            validate_delegate(&mut v, &format!("{at}.delegate"), d);
+        }
+        if let Some(t) = r.timeout_policy.as_ref().and_then(|t| t.request.as_deref())
+            && let Err(e) = parse_timeout(&format!("{at}.timeoutPolicy.request"), t)
+        {
+            v.error(e);
+        }
+        if let Some(f) = &r.failure_policy {
+            if let Some(c) = f.count.filter(|c| *c > 100) {
+                v.error(FieldError::spec(
+                    format!("{at}.failurePolicy.count"),
+                    format!("{c} must be between 0 and 100"),
+                ));
+            }
+            if let Some(t) = &f.per_try_timeout
+                && let Err(e) = parse_timeout(&format!("{at}.failurePolicy.perTryTimeout"), t)
+            {
+                v.error(e);
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+#[path = "ingressroute_tests.rs"]
+mod tests;

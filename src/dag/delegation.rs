@@ -1,0 +1,508 @@
+//! The delegation walk shared by both IngressRoute versions, and backend resolution shared with the
+//! Route v1alpha1 processor.
+//!
+//! Each API version lowers its objects into [`Node`]s (routes with a path, own header conditions and
+//! a target: backends, a TCP proxy or a delegation). [`Walk`] then goes depth-first from each served
+//! root, carrying the delegated space (path prefix + header conditions), the permitInsecure grant
+//! and the chain of objects (cycle detection). Objects are found through the snapshot's maps and
+//! lowered at most once per build, so the work is linear in the size of the reachable graph.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+
+use super::builder::{BackendRef, Builder, PortRef, effective_weights};
+use super::model::*;
+use crate::api::status::reason;
+use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
+use crate::validate::common::Timeout;
+use crate::validate::quote;
+
+/// Longest delegation chain followed from a root (delegations, not objects).
+pub const MAX_DELEGATION_DEPTH: usize = 32;
+
+/// Vertex visits allowed per root: this plus [`VISITS_PER_OBJECT`] per object of the API version. A
+/// vertex is visited once per distinct delegated space it is reached in; without a bound, a tenant
+/// could make the work exponential (each level delegating to the next under two different header
+/// conditions). The budget is per root so one tree cannot starve the others.
+pub const BASE_VISIT_BUDGET: usize = 1024;
+pub const VISITS_PER_OBJECT: usize = 8;
+
+/// Identity of a visit: the vertex and the space it is visited in.
+type VisitKey = (ObjKey, PathMatch, Vec<HeaderMatch>, bool);
+
+/// One IngressRoute lowered for the walk.
+pub(super) struct Node {
+    pub obj: ObjectRef,
+    pub routes: Vec<NodeRoute>,
+}
+
+/// One route of a [`Node`].
+pub(super) struct NodeRoute {
+    /// `spec.routes[i]`.
+    pub at: String,
+    /// Field path of the path match, for messages (`spec.routes[1].match`, `….match.path`).
+    pub path_field: String,
+    /// The path as written; None when absent (v1: everything).
+    pub path_written: Option<String>,
+    pub path: PathMatch,
+    /// The route's own header conditions with their field paths.
+    pub headers: Vec<(String, HeaderMatch)>,
+    pub permit_insecure: bool,
+    pub timeout: Option<Timeout>,
+    pub retry: Option<RetryPolicy>,
+    pub outlier: Option<OutlierDetection>,
+    pub target: Target,
+}
+
+pub(super) enum Target {
+    /// HTTP routing to these backends.
+    Backends(Vec<NodeBackend>),
+    /// TLS-terminated TCP proxying of the whole virtual host (v1 `tcp` backends, roots only).
+    Tcp(Vec<NodeBackend>),
+    /// Hands the route's space to another IngressRoute of the same API version.
+    Delegate(ObjKey),
+}
+
+/// A Service port in the object's own namespace, with the cluster settings asked for.
+pub(super) struct NodeBackend {
+    /// Field path, e.g. `spec.routes[1].services[0]`.
+    pub field: String,
+    pub name: String,
+    pub port: i32,
+    pub weight: Option<u32>,
+    pub protocol: UpstreamProtocol,
+    pub lb: LbStrategy,
+    pub health_check: Option<HealthCheck>,
+}
+
+/// What a delegation target turned out to be.
+#[derive(Clone)]
+pub(super) enum Found {
+    /// Not there; with a hint (e.g. an object of that name exists in the other API group).
+    Missing(Option<String>),
+    /// It has a virtualhost: roots cannot be delegated to.
+    Root,
+    /// It breaks its own single-object rules.
+    Invalid,
+    Vertex(Rc<Node>),
+}
+
+/// Resolves backends to weighted clusters. Weights are computed over all backends as written (so a
+/// backend without a weight beside weighted ones still gets none), then unresolved backends are
+/// dropped. Returns the action and one status message per unresolved backend, prefixed with its
+/// field path. No resolved backend with a weight above 0 → 503.
+pub(super) fn forward(
+    b: &mut Builder<'_>,
+    namespace: &str,
+    backends: &[NodeBackend],
+    outlier: Option<&OutlierDetection>,
+) -> (RouteAction, Vec<StatusMessage>) {
+    let weights = effective_weights(&backends.iter().map(|nb| nb.weight).collect::<Vec<_>>());
+    let mut clusters = Vec::new();
+    let mut errors = Vec::new();
+    let mut reasons = Vec::new();
+    for (nb, weight) in backends.iter().zip(weights) {
+        let r = BackendRef {
+            namespace,
+            service: &nb.name,
+            port: PortRef::Number(nb.port),
+            protocol: nb.protocol,
+            lb: nb.lb,
+            health_check: nb.health_check.as_ref(),
+            outlier_detection: outlier.cloned(),
+        };
+        match b.cluster_for(&r) {
+            Ok(cluster) => clusters.push(WeightedCluster { cluster, weight }),
+            Err(m) => {
+                reasons.push(m.message.clone());
+                errors.push(StatusMessage {
+                    reason: m.reason,
+                    message: format!("{}: {}", nb.field, m.message),
+                });
+            }
+        }
+    }
+    let action = if clusters.iter().any(|c| c.weight > 0) {
+        RouteAction::Forward(clusters)
+    } else if reasons.is_empty() {
+        RouteAction::Unavailable("no backends".to_string())
+    } else {
+        RouteAction::Unavailable(reasons.join("; "))
+    };
+    (action, errors)
+}
+
+/// The delegated space a node is visited in.
+struct Scope {
+    path: PathMatch,
+    headers: Vec<HeaderMatch>,
+    /// v1: every delegating route on the chain has permitInsecure.
+    insecure_ok: bool,
+    /// The object that delegated (None at the root).
+    by: Option<ObjectRef>,
+}
+
+/// The root a walk started from.
+struct RootCtx<'r> {
+    host: &'r str,
+    root: &'r ObjectRef,
+}
+
+/// The delegation walk over one API version's objects.
+pub(super) struct Walk<F: Fn(&ObjKey) -> Found> {
+    find: F,
+    /// v1: a vertex's permitInsecure counts only when every delegating route permits it too.
+    strict_insecure: bool,
+    cache: HashMap<ObjKey, Found>,
+    /// Vertices reached from a served root, whatever became of them.
+    pub reached: HashSet<ObjKey>,
+    /// Valid descriptions, applied after the walk (so an object found invalid later in the walk
+    /// never shows a "valid" description).
+    valid: BTreeMap<ObjectRef, String>,
+    /// Status messages already reported (a vertex reached twice reports once).
+    reported: HashSet<(ObjectRef, String)>,
+    /// Visits of the current root's walk and their outcome: reaching a vertex again in the same
+    /// space (diamonds) reuses the outcome instead of walking it again.
+    visited: HashMap<VisitKey, Result<(), String>>,
+    /// Vertex visits allowed per root, and left for the current root.
+    budget_per_root: usize,
+    budget: usize,
+}
+
+impl<F: Fn(&ObjKey) -> Found> Walk<F> {
+    /// `objects`: how many objects of this API version exist (sizes the visit budget).
+    pub fn new(find: F, strict_insecure: bool, objects: usize) -> Self {
+        Walk {
+            find,
+            strict_insecure,
+            cache: HashMap::new(),
+            reached: HashSet::new(),
+            valid: BTreeMap::new(),
+            reported: HashSet::new(),
+            visited: HashMap::new(),
+            budget_per_root: BASE_VISIT_BUDGET
+                .saturating_add(objects.saturating_mul(VISITS_PER_OBJECT)),
+            budget: 0,
+        }
+    }
+
+    fn find(&mut self, key: &ObjKey) -> Found {
+        if let Some(f) = self.cache.get(key) {
+            return f.clone();
+        }
+        let f = (self.find)(key);
+        self.cache.insert(key.clone(), f.clone());
+        f
+    }
+
+    fn invalid(&mut self, b: &mut Builder<'_>, obj: &ObjectRef, why: &'static str, msg: String) {
+        if self.reported.insert((obj.clone(), msg.clone())) {
+            b.set_invalid(obj, why, msg);
+        }
+    }
+
+    /// Serves one root (host ownership and TLS already settled) and everything it delegates to.
+    pub fn walk_root(&mut self, b: &mut Builder<'_>, root: &Node, host: &str) {
+        let scope = Scope {
+            path: PathMatch::prefix("/"),
+            headers: Vec::new(),
+            insecure_ok: true,
+            by: None,
+        };
+        let ctx = RootCtx {
+            host,
+            root: &root.obj,
+        };
+        let mut chain = vec![root.obj.key.clone()];
+        self.visited.clear();
+        self.budget = self.budget_per_root;
+        // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
+        let _ = self.visit(b, &ctx, root, &scope, &mut chain);
+        self.valid
+            .entry(root.obj.clone())
+            .or_insert_with(|| "valid IngressRoute".to_string());
+    }
+
+    /// Applies the valid descriptions gathered during the walks.
+    pub fn finish(self, b: &mut Builder<'_>) -> HashSet<ObjKey> {
+        for (obj, description) in self.valid {
+            b.set_valid(&obj, description);
+        }
+        self.reached
+    }
+
+    /// Visits a node within a scope. Err(reason) when the node as a whole is refused in this scope
+    /// (a route outside the delegated space): nothing of it is added and the delegating route
+    /// answers 503 with that reason.
+    fn visit(
+        &mut self,
+        b: &mut Builder<'_>,
+        ctx: &RootCtx<'_>,
+        node: &Node,
+        scope: &Scope,
+        chain: &mut Vec<ObjKey>,
+    ) -> Result<(), String> {
+        // 1. Every route must stay inside the delegated space; compute effective header conditions.
+        let mut escapes = Vec::new();
+        let mut effective: Vec<Vec<HeaderMatch>> = Vec::with_capacity(node.routes.len());
+        for r in &node.routes {
+            let mut headers = scope.headers.clone();
+            if let Some(by) = &scope.by {
+                if !r.path.within(&scope.path) {
+                    let written = match &r.path_written {
+                        Some(p) => quote(p),
+                        None => "absent (everything)".to_string(),
+                    };
+                    escapes.push(format!(
+                        "{}: {written} is outside the prefix {} delegated by {by}",
+                        r.path_field,
+                        quote(scope.path.value())
+                    ));
+                }
+                for (field, h) in &r.headers {
+                    let inherited: Vec<String> = scope
+                        .headers
+                        .iter()
+                        .filter(|i| i.name == h.name)
+                        .map(|i| i.to_string())
+                        .collect();
+                    if !inherited.is_empty() && !scope.headers.contains(h) {
+                        escapes.push(format!(
+                            "{field}: header condition {h} conflicts with {} delegated by {by}",
+                            inherited.join(", ")
+                        ));
+                    }
+                }
+            }
+            headers.extend(r.headers.iter().map(|(_, h)| h.clone()));
+            headers.sort();
+            headers.dedup();
+            effective.push(headers);
+        }
+        if !escapes.is_empty() {
+            for m in escapes {
+                self.invalid(b, &node.obj, reason::DELEGATION_ESCAPE, m);
+            }
+            return Err(format!(
+                "delegate {} has routes outside the space delegated to it",
+                node.obj.key
+            ));
+        }
+        if scope.by.is_some() {
+            self.reached.insert(node.obj.key.clone());
+            self.valid
+                .entry(node.obj.clone())
+                .or_insert_with(|| format!("delegated from {}", ctx.root));
+        }
+
+        // 2. Routes, in the order written.
+        let mut seen: HashMap<(PathMatch, Vec<HeaderMatch>), usize> = HashMap::new();
+        for (i, (r, headers)) in node.routes.iter().zip(effective).enumerate() {
+            if let Some(&first) = seen.get(&(r.path.clone(), headers.clone())) {
+                let first = &node.routes[first].at;
+                self.invalid(
+                    b,
+                    &node.obj,
+                    reason::ROUTE_CONFLICT,
+                    format!(
+                        "{}.match: is the same match as {first} once the conditions delegated by {} are added",
+                        r.at,
+                        scope.by.as_ref().map_or_else(String::new, |o| o.to_string())
+                    ),
+                );
+                continue;
+            }
+            seen.insert((r.path.clone(), headers.clone()), i);
+            let permit = r.permit_insecure && (scope.insecure_ok || !self.strict_insecure);
+            match &r.target {
+                Target::Backends(bs) => {
+                    let action = self.forward(b, node, bs, r.outlier.as_ref());
+                    self.add(b, ctx, node, r, headers, action, permit);
+                }
+                Target::Tcp(bs) => {
+                    // Only roots may proxy TCP (the single-object rules refuse it elsewhere).
+                    if scope.by.is_none()
+                        && let RouteAction::Forward(cs) =
+                            self.forward(b, node, bs, r.outlier.as_ref())
+                    {
+                        b.vhost(ctx.host).tcp_proxy = Some(cs);
+                    }
+                }
+                Target::Delegate(key) => {
+                    let next = Scope {
+                        path: r.path.clone(),
+                        headers: headers.clone(),
+                        insecure_ok: scope.insecure_ok && r.permit_insecure,
+                        by: Some(node.obj.clone()),
+                    };
+                    if let Some(why) = self.delegate(b, ctx, node, r, key, &next, chain) {
+                        let action = RouteAction::Unavailable(why);
+                        self.add(b, ctx, node, r, headers, action, permit);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Follows one delegation. Some(reason) when the delegating route must answer 503.
+    #[allow(clippy::too_many_arguments)]
+    fn delegate(
+        &mut self,
+        b: &mut Builder<'_>,
+        ctx: &RootCtx<'_>,
+        node: &Node,
+        r: &NodeRoute,
+        key: &ObjKey,
+        next: &Scope,
+        chain: &mut Vec<ObjKey>,
+    ) -> Option<String> {
+        let kind = node.obj.kind.kind();
+        let field = format!("{}.delegate", r.at);
+        let found = self.find(key);
+        match found {
+            Found::Missing(hint) => {
+                let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
+                self.invalid(
+                    b,
+                    &node.obj,
+                    reason::DELEGATE_NOT_FOUND,
+                    format!("{field}: {} {key} not found{hint}", node.obj.kind),
+                );
+                return Some(format!("delegate {key} not found"));
+            }
+            Found::Root => {
+                self.invalid(
+                    b,
+                    &node.obj,
+                    reason::DELEGATE_IS_ROOT,
+                    format!(
+                        "{field}: {kind} {key} is a root (it has spec.virtualhost); only IngressRoutes without a virtualhost can be delegated to"
+                    ),
+                );
+                return Some(format!("delegate {key} is a root"));
+            }
+            _ => {}
+        }
+        if let Some(start) = chain.iter().position(|k| k == key) {
+            let cycle: Vec<String> = chain[start..]
+                .iter()
+                .chain(std::iter::once(key))
+                .map(|k| k.to_string())
+                .collect();
+            self.invalid(
+                b,
+                &node.obj,
+                reason::DELEGATION_CYCLE,
+                format!("delegation cycle: {kind} {}", cycle.join(" → ")),
+            );
+            return Some("delegation cycle".to_string());
+        }
+        if chain.len() > MAX_DELEGATION_DEPTH {
+            self.invalid(
+                b,
+                &node.obj,
+                reason::INVALID,
+                format!(
+                    "{field}: {kind} {key} is not followed: delegation chains are limited to {MAX_DELEGATION_DEPTH} delegations"
+                ),
+            );
+            return Some("delegation chain too long".to_string());
+        }
+        match found {
+            Found::Invalid => Some(format!("delegate {key} is invalid")),
+            Found::Vertex(target) => {
+                let visit_key = (
+                    key.clone(),
+                    next.path.clone(),
+                    next.headers.clone(),
+                    next.insecure_ok,
+                );
+                if let Some(res) = self.visited.get(&visit_key) {
+                    return res.clone().err();
+                }
+                if self.budget == 0 {
+                    self.invalid(
+                        b,
+                        &node.obj,
+                        reason::INVALID,
+                        format!(
+                            "{field}: {kind} {key} is not followed: the delegation graph of {} needs more than {} vertex visits",
+                            ctx.root, self.budget_per_root
+                        ),
+                    );
+                    return Some("delegation graph too large".to_string());
+                }
+                self.budget -= 1;
+                chain.push(key.clone());
+                let res = self.visit(b, ctx, &target, next, chain);
+                chain.pop();
+                self.visited.insert(visit_key, res.clone());
+                res.err()
+            }
+            Found::Missing(_) | Found::Root => None,
+        }
+    }
+
+    fn forward(
+        &mut self,
+        b: &mut Builder<'_>,
+        node: &Node,
+        bs: &[NodeBackend],
+        outlier: Option<&OutlierDetection>,
+    ) -> RouteAction {
+        let (action, errors) = forward(b, &node.obj.key.namespace, bs, outlier);
+        for e in errors {
+            self.invalid(b, &node.obj, e.reason, e.message);
+        }
+        action
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        b: &mut Builder<'_>,
+        ctx: &RootCtx<'_>,
+        node: &Node,
+        r: &NodeRoute,
+        headers: Vec<HeaderMatch>,
+        action: RouteAction,
+        permit_insecure: bool,
+    ) {
+        let route = Route {
+            path: r.path.clone(),
+            headers,
+            action,
+            permit_insecure,
+            timeout: r.timeout,
+            retry: r.retry.clone(),
+            source: node.obj.clone(),
+        };
+        let what = describe_match(&route);
+        match b.add_route(ctx.host, route) {
+            Ok(()) => {}
+            // The same object reached again through another delegation: already there.
+            Err(existing) if existing == node.obj => {}
+            Err(existing) => self.invalid(
+                b,
+                &node.obj,
+                reason::ROUTE_CONFLICT,
+                format!(
+                    "{}: {what} on {} is already defined by {existing}",
+                    r.path_field,
+                    ctx.host.to_ascii_lowercase()
+                ),
+            ),
+        }
+    }
+}
+
+/// `prefix /foo` or `prefix /foo [x-header="a"]`.
+fn describe_match(r: &Route) -> String {
+    if r.headers.is_empty() {
+        r.path.to_string()
+    } else {
+        let hs: Vec<String> = r.headers.iter().map(|h| h.to_string()).collect();
+        format!("{} [{}]", r.path, hs.join(", "))
+    }
+}

@@ -1,0 +1,487 @@
+//! Unit tests of the IngressRoute single-object rules: one per rule, each asserting the exact message.
+
+use super::*;
+use crate::api::contour_v1::IngressRouteSpec as V1Spec;
+use crate::api::heptio_v1beta1::IngressRouteSpec as BetaSpec;
+
+fn mk_beta(yaml: &str) -> heptio_v1beta1::IngressRoute {
+    let spec: BetaSpec = serde_norway::from_str(yaml).expect("test spec parses");
+    heptio_v1beta1::IngressRoute::new("ir", spec)
+}
+
+fn mk_v1(yaml: &str) -> contour_v1::IngressRoute {
+    let spec: V1Spec = serde_norway::from_str(yaml).expect("test spec parses");
+    contour_v1::IngressRoute::new("ir", spec)
+}
+
+fn beta_errors(yaml: &str) -> Vec<String> {
+    validate_v1beta1(&mk_beta(yaml))
+        .errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+fn v1_errors(yaml: &str) -> Vec<String> {
+    validate_v1(&mk_v1(yaml))
+        .errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+/// A v1beta1 spec whose first route has these extra lines (indented as route fields).
+fn beta_route(fields: &str) -> String {
+    format!("routes:\n- match: /\n{fields}")
+}
+
+const SVC: &str = "  services: [{name: app, port: 80}]\n";
+
+#[test]
+fn seed_examples_are_allowed() {
+    let root = r#"
+virtualhost:
+  fqdn: www.google.com
+  tls: {secretName: google-tls, minimumProtocolVersion: "1.3"}
+strategy: RoundRobin
+healthCheck: {path: /healthz, intervalSeconds: 30, timeoutSeconds: 60, unhealthyThresholdCount: 3, healthyThresholdCount: 5}
+routes:
+- match: /static
+  service:
+  - {name: google-static, port: 9000}
+  permitInsecure: true
+- match: /finance
+  delegate: {name: google-finance, namespace: finance}
+- match: /ads
+  service:
+  - {name: ads-red, port: 9090, weight: 50, strategy: RoundRobin}
+  - name: ads-blue
+    port: 9090
+    weight: 50
+    healthCheck: {path: /healthz, host: contour-envoy-healthcheck, intervalSeconds: 30}
+"#;
+    let v = validate_v1beta1(&mk_beta(root));
+    assert_eq!(v.errors, vec![]);
+    assert_eq!(
+        v.warnings,
+        vec![
+            "spec.routes[0].service is deprecated; use services",
+            "spec.routes[2].service is deprecated; use services"
+        ]
+    );
+    let v1 = r#"
+routes:
+- match:
+    path: /foo
+    headers: [{header: x-header, value: a}]
+  delegate: {name: headera-ir, namespace: team-a}
+- match:
+    path: /foo
+    headers: [{header: x-header, value: b}, {userAgent: Chrome}]
+  delegate: {name: headerb-ir, namespace: team-b}
+- match: {path: /foo}
+  services: [{http: backend-default, port: 9999}]
+- match:
+    path: /bar
+    headers: [{cookie: user=test}]
+  services: [{http: cookiebackend, port: 80}]
+  timeoutPolicy: {request: 1s}
+  failurePolicy: {count: 3, perTryTimeout: 150ms}
+"#;
+    assert_eq!(validate_v1(&mk_v1(v1)), Verdict::default());
+}
+
+#[test]
+fn fqdn_must_be_a_plain_dns_name() {
+    let e = beta_errors(&format!(
+        "virtualhost: {{fqdn: \"*.example.com\"}}\n{}",
+        beta_route(SVC)
+    ));
+    assert_eq!(
+        e,
+        vec![
+            "spec.virtualhost.fqdn: \"*.example.com\" must be a DNS name like \"www.example.com\" (lowercase letters, digits, '-' and '.'; no wildcard, no port, no IP address)"
+        ]
+    );
+}
+
+#[test]
+fn tls_secret_in_own_namespace() {
+    let e = beta_errors(&format!(
+        "virtualhost: {{fqdn: a.com, tls: {{secretName: other/cert}}}}\n{}",
+        beta_route(SVC)
+    ));
+    assert_eq!(
+        e,
+        vec![
+            "spec.virtualhost.tls.secretName: \"other/cert\" must name a Secret in the IngressRoute's own namespace"
+        ]
+    );
+    let e = v1_errors(
+        "virtualhost: {fqdn: a.com, tls: {secretName: Cert_1}}\nroutes: [{services: [{http: a, port: 80}]}]",
+    );
+    assert_eq!(
+        e,
+        vec![
+            "spec.virtualhost.tls.secretName: \"Cert_1\" must be a Secret name: lowercase letters, digits, '-' and '.', at most 253 characters"
+        ]
+    );
+}
+
+#[test]
+fn routes_must_not_be_empty() {
+    assert_eq!(
+        beta_errors("routes: []"),
+        vec!["spec.routes: must hold at least one route"]
+    );
+    assert_eq!(
+        v1_errors("routes: []"),
+        vec!["spec.routes: must hold at least one route"]
+    );
+}
+
+#[test]
+fn match_must_be_a_path() {
+    let e = beta_errors(&format!(
+        "routes:\n- match: /a\n{SVC}- match: /b\n{SVC}- match: finance\n{SVC}"
+    ));
+    assert_eq!(
+        e,
+        vec!["spec.routes[2].match: \"finance\" must start with \"/\""]
+    );
+    let e = beta_errors(&format!("routes:\n- match: /a//b\n{SVC}"));
+    assert_eq!(
+        e,
+        vec!["spec.routes[0].match: \"/a//b\" must not contain consecutive \"/\" characters"]
+    );
+    let e = v1_errors("routes: [{match: {path: finance}, services: [{http: a, port: 80}]}]");
+    assert_eq!(
+        e,
+        vec!["spec.routes[0].match.path: \"finance\" must start with \"/\""]
+    );
+}
+
+#[test]
+fn services_or_delegate() {
+    assert_eq!(
+        beta_errors("routes: [{match: /}]"),
+        vec!["spec.routes[0]: must have services or a delegate"]
+    );
+    assert_eq!(
+        beta_errors(&beta_route(&format!("{SVC}  delegate: {{name: x}}\n"))),
+        vec!["spec.routes[0]: must have services or a delegate, not both"]
+    );
+    assert_eq!(
+        v1_errors("routes: [{match: {path: /}}]"),
+        vec!["spec.routes[0]: must have backends or a delegate"]
+    );
+    assert_eq!(
+        v1_errors("routes: [{services: [{http: a, port: 80}], delegate: {name: x}}]"),
+        vec!["spec.routes[0]: must have backends or a delegate, not both"]
+    );
+}
+
+#[test]
+fn service_names_ports_weights() {
+    let e = beta_errors(&beta_route(
+        "  services:\n  - {name: other/app, port: 0}\n  - {name: app, port: 70000, weight: 2000000}\n",
+    ));
+    assert_eq!(
+        e,
+        vec![
+            "spec.routes[0].services[0].name: \"other/app\" must be the name of a Service in the same namespace: lowercase letters, digits and '-', starting with a letter, at most 63 characters",
+            "spec.routes[0].services[0].port: 0 must be a port number between 1 and 65535",
+            "spec.routes[0].services[1].port: 70000 must be a port number between 1 and 65535",
+            "spec.routes[0].services[1].weight: 2000000 must be at most 1000000",
+        ]
+    );
+}
+
+#[test]
+fn health_checks() {
+    let e = beta_errors(&format!(
+        "healthCheck: {{path: healthz, host: \"a b\", intervalSeconds: 0, timeoutSeconds: 90000, unhealthyThresholdCount: 0, healthyThresholdCount: 1001}}\n{}",
+        beta_route(SVC)
+    ));
+    assert_eq!(
+        e,
+        vec![
+            "spec.healthCheck.path: \"healthz\" must start with \"/\"",
+            "spec.healthCheck.host: \"a b\" must be a DNS name like \"www.example.com\" (lowercase letters, digits, '-' and '.'; no wildcard, no port, no IP address)",
+            "spec.healthCheck.intervalSeconds: 0 must be between 1 and 86400 seconds",
+            "spec.healthCheck.timeoutSeconds: 90000 must be between 1 and 86400 seconds",
+            "spec.healthCheck.unhealthyThresholdCount: 0 must be between 1 and 1000",
+            "spec.healthCheck.healthyThresholdCount: 1001 must be between 1 and 1000",
+        ]
+    );
+    let e = v1_errors(
+        "routes: [{services: [{http: a, port: 80, healthCheck: {path: /h, intervalSeconds: -1}}]}]",
+    );
+    assert_eq!(
+        e,
+        vec![
+            "spec.routes[0].services[0].healthCheck.intervalSeconds: -1 must be between 1 and 86400 seconds"
+        ]
+    );
+}
+
+#[test]
+fn delegate_names() {
+    let e = beta_errors(&beta_route(
+        "  delegate: {name: Finance, namespace: team.a}\n",
+    ));
+    assert_eq!(
+        e,
+        vec![
+            "spec.routes[0].delegate.name: \"Finance\" must be an IngressRoute name: lowercase letters, digits, '-' and '.', at most 253 characters",
+            "spec.routes[0].delegate.namespace: \"team.a\" must be a namespace name: lowercase letters, digits and '-', at most 63 characters",
+        ]
+    );
+}
+
+#[test]
+fn duplicate_matches_within_one_object() {
+    let e = beta_errors(&format!(
+        "routes:\n- match: /foo\n{SVC}- match: /foo/\n{SVC}"
+    ));
+    assert_eq!(
+        e,
+        vec![
+            "spec.routes[1].match: \"/foo/\" is the same match as spec.routes[0]; a match may appear once per IngressRoute"
+        ]
+    );
+    // The cookie shortcut is the same condition as a "cookie contains" header condition.
+    let e = v1_errors(
+        r#"
+routes:
+- match: {path: /a, headers: [{cookie: user=test}]}
+  services: [{http: a, port: 80}]
+- match: {path: /a/, headers: [{header: Cookie, contains: user=test}]}
+  services: [{http: b, port: 80}]
+- match: {path: /a, headers: [{header: x, value: "1"}]}
+  services: [{http: b, port: 80}]
+"#,
+    );
+    assert_eq!(
+        e,
+        vec![
+            "spec.routes[1].match: is the same match as spec.routes[0]; a match may appear once per IngressRoute"
+        ]
+    );
+}
+
+#[test]
+fn deprecated_service_field() {
+    let r = mk_beta(&beta_route("  service: {name: app, port: 80, weight: 3}\n"));
+    let v = validate_v1beta1(&r);
+    assert_eq!(v.errors, vec![]);
+    assert_eq!(
+        v.warnings,
+        vec!["spec.routes[0].service is deprecated; use services"]
+    );
+    let (services, errors) = v1beta1_services(&r.spec.routes[0], 0);
+    assert!(errors.is_empty());
+    assert_eq!(services.len(), 1);
+    assert_eq!(services[0].0, "spec.routes[0].service");
+    assert_eq!(
+        (
+            services[0].1.name.as_str(),
+            services[0].1.port,
+            services[0].1.weight
+        ),
+        ("app", 80, Some(3))
+    );
+    assert_eq!(
+        beta_errors(&beta_route("  service: {name: app, port: http}\n")),
+        vec!["spec.routes[0].service.port: invalid type: string \"http\", expected i32"]
+    );
+    assert_eq!(
+        beta_errors(&beta_route(
+            "  service: [{name: a, port: 80}, {name: b, port: 0}]\n"
+        )),
+        vec!["spec.routes[0].service[1].port: 0 must be a port number between 1 and 65535"]
+    );
+    assert_eq!(
+        beta_errors(&beta_route("  service: [{name: a, prot: 80}]\n")),
+        vec![
+            "spec.routes[0].service[0].prot: is not a field of a service; a service has name, port, weight, strategy and healthCheck"
+        ]
+    );
+    assert_eq!(
+        beta_errors(&beta_route("  service: {port: 80}\n")),
+        vec!["spec.routes[0].service: missing field `name`"]
+    );
+    assert_eq!(
+        beta_errors(&beta_route(
+            "  service: [{name: a, port: 80, healthCheck: {path: /h, intervalSeconds: soon}}, kuard]\n"
+        )),
+        vec![
+            "spec.routes[0].service[0].healthCheck.intervalSeconds: invalid type: string \"soon\", expected i64",
+            "spec.routes[0].service[1]: must be a service object with name and port",
+        ]
+    );
+    assert_eq!(
+        beta_errors(&beta_route("  service: kuard\n")),
+        vec!["spec.routes[0].service: must be a service ({name, port}) or a list of services"]
+    );
+    assert_eq!(
+        beta_errors(&beta_route(&format!(
+            "  service: {{name: a, port: 80}}\n{SVC}"
+        ))),
+        vec!["spec.routes[0]: has both service and services; use services only"]
+    );
+}
+
+#[test]
+fn header_conditions() {
+    let route = |cond: &str| {
+        v1_errors(&format!(
+            "routes: [{{match: {{path: /, headers: [{cond}]}}, services: [{{http: a, port: 80}}]}}]"
+        ))
+    };
+    assert_eq!(
+        route("{header: \"x header\", value: a}"),
+        vec![
+            "spec.routes[0].match.headers[0].header: \"x header\" must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~; no ':' pseudo-headers)"
+        ]
+    );
+    assert_eq!(
+        route("{header: x-a}"),
+        vec![
+            "spec.routes[0].match.headers[0]: header \"x-a\" needs exactly one of value, exact, contains, notContains, present, regex (found none)"
+        ]
+    );
+    assert_eq!(
+        route("{header: x-a, value: a, regex: b}"),
+        vec![
+            "spec.routes[0].match.headers[0]: header \"x-a\" needs exactly one of value, exact, contains, notContains, present, regex (found value, regex)"
+        ]
+    );
+    assert_eq!(
+        route("{value: a}"),
+        vec![
+            "spec.routes[0].match.headers[0]: must name exactly one of header, cookie, userAgent (found none)"
+        ]
+    );
+    assert_eq!(
+        route("{header: x-a, cookie: a, value: b}"),
+        vec![
+            "spec.routes[0].match.headers[0]: must name exactly one of header, cookie, userAgent (found header, cookie)"
+        ]
+    );
+    assert_eq!(
+        route("{cookie: a, exact: b}"),
+        vec![
+            "spec.routes[0].match.headers[0]: cookie takes no operator (found exact); it matches when the Cookie header contains its value"
+        ]
+    );
+    assert_eq!(
+        route("{header: x-a, contains: \"a\\nb\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].contains: \"a\\nb\" must not contain control characters such as newlines"
+        ]
+    );
+    assert_eq!(
+        route("{userAgent: \"a\\rb\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].userAgent: \"a\\rb\" must not contain control characters such as newlines"
+        ]
+    );
+    assert_eq!(
+        route("{header: x-a, regex: \"(a\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].regex: \"(a\" is not a valid RE2 regular expression (error: unclosed group)"
+        ]
+    );
+}
+
+#[test]
+fn header_conditions_become_matches() {
+    let c: Vec<HeaderCondition> = serde_norway::from_str(
+        r#"
+- {cookie: user=test}
+- {userAgent: Chrome}
+- {header: X-Header, value: a}
+- {header: x-b, present: false}
+- {header: x-c, notContains: z}
+- {header: x-d, regex: "v[0-9]+"}
+- {header: x-e}
+"#,
+    )
+    .unwrap();
+    let got: Vec<String> = c
+        .iter()
+        .map(|c| v1_header_match(c).map_or("none".to_string(), |m| m.to_string()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            "cookie~\"user=test\"",
+            "user-agent~\"Chrome\"",
+            "x-header=\"a\"",
+            "x-b absent",
+            "x-c!~\"z\"",
+            "x-d=~/v[0-9]+/",
+            "none"
+        ]
+    );
+}
+
+#[test]
+fn backends() {
+    assert_eq!(
+        v1_errors("routes: [{backends: [{port: 80}, {http: a, tcp: b, port: 80}]}]"),
+        vec![
+            "spec.routes[0].backends[0]: must name its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp (found none)",
+            "spec.routes[0].backends[1]: must name its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp (found http, tcp)",
+        ]
+    );
+    assert_eq!(
+        v1_errors("routes: [{backends: [{h2c: Kuard, port: 80, weight: 1000001}]}]"),
+        vec![
+            "spec.routes[0].backends[0].h2c: \"Kuard\" must be the name of a Service in the same namespace: lowercase letters, digits and '-', starting with a letter, at most 63 characters",
+            "spec.routes[0].backends[0].weight: 1000001 must be at most 1000000",
+        ]
+    );
+    assert_eq!(
+        v1_errors("routes: [{backends: [{http: a, port: 80}], services: [{http: b, port: 80}]}]"),
+        vec![
+            "spec.routes[0]: has both backends and services (services is an alias of backends); use backends only"
+        ]
+    );
+}
+
+#[test]
+fn timeouts_and_failure_policy() {
+    assert_eq!(
+        v1_errors(
+            "routes: [{services: [{http: a, port: 80}], timeoutPolicy: {request: 10 seconds}, failurePolicy: {count: 101, perTryTimeout: 5}}]"
+        ),
+        vec![
+            "spec.routes[0].timeoutPolicy.request: \"10 seconds\" must be a duration like \"1s\", \"150ms\", \"1m30s\" or \"infinity\"",
+            "spec.routes[0].failurePolicy.count: 101 must be between 0 and 100",
+            "spec.routes[0].failurePolicy.perTryTimeout: \"5\" must be a duration like \"1s\", \"150ms\", \"1m30s\" or \"infinity\"",
+        ]
+    );
+}
+
+#[test]
+fn tcp_backends() {
+    let ok = "virtualhost: {fqdn: a.com, tls: {secretName: s}}\nroutes: [{services: [{tcp: db, port: 5432}]}]";
+    assert_eq!(v1_errors(ok), Vec::<String>::new());
+    assert_eq!(
+        v1_errors("routes: [{services: [{tcp: db, port: 5432}]}]"),
+        vec![
+            "spec.routes[0].services[0].tcp: tcp backends are only allowed on a root IngressRoute with spec.virtualhost.tls (the TCP stream is proxied after TLS termination)"
+        ]
+    );
+    assert_eq!(
+        v1_errors(
+            "virtualhost: {fqdn: a.com, tls: {secretName: s}}\nroutes: [{match: {path: /db}, backends: [{http: web, port: 80}, {tcp: db, port: 5432}]}]"
+        ),
+        vec![
+            "spec.routes[0].match: a route with tcp backends must match everything (no match, or path \"/\" without headers)",
+            "spec.routes[0].backends: tcp backends cannot be mixed with backends of other protocols in one route",
+        ]
+    );
+}
