@@ -20,6 +20,8 @@ pub struct Harness {
     pub https_port: u16,
     pub admin_port: u16,
     pub xds_port: u16,
+    dag_options: sluice::dag::Options,
+    translate_options: sluice::translate::Options,
     envoy: Child,
     stop: Option<oneshot::Sender<()>>,
     sluice: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
@@ -61,16 +63,17 @@ impl Harness {
         }
         let (http_port, https_port, admin_port, xds_port) =
             (free_port(), free_port(), free_port(), free_port());
+        let translate_options = sluice::translate::Options {
+            listen_address: "127.0.0.1".into(),
+            http_port,
+            https_port,
+        };
         let cfg = StandaloneConfig {
             manifests: manifests.clone(),
             xds_address: format!("127.0.0.1:{xds_port}").parse().expect("addr"),
             xds_tls: None,
-            dag_options,
-            translate_options: sluice::translate::Options {
-                listen_address: "127.0.0.1".into(),
-                http_port,
-                https_port,
-            },
+            dag_options: dag_options.clone(),
+            translate_options: translate_options.clone(),
             debounce: Duration::from_millis(50),
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -117,13 +120,28 @@ impl Harness {
             https_port,
             admin_port,
             xds_port,
+            dag_options,
+            translate_options,
             envoy,
             stop: Some(stop),
             sluice: Some(sluice),
             client,
         };
+        h.validate_snapshot();
         h.wait_ready().await;
         h
+    }
+
+    /// Checks the snapshot the manifest directory produces now with `envoy --mode validate`.
+    pub fn validate_snapshot(&self) {
+        let snapshot = sluice::app::standalone::load_manifests(
+            &self.manifests,
+            &self.dag_options.ingress_class_name,
+        )
+        .expect("manifests load");
+        let dag = sluice::dag::build(&snapshot, &self.dag_options);
+        let resources = sluice::translate::build(&dag, &self.translate_options);
+        super::assert_envoy_accepts(&resources, &self.manifests.display().to_string());
     }
 
     /// The last lines of Envoy's log, for failure messages.
@@ -165,6 +183,7 @@ impl Harness {
         let tmp = self.manifests.join(format!(".{name}.tmp"));
         std::fs::write(&tmp, text).expect("write manifest");
         std::fs::rename(&tmp, self.manifests.join(name)).expect("rename manifest");
+        self.validate_snapshot();
     }
 
     /// A plain HTTP request through Envoy.
