@@ -61,7 +61,12 @@ fn model_answer(dag: &dag::Dag, req: &GoldenRequest) -> Option<String> {
         return Some("404".into());
     };
     if vhost.tls.is_some() && !route.permit_insecure {
-        let host = req.host.split(':').next().unwrap_or_default().to_ascii_lowercase();
+        let host = req
+            .host
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
         return Some(format!("301 https://{host}{path}"));
     }
     backend_answer(dag, route)
@@ -209,7 +214,12 @@ async fn check_case(path: &Path, protocol: XdsProtocol) -> usize {
             && headers.is_empty()
             && let Some(want) = backend_answer(&model, route)
         {
-            let sni = req.host.split(':').next().unwrap_or_default().to_ascii_lowercase();
+            let sni = req
+                .host
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_ascii_lowercase();
             h.expect_tls(&sni, &req.path, &want).await;
             checked += 1;
         }
