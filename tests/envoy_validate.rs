@@ -232,3 +232,52 @@ fn envoy_validation_refuses_a_broken_snapshot() {
     let res = translate::build(&dag, &translate::Options::default());
     envoy_support::assert_envoy_accepts(&res, "broken");
 }
+
+/// `sluice bootstrap` output, plain and with mTLS to the xDS server, passes `envoy --mode validate`.
+#[test]
+fn envoy_validates_the_generated_bootstraps() {
+    use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["sluice.example".to_string()]).unwrap();
+    let (ca, cert, key) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+    );
+    std::fs::write(&ca, ck.cert.pem()).unwrap();
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let mk = |addr: &str, mtls: bool, protocol| BootstrapArgs {
+        xds_address: addr.into(),
+        out: dir.path().join("b.json"),
+        xds_ca: mtls.then(|| ca.clone()),
+        xds_cert: mtls.then(|| cert.clone()),
+        xds_key: mtls.then(|| key.clone()),
+        admin_port: None,
+        admin_socket: Some(dir.path().join("admin.sock")),
+        node_id: "n".into(),
+        node_cluster: "c".into(),
+        xds_protocol: protocol,
+    };
+    for (label, args) in [
+        ("plain", mk("127.0.0.1:18000", false, XdsProtocol::Sotw)),
+        (
+            "mtls+delta",
+            mk("sluice.example:18000", true, XdsProtocol::Delta),
+        ),
+    ] {
+        let path = dir.path().join(format!("{}.json", label.replace('+', "-")));
+        std::fs::write(&path, build_bootstrap(&args).unwrap().to_string()).unwrap();
+        let out = std::process::Command::new(envoy_support::envoy_bin())
+            .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "bootstrap {label} refused:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
