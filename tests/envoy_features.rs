@@ -249,3 +249,56 @@ async fn route_updates_under_load_give_no_errors_sotw() {
 async fn route_updates_under_load_give_no_errors_delta() {
     updates_under_load(XdsProtocol::Delta).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xds_over_mutual_tls() {
+    let a = Backend::start("m/a").await;
+    let route = ingressroute(
+        "m",
+        "r",
+        "mtls.example.com",
+        "  - match: /\n    services: [{name: a, port: 80}]\n",
+    );
+    let h = Harness::start_mtls(
+        &[("svc.yaml", services("m", &[&a])), ("route.yaml", route)],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("mtls.example.com", "/", &[], "m/a").await;
+    // A client that trusts the CA but has no client certificate gets nothing.
+    use envoy_types::pb::envoy::service::discovery::v3::{
+        DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+    };
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    let ca = Certificate::from_pem(std::fs::read(h.dir.path().join("ca.pem")).unwrap());
+    let refused = async {
+        let channel = Endpoint::from_shared(format!("https://127.0.0.1:{}", h.xds_port))
+            .map_err(|e| e.to_string())?
+            .tls_config(
+                ClientTlsConfig::new()
+                    .ca_certificate(ca)
+                    .domain_name("127.0.0.1"),
+            )
+            .map_err(|e| e.to_string())?
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut client = AggregatedDiscoveryServiceClient::new(channel);
+        let req = DiscoveryRequest {
+            type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+            ..Default::default()
+        };
+        let mut stream = client
+            .stream_aggregated_resources(tokio_stream::iter(vec![req]))
+            .await
+            .map_err(|e| e.to_string())?
+            .into_inner();
+        stream.message().await.map_err(|e| e.to_string())?;
+        Ok::<(), String>(())
+    };
+    let result = tokio::time::timeout(Duration::from_secs(10), refused).await;
+    assert!(
+        matches!(&result, Ok(Err(e)) if e.contains("CertificateRequired")),
+        "a client without a certificate got xDS: {result:?}"
+    );
+}

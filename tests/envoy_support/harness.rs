@@ -54,8 +54,33 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
     ) -> Harness {
+        Self::start_full(files, protocol, dag_options, false).await
+    }
+
+    /// [`Harness::start`] with xDS over mutual TLS (a CA, a server and a client certificate
+    /// generated for the test).
+    pub async fn start_mtls(files: &[(&str, String)], protocol: XdsProtocol) -> Harness {
+        Self::start_full(files, protocol, sluice::dag::Options::default(), true).await
+    }
+
+    async fn start_full(
+        files: &[(&str, String)],
+        protocol: XdsProtocol,
+        dag_options: sluice::dag::Options,
+        mtls: bool,
+    ) -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
+        let pki = mtls.then(|| write_pki(dir.path()));
+        let xds_tls = pki.as_ref().map(|p| {
+            sluice::app::standalone::build_xds_tls(
+                Some(&p.ca),
+                Some(&p.server_cert),
+                Some(&p.server_key),
+            )
+            .expect("xDS TLS")
+            .expect("TLS configured")
+        });
         let manifests = dir.path().join("manifests");
         std::fs::create_dir(&manifests).expect("mkdir manifests");
         for (name, text) in files {
@@ -71,7 +96,7 @@ impl Harness {
         let cfg = StandaloneConfig {
             manifests: manifests.clone(),
             xds_address: format!("127.0.0.1:{xds_port}").parse().expect("addr"),
-            xds_tls: None,
+            xds_tls,
             dag_options: dag_options.clone(),
             translate_options: translate_options.clone(),
             debounce: Duration::from_millis(50),
@@ -83,9 +108,9 @@ impl Harness {
         let bootstrap = build_bootstrap(&BootstrapArgs {
             xds_address: format!("127.0.0.1:{xds_port}"),
             out: dir.path().join("bootstrap.json"),
-            xds_ca: None,
-            xds_cert: None,
-            xds_key: None,
+            xds_ca: pki.as_ref().map(|p| p.ca.clone()),
+            xds_cert: pki.as_ref().map(|p| p.client_cert.clone()),
+            xds_key: pki.as_ref().map(|p| p.client_key.clone()),
             admin_port: Some(admin_port),
             admin_socket: None,
             node_id: "test".into(),
@@ -252,6 +277,56 @@ impl Harness {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+/// PEM files of a test PKI.
+pub struct Pki {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, all written under `dir`.
+pub fn write_pki(dir: &std::path::Path) -> Pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+        IsCa, Issuer, KeyPair,
+    };
+    let dn = |cn: &str| {
+        let mut d = DistinguishedName::new();
+        d.push(DnType::CommonName, cn);
+        d
+    };
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name = dn("sluice test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).expect("ca");
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf = |san: &str, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(vec![san.to_string()]).expect("params");
+        params.extended_key_usages = vec![usage];
+        params.distinguished_name = dn(san);
+        let cert = params.signed_by(&key, &issuer).expect("leaf");
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf("127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth);
+    let (client_cert, client_key) = leaf("envoy", ExtendedKeyUsagePurpose::ClientAuth);
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write pem");
+        p
+    };
+    Pki {
+        ca: write("ca.pem", &ca_cert.pem()),
+        server_cert: write("server.pem", &server_cert),
+        server_key: write("server-key.pem", &server_key),
+        client_cert: write("client.pem", &client_cert),
+        client_key: write("client-key.pem", &client_key),
     }
 }
 
