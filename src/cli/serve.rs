@@ -101,25 +101,31 @@ impl ServeArgs {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// A future that resolves on SIGTERM or SIGINT. The handlers are installed when this is called
+/// (inside a runtime), so a signal that arrives during start-up is not lost.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {},
+                        _ = int.recv() => {},
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
@@ -165,7 +171,10 @@ pub fn run(args: ServeArgs) -> u8 {
             return 1;
         }
     };
-    match runtime.block_on(crate::app::standalone::run(config, shutdown_signal())) {
+    match runtime.block_on(async {
+        let signal = shutdown_signal();
+        crate::app::standalone::run(config, signal).await
+    }) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sluice serve: {e:#}");
