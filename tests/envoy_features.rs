@@ -265,40 +265,56 @@ async fn xds_over_mutual_tls() {
     )
     .await;
     h.expect("mtls.example.com", "/", &[], "m/a").await;
-    // A client that trusts the CA but has no client certificate gets nothing.
+    // The same xDS client gets clusters with Envoy's client certificate, and nothing without one.
     use envoy_types::pb::envoy::service::discovery::v3::{
         DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
     };
-    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
-    let ca = Certificate::from_pem(std::fs::read(h.dir.path().join("ca.pem")).unwrap());
-    let refused = async {
-        let channel = Endpoint::from_shared(format!("https://127.0.0.1:{}", h.xds_port))
-            .map_err(|e| e.to_string())?
-            .tls_config(
-                ClientTlsConfig::new()
-                    .ca_certificate(ca)
-                    .domain_name("127.0.0.1"),
-            )
-            .map_err(|e| e.to_string())?
-            .connect()
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut client = AggregatedDiscoveryServiceClient::new(channel);
-        let req = DiscoveryRequest {
-            type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
-            ..Default::default()
-        };
-        let mut stream = client
-            .stream_aggregated_resources(tokio_stream::iter(vec![req]))
-            .await
-            .map_err(|e| e.to_string())?
-            .into_inner();
-        stream.message().await.map_err(|e| e.to_string())?;
-        Ok::<(), String>(())
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let read = |f: &str| std::fs::read(h.dir.path().join(f)).unwrap();
+    let fetch = |identity: Option<Identity>| {
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read("ca.pem")))
+            .domain_name("127.0.0.1");
+        if let Some(id) = identity {
+            tls = tls.identity(id);
+        }
+        let url = format!("https://127.0.0.1:{}", h.xds_port);
+        async move {
+            let channel = Endpoint::from_shared(url)
+                .map_err(|e| e.to_string())?
+                .tls_config(tls)
+                .map_err(|e| e.to_string())?
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            let req = DiscoveryRequest {
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                ..Default::default()
+            };
+            let mut stream = AggregatedDiscoveryServiceClient::new(channel)
+                .stream_aggregated_resources(tokio_stream::iter(vec![req]))
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            let resp = stream.message().await.map_err(|e| e.to_string())?;
+            Ok::<usize, String>(resp.map(|r| r.resources.len()).unwrap_or(0))
+        }
     };
-    let result = tokio::time::timeout(Duration::from_secs(10), refused).await;
+    let with_cert = tokio::time::timeout(
+        Duration::from_secs(10),
+        fetch(Some(Identity::from_pem(
+            read("client.pem"),
+            read("client-key.pem"),
+        ))),
+    )
+    .await;
     assert!(
-        matches!(&result, Ok(Err(e)) if e.contains("CertificateRequired")),
-        "a client without a certificate got xDS: {result:?}"
+        matches!(with_cert, Ok(Ok(1))),
+        "with a client certificate: {with_cert:?}"
+    );
+    let without = tokio::time::timeout(Duration::from_secs(10), fetch(None)).await;
+    assert!(
+        matches!(without, Ok(Err(_))),
+        "a client without a certificate got xDS: {without:?}"
     );
 }
