@@ -318,3 +318,54 @@ async fn xds_over_mutual_tls() {
         "a client without a certificate got xDS: {without:?}"
     );
 }
+
+/// sluice restarts: Envoy keeps serving its last configuration meanwhile, reconnects (telling the
+/// versions it holds) and picks up a change made while sluice was away.
+async fn restart(protocol: XdsProtocol) {
+    let a = Backend::start("rs/a").await;
+    let b = Backend::start("rs/b").await;
+    let route = |svc: &str| {
+        ingressroute(
+            "rs",
+            "r",
+            "restart.example.com",
+            &format!("  - match: /\n    services: [{{name: {svc}, port: 80}}]\n"),
+        )
+    };
+    let mut h = Harness::start(
+        &[
+            ("svc.yaml", services("rs", &[&a, &b])),
+            ("route.yaml", route("a")),
+        ],
+        protocol,
+    )
+    .await;
+    h.expect("restart.example.com", "/", &[], "rs/a").await;
+    h.stop_sluice().await;
+    // While sluice is away, Envoy keeps answering from its last configuration.
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        answers.push(h.get("restart.example.com", "/", &[]).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        answers.iter().all(|a| a == "rs/a"),
+        "while sluice is away: {answers:?}"
+    );
+    h.write("route.yaml", &route("b"));
+    h.start_sluice();
+    h.expect("restart.example.com", "/", &[], "rs/b").await;
+    // And it follows changes on the new stream.
+    h.write("route.yaml", &route("a"));
+    h.expect("restart.example.com", "/", &[], "rs/a").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_reconnects_after_a_sluice_restart_sotw() {
+    restart(XdsProtocol::Sotw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_reconnects_after_a_sluice_restart_delta() {
+    restart(XdsProtocol::Delta).await;
+}

@@ -25,6 +25,7 @@ pub struct Harness {
     envoy: Child,
     stop: Option<oneshot::Sender<()>>,
     sluice: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    cfg: StandaloneConfig,
     client: reqwest::Client,
 }
 
@@ -101,10 +102,7 @@ impl Harness {
             translate_options: translate_options.clone(),
             debounce: Duration::from_millis(50),
         };
-        let (stop, stopped) = oneshot::channel::<()>();
-        let sluice = tokio::spawn(run(cfg, async move {
-            let _ = stopped.await;
-        }));
+        let (stop, sluice) = spawn_sluice(cfg.clone());
         let bootstrap = build_bootstrap(&BootstrapArgs {
             xds_address: format!("127.0.0.1:{xds_port}"),
             out: dir.path().join("bootstrap.json"),
@@ -150,11 +148,33 @@ impl Harness {
             envoy,
             stop: Some(stop),
             sluice: Some(sluice),
+            cfg,
             client,
         };
         h.validate_snapshot();
         h.wait_ready().await;
         h
+    }
+
+    /// Stops sluice (Envoy keeps its configuration and tries to reconnect).
+    pub async fn stop_sluice(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.sluice.take() {
+            let r = tokio::time::timeout(Duration::from_secs(15), task).await;
+            assert!(
+                matches!(r, Ok(Ok(Ok(())))),
+                "sluice did not stop cleanly: {r:?}"
+            );
+        }
+    }
+
+    /// Starts sluice again on the same address after [`Harness::stop_sluice`].
+    pub fn start_sluice(&mut self) {
+        let (stop, task) = spawn_sluice(self.cfg.clone());
+        self.stop = Some(stop);
+        self.sluice = Some(task);
     }
 
     /// Checks the snapshot the manifest directory produces now with `envoy --mode validate`.
@@ -328,6 +348,19 @@ pub fn write_pki(dir: &std::path::Path) -> Pki {
         client_cert: write("client.pem", &client_cert),
         client_key: write("client-key.pem", &client_key),
     }
+}
+
+fn spawn_sluice(
+    cfg: StandaloneConfig,
+) -> (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(run(cfg, async move {
+        let _ = stopped.await;
+    }));
+    (stop, task)
 }
 
 async fn describe(res: reqwest::Result<reqwest::Response>) -> Answer {
