@@ -5,6 +5,7 @@
 #
 # Ports (all on 127.0.0.1): Envoy HTTP 8080, HTTPS 8443, admin 9901; sluice xDS 18000;
 # backends 9101-9106. Override with HTTP_PORT, HTTPS_PORT, ADMIN_PORT, XDS_PORT.
+# SLUICE_DEMO_PROFILE=debug builds and runs the debug profile instead of release.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,6 +15,8 @@ HTTPS_PORT="${HTTPS_PORT:-8443}"
 ADMIN_PORT="${ADMIN_PORT:-9901}"
 XDS_PORT="${XDS_PORT:-18000}"
 CARGO="${CARGO:-cargo}"
+# release (default) or debug: which cargo profile to build and run.
+PROFILE="${SLUICE_DEMO_PROFILE:-release}"
 run_dir="$(mktemp -d "${TMPDIR:-/tmp}/sluice-demo.XXXXXX")"
 pids=()
 
@@ -29,7 +32,9 @@ cleanup() {
     done
     rm -rf "$run_dir"
 }
-trap cleanup INT TERM EXIT
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
 
 port_free() {
     ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
@@ -43,12 +48,16 @@ done
 
 echo "==> Envoy"
 envoy="$("$root/scripts/ensure-envoy.sh" "$root")"
-"$envoy" --version | head -1
+"$envoy" --version | grep -m1 version
 
 echo "==> Building sluice and the sample backends"
-"$CARGO" build --release --bin sluice --example echo
-sluice="$root/target/release/sluice"
-echo_bin="$root/target/release/examples/echo"
+if [ "$PROFILE" = release ]; then
+    "$CARGO" build --release --bin sluice --example echo
+else
+    "$CARGO" build --bin sluice --example echo
+fi
+sluice="$root/target/$PROFILE/sluice"
+echo_bin="$root/target/$PROFILE/examples/echo"
 
 echo "==> Starting the sample backends (each answers with its own name)"
 "$echo_bin" web=9101 api=9102 api-v2=9103 stable=9104 canary=9105 blog=9106 \
@@ -126,3 +135,4 @@ MSG
 wait -n "${pids[@]}" || true
 echo "demo: a process exited; logs:" >&2
 tail -n 20 "$run_dir"/*.log >&2
+exit 1
