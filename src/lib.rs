@@ -14,4 +14,5 @@ pub mod store;
 pub mod synth;
 pub mod translate;
 pub mod validate;
+pub mod webhook;
 pub mod xds;
