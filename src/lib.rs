@@ -14,3 +14,4 @@ pub mod manifest;
 pub mod store;
 pub mod synth;
 pub mod validate;
+pub mod webhook;
