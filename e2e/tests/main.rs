@@ -7,3 +7,5 @@ mod support;
 
 mod leader;
 mod status;
+mod traffic;
+mod webhook;

