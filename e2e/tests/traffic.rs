@@ -1,6 +1,7 @@
 //! Traffic through a real Envoy fed by sluice in cluster mode: requests reach the right backend in
 //! the test's network namespace, deleting the object gives 404, and Envoy keeps serving when
-//! sluice is killed; a restarted sluice writes no status when nothing changed.
+//! sluice is killed; a restarted sluice writes no status when nothing changed. Ingresses get
+//! `status.loadBalancer` from `--ingress-status-address`.
 
 use std::time::{Duration, Instant};
 
@@ -51,7 +52,9 @@ fn requests_reach_the_right_backend_and_delete_gives_404() {
     let ns = env.namespace("e2e-traffic");
     let host = format!("{ns}.example.com");
     let ports = Ports::new();
-    let _sluice = Sluice::start(&env, "traffic", &ports.serve_flags());
+    let mut flags = ports.serve_flags();
+    flags.extend(["--ingress-status-address".to_string(), "192.0.2.10".to_string()]);
+    let _sluice = Sluice::start(&env, "traffic", &flags);
     let envoy = Envoy::start(&env, &ports, "traffic");
     setup(&env, &ns, &host);
     let a = format!("backend-{}", env.backend_ports[0]);
@@ -61,6 +64,16 @@ fn requests_reach_the_right_backend_and_delete_gives_404() {
     envoy.wait_answer(&host, "/bb", 200, &a); // segment-wise prefix: /bb is not under /b
     envoy.wait_answer(&format!("shop.{host}"), "/cart/1", 200, &b);
     wait_status(&env, IR, &ns, "root", "valid");
+    // Ingress status.loadBalancer from --ingress-status-address.
+    wait_for(Duration::from_secs(30), "Ingress status.loadBalancer", || {
+        let o = env.get("ingresses.networking.k8s.io", &ns, "shop").unwrap();
+        let lb = &o["status"]["loadBalancer"]["ingress"];
+        if *lb == serde_json::json!([{"ip": "192.0.2.10"}]) {
+            Ok(())
+        } else {
+            Err(o["status"].to_string())
+        }
+    });
 
     env.kubectl_ok(&["delete", IR, "-n", &ns, "root"]);
     env.kubectl_ok(&["delete", "ingress", "-n", &ns, "shop"]);

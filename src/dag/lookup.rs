@@ -21,10 +21,10 @@ pub fn select_vhost<'d>(dag: &'d Dag, host: &str) -> Option<&'d VirtualHost> {
     if let Some(v) = dag.vhosts.get(&host) {
         return Some(v);
     }
-    if let Some((_, parent)) = host.split_once('.') {
-        if let Some(v) = dag.vhosts.get(&format!("*.{parent}")) {
-            return Some(v);
-        }
+    if let Some((_, parent)) = host.split_once('.')
+        && let Some(v) = dag.vhosts.get(&format!("*.{parent}"))
+    {
+        return Some(v);
     }
     dag.vhosts.get("*")
 }
