@@ -231,8 +231,14 @@ impl Sluice {
         let log = env.work.join(format!("sluice-{identity}-{n}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        cmd.args(["serve", "--namespace", "sluice-system", "--identity", identity])
-            .args(extra);
+        cmd.args([
+            "serve",
+            "--namespace",
+            "sluice-system",
+            "--identity",
+            identity,
+        ])
+        .args(extra);
         // Never the default xDS port: replicas (and other software) must not collide.
         if !extra.iter().any(|a| a == "--xds-address") {
             cmd.args(Ports::new().serve_flags());
@@ -383,18 +389,32 @@ impl Envoy {
         );
         let bootstrap = env.work.join(format!("envoy-{name}.json"));
         let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["bootstrap", "--xds-address", &format!("127.0.0.1:{}", ports.xds)])
+            .args([
+                "bootstrap",
+                "--xds-address",
+                &format!("127.0.0.1:{}", ports.xds),
+            ])
             .args(["--admin-port", &ports.admin.to_string(), "--node-id", name])
             .arg("--out")
             .arg(&bootstrap)
             .output()
             .expect("sluice bootstrap runs");
-        assert!(out.status.success(), "sluice bootstrap: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "sluice bootstrap: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let log = std::fs::File::create(env.work.join(format!("envoy-{name}.log"))).unwrap();
         let child = Command::new(&env.envoy)
             .arg("-c")
             .arg(&bootstrap)
-            .args(["--concurrency", "1", "--disable-hot-restart", "--drain-time-s", "1"])
+            .args([
+                "--concurrency",
+                "1",
+                "--disable-hot-restart",
+                "--drain-time-s",
+                "1",
+            ])
             .args(["--base-id", &ports.admin.to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -511,9 +531,15 @@ spec:
   routes: [{pathPrefix: probe, upstreams: [{serviceName: s, servicePort: 80}]}]
 "#;
         wait_for(Duration::from_secs(30), "the webhook to be called", || {
-            let out = self.env.kubectl_in(&["apply", "--dry-run=server", "-f", "-"], Some(probe));
+            let out = self
+                .env
+                .kubectl_in(&["apply", "--dry-run=server", "-f", "-"], Some(probe));
             // sluice's own message (the CRD schema only requires a non-empty string).
-            if !out.ok && out.stderr.contains(r#"pathPrefix: "probe" must start with "/""#) {
+            if !out.ok
+                && out
+                    .stderr
+                    .contains(r#"pathPrefix: "probe" must start with "/""#)
+            {
                 Ok(())
             } else {
                 Err(out.stderr)

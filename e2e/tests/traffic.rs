@@ -53,7 +53,10 @@ fn requests_reach_the_right_backend_and_delete_gives_404() {
     let host = format!("{ns}.example.com");
     let ports = Ports::new();
     let mut flags = ports.serve_flags();
-    flags.extend(["--ingress-status-address".to_string(), "192.0.2.10".to_string()]);
+    flags.extend([
+        "--ingress-status-address".to_string(),
+        "192.0.2.10".to_string(),
+    ]);
     let _sluice = Sluice::start(&env, "traffic", &flags);
     let envoy = Envoy::start(&env, &ports, "traffic");
     setup(&env, &ns, &host);
@@ -65,15 +68,19 @@ fn requests_reach_the_right_backend_and_delete_gives_404() {
     envoy.wait_answer(&format!("shop.{host}"), "/cart/1", 200, &b);
     wait_status(&env, IR, &ns, "root", "valid");
     // Ingress status.loadBalancer from --ingress-status-address.
-    wait_for(Duration::from_secs(30), "Ingress status.loadBalancer", || {
-        let o = env.get("ingresses.networking.k8s.io", &ns, "shop").unwrap();
-        let lb = &o["status"]["loadBalancer"]["ingress"];
-        if *lb == serde_json::json!([{"ip": "192.0.2.10"}]) {
-            Ok(())
-        } else {
-            Err(o["status"].to_string())
-        }
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "Ingress status.loadBalancer",
+        || {
+            let o = env.get("ingresses.networking.k8s.io", &ns, "shop").unwrap();
+            let lb = &o["status"]["loadBalancer"]["ingress"];
+            if *lb == serde_json::json!([{"ip": "192.0.2.10"}]) {
+                Ok(())
+            } else {
+                Err(o["status"].to_string())
+            }
+        },
+    );
 
     env.kubectl_ok(&["delete", IR, "-n", &ns, "root"]);
     env.kubectl_ok(&["delete", "ingress", "-n", &ns, "shop"]);
@@ -116,16 +123,34 @@ fn envoy_keeps_serving_after_kill_9_and_restart_writes_no_status() {
     second.wait_log("became leader", Duration::from_secs(20));
     second.wait_log("status pass complete", Duration::from_secs(20));
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(second.writes(), 0, "restart rewrote statuses:\n{}", second.log_text());
+    assert_eq!(
+        second.writes(),
+        0,
+        "restart rewrote statuses:\n{}",
+        second.log_text()
+    );
     // Envoy reconnected and still routes; a real change is exactly one write (the count is live).
     envoy.wait_answer(&host, "/b", 200, &b);
     env.kubectl_ok(&[
-        "patch", IR, "-n", &ns, "root", "--type=json",
-        "-p", r#"[{"op":"replace","path":"/spec/routes/1/match","value":"/c"}]"#,
+        "patch",
+        IR,
+        "-n",
+        &ns,
+        "root",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/routes/1/match","value":"/c"}]"#,
     ]);
     envoy.wait_answer(&host, "/c", 200, &b);
     wait_for(Duration::from_secs(30), "one status write", || {
-        if second.writes() == 1 { Ok(()) } else { Err(second.writes().to_string()) }
+        if second.writes() == 1 {
+            Ok(())
+        } else {
+            Err(second.writes().to_string())
+        }
     });
-    assert_eq!(env.get(IR, &ns, "root").unwrap()["status"]["observedGeneration"], 2);
+    assert_eq!(
+        env.get(IR, &ns, "root").unwrap()["status"]["observedGeneration"],
+        2
+    );
 }

@@ -70,11 +70,22 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     let ns = env.namespace("e2e-webhook");
     let hooks = Webhooks::new(&env);
     let _sluice = Sluice::start(&env, "webhook", &hooks.serve_flags());
+    // Without the webhook the apiserver (CRD schema, Ingress validation) accepts them all: the
+    // denials below are sluice's.
+    for (_, name, yaml, _) in bad_objects(&ns) {
+        let out = env.kubectl_in(&["apply", "--dry-run=server", "-f", "-"], Some(&yaml));
+        assert!(out.ok, "{name} refused without the webhook: {}", out.stderr);
+    }
     hooks.install();
     for (resource, name, yaml, message) in bad_objects(&ns) {
         let out = env.apply(&yaml);
         assert!(!out.ok, "{name} was accepted");
-        assert!(out.stderr.contains(message), "{name}: want {message:?} in {}", out.stderr);
+        eprintln!("kubectl apply {name}: {}", out.stderr.trim());
+        assert!(
+            out.stderr.contains(message),
+            "{name}: want {message:?} in {}",
+            out.stderr
+        );
         assert!(env.get(resource, &ns, name).is_none(), "{name} was stored");
     }
     // The same objects, fixed, are accepted: the webhook refuses the rule, not the kind.
@@ -95,28 +106,40 @@ fn ingress_without_path_type_and_class_gets_both_defaulted() {
     let ns = env.namespace("e2e-defaults");
     // Mark the sluice IngressClass default for this test (restored after).
     env.kubectl_ok(&[
-        "annotate", "ingressclass", "sluice", "--overwrite",
+        "annotate",
+        "ingressclass",
+        "sluice",
+        "--overwrite",
         "ingressclass.kubernetes.io/is-default-class=true",
     ]);
     let hooks = Webhooks::new(&env);
     let _sluice = Sluice::start(&env, "defaults", &hooks.serve_flags());
     hooks.install();
     // The webhook's index must have seen the default class before the Ingress arrives.
-    crate::support::wait_for(std::time::Duration::from_secs(30), "a defaulted dry run", || {
-        let out = env.kubectl_in(
-            &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
-            Some(&ingress(&ns)),
-        );
-        if out.ok && out.stdout.contains(r#""ingressClassName": "sluice""#) {
-            Ok(())
-        } else {
-            Err(format!("{}{}", out.stdout, out.stderr))
-        }
-    });
+    crate::support::wait_for(
+        std::time::Duration::from_secs(30),
+        "a defaulted dry run",
+        || {
+            let out = env.kubectl_in(
+                &["apply", "--dry-run=server", "-o", "json", "-f", "-"],
+                Some(&ingress(&ns)),
+            );
+            if out.ok && out.stdout.contains(r#""ingressClassName": "sluice""#) {
+                Ok(())
+            } else {
+                Err(format!("{}{}", out.stdout, out.stderr))
+            }
+        },
+    );
     env.apply_ok(&ingress(&ns));
-    let stored = env.get("ingresses.networking.k8s.io", &ns, "plain").unwrap();
+    let stored = env
+        .get("ingresses.networking.k8s.io", &ns, "plain")
+        .unwrap();
     env.kubectl_ok(&[
-        "annotate", "ingressclass", "sluice", "ingressclass.kubernetes.io/is-default-class-",
+        "annotate",
+        "ingressclass",
+        "sluice",
+        "ingressclass.kubernetes.io/is-default-class-",
     ]);
     assert_eq!(stored["spec"]["ingressClassName"], "sluice", "{stored}");
     let path = &stored["spec"]["rules"][0]["http"]["paths"][0];
