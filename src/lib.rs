@@ -9,6 +9,7 @@ pub mod api;
 pub mod app;
 pub mod cli;
 pub mod dag;
+pub mod k8s;
 pub mod manifest;
 pub mod store;
 pub mod synth;
