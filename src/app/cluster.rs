@@ -71,10 +71,9 @@ pub async fn run(
     );
     let cluster = Cluster::start(client, config, publish).await?;
     on_start(&cluster);
-    let metrics_task = match args.metrics_address {
-        Some(addr) => Some(tokio::spawn(serve_metrics(addr, cluster.metrics().clone()))),
-        None => None,
-    };
+    let metrics_task = args
+        .metrics_address
+        .map(|addr| tokio::spawn(serve_metrics(addr, cluster.metrics().clone())));
     shutdown.await;
     tracing::info!("shutting down");
     cluster.shutdown().await;

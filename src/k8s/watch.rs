@@ -41,7 +41,7 @@ pub async fn watch_kind(ctx: WatchContext, kind: Kind, ar: ApiResource) {
         config = config.fields(fields);
     }
     let label = KindLabel {
-        kind: format!("{}", kind.kind()),
+        kind: kind.kind().to_string(),
     };
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut buffer: Vec<Prepared> = Vec::new();
