@@ -13,4 +13,7 @@ pub mod k8s;
 pub mod manifest;
 pub mod store;
 pub mod synth;
+pub mod translate;
 pub mod validate;
+pub mod webhook;
+pub mod xds;

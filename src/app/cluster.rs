@@ -83,6 +83,71 @@ pub async fn run(
     Ok(())
 }
 
+/// The whole of `sluice serve` in cluster mode: the app pipeline (DAG → translate → xDS cache)
+/// fed by the cluster watches, the ADS server, the admission webhook (with `--webhook-address`)
+/// whose index is refreshed with every build, and the status writer.
+pub async fn serve(
+    args: &ServeArgs,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    let xds_tls = super::standalone::build_xds_tls(
+        args.xds_ca.as_deref(),
+        args.xds_cert.as_deref(),
+        args.xds_key.as_deref(),
+    )?;
+    let pipeline = Arc::new(super::Pipeline::new(
+        args.dag_options(),
+        args.translate_options(),
+    ));
+    let index = crate::webhook::index::IndexHandle::new(args.dag_options());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    let webhook = crate::webhook::WebhookConfig::from_serve_args(
+        args,
+        crate::webhook::metrics::Metrics::default(),
+    )
+    .map(|cfg| crate::webhook::spawn(cfg, index.clone(), stopped(stop_rx.clone())));
+
+    let listener = tokio::net::TcpListener::bind(args.xds_address)
+        .await
+        .with_context(|| format!("binding the xDS server to {}", args.xds_address))?;
+    tracing::info!(address = %args.xds_address, tls = xds_tls.is_some(), "serving xDS (cluster mode)");
+    let server = crate::xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
+    let xds_task = tokio::spawn(crate::xds::serve(
+        listener,
+        server,
+        xds_tls,
+        stopped(stop_rx.clone()),
+    ));
+
+    let publish: Publisher = {
+        let pipeline = pipeline.clone();
+        let index = index.clone();
+        Arc::new(move |snapshot: &crate::store::Snapshot| {
+            index.replace(snapshot);
+            let dag = pipeline.publish(snapshot);
+            super::log_statuses(&dag);
+            dag
+        })
+    };
+    let result = run(args, publish, |_| {}, shutdown).await;
+    let _ = stop_tx.send(true);
+    if let Some(w) = webhook {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), w).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "webhook stopped with an error"),
+            Ok(_) => {}
+            Err(_) => tracing::warn!("webhook did not stop within 10s"),
+        }
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), xds_task).await;
+    result
+}
+
 /// `/metrics` in the Prometheus text format.
 async fn serve_metrics(addr: SocketAddr, metrics: k8s::Metrics) {
     let mut registry = prometheus_client::registry::Registry::default();
