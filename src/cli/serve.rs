@@ -194,7 +194,11 @@ fn run_cluster(args: ServeArgs) -> u8 {
             return 1;
         }
     };
-    match runtime.block_on(crate::app::cluster::serve(&args, shutdown_signal())) {
+    // shutdown_signal() installs its handlers at once: it must run inside the runtime.
+    match runtime.block_on(async {
+        let signal = shutdown_signal();
+        crate::app::cluster::serve(&args, signal).await
+    }) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sluice serve: {e:#}");
