@@ -117,3 +117,62 @@ fn status_conditions_follow_the_routing_verdict() {
     );
     sluice.terminate();
 }
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn ingress_status_follows_the_envoy_service() {
+    let env = env();
+    let ns = env.namespace("e2e-lb");
+    env.apply_ok(&format!(
+        r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: envoy, namespace: {ns}}}
+spec:
+  ports: [{{name: http, port: 80}}]
+  externalIPs: ["192.0.2.20"]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: www, namespace: {ns}}}
+spec:
+  ingressClassName: sluice
+  rules:
+    - host: www-{ns}.example.com
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend: {{service: {{name: web, port: {{number: 80}}}}}}
+"#
+    ));
+    let flags = vec!["--envoy-service".to_string(), format!("{ns}/envoy")];
+    let _sluice = Sluice::start(&env, "lb", &flags);
+    let lb_is = |ip: &str| {
+        let want = serde_json::json!([{ "ip": ip }]);
+        wait_for(
+            Duration::from_secs(30),
+            &format!("Ingress status {ip}"),
+            || {
+                let o = env.get("ingresses.networking.k8s.io", &ns, "www").unwrap();
+                if o["status"]["loadBalancer"]["ingress"] == want {
+                    Ok(())
+                } else {
+                    Err(o["status"].to_string())
+                }
+            },
+        );
+    };
+    lb_is("192.0.2.20");
+    env.kubectl_ok(&[
+        "patch",
+        "service",
+        "-n",
+        &ns,
+        "envoy",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"externalIPs":["192.0.2.21"]}}"#,
+    ]);
+    lb_is("192.0.2.21");
+}
