@@ -194,7 +194,11 @@ fn run_cluster(args: ServeArgs) -> u8 {
             return 1;
         }
     };
-    match runtime.block_on(crate::app::cluster::serve(&args, shutdown_signal())) {
+    match runtime.block_on(async {
+        // Signal handlers are installed inside the runtime, before start-up work.
+        let signal = shutdown_signal();
+        crate::app::cluster::serve(&args, signal).await
+    }) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sluice serve: {e:#}");
