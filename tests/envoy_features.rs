@@ -197,7 +197,11 @@ async fn updates_under_load(protocol: XdsProtocol) {
                 && n < 20_000
                 && started.elapsed() < Duration::from_secs(60)
             {
-                let path = if (n + w).is_multiple_of(2) { "/a" } else { "/b" };
+                let path = if (n + w).is_multiple_of(2) {
+                    "/a"
+                } else {
+                    "/b"
+                };
                 let got = h.get("up.example.com", path, &[]).await;
                 if !got.starts_with("up/") {
                     failures.push(format!("{path}: {got}"));

@@ -3,6 +3,7 @@
 //! webhook plug into the same pipeline: they call [`Pipeline::publish`] and read
 //! [`Pipeline::dag`].
 
+pub mod cluster;
 pub mod standalone;
 
 use std::sync::Arc;

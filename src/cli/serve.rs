@@ -139,8 +139,7 @@ pub fn run(args: ServeArgs) -> u8 {
         .with_writer(std::io::stderr)
         .try_init();
     let Some(manifests) = args.manifests.clone() else {
-        eprintln!("sluice serve: cluster mode is not available in this build; use --manifests DIR");
-        return 2;
+        return run_cluster(args);
     };
     let xds_tls = match crate::app::standalone::build_xds_tls(
         args.xds_ca.as_deref(),
@@ -175,6 +174,27 @@ pub fn run(args: ServeArgs) -> u8 {
         let signal = shutdown_signal();
         crate::app::standalone::run(config, signal).await
     }) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sluice serve: {e:#}");
+            1
+        }
+    }
+}
+
+/// Cluster mode: no --manifests.
+fn run_cluster(args: ServeArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice serve: starting the runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(crate::app::cluster::serve(&args, shutdown_signal())) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("sluice serve: {e:#}");

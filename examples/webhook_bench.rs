@@ -1,0 +1,329 @@
+//! Webhook load benchmark (not a test): starts the real HTTPS webhook with an index of 10 and of
+//! 10,000 objects, sends a realistic IngressRoute review at a fixed rate over loopback for a
+//! bounded time, and prints p50/p99 latency for both and the 10k/10 ratio.
+//!
+//!     cargo run --release --example webhook_bench -- [--rate 1000] [--seconds 10] [--warmup 2]
+//!     cargo run --release --example webhook_bench -- --smoke     # 200 req/s for 1 s: for make test
+//!
+//! A full run merges its numbers into target/bench/results.json (keys `webhook_*`), as the other
+//! benchmarks do.
+//!
+//! Open loop: one request is started every 1/rate seconds whatever the previous ones do (HTTP/2,
+//! one connection, as the API server's webhook client does). Latency is measured per request from
+//! just before it is sent to the last byte of the answer. Everything is bounded: the run stops
+//! after warmup + seconds per index size, and each request times out after 5 s.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
+use serde_json::{Value, json};
+use sluice::dag::Options;
+use sluice::manifest::{Document, decode_value};
+use sluice::store::Snapshot;
+use sluice::webhook::{AdmissionSettings, IndexHandle, Metrics, ReloadingCert, State, serve_on};
+
+struct Args {
+    rate: u64,
+    seconds: u64,
+    warmup: u64,
+    smoke: bool,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        rate: 1000,
+        seconds: 10,
+        warmup: 2,
+        smoke: false,
+    };
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < argv.len() {
+        let val = || -> u64 {
+            argv.get(i + 1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{} needs a number", argv[i]))
+        };
+        if argv[i] == "--smoke" {
+            a = Args {
+                rate: 200,
+                seconds: 1,
+                warmup: 0,
+                smoke: true,
+            };
+            i += 1;
+            continue;
+        }
+        match argv[i].as_str() {
+            "--rate" => a.rate = val().clamp(1, 20_000),
+            "--seconds" => a.seconds = val().clamp(1, 120),
+            "--warmup" => a.warmup = val().clamp(0, 30),
+            other => {
+                panic!("unknown argument {other}; use --rate N --seconds N --warmup N or --smoke")
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+/// A snapshot of `n` objects: IngressRoute roots (each its own host), Services and Ingresses.
+fn mk_snapshot(n: usize) -> Snapshot {
+    let mut s = Snapshot::default();
+    for i in 0..n {
+        let ns = format!("team-{}", i % 50);
+        let v = match i % 3 {
+            0 => json!({"apiVersion": "contour.heptio.com/v1beta1", "kind": "IngressRoute",
+                "metadata": {"name": format!("root-{i}"), "namespace": ns, "creationTimestamp": "2024-01-01T00:00:00Z"},
+                "spec": {"virtualhost": {"fqdn": format!("host-{i}.example.com")},
+                         "routes": [{"match": "/", "services": [{"name": format!("svc-{i}"), "port": 80}]}]}}),
+            1 => json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": format!("svc-{i}"), "namespace": ns},
+                "spec": {"ports": [{"port": 80, "targetPort": 8080}]}}),
+            _ => json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                "metadata": {"name": format!("ing-{i}"), "namespace": ns},
+                "spec": {"ingressClassName": "sluice", "rules": [{"host": format!("ing-{i}.example.com"),
+                    "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                        "backend": {"service": {"name": format!("svc-{i}"), "port": {"number": 80}}}}]}}]}}),
+        };
+        match decode_value(v) {
+            Ok(Document::Object(o)) => s.insert(o),
+            other => panic!("benchmark object did not decode: {other:?}"),
+        }
+    }
+    s
+}
+
+/// A realistic review: creating a root IngressRoute with TLS, weighted services and a delegation.
+fn mk_review() -> Vec<u8> {
+    let object = json!({"apiVersion": "contour.heptio.com/v1beta1", "kind": "IngressRoute",
+        "metadata": {"name": "shop", "namespace": "shop", "labels": {"app": "shop", "team": "checkout"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"contour.heptio.com/v1beta1\",\"kind\":\"IngressRoute\"}"}},
+        "spec": {"virtualhost": {"fqdn": "www.shop.example.com", "tls": {"secretName": "shop-tls", "minimumProtocolVersion": "1.2"}},
+            "strategy": "WeightedLeastRequest",
+            "healthCheck": {"path": "/healthz", "intervalSeconds": 5, "timeoutSeconds": 2},
+            "routes": [
+                {"match": "/", "services": [{"name": "web", "port": 80}]},
+                {"match": "/api", "services": [{"name": "api", "port": 8080, "weight": 90}, {"name": "api-canary", "port": 8080, "weight": 10}]},
+                {"match": "/static", "services": [{"name": "static", "port": 80, "strategy": "Random"}]},
+                {"match": "/finance", "delegate": {"name": "finance", "namespace": "finance"}}]}});
+    let gvk = json!({"group": "contour.heptio.com", "version": "v1beta1", "kind": "IngressRoute"});
+    let gvr =
+        json!({"group": "contour.heptio.com", "version": "v1beta1", "resource": "ingressroutes"});
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "bench-0000", "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+        "name": "shop", "namespace": "shop", "operation": "CREATE",
+        "userInfo": {"username": "system:serviceaccount:argocd:argocd-application-controller", "groups": ["system:serviceaccounts"]},
+        "object": object, "oldObject": null, "dryRun": false,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "argocd-controller"}}});
+    serde_json::to_vec(&review).unwrap()
+}
+
+fn mk_pki(dir: &std::path::Path) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "sluice bench CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    let (cert_path, key_path) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (ca.pem(), cert_path, key_path)
+}
+
+struct Result {
+    objects: usize,
+    sent: usize,
+    errors: usize,
+    p50: Duration,
+    p99: Duration,
+    p999: Duration,
+    max: Duration,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+async fn load(
+    client: &reqwest::Client,
+    url: &str,
+    body: Arc<Vec<u8>>,
+    rate: u64,
+    seconds: u64,
+) -> (Vec<Duration>, usize) {
+    let period = Duration::from_nanos(1_000_000_000 / rate);
+    let total = (rate * seconds) as usize;
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..total {
+        ticker.tick().await;
+        let (client, url, body) = (client.clone(), url.to_string(), Arc::clone(&body));
+        tasks.spawn(async move {
+            let t0 = Instant::now();
+            let resp = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.as_ref().clone())
+                .send()
+                .await
+                .ok()?;
+            if resp.status() != 200 {
+                return None;
+            }
+            let answer: Value = resp.json().await.ok()?;
+            let elapsed = t0.elapsed();
+            (answer["response"]["allowed"] == true).then_some(elapsed)
+        });
+    }
+    let mut latencies = Vec::with_capacity(total);
+    let mut errors = 0;
+    while let Some(r) = tasks.join_next().await {
+        match r {
+            Ok(Some(d)) => latencies.push(d),
+            _ => errors += 1,
+        }
+    }
+    (latencies, errors)
+}
+
+fn run(
+    objects: usize,
+    args: &Args,
+    ca_pem: &str,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result {
+    // The server on its own runtime (as in `sluice serve`), the client on another.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let snapshot = mk_snapshot(objects);
+    assert_eq!(snapshot.len(), objects);
+    let index = IndexHandle::from_snapshot(&snapshot, Options::default());
+    let state = State::new(AdmissionSettings::default(), index, Metrics::new());
+    let (listener, addr): (tokio::net::TcpListener, SocketAddr) = server_rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = l.local_addr().unwrap();
+        (l, a)
+    });
+    let reloading = ReloadingCert::load(cert, key).unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = server_rt.spawn(serve_on(
+        listener,
+        reloading,
+        Duration::from_secs(1),
+        state,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let url = format!("https://127.0.0.1:{}/validate", addr.port());
+    let body = Arc::new(mk_review());
+    let (latencies, errors) = client_rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .use_rustls_tls()
+            .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        if args.warmup > 0 {
+            load(&client, &url, Arc::clone(&body), args.rate, args.warmup).await;
+        }
+        load(&client, &url, Arc::clone(&body), args.rate, args.seconds).await
+    });
+    let _ = stop_tx.send(());
+    let _ = server_rt.block_on(server);
+    let mut sorted = latencies;
+    sorted.sort();
+    Result {
+        objects,
+        sent: sorted.len() + errors,
+        errors,
+        p50: percentile(&sorted, 50.0),
+        p99: percentile(&sorted, 99.0),
+        p999: percentile(&sorted, 99.9),
+        max: sorted.last().copied().unwrap_or_default(),
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, cert, key) = mk_pki(dir.path());
+    println!(
+        "webhook benchmark: {} req/s for {} s (after {} s warm-up) per index size, HTTPS over loopback",
+        args.rate, args.seconds, args.warmup
+    );
+    let mut results = Vec::new();
+    for objects in [10, 10_000] {
+        let r = run(objects, &args, &ca_pem, &cert, &key);
+        println!(
+            "index {:>6} objects: {} requests, {} errors, p50 {:>8.3} ms, p99 {:>8.3} ms, p99.9 {:>8.3} ms, max {:>8.3} ms",
+            r.objects,
+            r.sent,
+            r.errors,
+            r.p50.as_secs_f64() * 1e3,
+            r.p99.as_secs_f64() * 1e3,
+            r.p999.as_secs_f64() * 1e3,
+            r.max.as_secs_f64() * 1e3,
+        );
+        results.push(r);
+    }
+    let ratio = results[1].p99.as_secs_f64() / results[0].p99.as_secs_f64().max(1e-9);
+    let ratio50 = results[1].p50.as_secs_f64() / results[0].p50.as_secs_f64().max(1e-9);
+    println!(
+        "ratio 10k/10: p50 {ratio50:.2}, p99 {ratio:.2} (target: p99 <= 2 ms, p99 ratio <= 1.2)"
+    );
+    let failed: usize = results.iter().map(|r| r.errors).sum();
+    assert_eq!(failed, 0, "requests failed");
+    if !args.smoke {
+        let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+        let mut new = serde_json::Map::new();
+        new.insert("webhook_rate_per_s".into(), json!(args.rate));
+        new.insert("webhook_p50_ms_10".into(), json!(ms(results[0].p50)));
+        new.insert("webhook_p99_ms_10".into(), json!(ms(results[0].p99)));
+        new.insert("webhook_p50_ms_10k".into(), json!(ms(results[1].p50)));
+        new.insert("webhook_p99_ms_10k".into(), json!(ms(results[1].p99)));
+        new.insert(
+            "webhook_p99_ratio_10k_10".into(),
+            json!((ratio * 100.0).round() / 100.0),
+        );
+        write_results(new);
+    }
+}
+
+/// Merges keys into target/bench/results.json (other benchmarks write their own keys).
+fn write_results(new: serde_json::Map<String, Value>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+    std::fs::create_dir_all(&dir).expect("target/bench is writable");
+    let path = dir.join("results.json");
+    let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.extend(new);
+    std::fs::write(&path, serde_json::to_string_pretty(&all).unwrap())
+        .expect("results.json is writable");
+}
