@@ -194,8 +194,8 @@ fn run_cluster(args: ServeArgs) -> u8 {
             return 1;
         }
     };
-    // shutdown_signal() installs its handlers at once: it must run inside the runtime.
     match runtime.block_on(async {
+        // Signal handlers are installed inside the runtime, before start-up work.
         let signal = shutdown_signal();
         crate::app::cluster::serve(&args, signal).await
     }) {
