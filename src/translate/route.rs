@@ -124,17 +124,7 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
     }
 }
 
-/// Collapses runs of `/` into one, as Envoy's `merge_slashes` does to request paths.
-pub fn merge_slashes(p: &str) -> String {
-    let mut out = String::with_capacity(p.len());
-    for c in p.chars() {
-        if c == '/' && out.ends_with('/') {
-            continue;
-        }
-        out.push(c);
-    }
-    out
-}
+pub use crate::dag::lookup::merge_slashes;
 
 /// `:authority` is one label followed by the wildcard's suffix (any case, optional port).
 fn single_label_authority(wildcard_host: &str) -> HeaderMatcher {
