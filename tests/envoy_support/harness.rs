@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use super::{envoy_bin, free_port};
 
 /// How long a test waits for configuration to reach Envoy.
-pub const CONVERGE: Duration = Duration::from_secs(20);
+pub const CONVERGE: Duration = Duration::from_secs(60);
 
 pub struct Harness {
     pub dir: tempfile::TempDir,
