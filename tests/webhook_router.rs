@@ -393,7 +393,7 @@ async fn gateway_api_objects_are_denied_with_the_field_errors() {
         ),
         (
             "referencegrant_bad_namespace",
-            r#"spec.from[0].namespace: "Shop Team" must be a namespace name"#,
+            r#"spec.from[0].namespace: "Shop Team" must be a valid namespace name"#,
         ),
     ];
     for (name, literal) in cases {

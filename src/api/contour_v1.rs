@@ -103,8 +103,8 @@ pub struct MatchConditions {
 /// shortcut (both "contains" matches on their header).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("[has(self.header), has(self.cookie), has(self.userAgent)].filter(x, x).size() == 1").message("a header condition names exactly one of header, cookie, userAgent"))]
-#[x_kube(validation = Rule::new("!has(self.header) || [has(self.value), has(self.exact), has(self.contains), has(self.notContains), has(self.present), has(self.regex)].filter(x, x).size() == 1").message("a header condition has exactly one of value, exact, contains, notContains, present, regex"))]
+#[x_kube(validation = Rule::new("(has(self.header) ? 1 : 0) + (has(self.cookie) ? 1 : 0) + (has(self.userAgent) ? 1 : 0) == 1").message("a header condition names exactly one of header, cookie, userAgent"))]
+#[x_kube(validation = Rule::new("!has(self.header) || (has(self.value) ? 1 : 0) + (has(self.exact) ? 1 : 0) + (has(self.contains) ? 1 : 0) + (has(self.notContains) ? 1 : 0) + (has(self.present) ? 1 : 0) + (has(self.regex) ? 1 : 0) == 1").message("a header condition has exactly one of value, exact, contains, notContains, present, regex"))]
 pub struct HeaderCondition {
     /// Name of the request header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,7 +141,7 @@ pub struct HeaderCondition {
 /// exactly one of `http`, `https`, `http2` (alias `h2c`), `https2` (alias `h2`), `tcp`.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("[has(self.http), has(self.https), has(self.http2), has(self.h2c), has(self.https2), has(self.h2), has(self.tcp)].filter(x, x).size() == 1").message("a backend names its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp"))]
+#[x_kube(validation = Rule::new("(has(self.http) ? 1 : 0) + (has(self.https) ? 1 : 0) + (has(self.http2) ? 1 : 0) + (has(self.h2c) ? 1 : 0) + (has(self.https2) ? 1 : 0) + (has(self.h2) ? 1 : 0) + (has(self.tcp) ? 1 : 0) == 1").message("a backend names its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp"))]
 pub struct Backend {
     /// Service spoken to over HTTP/1.1.
     #[serde(default, skip_serializing_if = "Option::is_none")]

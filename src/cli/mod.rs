@@ -6,7 +6,7 @@ pub mod routes;
 pub mod serve;
 pub mod validate;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 /// sluice: a Kubernetes ingress control plane for Envoy.
 #[derive(Debug, Parser)]
@@ -59,4 +59,25 @@ pub fn split_list(values: &[String]) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect()
+}
+
+/// The flags that choose how routing is computed, shared by the commands that build the DAG.
+#[derive(Debug, Clone, Args)]
+pub struct RoutingFlags {
+    /// Namespaces where root IngressRoutes and Routes may live (comma-separated); all when empty.
+    #[arg(long, value_delimiter = ',')]
+    pub root_namespaces: Vec<String>,
+    /// The ingress class sluice serves.
+    #[arg(long, default_value = crate::dag::DEFAULT_INGRESS_CLASS)]
+    pub ingress_class_name: String,
+}
+
+impl RoutingFlags {
+    /// The DAG options these flags select.
+    pub fn dag_options(&self) -> crate::dag::Options {
+        crate::dag::Options {
+            root_namespaces: split_list(&self.root_namespaces),
+            ingress_class_name: self.ingress_class_name.clone(),
+        }
+    }
 }

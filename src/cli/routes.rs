@@ -18,12 +18,8 @@ pub struct RoutesArgs {
     /// File, directory or `-` for stdin. Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
     pub paths: Vec<String>,
-    /// Namespaces where root IngressRoutes and Routes may live (comma-separated); all when empty.
-    #[arg(long, value_delimiter = ',')]
-    pub root_namespaces: Vec<String>,
-    /// The ingress class sluice serves.
-    #[arg(long, default_value = crate::dag::DEFAULT_INGRESS_CLASS)]
-    pub ingress_class_name: String,
+    #[command(flatten)]
+    pub routing: super::RoutingFlags,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = RoutesFormat::Table)]
     pub output: RoutesFormat,
@@ -52,10 +48,7 @@ pub fn run(args: RoutesArgs) -> u8 {
         Document::Object(o) => Some(o),
         _ => None,
     });
-    let options = dag::Options {
-        root_namespaces: super::split_list(&args.root_namespaces),
-        ingress_class_name: args.ingress_class_name.clone(),
-    };
+    let options = args.routing.dag_options();
     let built = dag::build(&Snapshot::from_objects(objects), &options);
 
     if let Some(req) = &args.request {

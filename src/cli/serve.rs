@@ -25,6 +25,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "xds_cert")]
     pub xds_key: Option<PathBuf>,
 
+    /// Address Envoy's HTTP and HTTPS listeners bind.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub listen_address: String,
     /// Port of Envoy's HTTP listener.
     #[arg(long, default_value_t = 8080)]
     pub http_port: u16,
@@ -87,11 +90,119 @@ impl ServeArgs {
     }
 }
 
+impl ServeArgs {
+    /// The Envoy listener settings these flags select.
+    pub fn translate_options(&self) -> crate::translate::Options {
+        crate::translate::Options {
+            listen_address: self.listen_address.clone(),
+            http_port: self.http_port,
+            https_port: self.https_port,
+        }
+    }
+}
+
+/// A future that resolves on SIGTERM or SIGINT. The handlers are installed when this is called
+/// (inside a runtime), so a signal that arrives during start-up is not lost.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {},
+                        _ = int.recv() => {},
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 /// Runs `sluice serve` until SIGTERM/SIGINT; returns the exit code.
 pub fn run(args: ServeArgs) -> u8 {
-    eprintln!(
-        "sluice serve: not available in this build yet ({:?})",
-        args.manifests
-    );
-    2
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let Some(manifests) = args.manifests.clone() else {
+        return run_cluster(args);
+    };
+    let xds_tls = match crate::app::standalone::build_xds_tls(
+        args.xds_ca.as_deref(),
+        args.xds_cert.as_deref(),
+        args.xds_key.as_deref(),
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sluice serve: {e:#}");
+            return 2;
+        }
+    };
+    let config = crate::app::standalone::StandaloneConfig {
+        manifests,
+        xds_address: args.xds_address,
+        xds_tls,
+        dag_options: args.dag_options(),
+        translate_options: args.translate_options(),
+        debounce: std::time::Duration::from_millis(200),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice serve: starting the runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(async {
+        let signal = shutdown_signal();
+        crate::app::standalone::run(config, signal).await
+    }) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sluice serve: {e:#}");
+            1
+        }
+    }
+}
+
+/// Cluster mode: no --manifests.
+fn run_cluster(args: ServeArgs) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice serve: starting the runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(async {
+        // Signal handlers are installed inside the runtime, before start-up work.
+        let signal = shutdown_signal();
+        crate::app::cluster::serve(&args, signal).await
+    }) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sluice serve: {e:#}");
+            1
+        }
+    }
 }

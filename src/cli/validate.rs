@@ -28,12 +28,8 @@ pub struct ValidateArgs {
     /// File, directory (searched recursively for .yaml/.yml/.json) or `-` for stdin. Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
     pub paths: Vec<String>,
-    /// Namespaces where root IngressRoutes and Routes may live (comma-separated); all when empty.
-    #[arg(long, value_delimiter = ',')]
-    pub root_namespaces: Vec<String>,
-    /// The ingress class sluice serves.
-    #[arg(long, default_value = crate::dag::DEFAULT_INGRESS_CLASS)]
-    pub ingress_class_name: String,
+    #[command(flatten)]
+    pub routing: super::RoutingFlags,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Human)]
     pub output: OutputFormat,
@@ -162,10 +158,7 @@ pub fn run(args: ValidateArgs) -> u8 {
             return 2;
         }
     };
-    let options = dag::Options {
-        root_namespaces: super::split_list(&args.root_namespaces),
-        ingress_class_name: args.ingress_class_name.clone(),
-    };
+    let options = args.routing.dag_options();
     let reports = validate_documents(docs, &options);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -122,6 +122,10 @@ impl<'a> Builder<'a> {
         message: impl Into<String>,
     ) {
         let acc = self.acc(obj, None);
+        if acc.state != Some(State::Invalid) {
+            // A description written while the object still looked valid no longer applies.
+            acc.description = None;
+        }
         acc.state = Some(State::Invalid);
         acc.messages.push(StatusMessage {
             reason,
@@ -426,10 +430,9 @@ impl<'a> Builder<'a> {
                     State::Ignored => "ignored".to_string(),
                 });
                 let description = if state == State::Invalid && acc.messages.len() > 1 {
-                    format!(
-                        "{description} (and {} more problems)",
-                        acc.messages.len() - 1
-                    )
+                    let more = acc.messages.len() - 1;
+                    let plural = if more == 1 { "" } else { "s" };
+                    format!("{description} (and {more} more problem{plural})")
                 } else {
                     description
                 };

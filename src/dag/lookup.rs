@@ -21,10 +21,10 @@ pub fn select_vhost<'d>(dag: &'d Dag, host: &str) -> Option<&'d VirtualHost> {
     if let Some(v) = dag.vhosts.get(&host) {
         return Some(v);
     }
-    if let Some((_, parent)) = host.split_once('.') {
-        if let Some(v) = dag.vhosts.get(&format!("*.{parent}")) {
-            return Some(v);
-        }
+    if let Some((_, parent)) = host.split_once('.')
+        && let Some(v) = dag.vhosts.get(&format!("*.{parent}"))
+    {
+        return Some(v);
     }
     dag.vhosts.get("*")
 }
@@ -40,10 +40,24 @@ fn strip_port(host: &str) -> &str {
     }
 }
 
+/// `//` → `/`, as Envoy's `merge_slashes` does to request paths and sluice's translation does to
+/// string-prefix matches.
+pub fn merge_slashes(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && out.ends_with('/')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The route that takes the request, if any (none means 404).
 pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &'d Route)> {
     let vhost = select_vhost(dag, req.host)?;
-    let path = req.path.split(['?', '#']).next().unwrap_or("");
+    // Envoy merges consecutive slashes (merge_slashes) before matching; so does the model.
+    let path = merge_slashes(req.path.split(['?', '#']).next().unwrap_or(""));
+    let path = path.as_str();
     let route = vhost.routes.iter().find(|r| {
         r.path.matches(path)
             && r.headers.iter().all(|h| {
@@ -61,6 +75,12 @@ pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slashes_are_merged() {
+        assert_eq!(merge_slashes("/a//b///c"), "/a/b/c");
+        assert_eq!(merge_slashes("/"), "/");
+    }
 
     #[test]
     fn ports_are_stripped() {

@@ -110,6 +110,9 @@ impl PathMatch {
             PathMatch::Prefix(p) => {
                 path == p || (path.starts_with(p.as_str()) && path.as_bytes()[p.len()] == b'/')
             }
+            PathMatch::StringPrefix(p) if p.contains("//") => {
+                path.starts_with(super::lookup::merge_slashes(p).as_str())
+            }
             PathMatch::StringPrefix(p) => path.starts_with(p.as_str()),
         }
     }

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use super::model::{Dag, Route, RouteAction, State};
+use crate::validate::common::Timeout;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TableHost {
@@ -12,6 +13,9 @@ pub struct TableHost {
     pub tls: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// TCP proxying (IngressRoute v1 `tcp` backends): `cluster (weight)` entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_proxy: Option<Vec<String>>,
     pub routes: Vec<TableRoute>,
 }
 
@@ -26,6 +30,12 @@ pub struct TableRoute {
     /// On TLS hosts: `redirect` (HTTP gets a 301) or `permitted` (served over HTTP too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http: Option<String>,
+    /// Request timeout, when set (`infinity` or e.g. `1s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+    /// Retries, when set: `N` or `N (per try 150ms)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<String>,
     pub source: String,
 }
 
@@ -49,6 +59,11 @@ pub fn route_table(dag: &Dag) -> Vec<TableHost> {
                 .as_ref()
                 .map(|t| format!("{} (min TLS {})", t.secret, tls_version(t.min_version))),
             owner: v.owner.as_ref().map(|o| o.to_string()),
+            tcp_proxy: v.tcp_proxy.as_ref().map(|cs| {
+                cs.iter()
+                    .map(|c| format!("{} ({})", c.cluster, c.weight))
+                    .collect()
+            }),
             routes: v
                 .routes
                 .iter()
@@ -79,6 +94,14 @@ pub fn table_route(r: &Route, tls: bool) -> TableRoute {
                 "redirect"
             }
             .to_string()
+        }),
+        timeout: r.timeout.map(|t| match t {
+            Timeout::Infinite => "infinity".to_string(),
+            Timeout::After(d) => format!("{d:?}"),
+        }),
+        retries: r.retry.as_ref().map(|p| match p.per_try_timeout {
+            Some(d) => format!("{} (per try {d:?})", p.count),
+            None => p.count.to_string(),
         }),
         source: r.source.to_string(),
     }

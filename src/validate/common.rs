@@ -233,7 +233,7 @@ pub fn validate_dns1123_label(path: &str, value: &str, what: &str) -> Result<(),
             path,
             value,
             format!(
-                "must be a {what} name: lowercase letters, digits and '-', at most 63 characters"
+                "must be a valid {what} name: lowercase letters, digits and '-', at most 63 characters"
             ),
         ))
     }
@@ -257,7 +257,7 @@ pub fn validate_dns1123_subdomain(path: &str, value: &str, what: &str) -> Result
             path,
             value,
             format!(
-                "must be a {what} name: lowercase letters, digits, '-' and '.', at most 253 characters"
+                "must be a valid {what} name: lowercase letters, digits, '-' and '.', at most 253 characters"
             ),
         ))
     }

@@ -89,7 +89,7 @@ fn gateway_class_parameters_namespace_is_a_namespace_name() {
     assert_eq!(
         errors(c),
         [
-            "spec.parametersRef.namespace: \"Bad_NS\" must be a namespace name: lowercase letters, digits and '-', at most 63 characters"
+            "spec.parametersRef.namespace: \"Bad_NS\" must be a valid namespace name: lowercase letters, digits and '-', at most 63 characters"
         ]
     );
 }
@@ -142,7 +142,7 @@ fn listener_names_are_unique_and_well_formed() {
         errors(g),
         [
             "spec.listeners[1].name: \"web\" is already the name of spec.listeners[0]; listener names must be unique within a Gateway",
-            "spec.listeners[2].name: \"Web\" must be a listener name: lowercase letters, digits, '-' and '.', at most 253 characters",
+            "spec.listeners[2].name: \"Web\" must be a valid listener name: lowercase letters, digits, '-' and '.', at most 253 characters",
         ]
     );
 }
@@ -289,7 +289,7 @@ fn httproute_parent_refs_are_well_formed() {
         errors(r),
         [
             "spec.parentRefs[0].port: 70000 must be a port number between 1 and 65535",
-            "spec.parentRefs[0].sectionName: \"Web\" must be a section (listener) name: lowercase letters, digits, '-' and '.', at most 253 characters",
+            "spec.parentRefs[0].sectionName: \"Web\" must be a valid section (listener) name: lowercase letters, digits, '-' and '.', at most 253 characters",
         ]
     );
 }
@@ -524,9 +524,9 @@ fn reference_grants_name_namespaces_and_kinds() {
     assert_eq!(
         errors(g),
         [
-            "spec.from[0].namespace: \"Bad NS\" must be a namespace name: lowercase letters, digits and '-', at most 63 characters",
+            "spec.from[0].namespace: \"Bad NS\" must be a valid namespace name: lowercase letters, digits and '-', at most 63 characters",
             "spec.from[1].kind: is required; name the kind of the referring objects, e.g. HTTPRoute",
-            "spec.to[0].name: \"a/b\" must be a object name: lowercase letters, digits, '-' and '.', at most 253 characters",
+            "spec.to[0].name: \"a/b\" must be a valid object name: lowercase letters, digits, '-' and '.', at most 253 characters",
         ]
     );
     let empty = mk(

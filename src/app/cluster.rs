@@ -1,0 +1,194 @@
+//! Cluster mode of `sluice serve` (no `--manifests`): connects with the kubeconfig (`KUBECONFIG`,
+//! `~/.kube/config`) or the in-cluster service account, runs [`crate::k8s::Cluster`] and stops it
+//! cleanly on SIGTERM/SIGINT (the leader releases its Lease, so a successor takes over at once).
+//!
+//! The caller supplies the [`Publisher`] (the app's pipeline: DAG → translate → xDS cache) and,
+//! for the webhook's index, reads [`Cluster::built`].
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use anyhow::Context;
+
+use crate::cli::serve::ServeArgs;
+use crate::k8s::{self, Cluster, LoadBalancerSource, Publisher};
+
+/// Cluster-mode settings from the `serve` flags.
+pub fn config_from_args(args: &ServeArgs) -> anyhow::Result<k8s::Config> {
+    let identity = match &args.identity {
+        Some(id) if !id.is_empty() => id.clone(),
+        _ => default_identity(),
+    };
+    let mut config = k8s::Config::new(&args.namespace, &identity);
+    config.lease_name = args.lease_name.clone();
+    config.load_balancer = match (&args.ingress_status_address, &args.envoy_service) {
+        (Some(_), Some(_)) => {
+            anyhow::bail!("--ingress-status-address and --envoy-service exclude each other")
+        }
+        (Some(a), None) => LoadBalancerSource::Address(a.clone()),
+        (None, Some(s)) => LoadBalancerSource::EnvoyService(k8s::parse_service_ref(s)?),
+        (None, None) => LoadBalancerSource::None,
+    };
+    Ok(config)
+}
+
+/// `HOSTNAME` (a Pod's name) or the kernel host name, plus the process id: unique per replica.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "sluice".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+/// A client from the kubeconfig or the in-cluster environment.
+pub async fn connect() -> anyhow::Result<kube::Client> {
+    let config = kube::Config::infer()
+        .await
+        .context("no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Runs cluster mode until `shutdown` resolves.
+pub async fn run(
+    args: &ServeArgs,
+    publish: Publisher,
+    on_start: impl FnOnce(&Cluster),
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let config = config_from_args(args)?;
+    let client = connect().await?;
+    tracing::info!(
+        identity = %config.identity,
+        namespace = %config.namespace,
+        lease = %config.lease_name,
+        "starting cluster mode"
+    );
+    let cluster = Cluster::start(client, config, publish).await?;
+    on_start(&cluster);
+    let metrics_task = args
+        .metrics_address
+        .map(|addr| tokio::spawn(serve_metrics(addr, cluster.metrics().clone())));
+    shutdown.await;
+    tracing::info!("shutting down");
+    cluster.shutdown().await;
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
+    Ok(())
+}
+
+/// The whole of `sluice serve` in cluster mode: the app pipeline (DAG → translate → xDS cache)
+/// fed by the cluster watches, the ADS server, the admission webhook (with `--webhook-address`)
+/// whose index is refreshed with every build, and the status writer.
+pub async fn serve(
+    args: &ServeArgs,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    let xds_tls = super::standalone::build_xds_tls(
+        args.xds_ca.as_deref(),
+        args.xds_cert.as_deref(),
+        args.xds_key.as_deref(),
+    )?;
+    let pipeline = Arc::new(super::Pipeline::new(
+        args.dag_options(),
+        args.translate_options(),
+    ));
+    let index = crate::webhook::index::IndexHandle::new(args.dag_options());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    let webhook = crate::webhook::WebhookConfig::from_serve_args(
+        args,
+        crate::webhook::metrics::Metrics::default(),
+    )
+    .map(|cfg| crate::webhook::spawn(cfg, index.clone(), stopped(stop_rx.clone())));
+
+    let listener = tokio::net::TcpListener::bind(args.xds_address)
+        .await
+        .with_context(|| format!("binding the xDS server to {}", args.xds_address))?;
+    tracing::info!(address = %args.xds_address, tls = xds_tls.is_some(), "serving xDS (cluster mode)");
+    let server = crate::xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
+    let xds_task = tokio::spawn(crate::xds::serve(
+        listener,
+        server,
+        xds_tls,
+        stopped(stop_rx.clone()),
+    ));
+
+    let publish: Publisher = {
+        let pipeline = pipeline.clone();
+        let index = index.clone();
+        Arc::new(move |snapshot: &crate::store::Snapshot| {
+            index.replace(snapshot);
+            let dag = pipeline.publish(snapshot);
+            super::log_statuses(&dag);
+            dag
+        })
+    };
+    let result = run(args, publish, |_| {}, shutdown).await;
+    let _ = stop_tx.send(true);
+    if let Some(w) = webhook {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), w).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "webhook stopped with an error"),
+            Ok(_) => {}
+            Err(_) => tracing::warn!("webhook did not stop within 10s"),
+        }
+    }
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), xds_task).await;
+    result
+}
+
+/// `/metrics` in the Prometheus text format.
+async fn serve_metrics(addr: SocketAddr, metrics: k8s::Metrics) {
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let registry = std::sync::Arc::new(registry);
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let registry = registry.clone();
+            async move {
+                let mut out = String::new();
+                match prometheus_client::encoding::text::encode(&mut out, &registry) {
+                    Ok(()) => (axum::http::StatusCode::OK, out),
+                    Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+                }
+            }
+        }),
+    );
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => {
+            tracing::info!(address = %addr, "serving metrics");
+            if let Err(e) = axum::serve(l, app).await {
+                tracing::warn!(error = %e, "metrics server stopped");
+            }
+        }
+        Err(e) => tracing::warn!(address = %addr, error = %e, "cannot bind the metrics address"),
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

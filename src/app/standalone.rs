@@ -1,0 +1,236 @@
+//! Standalone mode: every YAML/JSON object under a directory is the whole world. sluice serves xDS
+//! from it and reloads when files change (debounced). A reload that cannot read every file, or
+//! finds a document that does not fit its schema, is reported (file and document named) and the
+//! last good state keeps serving.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::{mpsc, watch};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+
+use super::{Pipeline, log_statuses};
+use crate::manifest::{Document, load_paths};
+use crate::store::Snapshot;
+use crate::{dag, translate, validate, xds};
+
+/// Everything standalone mode needs.
+#[derive(Clone, Debug)]
+pub struct StandaloneConfig {
+    pub manifests: PathBuf,
+    pub xds_address: SocketAddr,
+    pub xds_tls: Option<ServerTlsConfig>,
+    pub dag_options: dag::Options,
+    pub translate_options: translate::Options,
+    /// Quiet time after a file change before reloading.
+    pub debounce: Duration,
+}
+
+/// Reads every manifest under `dir`. Err lists every problem that makes the set unusable.
+/// Objects that fail admission rules are kept (the routing model marks them invalid) and
+/// reported as warnings.
+pub fn load_manifests(dir: &Path, ingress_class: &str) -> Result<Snapshot, Vec<String>> {
+    let docs = load_paths(&[dir.display().to_string()]).map_err(|e| vec![e.to_string()])?;
+    let mut errors = Vec::new();
+    let mut objects = Vec::new();
+    for (source, doc) in docs {
+        match doc {
+            Document::Object(obj) => {
+                let verdict = validate::validate_object_for_class(&obj, ingress_class);
+                for e in &verdict.errors {
+                    tracing::warn!(at = %source, object = %obj.object_ref(), "{e}");
+                }
+                objects.push(obj);
+            }
+            Document::Skipped { .. } => {}
+            Document::Rejected { object, error } => {
+                errors.push(format!("{source}: {object}: {error}"));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(Snapshot::from_objects(objects))
+    } else {
+        Err(errors)
+    }
+}
+
+/// The xDS server's TLS from PEM files: server identity, plus client verification with a CA.
+pub fn build_xds_tls(
+    ca: Option<&Path>,
+    cert: Option<&Path>,
+    key: Option<&Path>,
+) -> anyhow::Result<Option<ServerTlsConfig>> {
+    let (Some(cert), Some(key)) = (cert, key) else {
+        return Ok(None);
+    };
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
+    if let Some(ca) = ca {
+        tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
+    }
+    Ok(Some(tls))
+}
+
+/// Loads, publishes and reports; keeps the last good state on failure. Returns whether it
+/// published.
+fn reload(pipeline: &Pipeline, cfg: &StandaloneConfig) -> bool {
+    match load_manifests(&cfg.manifests, &cfg.dag_options.ingress_class_name) {
+        Ok(snapshot) => {
+            let dag = pipeline.publish(&snapshot);
+            log_statuses(&dag);
+            true
+        }
+        Err(errors) => {
+            for e in &errors {
+                tracing::error!("{e}");
+            }
+            tracing::error!(
+                problems = errors.len(),
+                dir = %cfg.manifests.display(),
+                "manifests not loaded; the last good configuration keeps serving"
+            );
+            false
+        }
+    }
+}
+
+/// Runs standalone mode until `shutdown` completes.
+pub async fn run(
+    cfg: StandaloneConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(&cfg.manifests)
+        .with_context(|| format!("--manifests {}", cfg.manifests.display()))?;
+    anyhow::ensure!(
+        meta.is_dir(),
+        "--manifests {}: not a directory",
+        cfg.manifests.display()
+    );
+    let pipeline = Pipeline::new(cfg.dag_options.clone(), cfg.translate_options.clone());
+    reload(&pipeline, &cfg);
+
+    let (changes_tx, mut changes) = mpsc::unbounded_channel::<()>();
+    let mut watcher =
+        notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
+            Ok(_) => _ = changes_tx.send(()),
+            Err(e) => tracing::warn!(error = %e, "file watch error"),
+        })
+        .context("starting the file watcher")?;
+    watcher
+        .watch(&cfg.manifests, RecursiveMode::Recursive)
+        .with_context(|| format!("watching {}", cfg.manifests.display()))?;
+
+    let listener = tokio::net::TcpListener::bind(cfg.xds_address)
+        .await
+        .with_context(|| format!("binding the xDS server to {}", cfg.xds_address))?;
+    tracing::info!(
+        address = %cfg.xds_address,
+        tls = cfg.xds_tls.is_some(),
+        manifests = %cfg.manifests.display(),
+        "serving xDS (standalone mode)"
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let server = xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
+    let mut server_stop = stop_rx;
+    let server_task = tokio::spawn(xds::serve(
+        listener,
+        server,
+        cfg.xds_tls.clone(),
+        async move {
+            let _ = server_stop.wait_for(|s| *s).await;
+        },
+    ));
+
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            got = changes.recv() => {
+                if got.is_none() {
+                    break;
+                }
+                // Debounce: wait until the directory has been quiet for a while.
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(cfg.debounce) => break,
+                        more = changes.recv() => if more.is_none() { break },
+                    }
+                }
+                tracing::info!("manifests changed, reloading");
+                reload(&pipeline, &cfg);
+            }
+        }
+    }
+    tracing::info!("shutting down");
+    drop(watcher);
+    let _ = stop_tx.send(true);
+    match tokio::time::timeout(Duration::from_secs(10), server_task).await {
+        Ok(Ok(r)) => r.context("xDS server")?,
+        Ok(Err(e)) => anyhow::bail!("xDS server task: {e}"),
+        Err(_) => tracing::warn!("xDS server did not stop within 10s"),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SVC: &str = "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: ns}\nspec:\n  ports: [{port: 80}]\n";
+
+    #[test]
+    fn loads_objects_and_reports_rejected_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("svc.yaml"), SVC).unwrap();
+        let snap = load_manifests(dir.path(), "sluice").unwrap();
+        assert_eq!(snap.services.len(), 1);
+        std::fs::write(
+            dir.path().join("bad.yaml"),
+            "apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec:\n  ports: 3\n",
+        )
+        .unwrap();
+        let errs = load_manifests(dir.path(), "sluice").unwrap_err();
+        assert_eq!(errs.len(), 1);
+        let file = dir.path().join("bad.yaml").display().to_string();
+        assert!(
+            errs[0].starts_with(&format!(
+                "{file} (document 0): Service default/b: spec.ports"
+            )),
+            "{}",
+            errs[0]
+        );
+    }
+
+    #[test]
+    fn unreadable_yaml_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("broken.yaml"), "a: [").unwrap();
+        let errs = load_manifests(dir.path(), "sluice").unwrap_err();
+        assert!(errs[0].contains("broken.yaml"), "{}", errs[0]);
+    }
+
+    #[test]
+    fn a_bad_reload_keeps_the_last_good_state() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("svc.yaml"), SVC).unwrap();
+        let cfg = StandaloneConfig {
+            manifests: dir.path().to_path_buf(),
+            xds_address: "127.0.0.1:0".parse().unwrap(),
+            xds_tls: None,
+            dag_options: dag::Options::default(),
+            translate_options: translate::Options::default(),
+            debounce: Duration::from_millis(10),
+        };
+        let p = Pipeline::new(cfg.dag_options.clone(), cfg.translate_options.clone());
+        assert!(reload(&p, &cfg));
+        let before = p.xds().borrow().clone();
+        std::fs::write(dir.path().join("svc.yaml"), "a: [").unwrap();
+        assert!(!reload(&p, &cfg));
+        assert_eq!(*p.xds().borrow().clone(), *before);
+    }
+}

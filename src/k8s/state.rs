@@ -1,0 +1,390 @@
+//! The live cluster state cluster mode keeps: the [`Snapshot`] `dag::build` reads, updated on every
+//! watch event, plus what the status writer needs to know about each routing object (its current
+//! status, whether sluice owns status fields on it) and the objects that could not be decoded.
+//!
+//! Everything here is synchronous and pure so it is tested without a cluster; the watch tasks hold
+//! the lock only to apply one event.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+
+use serde_json::Value;
+
+use crate::api::{Kind, ObjKey, ObjectRef};
+use crate::manifest::{Document, decode_value};
+use crate::store::{AnyObject, Snapshot};
+use crate::validate::FieldError;
+
+/// The field manager sluice writes status with.
+pub const FIELD_MANAGER: &str = "sluice";
+
+/// One object from a watch, made ready for the store.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub object: ObjectRef,
+    /// Hash of everything routing can read (status, resourceVersion and managedFields excluded):
+    /// an event that changes only those does not trigger a rebuild.
+    pub fingerprint: u64,
+    pub observed: Observed,
+    /// The typed object, or why it does not decode.
+    pub decoded: Result<AnyObject, FieldError>,
+}
+
+/// What the status writer needs to know about an object as it is in the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    pub generation: Option<i64>,
+    /// The object's `status`, as stored.
+    pub status: Option<Value>,
+    /// Whether field manager `sluice` owns fields of the status subresource.
+    pub sluice_owns_status: bool,
+}
+
+/// Why a watched value cannot be stored at all (not even as a rejected object).
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PrepareError {
+    #[error("object has no metadata.name")]
+    NoName,
+    #[error("{0}")]
+    Decode(#[from] crate::manifest::DecodeError),
+    #[error("unexpected type {0}")]
+    UnexpectedType(String),
+}
+
+/// Turns one watched object (as JSON) into a [`Prepared`]: drops what sluice never reads
+/// (managedFields, the last-applied annotation), takes the status aside and decodes the rest.
+/// `api_version`/`kind` are those of the watched resource (list items may omit them).
+pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
+    let Value::Object(map) = &mut value else {
+        return Err(crate::manifest::DecodeError::NotAMapping.into());
+    };
+    // The apiVersion the object came at may differ for Gateway API fallbacks; decode_value only
+    // needs the group to match.
+    if !map.contains_key("apiVersion") {
+        map.insert("apiVersion".into(), Value::from(kind.api_version()));
+    }
+    map.insert("kind".into(), Value::from(kind.kind()));
+    let status = map.remove("status");
+    let mut sluice_owns_status = false;
+    let mut generation = None;
+    if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+        if let Some(Value::Array(fields)) = meta.remove("managedFields") {
+            sluice_owns_status = fields.iter().any(owns_status);
+        }
+        if let Some(Value::Object(ann)) = meta.get_mut("annotations") {
+            ann.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+        generation = meta.get("generation").and_then(Value::as_i64);
+    }
+    let fingerprint = fingerprint(map);
+    let observed = Observed {
+        generation,
+        status,
+        sluice_owns_status,
+    };
+    match decode_value(value)? {
+        Document::Object(obj) => Ok(Prepared {
+            object: obj.object_ref(),
+            fingerprint,
+            observed,
+            decoded: Ok(obj),
+        }),
+        Document::Rejected { object, error } if !object.key.name.is_empty() => Ok(Prepared {
+            object,
+            fingerprint,
+            observed,
+            decoded: Err(error),
+        }),
+        Document::Rejected { .. } => Err(PrepareError::NoName),
+        Document::Skipped { api_version, kind } => Err(PrepareError::UnexpectedType(format!(
+            "{api_version} {kind}"
+        ))),
+    }
+}
+
+/// Whether one managedFields entry is sluice's, on the status subresource, owning something.
+fn owns_status(entry: &Value) -> bool {
+    entry.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
+        && entry.get("subresource").and_then(Value::as_str) == Some("status")
+        && entry
+            .get("fieldsV1")
+            .and_then(|f| f.get("f:status"))
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+}
+
+fn fingerprint(map: &serde_json::Map<String, Value>) -> u64 {
+    let mut h = DefaultHasher::new();
+    for (k, v) in map {
+        if k == "metadata" {
+            if let Value::Object(meta) = v {
+                for (mk, mv) in meta {
+                    if mk != "resourceVersion" && mk != "managedFields" {
+                        mk.hash(&mut h);
+                        mv.to_string().hash(&mut h);
+                    }
+                }
+            }
+        } else {
+            k.hash(&mut h);
+            v.to_string().hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// A routing object that is in the cluster but does not decode into sluice's types.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejected {
+    pub error: FieldError,
+    pub generation: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    fingerprint: u64,
+    observed: Observed,
+}
+
+/// The live state: snapshot + per-object bookkeeping.
+#[derive(Debug, Default)]
+pub struct ClusterState {
+    snapshot: Snapshot,
+    entries: HashMap<ObjectRef, Entry>,
+    rejected: BTreeMap<ObjectRef, Rejected>,
+    synced: BTreeSet<Kind>,
+}
+
+impl ClusterState {
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// Objects that are stored in the cluster but do not decode.
+    pub fn rejected(&self) -> &BTreeMap<ObjectRef, Rejected> {
+        &self.rejected
+    }
+
+    pub fn observed(&self, obj: &ObjectRef) -> Option<&Observed> {
+        self.entries.get(obj).map(|e| &e.observed)
+    }
+
+    /// Records what a status write returned, so the writer does not write it again before the
+    /// watch event arrives.
+    pub fn set_observed(&mut self, obj: &ObjectRef, observed: Observed) {
+        if let Some(e) = self.entries.get_mut(obj) {
+            e.observed = observed;
+        }
+    }
+
+    /// Whether the initial list of a kind is complete.
+    pub fn is_synced(&self, kind: Kind) -> bool {
+        self.synced.contains(&kind)
+    }
+
+    /// Adds or updates one object. Returns whether routing input changed (a rebuild is needed).
+    pub fn apply(&mut self, p: Prepared) -> bool {
+        let changed = self
+            .entries
+            .get(&p.object)
+            .is_none_or(|e| e.fingerprint != p.fingerprint);
+        self.entries.insert(
+            p.object.clone(),
+            Entry {
+                fingerprint: p.fingerprint,
+                observed: p.observed.clone(),
+            },
+        );
+        match p.decoded {
+            Ok(obj) => {
+                self.rejected.remove(&p.object);
+                self.snapshot.insert(obj);
+            }
+            Err(error) => {
+                self.snapshot.remove(p.object.kind, &p.object.key);
+                self.rejected.insert(
+                    p.object,
+                    Rejected {
+                        error,
+                        generation: p.observed.generation,
+                    },
+                );
+            }
+        }
+        changed
+    }
+
+    /// Removes one object. Returns whether it was there.
+    pub fn delete(&mut self, obj: &ObjectRef) -> bool {
+        let had = self.entries.remove(obj).is_some();
+        self.rejected.remove(obj);
+        self.snapshot.remove(obj.kind, &obj.key) || had
+    }
+
+    /// Replaces every object of a kind with a complete listing (a watch (re)started). Returns
+    /// whether anything changed.
+    pub fn replace_kind(&mut self, kind: Kind, items: Vec<Prepared>) -> bool {
+        let listed: BTreeSet<ObjKey> = items.iter().map(|p| p.object.key.clone()).collect();
+        let stale: Vec<ObjectRef> = self
+            .entries
+            .keys()
+            .filter(|r| r.kind == kind && !listed.contains(&r.key))
+            .cloned()
+            .collect();
+        let mut changed = !self.synced.contains(&kind);
+        for r in stale {
+            changed |= self.delete(&r);
+        }
+        for p in items {
+            changed |= self.apply(p);
+        }
+        self.synced.insert(kind);
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn mk_route(name: &str, rv: &str, prefix: Value) -> Value {
+        json!({
+            "apiVersion": "contour.heptio.com/v1alpha1",
+            "kind": "Route",
+            "metadata": {
+                "name": name, "namespace": "team", "generation": 3, "resourceVersion": rv,
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{…}", "keep": "me"},
+                "managedFields": [
+                    {"manager": "sluice", "subresource": "status", "operation": "Apply",
+                     "fieldsV1": {"f:status": {"f:currentStatus": {}}}}
+                ]
+            },
+            "spec": {"host": "a.example.com", "routes": [{"pathPrefix": prefix, "upstreams": [{"serviceName": "s", "servicePort": 80}]}]},
+            "status": {"currentStatus": "valid"}
+        })
+    }
+
+    #[test]
+    fn prepare_takes_status_aside_and_strips_noise() {
+        let p = prepare(Kind::RouteV1alpha1, mk_route("r", "1", json!("/"))).unwrap();
+        assert_eq!(p.object, ObjectRef::new(Kind::RouteV1alpha1, "team", "r"));
+        assert_eq!(p.observed.generation, Some(3));
+        assert_eq!(p.observed.status, Some(json!({"currentStatus": "valid"})));
+        assert!(p.observed.sluice_owns_status);
+        let Ok(AnyObject::RouteV1alpha1(r)) = &p.decoded else {
+            panic!("not decoded: {:?}", p.decoded)
+        };
+        let ann = r.metadata.annotations.as_ref().unwrap();
+        assert_eq!(ann.keys().collect::<Vec<_>>(), vec!["keep"]);
+        assert!(r.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn fingerprint_ignores_status_and_resource_version_only() {
+        let a = prepare(Kind::RouteV1alpha1, mk_route("r", "1", json!("/"))).unwrap();
+        let mut v = mk_route("r", "2", json!("/"));
+        v["status"] = json!({"currentStatus": "invalid"});
+        let b = prepare(Kind::RouteV1alpha1, v).unwrap();
+        assert_eq!(a.fingerprint, b.fingerprint);
+        let c = prepare(Kind::RouteV1alpha1, mk_route("r", "3", json!("/x"))).unwrap();
+        assert_ne!(a.fingerprint, c.fingerprint);
+    }
+
+    #[test]
+    fn other_managers_do_not_count_as_sluice_owning_status() {
+        let mut v = mk_route("r", "1", json!("/"));
+        v["metadata"]["managedFields"][0]["manager"] = json!("kubectl");
+        assert!(
+            !prepare(Kind::RouteV1alpha1, v)
+                .unwrap()
+                .observed
+                .sluice_owns_status
+        );
+        let mut v = mk_route("r", "1", json!("/"));
+        v["metadata"]["managedFields"][0]["subresource"] = Value::Null;
+        assert!(
+            !prepare(Kind::RouteV1alpha1, v)
+                .unwrap()
+                .observed
+                .sluice_owns_status
+        );
+    }
+
+    #[test]
+    fn malformed_object_is_rejected_not_stored_and_recovers() {
+        let mut st = ClusterState::default();
+        let good = prepare(Kind::RouteV1alpha1, mk_route("r", "1", json!("/"))).unwrap();
+        assert!(st.apply(good));
+        assert_eq!(st.snapshot().routes_v1alpha1.len(), 1);
+
+        let bad = prepare(Kind::RouteV1alpha1, mk_route("r", "2", json!(42))).unwrap();
+        let err = bad.decoded.clone().unwrap_err();
+        assert!(err.path.contains("pathPrefix"), "{err}");
+        assert!(st.apply(bad));
+        assert!(st.snapshot().routes_v1alpha1.is_empty());
+        let r = ObjectRef::new(Kind::RouteV1alpha1, "team", "r");
+        assert_eq!(st.rejected().get(&r).map(|x| x.generation), Some(Some(3)));
+
+        let fixed = prepare(Kind::RouteV1alpha1, mk_route("r", "3", json!("/"))).unwrap();
+        assert!(st.apply(fixed));
+        assert!(st.rejected().is_empty());
+        assert_eq!(st.snapshot().routes_v1alpha1.len(), 1);
+    }
+
+    #[test]
+    fn status_only_updates_do_not_ask_for_a_rebuild_but_are_observed() {
+        let mut st = ClusterState::default();
+        st.apply(prepare(Kind::RouteV1alpha1, mk_route("r", "1", json!("/"))).unwrap());
+        let mut v = mk_route("r", "2", json!("/"));
+        v["status"] = json!({"currentStatus": "orphaned"});
+        assert!(!st.apply(prepare(Kind::RouteV1alpha1, v).unwrap()));
+        let r = ObjectRef::new(Kind::RouteV1alpha1, "team", "r");
+        assert_eq!(
+            st.observed(&r).unwrap().status,
+            Some(json!({"currentStatus": "orphaned"}))
+        );
+    }
+
+    #[test]
+    fn replace_kind_drops_what_the_new_listing_lacks() {
+        let mut st = ClusterState::default();
+        st.apply(prepare(Kind::RouteV1alpha1, mk_route("a", "1", json!("/"))).unwrap());
+        st.apply(prepare(Kind::RouteV1alpha1, mk_route("b", "1", json!("/"))).unwrap());
+        assert!(!st.is_synced(Kind::RouteV1alpha1));
+        let listing = vec![prepare(Kind::RouteV1alpha1, mk_route("b", "1", json!("/"))).unwrap()];
+        assert!(st.replace_kind(Kind::RouteV1alpha1, listing.clone()));
+        assert!(st.is_synced(Kind::RouteV1alpha1));
+        let names: Vec<_> = st
+            .snapshot()
+            .routes_v1alpha1
+            .keys()
+            .map(|k| k.name.clone())
+            .collect();
+        assert_eq!(names, vec!["b"]);
+        // The same listing again changes nothing.
+        assert!(!st.replace_kind(Kind::RouteV1alpha1, listing));
+    }
+
+    #[test]
+    fn delete_removes_everything_about_the_object() {
+        let mut st = ClusterState::default();
+        st.apply(prepare(Kind::RouteV1alpha1, mk_route("a", "1", json!(7))).unwrap());
+        let r = ObjectRef::new(Kind::RouteV1alpha1, "team", "a");
+        assert!(st.delete(&r));
+        assert!(st.rejected().is_empty() && st.observed(&r).is_none());
+        assert!(!st.delete(&r));
+    }
+
+    #[test]
+    fn list_items_without_type_meta_still_decode() {
+        let v = json!({"metadata": {"name": "svc", "namespace": "ns"}, "spec": {"ports": [{"port": 80}]}});
+        let p = prepare(Kind::Service, v).unwrap();
+        assert!(matches!(p.decoded, Ok(AnyObject::Service(_))));
+        assert_eq!(
+            prepare(Kind::Service, json!({"metadata": {}})).unwrap_err(),
+            PrepareError::NoName
+        );
+    }
+}

@@ -1,0 +1,595 @@
+//! Desired status per object, computed from the DAG's verdict and the object's current status.
+//!
+//! Pure: the writer calls [`plan`] for each routing object and writes only what differs. Rules:
+//! - IngressRoute (both versions) and Route get `currentStatus`, `description`,
+//!   `observedGeneration` and the `Valid`/`Ready` conditions (Route also `errors[]` and
+//!   `lastProcessTime`);
+//! - Ingress gets `status.loadBalancer` when an address is configured, and nothing else;
+//! - objects of another controller (state `ignored`) get nothing; status fields sluice wrote on them
+//!   earlier are released (an empty apply removes exactly the fields sluice owns);
+//! - a condition keeps its `lastTransitionTime` while its status stays the same, and Route's
+//!   `lastProcessTime` only moves when something else in the status moves, so an unchanged verdict
+//!   is never a write.
+
+use serde_json::{Map, Value, json};
+
+use crate::api::Kind;
+use crate::api::status::{
+    COND_READY, COND_VALID, STATUS_INVALID, STATUS_ORPHANED, STATUS_VALID, reason,
+};
+use crate::dag::{ObjectStatus, State};
+
+use super::state::{Observed, Rejected};
+
+/// What to do about one object's status.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// The status in the cluster is what sluice wants.
+    Keep,
+    /// Server-side apply this `status` value.
+    Apply(Value),
+}
+
+/// Where Ingress `status.loadBalancer` points.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoadBalancer {
+    /// IP addresses and host names, in order.
+    pub ips: Vec<String>,
+    pub hostnames: Vec<String>,
+}
+
+impl LoadBalancer {
+    /// One address from `--ingress-status-address`: an IP when it parses as one, else a host name.
+    pub fn from_address(address: &str) -> LoadBalancer {
+        let address = address.trim();
+        if address.parse::<std::net::IpAddr>().is_ok() {
+            LoadBalancer {
+                ips: vec![address.to_string()],
+                hostnames: vec![],
+            }
+        } else {
+            LoadBalancer {
+                ips: vec![],
+                hostnames: vec![address.to_string()],
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ips.is_empty() && self.hostnames.is_empty()
+    }
+
+    fn to_status(&self) -> Value {
+        let ingress: Vec<Value> = self
+            .ips
+            .iter()
+            .map(|ip| json!({ "ip": ip }))
+            .chain(self.hostnames.iter().map(|h| json!({ "hostname": h })))
+            .collect();
+        json!({ "loadBalancer": { "ingress": ingress } })
+    }
+}
+
+/// The verdict for one object: from the DAG, or a decode failure.
+#[derive(Clone, Copy, Debug)]
+pub enum Verdict<'a> {
+    Dag(&'a ObjectStatus),
+    Rejected(&'a Rejected),
+}
+
+/// Whether sluice writes status for this kind (Gateway API status comes with its processor).
+pub fn writes_status(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Ingress | Kind::IngressRouteV1beta1 | Kind::IngressRouteV1 | Kind::RouteV1alpha1
+    )
+}
+
+/// Decides the status write for one object. `now` is an RFC 3339 timestamp.
+pub fn plan(
+    kind: Kind,
+    verdict: Verdict<'_>,
+    observed: &Observed,
+    lb: Option<&LoadBalancer>,
+    now: &str,
+) -> Plan {
+    let ignored = matches!(verdict, Verdict::Dag(s) if s.state == State::Ignored);
+    let desired = if !writes_status(kind) || ignored {
+        None
+    } else if kind == Kind::Ingress {
+        lb.filter(|lb| !lb.is_empty()).map(LoadBalancer::to_status)
+    } else {
+        Some(routing_status(kind, verdict, observed.status.as_ref(), now))
+    };
+    match desired {
+        Some(d) if same(&d, observed.status.as_ref(), kind) => Plan::Keep,
+        Some(d) => Plan::Apply(d),
+        None if observed.sluice_owns_status => Plan::Apply(json!({})),
+        None => Plan::Keep,
+    }
+}
+
+struct Summary {
+    current: &'static str,
+    description: String,
+    reason: &'static str,
+    errors: Vec<String>,
+    generation: Option<i64>,
+}
+
+fn summarize(verdict: Verdict<'_>) -> Summary {
+    match verdict {
+        Verdict::Dag(s) => {
+            let (current, reason) = match s.state {
+                State::Valid => (STATUS_VALID, reason::VALID),
+                State::Orphaned => (STATUS_ORPHANED, reason::ORPHANED),
+                State::Invalid | State::Ignored => (
+                    STATUS_INVALID,
+                    s.messages.first().map_or(reason::INVALID, |m| m.reason),
+                ),
+            };
+            Summary {
+                current,
+                description: s.description.clone(),
+                reason,
+                errors: s.messages.iter().map(|m| m.message.clone()).collect(),
+                generation: s.generation,
+            }
+        }
+        Verdict::Rejected(r) => Summary {
+            current: STATUS_INVALID,
+            description: r.error.to_string(),
+            reason: reason::INVALID_SPEC,
+            errors: vec![r.error.to_string()],
+            generation: r.generation,
+        },
+    }
+}
+
+fn routing_status(kind: Kind, verdict: Verdict<'_>, observed: Option<&Value>, now: &str) -> Value {
+    let s = summarize(verdict);
+    let valid = s.current == STATUS_VALID;
+    let (ready_reason, ready_message) = if valid {
+        (
+            reason::PROGRAMMED,
+            "routes are programmed into Envoy".to_string(),
+        )
+    } else {
+        (s.reason, s.description.clone())
+    };
+    let mut status = Map::new();
+    status.insert("currentStatus".into(), json!(s.current));
+    status.insert("description".into(), json!(s.description));
+    if let Some(g) = s.generation {
+        status.insert("observedGeneration".into(), json!(g));
+    }
+    let conditions = vec![
+        condition(
+            COND_VALID,
+            valid,
+            s.reason,
+            &s.description,
+            s.generation,
+            observed,
+            now,
+        ),
+        condition(
+            COND_READY,
+            valid,
+            ready_reason,
+            &ready_message,
+            s.generation,
+            observed,
+            now,
+        ),
+    ];
+    status.insert("conditions".into(), Value::Array(conditions));
+    if kind == Kind::RouteV1alpha1 {
+        if !s.errors.is_empty() {
+            status.insert("errors".into(), json!(s.errors));
+        }
+        // lastProcessTime moves only when something else does.
+        let mut value = Value::Object(status);
+        let kept = observed
+            .and_then(|o| o.get("lastProcessTime"))
+            .filter(|_| same(&value, observed, kind))
+            .cloned();
+        value["lastProcessTime"] = kept.unwrap_or_else(|| json!(now));
+        return value;
+    }
+    Value::Object(status)
+}
+
+fn condition(
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    observed: Option<&Value>,
+    now: &str,
+) -> Value {
+    let status = if ok { "True" } else { "False" };
+    let previous = observed
+        .and_then(|o| o.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+        });
+    let since = previous
+        .filter(|c| c.get("status").and_then(Value::as_str) == Some(status))
+        .and_then(|c| c.get("lastTransitionTime"))
+        .filter(|t| t.is_string())
+        .cloned()
+        .unwrap_or_else(|| json!(now));
+    let mut c = json!({
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    });
+    if let Some(g) = generation {
+        c["observedGeneration"] = json!(g);
+    }
+    c
+}
+
+/// Whether the observed status already says what `desired` says, ignoring timestamps and fields
+/// sluice does not write.
+fn same(desired: &Value, observed: Option<&Value>, kind: Kind) -> bool {
+    let Some(observed) = observed else {
+        return false;
+    };
+    project(desired, kind) == project(observed, kind)
+}
+
+/// The fields sluice writes, without timestamps.
+fn project(status: &Value, kind: Kind) -> Value {
+    let pick = |keys: &[&str]| {
+        let mut m = Map::new();
+        for k in keys {
+            if let Some(v) = status.get(*k) {
+                m.insert((*k).to_string(), v.clone());
+            }
+        }
+        m
+    };
+    if kind == Kind::Ingress {
+        return Value::Object(pick(&["loadBalancer"]));
+    }
+    let mut m = pick(&[
+        "currentStatus",
+        "description",
+        "observedGeneration",
+        "conditions",
+        "errors",
+    ]);
+    if let Some(Value::Array(cs)) = m.get_mut("conditions") {
+        for c in cs.iter_mut() {
+            if let Value::Object(c) = c {
+                c.remove("lastTransitionTime");
+            }
+        }
+    }
+    Value::Object(m)
+}
+
+/// The body of a server-side apply on the status subresource.
+pub fn apply_body(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    namespace: &str,
+    status: &Value,
+) -> Value {
+    let mut meta = json!({ "name": name });
+    if !namespace.is_empty() {
+        meta["namespace"] = json!(namespace);
+    }
+    json!({ "apiVersion": api_version, "kind": kind, "metadata": meta, "status": status })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dag::StatusMessage;
+    use crate::validate::FieldError;
+
+    const T0: &str = "2025-01-01T00:00:00Z";
+    const T1: &str = "2025-01-01T00:05:00Z";
+
+    fn mk_status(state: State, generation: i64) -> ObjectStatus {
+        let (description, messages) = match state {
+            State::Invalid => (
+                "spec.routes[0].services[0]: Service \"web\" not found".to_string(),
+                vec![StatusMessage {
+                    reason: reason::SERVICE_NOT_FOUND,
+                    message: "spec.routes[0].services[0]: Service \"web\" not found".into(),
+                }],
+            ),
+            State::Orphaned => ("not part of a delegation chain from a root".into(), vec![]),
+            State::Ignored => ("ingress class \"nginx\" is not sluice".into(), vec![]),
+            State::Valid => ("valid".into(), vec![]),
+        };
+        ObjectStatus {
+            state,
+            description,
+            messages,
+            generation: Some(generation),
+        }
+    }
+
+    fn observed(status: Option<Value>) -> Observed {
+        Observed {
+            generation: Some(1),
+            status,
+            sluice_owns_status: false,
+        }
+    }
+
+    fn applied(p: Plan) -> Value {
+        match p {
+            Plan::Apply(v) => v,
+            Plan::Keep => panic!("expected a write"),
+        }
+    }
+
+    #[test]
+    fn valid_ingressroute_gets_seed_fields_and_both_conditions() {
+        let st = mk_status(State::Valid, 4);
+        let v = applied(plan(
+            Kind::IngressRouteV1,
+            Verdict::Dag(&st),
+            &observed(None),
+            None,
+            T0,
+        ));
+        assert_eq!(
+            v,
+            json!({
+                "currentStatus": "valid",
+                "description": "valid",
+                "observedGeneration": 4,
+                "conditions": [
+                    {"type": "Valid", "status": "True", "reason": "Valid", "message": "valid",
+                     "observedGeneration": 4, "lastTransitionTime": T0},
+                    {"type": "Ready", "status": "True", "reason": "Programmed",
+                     "message": "routes are programmed into Envoy",
+                     "observedGeneration": 4, "lastTransitionTime": T0},
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn unchanged_verdict_is_no_write_even_later() {
+        let st = mk_status(State::Invalid, 2);
+        let first = applied(plan(
+            Kind::IngressRouteV1beta1,
+            Verdict::Dag(&st),
+            &observed(None),
+            None,
+            T0,
+        ));
+        assert_eq!(first["conditions"][0]["reason"], json!("ServiceNotFound"));
+        assert_eq!(first["conditions"][1]["status"], json!("False"));
+        let again = plan(
+            Kind::IngressRouteV1beta1,
+            Verdict::Dag(&st),
+            &observed(Some(first)),
+            None,
+            T1,
+        );
+        assert_eq!(again, Plan::Keep);
+    }
+
+    #[test]
+    fn generation_bump_writes_but_keeps_transition_time() {
+        let st = mk_status(State::Valid, 1);
+        let first = applied(plan(
+            Kind::IngressRouteV1,
+            Verdict::Dag(&st),
+            &observed(None),
+            None,
+            T0,
+        ));
+        let st2 = mk_status(State::Valid, 2);
+        let second = applied(plan(
+            Kind::IngressRouteV1,
+            Verdict::Dag(&st2),
+            &observed(Some(first)),
+            None,
+            T1,
+        ));
+        assert_eq!(second["observedGeneration"], json!(2));
+        assert_eq!(second["conditions"][0]["observedGeneration"], json!(2));
+        assert_eq!(second["conditions"][0]["lastTransitionTime"], json!(T0));
+    }
+
+    #[test]
+    fn invalid_to_valid_moves_transition_time() {
+        let bad = mk_status(State::Invalid, 1);
+        let first = applied(plan(
+            Kind::IngressRouteV1,
+            Verdict::Dag(&bad),
+            &observed(None),
+            None,
+            T0,
+        ));
+        let good = mk_status(State::Valid, 2);
+        let second = applied(plan(
+            Kind::IngressRouteV1,
+            Verdict::Dag(&good),
+            &observed(Some(first)),
+            None,
+            T1,
+        ));
+        assert_eq!(second["currentStatus"], json!("valid"));
+        assert_eq!(second["conditions"][0]["status"], json!("True"));
+        assert_eq!(second["conditions"][0]["lastTransitionTime"], json!(T1));
+    }
+
+    #[test]
+    fn orphaned_is_not_valid_nor_ready() {
+        let st = mk_status(State::Orphaned, 1);
+        let v = applied(plan(
+            Kind::IngressRouteV1beta1,
+            Verdict::Dag(&st),
+            &observed(None),
+            None,
+            T0,
+        ));
+        assert_eq!(v["currentStatus"], json!("orphaned"));
+        assert_eq!(v["conditions"][0]["reason"], json!("Orphaned"));
+        assert_eq!(v["conditions"][1]["status"], json!("False"));
+    }
+
+    #[test]
+    fn route_gets_errors_and_a_process_time_that_only_moves_with_the_status() {
+        let st = mk_status(State::Invalid, 1);
+        let first = applied(plan(
+            Kind::RouteV1alpha1,
+            Verdict::Dag(&st),
+            &observed(None),
+            None,
+            T0,
+        ));
+        assert_eq!(
+            first["errors"],
+            json!(["spec.routes[0].services[0]: Service \"web\" not found"])
+        );
+        assert_eq!(first["lastProcessTime"], json!(T0));
+        assert_eq!(
+            plan(
+                Kind::RouteV1alpha1,
+                Verdict::Dag(&st),
+                &observed(Some(first.clone())),
+                None,
+                T1
+            ),
+            Plan::Keep
+        );
+        let fixed = mk_status(State::Valid, 2);
+        let second = applied(plan(
+            Kind::RouteV1alpha1,
+            Verdict::Dag(&fixed),
+            &observed(Some(first)),
+            None,
+            T1,
+        ));
+        assert_eq!(second["lastProcessTime"], json!(T1));
+        assert!(second.get("errors").is_none());
+    }
+
+    #[test]
+    fn rejected_object_is_invalid_with_the_decode_error() {
+        let r = Rejected {
+            error: FieldError::spec(
+                "spec.routes[0].pathPrefix",
+                "invalid type: integer `42`, expected a string",
+            ),
+            generation: Some(7),
+        };
+        let v = applied(plan(
+            Kind::RouteV1alpha1,
+            Verdict::Rejected(&r),
+            &observed(None),
+            None,
+            T0,
+        ));
+        assert_eq!(v["currentStatus"], json!("invalid"));
+        assert_eq!(v["observedGeneration"], json!(7));
+        assert_eq!(v["conditions"][0]["reason"], json!("InvalidSpec"));
+        assert_eq!(v["description"], json!(r.error.to_string()));
+    }
+
+    #[test]
+    fn ingress_gets_only_the_load_balancer_and_only_when_configured() {
+        let st = mk_status(State::Valid, 1);
+        assert_eq!(
+            plan(Kind::Ingress, Verdict::Dag(&st), &observed(None), None, T0),
+            Plan::Keep
+        );
+        let lb = LoadBalancer::from_address("192.0.2.10");
+        let v = applied(plan(
+            Kind::Ingress,
+            Verdict::Dag(&st),
+            &observed(None),
+            Some(&lb),
+            T0,
+        ));
+        assert_eq!(
+            v,
+            json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})
+        );
+        assert_eq!(
+            plan(
+                Kind::Ingress,
+                Verdict::Dag(&st),
+                &observed(Some(v)),
+                Some(&lb),
+                T1
+            ),
+            Plan::Keep
+        );
+        let host = LoadBalancer::from_address("lb.example.com");
+        assert_eq!(host.hostnames, vec!["lb.example.com"]);
+    }
+
+    #[test]
+    fn ignored_objects_are_left_alone_unless_sluice_wrote_there_before() {
+        let st = mk_status(State::Ignored, 1);
+        let lb = LoadBalancer::from_address("192.0.2.10");
+        assert_eq!(
+            plan(
+                Kind::Ingress,
+                Verdict::Dag(&st),
+                &observed(None),
+                Some(&lb),
+                T0
+            ),
+            Plan::Keep
+        );
+        let mut o = observed(Some(
+            json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}),
+        ));
+        o.sluice_owns_status = true;
+        assert_eq!(
+            plan(Kind::Ingress, Verdict::Dag(&st), &o, Some(&lb), T0),
+            Plan::Apply(json!({}))
+        );
+    }
+
+    #[test]
+    fn gateway_kinds_are_not_written_yet() {
+        let st = mk_status(State::Valid, 1);
+        assert_eq!(
+            plan(
+                Kind::HttpRoute,
+                Verdict::Dag(&st),
+                &observed(None),
+                None,
+                T0
+            ),
+            Plan::Keep
+        );
+    }
+
+    #[test]
+    fn apply_body_carries_type_and_identity() {
+        let b = apply_body(
+            "projectcontour.io/v1",
+            "IngressRoute",
+            "a",
+            "ns",
+            &json!({"x": 1}),
+        );
+        assert_eq!(
+            b,
+            json!({"apiVersion": "projectcontour.io/v1", "kind": "IngressRoute",
+                   "metadata": {"name": "a", "namespace": "ns"}, "status": {"x": 1}})
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! Clusters (over EDS), their load assignments and TLS secrets.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::cluster::v3::{
+    Cluster as EnvoyCluster, OutlierDetection as EnvoyOutlier,
+    cluster::{ClusterDiscoveryType, DiscoveryType, EdsClusterConfig, LbPolicy},
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, DataSource, HealthCheck, Http2ProtocolOptions, SocketAddress, TransportSocket,
+    address, data_source::Specifier, health_check, socket_address::PortSpecifier, transport_socket,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints,
+    lb_endpoint::HostIdentifier,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CommonTlsContext, Secret, TlsCertificate, UpstreamTlsContext, secret,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    HttpProtocolOptions,
+    http_protocol_options::{
+        ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
+    },
+};
+use envoy_types::pb::envoy::r#type::v3::CodecClientType;
+
+use super::{ads_config_source, any, duration, u32v};
+use crate::api::LbStrategy;
+use crate::dag::{Cluster, TlsSecret, UpstreamProtocol};
+
+/// How long Envoy waits for a TCP connection to an upstream host.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
+
+pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
+    let lb_policy = match c.lb {
+        LbStrategy::RoundRobin => LbPolicy::RoundRobin,
+        LbStrategy::WeightedLeastRequest => LbPolicy::LeastRequest,
+        LbStrategy::Random => LbPolicy::Random,
+    };
+    let h2 = matches!(c.protocol, UpstreamProtocol::H2 | UpstreamProtocol::H2c);
+    let health_checks = c
+        .health_check
+        .iter()
+        .map(|h| HealthCheck {
+            timeout: Some(duration(h.timeout)),
+            interval: Some(duration(h.interval)),
+            // Probe at the same pace before the cluster has seen traffic (Envoy's default is 60 s).
+            no_traffic_interval: Some(duration(h.interval)),
+            unhealthy_threshold: Some(u32v(h.unhealthy_threshold)),
+            healthy_threshold: Some(u32v(h.healthy_threshold)),
+            health_checker: Some(health_check::HealthChecker::HttpHealthCheck(
+                health_check::HttpHealthCheck {
+                    host: h.host.clone(),
+                    path: h.path.clone(),
+                    codec_client_type: if h2 {
+                        CodecClientType::Http2
+                    } else {
+                        CodecClientType::Http1
+                    } as i32,
+                    ..Default::default()
+                },
+            )),
+            ..Default::default()
+        })
+        .collect();
+    let outlier_detection = c.outlier_detection.as_ref().map(|o| EnvoyOutlier {
+        consecutive_5xx: Some(u32v(o.consecutive_5xx)),
+        ..Default::default()
+    });
+    let transport_socket = match c.protocol {
+        UpstreamProtocol::Https | UpstreamProtocol::H2 => {
+            let alpn = if c.protocol == UpstreamProtocol::H2 {
+                "h2"
+            } else {
+                "http/1.1"
+            };
+            let tls = UpstreamTlsContext {
+                common_tls_context: Some(CommonTlsContext {
+                    alpn_protocols: vec![alpn.to_string()],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            Some(TransportSocket {
+                name: "envoy.transport_sockets.tls".to_string(),
+                config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
+            })
+        }
+        _ => None,
+    };
+    // A single entry: HashMap iteration order cannot make the encoding differ.
+    let mut typed_extension_protocol_options = HashMap::new();
+    if h2 {
+        let opts = HttpProtocolOptions {
+            upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+                ExplicitHttpConfig {
+                    protocol_config: Some(ProtocolConfig::Http2ProtocolOptions(
+                        Http2ProtocolOptions::default(),
+                    )),
+                },
+            )),
+            ..Default::default()
+        };
+        typed_extension_protocol_options.insert(HTTP_PROTOCOL_OPTIONS.to_string(), any(&opts));
+    }
+    EnvoyCluster {
+        name: c.name.clone(),
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ads_config_source()),
+            service_name: String::new(),
+        }),
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        lb_policy: lb_policy as i32,
+        health_checks,
+        outlier_detection,
+        transport_socket,
+        typed_extension_protocol_options,
+        ..Default::default()
+    }
+}
+
+pub fn build_load_assignment(c: &Cluster) -> ClusterLoadAssignment {
+    let lb_endpoints: Vec<LbEndpoint> = c
+        .endpoints
+        .iter()
+        .map(|e| LbEndpoint {
+            host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
+                address: Some(Address {
+                    address: Some(address::Address::SocketAddress(SocketAddress {
+                        address: e.address.clone(),
+                        port_specifier: Some(PortSpecifier::PortValue(u32::from(e.port))),
+                        ..Default::default()
+                    })),
+                }),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })
+        .collect();
+    ClusterLoadAssignment {
+        cluster_name: c.name.clone(),
+        endpoints: if lb_endpoints.is_empty() {
+            Vec::new()
+        } else {
+            vec![LocalityLbEndpoints {
+                lb_endpoints,
+                ..Default::default()
+            }]
+        },
+        ..Default::default()
+    }
+}
+
+pub fn build_secret(s: &TlsSecret) -> Secret {
+    let inline = |v: &str| DataSource {
+        specifier: Some(Specifier::InlineString(v.to_string())),
+        ..Default::default()
+    };
+    Secret {
+        name: s.name.clone(),
+        r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: Some(inline(&s.cert_pem)),
+            private_key: Some(inline(&s.key_pem)),
+            ..Default::default()
+        })),
+    }
+}

@@ -1,0 +1,186 @@
+//! Listeners: plain HTTP on `http_port`; TLS on `https_port` with one filter chain per TLS host,
+//! selected by SNI.
+
+use envoy_types::pb::envoy::config::core::v3::{
+    Address, SocketAddress, TransportSocket, address, socket_address::PortSpecifier,
+    transport_socket,
+};
+use envoy_types::pb::envoy::config::listener::v3::{
+    Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
+};
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, HttpFilter, Rds,
+    http_connection_manager::{CodecType, RouteSpecifier, StripPortMode},
+    http_filter,
+};
+use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
+    TcpProxy, tcp_proxy::ClusterSpecifier as TcpClusterSpecifier, tcp_proxy::WeightedCluster,
+    tcp_proxy::weighted_cluster::ClusterWeight,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, TlsParameters,
+    tls_parameters::TlsProtocol,
+};
+
+use super::route::{HTTP_ROUTE_CONFIG, https_route_config_name};
+use super::{Options, ads_config_source, any, boolv};
+use crate::api::TlsVersion;
+use crate::dag::{Dag, VirtualHost, WeightedCluster as DagWeightedCluster};
+
+pub const HTTP_LISTENER: &str = "ingress_http";
+pub const HTTPS_LISTENER: &str = "ingress_https";
+
+fn socket(options: &Options, port: u16) -> Address {
+    Address {
+        address: Some(address::Address::SocketAddress(SocketAddress {
+            address: options.listen_address.clone(),
+            port_specifier: Some(PortSpecifier::PortValue(u32::from(port))),
+            ..Default::default()
+        })),
+    }
+}
+
+fn hcm_filter(stat_prefix: &str, route_config: &str) -> Filter {
+    let hcm = HttpConnectionManager {
+        codec_type: CodecType::Auto as i32,
+        stat_prefix: stat_prefix.to_string(),
+        route_specifier: Some(RouteSpecifier::Rds(Rds {
+            config_source: Some(ads_config_source()),
+            route_config_name: route_config.to_string(),
+        })),
+        http_filters: vec![HttpFilter {
+            name: "envoy.filters.http.router".to_string(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(
+                any(&Router::default()),
+            )),
+            ..Default::default()
+        }],
+        use_remote_address: Some(boolv(true)),
+        normalize_path: Some(boolv(true)),
+        merge_slashes: true,
+        strip_port_mode: Some(StripPortMode::StripAnyHostPort(true)),
+        ..Default::default()
+    };
+    Filter {
+        name: "envoy.filters.network.http_connection_manager".to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
+    }
+}
+
+pub fn build_http_listener(options: &Options) -> Listener {
+    Listener {
+        name: HTTP_LISTENER.to_string(),
+        address: Some(socket(options, options.http_port)),
+        filter_chains: vec![FilterChain {
+            filters: vec![hcm_filter(HTTP_LISTENER, HTTP_ROUTE_CONFIG)],
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// The TLS listener, or None when no host has TLS (Envoy refuses a listener without filter chains).
+pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
+    let filter_chains: Vec<FilterChain> = dag
+        .vhosts
+        .values()
+        .filter_map(|v| {
+            let tls = v.tls.as_ref()?;
+            let secret = dag.secrets.get(&tls.secret)?;
+            build_tls_filter_chain(v, &secret.name, tls.min_version)
+        })
+        .collect();
+    if filter_chains.is_empty() {
+        return None;
+    }
+    Some(Listener {
+        name: HTTPS_LISTENER.to_string(),
+        address: Some(socket(options, options.https_port)),
+        listener_filters: vec![ListenerFilter {
+            name: "envoy.filters.listener.tls_inspector".to_string(),
+            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
+                &TlsInspector::default(),
+            ))),
+            ..Default::default()
+        }],
+        filter_chains,
+        ..Default::default()
+    })
+}
+
+fn tls_protocol(v: TlsVersion) -> TlsProtocol {
+    match v {
+        TlsVersion::V1_1 => TlsProtocol::TlSv11,
+        TlsVersion::V1_2 => TlsProtocol::TlSv12,
+        TlsVersion::V1_3 => TlsProtocol::TlSv13,
+    }
+}
+
+/// One TLS host's filter chain; None for a TCP proxy without a backend carrying weight.
+fn build_tls_filter_chain(v: &VirtualHost, secret: &str, min: TlsVersion) -> Option<FilterChain> {
+    let (filter, alpn) = match &v.tcp_proxy {
+        Some(clusters) => (tcp_proxy_filter(&v.host, clusters)?, vec![]),
+        None => (
+            hcm_filter(HTTPS_LISTENER, &https_route_config_name(&v.host)),
+            vec!["h2".to_string(), "http/1.1".to_string()],
+        ),
+    };
+    let tls = DownstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: tls_protocol(min) as i32,
+                tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+                ..Default::default()
+            }),
+            tls_certificate_sds_secret_configs: vec![SdsSecretConfig {
+                name: secret.to_string(),
+                sds_config: Some(ads_config_source()),
+            }],
+            alpn_protocols: alpn,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Some(FilterChain {
+        name: v.host.clone(),
+        filter_chain_match: Some(FilterChainMatch {
+            server_names: vec![v.host.clone()],
+            ..Default::default()
+        }),
+        filters: vec![filter],
+        transport_socket: Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".to_string(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
+        }),
+        ..Default::default()
+    })
+}
+
+fn tcp_proxy_filter(host: &str, clusters: &[DagWeightedCluster]) -> Option<Filter> {
+    let live: Vec<_> = clusters.iter().filter(|c| c.weight > 0).collect();
+    let specifier = match live.as_slice() {
+        [] => return None,
+        [one] => TcpClusterSpecifier::Cluster(one.cluster.clone()),
+        many => TcpClusterSpecifier::WeightedClusters(WeightedCluster {
+            clusters: many
+                .iter()
+                .map(|c| ClusterWeight {
+                    name: c.cluster.clone(),
+                    weight: c.weight,
+                    ..Default::default()
+                })
+                .collect(),
+        }),
+    };
+    let proxy = TcpProxy {
+        stat_prefix: format!("tcp/{host}"),
+        cluster_specifier: Some(specifier),
+        ..Default::default()
+    };
+    Some(Filter {
+        name: "envoy.filters.network.tcp_proxy".to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))),
+    })
+}

@@ -1,0 +1,212 @@
+//! `translate`: the routing model ([`Dag`]) → Envoy xDS resources (envoy-types protos).
+//!
+//! Pure and deterministic: the same Dag gives byte-identical encoded resources (every collection is
+//! walked in BTreeMap order, no timestamps, no HashMap with more than one entry), and resource names
+//! are stable:
+//!
+//! | resource | name |
+//! |---|---|
+//! | HTTP listener | `ingress_http` (route config `ingress_http`) |
+//! | HTTPS listener | `ingress_https`, one filter chain per TLS host, route config `https/<host>` |
+//! | cluster, load assignment | the Dag cluster name (`namespace/service/port[/hash]`) |
+//! | secret | the Dag secret name (`namespace/secret`) |
+//!
+//! See docs/xds.md for the choices made here.
+
+mod cluster;
+mod listener;
+mod route;
+pub mod static_config;
+
+use std::collections::BTreeMap;
+
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+use envoy_types::pb::envoy::config::core::v3::{
+    AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
+};
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+use envoy_types::pb::envoy::config::listener::v3::Listener;
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration as PbDuration, UInt32Value};
+use prost::{Message, Name};
+
+use crate::dag::Dag;
+
+pub use cluster::{build_cluster, build_load_assignment, build_secret};
+pub use listener::{HTTP_LISTENER, HTTPS_LISTENER};
+pub use route::{HTTP_ROUTE_CONFIG, https_route_config_name, merge_slashes};
+
+/// Settings that come from the command line, not from objects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Address Envoy's listeners bind.
+    pub listen_address: String,
+    /// Port of the plain HTTP listener.
+    pub http_port: u16,
+    /// Port of the TLS listener.
+    pub https_port: u16,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen_address: "0.0.0.0".to_string(),
+            http_port: 8080,
+            https_port: 8443,
+        }
+    }
+}
+
+/// Every xDS resource for one Dag, sorted by name within each type.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Resources {
+    pub listeners: Vec<Listener>,
+    pub routes: Vec<RouteConfiguration>,
+    pub clusters: Vec<Cluster>,
+    pub endpoints: Vec<ClusterLoadAssignment>,
+    pub secrets: Vec<Secret>,
+}
+
+/// The xDS resource types sluice serves, in the order updates are sent (clusters and their
+/// endpoints before the listeners and routes that use them; secrets before listeners).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResourceType {
+    Cluster,
+    Endpoint,
+    Secret,
+    Listener,
+    Route,
+}
+
+impl ResourceType {
+    pub const ALL: [ResourceType; 5] = [
+        ResourceType::Cluster,
+        ResourceType::Endpoint,
+        ResourceType::Secret,
+        ResourceType::Listener,
+        ResourceType::Route,
+    ];
+
+    pub fn type_url(self) -> String {
+        match self {
+            ResourceType::Cluster => Cluster::type_url(),
+            ResourceType::Endpoint => ClusterLoadAssignment::type_url(),
+            ResourceType::Secret => Secret::type_url(),
+            ResourceType::Listener => Listener::type_url(),
+            ResourceType::Route => RouteConfiguration::type_url(),
+        }
+    }
+
+    pub fn from_type_url(url: &str) -> Option<ResourceType> {
+        ResourceType::ALL.into_iter().find(|t| t.type_url() == url)
+    }
+
+    /// Short name for logs and metrics.
+    pub fn short(self) -> &'static str {
+        match self {
+            ResourceType::Cluster => "cds",
+            ResourceType::Endpoint => "eds",
+            ResourceType::Secret => "sds",
+            ResourceType::Listener => "lds",
+            ResourceType::Route => "rds",
+        }
+    }
+
+    /// Whether an empty subscription means "everything" (listeners, clusters) rather than nothing.
+    pub fn wildcard_by_default(self) -> bool {
+        matches!(self, ResourceType::Cluster | ResourceType::Listener)
+    }
+}
+
+impl Resources {
+    /// Encodes every resource as `Any`, keyed by type then name.
+    pub fn encode(&self) -> BTreeMap<ResourceType, BTreeMap<String, Any>> {
+        fn pack<T: Message + Name>(
+            items: &[T],
+            name: impl Fn(&T) -> &str,
+        ) -> BTreeMap<String, Any> {
+            items
+                .iter()
+                .map(|r| {
+                    (
+                        name(r).to_string(),
+                        Any {
+                            type_url: T::type_url(),
+                            value: r.encode_to_vec(),
+                        },
+                    )
+                })
+                .collect()
+        }
+        let mut out = BTreeMap::new();
+        out.insert(ResourceType::Listener, pack(&self.listeners, |l| &l.name));
+        out.insert(ResourceType::Route, pack(&self.routes, |r| &r.name));
+        out.insert(ResourceType::Cluster, pack(&self.clusters, |c| &c.name));
+        out.insert(
+            ResourceType::Endpoint,
+            pack(&self.endpoints, |e| &e.cluster_name),
+        );
+        out.insert(ResourceType::Secret, pack(&self.secrets, |s| &s.name));
+        out
+    }
+}
+
+/// Translates the routing model into Envoy resources.
+pub fn build(dag: &Dag, options: &Options) -> Resources {
+    let mut routes = vec![route::build_http_route_config(dag)];
+    for vhost in dag.vhosts.values() {
+        if vhost.tls.is_some() && vhost.tcp_proxy.is_none() {
+            routes.push(route::build_https_route_config(vhost));
+        }
+    }
+    routes.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut listeners = vec![listener::build_http_listener(options)];
+    if let Some(l) = listener::build_https_listener(dag, options) {
+        listeners.push(l);
+    }
+    listeners.sort_by(|a, b| a.name.cmp(&b.name));
+    Resources {
+        listeners,
+        routes,
+        clusters: dag.clusters.values().map(build_cluster).collect(),
+        endpoints: dag.clusters.values().map(build_load_assignment).collect(),
+        secrets: dag.secrets.values().map(build_secret).collect(),
+    }
+}
+
+// ---- small proto helpers shared by the submodules ----
+
+/// Config source "over the ADS stream", xDS v3.
+pub(crate) fn ads_config_source() -> ConfigSource {
+    ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(ConfigSourceSpecifier::Ads(AggregatedConfigSource {})),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn any<T: Message + Name>(m: &T) -> Any {
+    Any {
+        type_url: T::type_url(),
+        value: m.encode_to_vec(),
+    }
+}
+
+pub(crate) fn duration(d: std::time::Duration) -> PbDuration {
+    PbDuration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+pub(crate) fn u32v(v: u32) -> UInt32Value {
+    UInt32Value { value: v }
+}
+
+pub(crate) fn boolv(v: bool) -> BoolValue {
+    BoolValue { value: v }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,598 @@
+use std::time::Duration;
+
+use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
+use envoy_types::pb::envoy::config::core::v3::{health_check, transport_socket};
+use envoy_types::pb::envoy::config::listener::v3::filter;
+use envoy_types::pb::envoy::config::route::v3::{
+    HeaderMatcher, Route as EnvoyRoute, RouteConfiguration, header_matcher::HeaderMatchSpecifier,
+    route::Action, route_action::ClusterSpecifier, route_match::PathSpecifier,
+};
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    HttpConnectionManager, http_connection_manager::RouteSpecifier,
+    http_connection_manager::StripPortMode,
+};
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    DownstreamTlsContext, UpstreamTlsContext,
+};
+use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
+use prost::Message;
+
+use super::*;
+use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef, TlsVersion};
+use crate::dag::{
+    Cluster as DagCluster, Endpoint, HeaderMatch, HeaderOp, HealthCheckPolicy, OutlierDetection,
+    PathMatch, RetryPolicy, Route, RouteAction, TlsSecret, UpstreamProtocol, VhostTls, VirtualHost,
+    WeightedCluster,
+};
+use crate::validate::common::Timeout;
+
+pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
+    Route {
+        path,
+        headers: vec![],
+        action: RouteAction::Forward(vec![WeightedCluster {
+            cluster: cluster.to_string(),
+            weight: 1,
+        }]),
+        permit_insecure: false,
+        timeout: None,
+        retry: None,
+        source: ObjectRef::new(Kind::Ingress, "default", "ing"),
+    }
+}
+
+pub(crate) fn mk_cluster(name: &str, port: u16) -> DagCluster {
+    DagCluster {
+        name: name.to_string(),
+        service: ObjKey::new("default", name),
+        port: 80,
+        protocol: UpstreamProtocol::Http,
+        lb: LbStrategy::RoundRobin,
+        health_check: None,
+        outlier_detection: None,
+        endpoints: vec![Endpoint {
+            address: "127.0.0.1".to_string(),
+            port,
+        }],
+    }
+}
+
+pub(crate) fn mk_vhost(host: &str, routes: Vec<Route>) -> VirtualHost {
+    VirtualHost {
+        host: host.to_string(),
+        tls: None,
+        routes,
+        tcp_proxy: None,
+        owner: None,
+    }
+}
+
+pub(crate) fn mk_dag(vhosts: Vec<VirtualHost>, clusters: Vec<DagCluster>) -> Dag {
+    let mut dag = Dag::default();
+    for v in vhosts {
+        dag.vhosts.insert(v.host.clone(), v);
+    }
+    for c in clusters {
+        dag.clusters.insert(c.name.clone(), c);
+    }
+    dag
+}
+
+fn http_rc(r: &Resources) -> &RouteConfiguration {
+    r.routes
+        .iter()
+        .find(|rc| rc.name == HTTP_ROUTE_CONFIG)
+        .expect("http route config")
+}
+
+fn vhost_routes<'a>(rc: &'a RouteConfiguration, host: &str) -> &'a [EnvoyRoute] {
+    &rc.virtual_hosts
+        .iter()
+        .find(|v| v.name == host)
+        .unwrap_or_else(|| panic!("no vhost {host}"))
+        .routes
+}
+
+fn path_of(r: &EnvoyRoute) -> PathSpecifier {
+    r.r#match.as_ref().unwrap().path_specifier.clone().unwrap()
+}
+
+fn headers_of(r: &EnvoyRoute) -> &[HeaderMatcher] {
+    &r.r#match.as_ref().unwrap().headers
+}
+
+fn regex_of(h: &HeaderMatcher) -> &str {
+    match &h.header_match_specifier {
+        Some(HeaderMatchSpecifier::StringMatch(s)) => match &s.match_pattern {
+            Some(MatchPattern::SafeRegex(r)) => &r.regex,
+            other => panic!("not a regex: {other:?}"),
+        },
+        other => panic!("not a string match: {other:?}"),
+    }
+}
+
+fn cluster_of(r: &EnvoyRoute) -> String {
+    match &r.action {
+        Some(Action::Route(a)) => match &a.cluster_specifier {
+            Some(ClusterSpecifier::Cluster(c)) => c.clone(),
+            other => panic!("not a single cluster: {other:?}"),
+        },
+        other => panic!("not a route action: {other:?}"),
+    }
+}
+
+fn hcm_of(f: &envoy_types::pb::envoy::config::listener::v3::Filter) -> HttpConnectionManager {
+    match &f.config_type {
+        Some(filter::ConfigType::TypedConfig(a)) => {
+            HttpConnectionManager::decode(a.value.as_slice()).unwrap()
+        }
+        other => panic!("no typed config: {other:?}"),
+    }
+}
+
+fn mk_tls_dag() -> Dag {
+    let mut secure = mk_vhost(
+        "secure.example.com",
+        vec![
+            Route {
+                permit_insecure: true,
+                ..mk_route(PathMatch::prefix("/.well-known"), "app")
+            },
+            mk_route(PathMatch::prefix("/"), "app"),
+        ],
+    );
+    secure.tls = Some(VhostTls {
+        secret: "default/cert".to_string(),
+        min_version: TlsVersion::V1_2,
+    });
+    let mut dag = mk_dag(
+        vec![
+            secure,
+            mk_vhost(
+                "plain.example.com",
+                vec![mk_route(PathMatch::prefix("/"), "app")],
+            ),
+        ],
+        vec![mk_cluster("app", 9000)],
+    );
+    dag.secrets.insert(
+        "default/cert".to_string(),
+        TlsSecret {
+            name: "default/cert".to_string(),
+            cert_pem: "CERT".to_string(),
+            key_pem: "KEY".to_string(),
+        },
+    );
+    dag
+}
+
+#[test]
+fn same_dag_gives_byte_identical_resources() {
+    let dag = mk_tls_dag();
+    let a = build(&dag, &Options::default()).encode();
+    let b = build(&dag.clone(), &Options::default()).encode();
+    assert_eq!(a, b);
+    let names: Vec<(ResourceType, Vec<&String>)> =
+        a.iter().map(|(t, m)| (*t, m.keys().collect())).collect();
+    assert_eq!(
+        format!("{names:?}"),
+        r#"[(Cluster, ["app"]), (Endpoint, ["app"]), (Secret, ["default/cert"]), (Listener, ["ingress_http", "ingress_https"]), (Route, ["https/secure.example.com", "ingress_http"])]"#
+    );
+}
+
+#[test]
+fn path_matches_map_to_envoy_path_specifiers() {
+    let dag = mk_dag(
+        vec![mk_vhost(
+            "a.com",
+            vec![
+                mk_route(PathMatch::Exact("/foo".into()), "app"),
+                mk_route(PathMatch::prefix("/aaa/bbb/"), "app"),
+                mk_route(PathMatch::StringPrefix("/str//x".into()), "app"),
+                mk_route(PathMatch::prefix("/"), "app"),
+            ],
+        )],
+        vec![mk_cluster("app", 9000)],
+    );
+    let res = build(&dag, &Options::default());
+    let paths: Vec<PathSpecifier> = vhost_routes(http_rc(&res), "a.com")
+        .iter()
+        .map(path_of)
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            PathSpecifier::Path("/foo".into()),
+            PathSpecifier::PathSeparatedPrefix("/aaa/bbb".into()),
+            PathSpecifier::Prefix("/str/x".into()),
+            PathSpecifier::Prefix("/".into()),
+        ]
+    );
+}
+
+#[test]
+fn hcm_strips_ports_and_normalizes_paths() {
+    let res = build(&mk_dag(vec![], vec![]), &Options::default());
+    assert_eq!(res.listeners.len(), 1, "no TLS host, no HTTPS listener");
+    let l = &res.listeners[0];
+    assert_eq!(l.name, HTTP_LISTENER);
+    let hcm = hcm_of(&l.filter_chains[0].filters[0]);
+    assert_eq!(
+        hcm.strip_port_mode,
+        Some(StripPortMode::StripAnyHostPort(true))
+    );
+    assert_eq!(hcm.normalize_path.map(|b| b.value), Some(true));
+    assert!(hcm.merge_slashes);
+    match hcm.route_specifier {
+        Some(RouteSpecifier::Rds(rds)) => assert_eq!(rds.route_config_name, HTTP_ROUTE_CONFIG),
+        other => panic!("not RDS: {other:?}"),
+    }
+}
+
+#[test]
+fn wildcard_hosts_match_one_label_and_fall_back_to_star() {
+    let dag = mk_dag(
+        vec![
+            mk_vhost("*.foo.com", vec![mk_route(PathMatch::prefix("/"), "wild")]),
+            mk_vhost("*", vec![mk_route(PathMatch::prefix("/"), "default")]),
+        ],
+        vec![mk_cluster("wild", 9000), mk_cluster("default", 9001)],
+    );
+    let res = build(&dag, &Options::default());
+    let routes = vhost_routes(http_rc(&res), "*.foo.com");
+    assert_eq!(routes.len(), 2);
+    let own = &headers_of(&routes[0])[0];
+    assert_eq!(own.name, ":authority");
+    assert!(!own.invert_match);
+    let re = regex_of(own);
+    assert_eq!(re, r"(?i)[^.:]+\.foo\.com(:[0-9]+)?");
+    let full = regex::Regex::new(&format!("^(?:{re})$")).unwrap();
+    assert!(full.is_match("bar.foo.com"));
+    assert!(full.is_match("BAR.Foo.COM:8080"));
+    assert!(!full.is_match("a.b.foo.com"));
+    assert!(!full.is_match("foo.com"));
+    assert_eq!(cluster_of(&routes[0]), "wild");
+    let fallback = &headers_of(&routes[1])[0];
+    assert_eq!(regex_of(fallback), re);
+    assert!(
+        fallback.invert_match,
+        "star routes only for multi-label hosts"
+    );
+    assert_eq!(cluster_of(&routes[1]), "default");
+    // The star host itself has no authority condition.
+    assert!(headers_of(&vhost_routes(http_rc(&res), "*")[0]).is_empty());
+}
+
+#[test]
+fn header_conditions_map_to_matchers() {
+    let mut r = mk_route(PathMatch::prefix("/"), "app");
+    r.headers = vec![
+        HeaderMatch {
+            name: "x-a".into(),
+            op: HeaderOp::Exact("100%".into()),
+        },
+        HeaderMatch {
+            name: "x-b".into(),
+            op: HeaderOp::Contains("c".into()),
+        },
+        HeaderMatch {
+            name: "x-c".into(),
+            op: HeaderOp::NotContains("d".into()),
+        },
+        HeaderMatch {
+            name: "x-d".into(),
+            op: HeaderOp::Present,
+        },
+        HeaderMatch {
+            name: "x-e".into(),
+            op: HeaderOp::Absent,
+        },
+        HeaderMatch {
+            name: "x-f".into(),
+            op: HeaderOp::Regex("v[0-9]+".into()),
+        },
+    ];
+    let got: Vec<String> = r
+        .headers
+        .iter()
+        .map(|h| {
+            let m = route::build_header_matcher(h);
+            let spec = match &m.header_match_specifier {
+                Some(HeaderMatchSpecifier::StringMatch(s)) => format!("{:?}", s.match_pattern),
+                other => format!("{other:?}"),
+            };
+            format!(
+                "{} {spec} invert={} missing_empty={}",
+                m.name, m.invert_match, m.treat_missing_header_as_empty
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            r#"x-a Some(Exact("100%")) invert=false missing_empty=false"#,
+            r#"x-b Some(Contains("c")) invert=false missing_empty=false"#,
+            r#"x-c Some(Contains("d")) invert=true missing_empty=true"#,
+            r#"x-d Some(PresentMatch(true)) invert=false missing_empty=false"#,
+            r#"x-e Some(PresentMatch(true)) invert=true missing_empty=false"#,
+            r#"x-f Some(SafeRegex(RegexMatcher { regex: "v[0-9]+", engine_type: None })) invert=false missing_empty=false"#,
+        ]
+    );
+}
+
+#[test]
+fn weights_timeouts_retries_and_unavailable() {
+    let mut split = mk_route(PathMatch::prefix("/split"), "a");
+    split.action = RouteAction::Forward(vec![
+        WeightedCluster {
+            cluster: "a".into(),
+            weight: 80,
+        },
+        WeightedCluster {
+            cluster: "b".into(),
+            weight: 20,
+        },
+        WeightedCluster {
+            cluster: "c".into(),
+            weight: 0,
+        },
+    ]);
+    split.timeout = Some(Timeout::Infinite);
+    split.retry = Some(RetryPolicy {
+        count: 3,
+        per_try_timeout: Some(Duration::from_millis(250)),
+    });
+    let mut one = mk_route(PathMatch::prefix("/one"), "a");
+    one.action = RouteAction::Forward(vec![
+        WeightedCluster {
+            cluster: "a".into(),
+            weight: 0,
+        },
+        WeightedCluster {
+            cluster: "b".into(),
+            weight: 5,
+        },
+    ]);
+    one.timeout = Some(Timeout::After(Duration::from_secs(90)));
+    let mut gone = mk_route(PathMatch::prefix("/gone"), "a");
+    gone.action = RouteAction::Unavailable("Service \"x\" not found".into());
+    let dag = mk_dag(
+        vec![mk_vhost("h", vec![split, one, gone])],
+        vec![mk_cluster("a", 1), mk_cluster("b", 2), mk_cluster("c", 3)],
+    );
+    let res = build(&dag, &Options::default());
+    let routes = vhost_routes(http_rc(&res), "h");
+    let Some(Action::Route(a)) = &routes[0].action else {
+        panic!("route action")
+    };
+    let Some(ClusterSpecifier::WeightedClusters(w)) = &a.cluster_specifier else {
+        panic!("weighted")
+    };
+    let ws: Vec<(String, u32)> = w
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), c.weight.unwrap().value))
+        .collect();
+    assert_eq!(ws, vec![("a".to_string(), 80), ("b".to_string(), 20)]);
+    assert_eq!(a.timeout.map(|d| (d.seconds, d.nanos)), Some((0, 0)));
+    let retry = a.retry_policy.as_ref().unwrap();
+    assert_eq!(retry.retry_on, "5xx,connect-failure,reset");
+    assert_eq!(retry.num_retries.unwrap().value, 3);
+    assert_eq!(retry.per_try_timeout.map(|d| d.nanos), Some(250_000_000));
+    assert_eq!(cluster_of(&routes[1]), "b");
+    let Some(Action::Route(a1)) = &routes[1].action else {
+        panic!()
+    };
+    assert_eq!(a1.timeout.map(|d| d.seconds), Some(90));
+    match &routes[2].action {
+        Some(Action::DirectResponse(d)) => assert_eq!(d.status, 503),
+        other => panic!("not 503: {other:?}"),
+    }
+}
+
+#[test]
+fn tls_hosts_get_sni_filter_chains_and_http_redirects() {
+    let res = build(&mk_tls_dag(), &Options::default());
+    let https = res
+        .listeners
+        .iter()
+        .find(|l| l.name == HTTPS_LISTENER)
+        .unwrap();
+    assert_eq!(
+        https.listener_filters[0].name,
+        "envoy.filters.listener.tls_inspector"
+    );
+    assert_eq!(https.filter_chains.len(), 1);
+    let chain = &https.filter_chains[0];
+    assert_eq!(
+        chain.filter_chain_match.as_ref().unwrap().server_names,
+        vec!["secure.example.com"]
+    );
+    match hcm_of(&chain.filters[0]).route_specifier {
+        Some(RouteSpecifier::Rds(rds)) => {
+            assert_eq!(rds.route_config_name, "https/secure.example.com")
+        }
+        other => panic!("{other:?}"),
+    }
+    let Some(transport_socket::ConfigType::TypedConfig(a)) =
+        &chain.transport_socket.as_ref().unwrap().config_type
+    else {
+        panic!()
+    };
+    let tls = DownstreamTlsContext::decode(a.value.as_slice()).unwrap();
+    let common = tls.common_tls_context.unwrap();
+    assert_eq!(common.alpn_protocols, vec!["h2", "http/1.1"]);
+    assert_eq!(
+        common.tls_certificate_sds_secret_configs[0].name,
+        "default/cert"
+    );
+    let params = common.tls_params.unwrap();
+    assert_eq!(params.tls_minimum_protocol_version, 3, "TLSv1_2");
+
+    // HTTP: the TLS host redirects except its permitInsecure route; the plain host forwards.
+    let http = http_rc(&res);
+    let secure = vhost_routes(http, "secure.example.com");
+    let kinds: Vec<String> = secure
+        .iter()
+        .map(|r| match &r.action {
+            Some(Action::Redirect(rd)) => format!(
+                "redirect {} {:?}",
+                rd.response_code, rd.scheme_rewrite_specifier
+            ),
+            Some(Action::Route(_)) => format!("forward {}", cluster_of(r)),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "forward app".to_string(),
+            "redirect 0 Some(HttpsRedirect(true))".to_string()
+        ]
+    );
+    assert_eq!(
+        cluster_of(&vhost_routes(http, "plain.example.com")[0]),
+        "app"
+    );
+    // The HTTPS route config forwards everything.
+    let rc = res
+        .routes
+        .iter()
+        .find(|r| r.name == "https/secure.example.com")
+        .unwrap();
+    let fwd: Vec<String> = rc.virtual_hosts[0].routes.iter().map(cluster_of).collect();
+    assert_eq!(fwd, vec!["app", "app"]);
+}
+
+#[test]
+fn clusters_carry_lb_health_checks_outlier_detection_and_protocols() {
+    let mut c = mk_cluster("svc", 9000);
+    c.lb = LbStrategy::WeightedLeastRequest;
+    c.protocol = UpstreamProtocol::H2;
+    c.health_check = Some(HealthCheckPolicy {
+        path: "/healthz".into(),
+        host: "hc".into(),
+        interval: Duration::from_secs(5),
+        timeout: Duration::from_secs(2),
+        unhealthy_threshold: 3,
+        healthy_threshold: 2,
+    });
+    c.outlier_detection = Some(OutlierDetection { consecutive_5xx: 4 });
+    let ec = build_cluster(&c);
+    assert_eq!(ec.lb_policy, LbPolicy::LeastRequest as i32);
+    let hc = &ec.health_checks[0];
+    assert_eq!(hc.interval.map(|d| d.seconds), Some(5));
+    assert_eq!(hc.timeout.map(|d| d.seconds), Some(2));
+    assert_eq!(hc.unhealthy_threshold.map(|v| v.value), Some(3));
+    assert_eq!(hc.healthy_threshold.map(|v| v.value), Some(2));
+    match &hc.health_checker {
+        Some(health_check::HealthChecker::HttpHealthCheck(h)) => {
+            assert_eq!((h.path.as_str(), h.host.as_str()), ("/healthz", "hc"));
+            assert_eq!(h.codec_client_type, 1, "HTTP2 probes for h2 upstreams");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        ec.outlier_detection
+            .unwrap()
+            .consecutive_5xx
+            .map(|v| v.value),
+        Some(4)
+    );
+    let Some(transport_socket::ConfigType::TypedConfig(a)) =
+        &ec.transport_socket.as_ref().unwrap().config_type
+    else {
+        panic!()
+    };
+    let tls = UpstreamTlsContext::decode(a.value.as_slice()).unwrap();
+    assert_eq!(tls.common_tls_context.unwrap().alpn_protocols, vec!["h2"]);
+    assert_eq!(
+        ec.typed_extension_protocol_options
+            .keys()
+            .collect::<Vec<_>>(),
+        vec!["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+    );
+
+    let plain = build_cluster(&mk_cluster("p", 1));
+    assert_eq!(plain.lb_policy, LbPolicy::RoundRobin as i32);
+    assert!(plain.transport_socket.is_none());
+    assert!(plain.typed_extension_protocol_options.is_empty());
+    assert!(plain.health_checks.is_empty());
+    let mut random = mk_cluster("r", 1);
+    random.lb = LbStrategy::Random;
+    random.protocol = UpstreamProtocol::H2c;
+    let r = build_cluster(&random);
+    assert_eq!(r.lb_policy, LbPolicy::Random as i32);
+    assert!(r.transport_socket.is_none());
+    assert_eq!(r.typed_extension_protocol_options.len(), 1);
+
+    let cla = build_load_assignment(&c);
+    assert_eq!(cla.cluster_name, "svc");
+    assert_eq!(cla.endpoints[0].lb_endpoints.len(), 1);
+    let mut empty = mk_cluster("e", 1);
+    empty.endpoints.clear();
+    assert!(build_load_assignment(&empty).endpoints.is_empty());
+}
+
+#[test]
+fn tcp_proxy_hosts_get_a_tcp_filter_chain() {
+    let mut dag = mk_tls_dag();
+    let mut tcp = mk_vhost("tcp.example.com", vec![]);
+    tcp.tls = Some(VhostTls {
+        secret: "default/cert".into(),
+        min_version: TlsVersion::V1_1,
+    });
+    tcp.tcp_proxy = Some(vec![WeightedCluster {
+        cluster: "app".into(),
+        weight: 1,
+    }]);
+    dag.vhosts.insert(tcp.host.clone(), tcp);
+    let res = build(&dag, &Options::default());
+    let https = res
+        .listeners
+        .iter()
+        .find(|l| l.name == HTTPS_LISTENER)
+        .unwrap();
+    let names: Vec<&str> = https
+        .filter_chains
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["secure.example.com", "tcp.example.com"]);
+    assert_eq!(
+        https.filter_chains[1].filters[0].name,
+        "envoy.filters.network.tcp_proxy"
+    );
+    assert!(
+        !res.routes.iter().any(|r| r.name == "https/tcp.example.com"),
+        "no route config for a TCP host"
+    );
+    assert!(
+        !http_rc(&res)
+            .virtual_hosts
+            .iter()
+            .any(|v| v.name == "tcp.example.com"),
+        "TCP hosts are not on the HTTP listener"
+    );
+}
+
+#[test]
+fn static_bootstrap_inlines_routes_endpoints_and_secrets() {
+    let res = build(&mk_tls_dag(), &Options::default());
+    let b = static_config::build_static_bootstrap(&res).unwrap();
+    let s = b.static_resources.unwrap();
+    assert_eq!(
+        s.clusters[0].load_assignment.as_ref().unwrap().cluster_name,
+        "app"
+    );
+    assert!(s.clusters[0].eds_cluster_config.is_none());
+    assert_eq!(s.secrets.len(), 1);
+    for l in &s.listeners {
+        for chain in &l.filter_chains {
+            match hcm_of(&chain.filters[0]).route_specifier {
+                Some(RouteSpecifier::RouteConfig(rc)) => assert!(!rc.virtual_hosts.is_empty()),
+                other => panic!("not inline: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The versioned resource cache: one immutable [`Snapshot`] per published routing state, holding
+//! every resource encoded once, with a content version per resource and per type. Versions are
+//! content hashes, so an endpoint change leaves the cluster version alone, and a restarted sluice
+//! computes the same versions for the same objects (Envoy reconnecting with known versions gets
+//! nothing it already has).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use envoy_types::pb::google::protobuf::Any;
+use sha2::{Digest, Sha256};
+
+use crate::translate::{ResourceType, Resources};
+
+/// One encoded resource.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resource {
+    pub name: String,
+    /// Hash of the encoded bytes.
+    pub version: String,
+    pub body: Any,
+}
+
+/// All resources of one type.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TypeSnapshot {
+    /// Hash over every (name, version) of the type.
+    pub version: String,
+    pub resources: BTreeMap<String, Arc<Resource>>,
+}
+
+/// Every resource sluice serves at one moment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    types: BTreeMap<ResourceType, TypeSnapshot>,
+}
+
+fn short_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The version of a set of (name, version) pairs.
+pub fn set_version<'a>(entries: impl IntoIterator<Item = (&'a String, &'a String)>) -> String {
+    let mut h = Sha256::new();
+    for (n, v) in entries {
+        h.update(n.as_bytes());
+        h.update([0]);
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Snapshot {
+    /// Encodes translated resources.
+    pub fn from_resources(resources: &Resources) -> Snapshot {
+        let mut types = BTreeMap::new();
+        for (t, items) in resources.encode() {
+            types.insert(t, Self::type_snapshot(items));
+        }
+        Snapshot { types }
+    }
+
+    /// Builds a snapshot from already encoded resources (tests, other sources).
+    pub fn from_encoded(items: BTreeMap<ResourceType, BTreeMap<String, Any>>) -> Snapshot {
+        let mut types = BTreeMap::new();
+        for t in ResourceType::ALL {
+            types.insert(t, Self::type_snapshot(BTreeMap::new()));
+        }
+        for (t, items) in items {
+            types.insert(t, Self::type_snapshot(items));
+        }
+        Snapshot { types }
+    }
+
+    fn type_snapshot(items: BTreeMap<String, Any>) -> TypeSnapshot {
+        let resources: BTreeMap<String, Arc<Resource>> = items
+            .into_iter()
+            .map(|(name, body)| {
+                let version = short_hash(&body.value);
+                (
+                    name.clone(),
+                    Arc::new(Resource {
+                        name,
+                        version,
+                        body,
+                    }),
+                )
+            })
+            .collect();
+        TypeSnapshot {
+            version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
+            resources,
+        }
+    }
+
+    /// The resources of one type (empty when the snapshot has none).
+    pub fn of(&self, t: ResourceType) -> &BTreeMap<String, Arc<Resource>> {
+        static EMPTY: BTreeMap<String, Arc<Resource>> = BTreeMap::new();
+        self.types.get(&t).map(|s| &s.resources).unwrap_or(&EMPTY)
+    }
+
+    /// The content version of one type.
+    pub fn version(&self, t: ResourceType) -> &str {
+        self.types.get(&t).map(|s| s.version.as_str()).unwrap_or("")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mk_any(v: &[u8]) -> Any {
+        Any {
+            type_url: "t".into(),
+            value: v.to_vec(),
+        }
+    }
+
+    #[test]
+    fn versions_follow_content_per_type() {
+        let mut items = BTreeMap::new();
+        items.insert(
+            ResourceType::Cluster,
+            BTreeMap::from([("c".to_string(), mk_any(b"c1"))]),
+        );
+        items.insert(
+            ResourceType::Endpoint,
+            BTreeMap::from([("c".to_string(), mk_any(b"e1"))]),
+        );
+        let a = Snapshot::from_encoded(items.clone());
+        items.insert(
+            ResourceType::Endpoint,
+            BTreeMap::from([("c".to_string(), mk_any(b"e2"))]),
+        );
+        let b = Snapshot::from_encoded(items);
+        assert_eq!(
+            a.version(ResourceType::Cluster),
+            b.version(ResourceType::Cluster)
+        );
+        assert_ne!(
+            a.version(ResourceType::Endpoint),
+            b.version(ResourceType::Endpoint)
+        );
+        assert_eq!(
+            a.of(ResourceType::Cluster)["c"].version,
+            b.of(ResourceType::Cluster)["c"].version
+        );
+        assert_eq!(a.version(ResourceType::Listener).len(), 16);
+    }
+}

@@ -1,0 +1,10 @@
+//! xDS: the versioned resource cache, the per-stream protocol state machine (SotW and delta) and
+//! the ADS gRPC server that moves messages between Envoys and the state machine.
+
+pub mod cache;
+pub mod server;
+pub mod stream;
+
+pub use cache::{Resource, Snapshot};
+pub use server::{AdsServer, serve};
+pub use stream::{Mode, Response, Stats, Stream};

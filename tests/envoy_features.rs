@@ -1,0 +1,375 @@
+//! Real Envoy fed by sluice standalone: weighted splits, active health checks, TLS termination
+//! with a generated certificate, and route updates under load without errors.
+
+mod envoy_support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use envoy_support::backend::Backend;
+use envoy_support::harness::{Harness, docs, service, slice};
+use sluice::cli::bootstrap::XdsProtocol;
+
+fn ingressroute(ns: &str, name: &str, fqdn: &str, routes: &str) -> String {
+    format!(
+        "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n{routes}"
+    )
+}
+
+/// Services `ns/<name>` on port 80, each backed by the backend of the same name.
+fn services(ns: &str, backends: &[&Backend]) -> String {
+    let mut parts = Vec::new();
+    for b in backends {
+        let svc = b.name.rsplit('/').next().unwrap_or(&b.name);
+        parts.push(service(ns, svc, 80, ""));
+        parts.push(slice(ns, svc, "", b.port, "0"));
+    }
+    docs(&parts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weighted_split_80_20_within_tolerance() {
+    let a = Backend::start("w/a").await;
+    let b = Backend::start("w/b").await;
+    let route = ingressroute(
+        "w",
+        "split",
+        "split.example.com",
+        "  - match: /\n    services: [{name: a, port: 80, weight: 80}, {name: b, port: 80, weight: 20}]\n",
+    );
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("w", &[&a, &b])),
+            ("route.yaml", route),
+        ],
+        XdsProtocol::Sotw,
+    )
+    .await;
+    h.expect("split.example.com", "/", &[], "w/a").await;
+    const N: usize = 500;
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for _ in 0..N {
+        *counts
+            .entry(h.get("split.example.com", "/", &[]).await)
+            .or_default() += 1;
+    }
+    let share_a = counts.get("w/a").copied().unwrap_or(0) as f64 / N as f64;
+    let share_b = counts.get("w/b").copied().unwrap_or(0) as f64 / N as f64;
+    // Binomial(500, 0.8): one standard deviation is 1.8%; allow 4.
+    assert!(
+        (0.72..=0.88).contains(&share_a) && (share_a + share_b - 1.0).abs() < 1e-9,
+        "80/20 split: got {counts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_backend_is_ejected_by_health_checks() {
+    let pool: Vec<Backend> = vec![
+        Backend::start("hc/one").await,
+        Backend::start("hc/two").await,
+        Backend::start("hc/three").await,
+    ];
+    let mut parts = vec![service("hc", "app", 80, "")];
+    for (i, b) in pool.iter().enumerate() {
+        parts.push(slice("hc", "app", "", b.port, &i.to_string()));
+    }
+    let route = ingressroute(
+        "hc",
+        "app",
+        "hc.example.com",
+        "  - match: /\n    services:\n    - name: app\n      port: 80\n      healthCheck: {path: /healthz, intervalSeconds: 1, timeoutSeconds: 1, unhealthyThresholdCount: 1, healthyThresholdCount: 1}\n",
+    );
+    let h = Harness::start(
+        &[("svc.yaml", docs(&parts)), ("route.yaml", route)],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("hc.example.com", "/", &[], "hc/one").await;
+    pool[2].set_healthy(false);
+    // Bounded: within the convergence time, 60 requests in a row must avoid the failing host.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut streak = 0;
+    while streak < 60 {
+        let got = h.get("hc.example.com", "/", &[]).await;
+        if got == "hc/three" {
+            streak = 0;
+        } else {
+            assert!(
+                got == "hc/one" || got == "hc/two",
+                "unexpected answer {got:?}"
+            );
+            streak += 1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hc/three still receives traffic 20s after failing its health check; clusters:\n{}",
+            h.admin("/clusters").await
+        );
+    }
+    let before = pool[2].hits();
+    for _ in 0..30 {
+        let got = h.get("hc.example.com", "/", &[]).await;
+        assert_ne!(got, "hc/three", "ejected host answered");
+    }
+    assert_eq!(pool[2].hits(), before);
+    // Healthy again: it gets traffic back.
+    pool[2].set_healthy(true);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.get("hc.example.com", "/", &[]).await != "hc/three" {
+        assert!(Instant::now() < deadline, "hc/three never came back");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_termination_with_a_generated_certificate() {
+    let app = Backend::start("tls/app").await;
+    let acme = Backend::start("tls/acme").await;
+    let ck = rcgen::generate_simple_self_signed(vec!["secure.example.com".to_string()]).unwrap();
+    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: tls}}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n",
+        b64(ck.cert.pem()),
+        b64(ck.signing_key.serialize_pem())
+    );
+    let route = "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {name: secure, namespace: tls}\nspec:\n  virtualhost:\n    fqdn: secure.example.com\n    tls: {secretName: cert, minimumProtocolVersion: \"1.2\"}\n  routes:\n  - match: /\n    services: [{name: app, port: 80}]\n  - match: /.well-known/acme-challenge\n    services: [{name: acme, port: 80}]\n    permitInsecure: true\n".to_string();
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("tls", &[&app, &acme])),
+            ("secret.yaml", secret),
+            ("route.yaml", route),
+        ],
+        XdsProtocol::Sotw,
+    )
+    .await;
+    h.expect_tls("secure.example.com", "/x", "tls/app").await;
+    let (_, version) = h.get_tls("secure.example.com", "/x").await;
+    assert_eq!(version, Some(reqwest::Version::HTTP_2), "ALPN offers h2");
+    h.expect_tls(
+        "SECURE.example.com",
+        "/.well-known/acme-challenge/t",
+        "tls/acme",
+    )
+    .await;
+    // Plain HTTP: 301 to HTTPS, except the permitInsecure route.
+    assert_eq!(
+        h.get("secure.example.com:8080", "/x?q=1", &[]).await,
+        "301 https://secure.example.com/x?q=1"
+    );
+    assert_eq!(
+        h.get("secure.example.com", "/.well-known/acme-challenge/t", &[])
+            .await,
+        "tls/acme"
+    );
+    // An unknown SNI gets no certificate: the handshake fails.
+    let (got, _) = h.get_tls("other.example.com", "/").await;
+    assert!(got.starts_with("error:"), "unknown SNI answered {got:?}");
+}
+
+/// Routes change under a bounded request loop; requests to routes that exist before and after
+/// every change all succeed.
+async fn updates_under_load(protocol: XdsProtocol) {
+    let a = Backend::start("up/a").await;
+    let b = Backend::start("up/b").await;
+    let c = Backend::start("up/c").await;
+    let d = Backend::start("up/d").await;
+    let svcs = services("up", &[&a, &b, &c, &d]);
+    let route = |routes: &str| ingressroute("up", "r", "up.example.com", routes);
+    let v1 = route(
+        "  - match: /a\n    services: [{name: a, port: 80}]\n  - match: /b\n    services: [{name: b, port: 80}]\n",
+    );
+    let h = std::sync::Arc::new(
+        Harness::start(&[("svc.yaml", svcs), ("route.yaml", v1)], protocol).await,
+    );
+    h.expect("up.example.com", "/a", &[], "up/a").await;
+    h.expect("up.example.com", "/b", &[], "up/b").await;
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..3 {
+        let (h, stop) = (h.clone(), stop.clone());
+        workers.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            let mut n = 0usize;
+            let started = Instant::now();
+            // Bounded in count and time.
+            while !stop.load(std::sync::atomic::Ordering::SeqCst)
+                && n < 20_000
+                && started.elapsed() < Duration::from_secs(60)
+            {
+                let path = if (n + w).is_multiple_of(2) {
+                    "/a"
+                } else {
+                    "/b"
+                };
+                let got = h.get("up.example.com", path, &[]).await;
+                if !got.starts_with("up/") {
+                    failures.push(format!("{path}: {got}"));
+                }
+                n += 1;
+            }
+            (n, failures)
+        }));
+    }
+    let steps = [
+        // A new route to a new cluster.
+        "  - match: /a\n    services: [{name: a, port: 80}]\n  - match: /b\n    services: [{name: b, port: 80}]\n  - match: /c\n    services: [{name: c, port: 80}]\n",
+        // /b moves to another service: cluster b goes away after the routes moved.
+        "  - match: /a\n    services: [{name: a, port: 80}]\n  - match: /b\n    services: [{name: d, port: 80}]\n  - match: /c\n    services: [{name: c, port: 80}]\n",
+        // /a is split and its cluster settings change (new clusters, old ones removed).
+        "  - match: /a\n    services: [{name: a, port: 80, weight: 50, strategy: Random}, {name: c, port: 80, weight: 50}]\n  - match: /b\n    services: [{name: d, port: 80}]\n",
+        // Back to the start.
+        "  - match: /a\n    services: [{name: a, port: 80}]\n  - match: /b\n    services: [{name: b, port: 80}]\n",
+    ];
+    let expect_b = ["up/b", "up/d", "up/d", "up/b"];
+    for (step, want_b) in steps.iter().zip(expect_b) {
+        h.write("route.yaml", &route(step));
+        h.expect("up.example.com", "/b", &[], want_b).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut total = 0;
+    let mut failures = Vec::new();
+    for w in workers {
+        let (n, f) = w.await.unwrap();
+        total += n;
+        failures.extend(f);
+    }
+    assert!(total > 50, "only {total} requests made");
+    assert!(
+        failures.is_empty(),
+        "{} of {total} requests failed during updates, first: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_updates_under_load_give_no_errors_sotw() {
+    updates_under_load(XdsProtocol::Sotw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_updates_under_load_give_no_errors_delta() {
+    updates_under_load(XdsProtocol::Delta).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xds_over_mutual_tls() {
+    let a = Backend::start("m/a").await;
+    let route = ingressroute(
+        "m",
+        "r",
+        "mtls.example.com",
+        "  - match: /\n    services: [{name: a, port: 80}]\n",
+    );
+    let h = Harness::start_mtls(
+        &[("svc.yaml", services("m", &[&a])), ("route.yaml", route)],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("mtls.example.com", "/", &[], "m/a").await;
+    // The same xDS client gets clusters with Envoy's client certificate, and nothing without one.
+    use envoy_types::pb::envoy::service::discovery::v3::{
+        DiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
+    };
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let read = |f: &str| std::fs::read(h.dir.path().join(f)).unwrap();
+    let fetch = |identity: Option<Identity>| {
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read("ca.pem")))
+            .domain_name("127.0.0.1");
+        if let Some(id) = identity {
+            tls = tls.identity(id);
+        }
+        let url = format!("https://127.0.0.1:{}", h.xds_port);
+        async move {
+            let channel = Endpoint::from_shared(url)
+                .map_err(|e| e.to_string())?
+                .tls_config(tls)
+                .map_err(|e| e.to_string())?
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            let req = DiscoveryRequest {
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                ..Default::default()
+            };
+            let mut stream = AggregatedDiscoveryServiceClient::new(channel)
+                .stream_aggregated_resources(tokio_stream::iter(vec![req]))
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            let resp = stream.message().await.map_err(|e| e.to_string())?;
+            Ok::<usize, String>(resp.map(|r| r.resources.len()).unwrap_or(0))
+        }
+    };
+    let with_cert = tokio::time::timeout(
+        Duration::from_secs(10),
+        fetch(Some(Identity::from_pem(
+            read("client.pem"),
+            read("client-key.pem"),
+        ))),
+    )
+    .await;
+    assert!(
+        matches!(with_cert, Ok(Ok(1))),
+        "with a client certificate: {with_cert:?}"
+    );
+    let without = tokio::time::timeout(Duration::from_secs(10), fetch(None)).await;
+    assert!(
+        matches!(without, Ok(Err(_))),
+        "a client without a certificate got xDS: {without:?}"
+    );
+}
+
+/// sluice restarts: Envoy keeps serving its last configuration meanwhile, reconnects (telling the
+/// versions it holds) and picks up a change made while sluice was away.
+async fn restart(protocol: XdsProtocol) {
+    let a = Backend::start("rs/a").await;
+    let b = Backend::start("rs/b").await;
+    let route = |svc: &str| {
+        ingressroute(
+            "rs",
+            "r",
+            "restart.example.com",
+            &format!("  - match: /\n    services: [{{name: {svc}, port: 80}}]\n"),
+        )
+    };
+    let mut h = Harness::start(
+        &[
+            ("svc.yaml", services("rs", &[&a, &b])),
+            ("route.yaml", route("a")),
+        ],
+        protocol,
+    )
+    .await;
+    h.expect("restart.example.com", "/", &[], "rs/a").await;
+    h.stop_sluice().await;
+    // While sluice is away, Envoy keeps answering from its last configuration.
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        answers.push(h.get("restart.example.com", "/", &[]).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        answers.iter().all(|a| a == "rs/a"),
+        "while sluice is away: {answers:?}"
+    );
+    h.write("route.yaml", &route("b"));
+    h.start_sluice();
+    h.expect("restart.example.com", "/", &[], "rs/b").await;
+    // And it follows changes on the new stream.
+    h.write("route.yaml", &route("a"));
+    h.expect("restart.example.com", "/", &[], "rs/a").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_reconnects_after_a_sluice_restart_sotw() {
+    restart(XdsProtocol::Sotw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_reconnects_after_a_sluice_restart_delta() {
+    restart(XdsProtocol::Delta).await;
+}

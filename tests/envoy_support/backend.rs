@@ -1,0 +1,100 @@
+//! Small HTTP backends on 127.0.0.1 that answer every request with their own name (body and
+//! `x-backend` header). `/healthz` answers 200, or 503 once the backend is told to be unhealthy.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+
+pub struct Backend {
+    pub name: String,
+    pub port: u16,
+    healthy: Arc<AtomicBool>,
+    failing: Arc<AtomicBool>,
+    hits: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Backend {
+    /// Starts a backend on a free loopback port.
+    pub async fn start(name: &str) -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind backend");
+        let port = listener.local_addr().expect("backend addr").port();
+        let healthy = Arc::new(AtomicBool::new(true));
+        let failing = Arc::new(AtomicBool::new(false));
+        let hits = Arc::new(AtomicU64::new(0));
+        let (n, h, f, c) = (
+            name.to_string(),
+            healthy.clone(),
+            failing.clone(),
+            hits.clone(),
+        );
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (n, h, f, c) = (n.clone(), h.clone(), f.clone(), c.clone());
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                        let (n, h, f, c) = (n.clone(), h.clone(), f.clone(), c.clone());
+                        async move {
+                            let status = if req.uri().path() == "/healthz" {
+                                if h.load(Ordering::SeqCst) { 200 } else { 503 }
+                            } else {
+                                c.fetch_add(1, Ordering::SeqCst);
+                                if f.load(Ordering::SeqCst) { 500 } else { 200 }
+                            };
+                            Ok::<_, Infallible>(
+                                Response::builder()
+                                    .status(status)
+                                    .header("x-backend", n.as_str())
+                                    .body(Full::new(Bytes::from(n)))
+                                    .expect("response"),
+                            )
+                        }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Backend {
+            name: name.to_string(),
+            port,
+            healthy,
+            failing,
+            hits,
+            task,
+        }
+    }
+
+    /// Makes `/healthz` answer 503 (false) or 200 (true).
+    pub fn set_healthy(&self, healthy: bool) {
+        self.healthy.store(healthy, Ordering::SeqCst);
+    }
+
+    /// Makes every other path answer 500.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// Requests served (health checks excluded).
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,423 @@
+//! sluice standalone (in-process) + a real Envoy, started for one test on free loopback ports.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sluice::app::standalone::{StandaloneConfig, run};
+use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
+use tokio::sync::oneshot;
+
+use super::{envoy_bin, free_port};
+
+/// How long a test waits for configuration to reach Envoy.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub manifests: PathBuf,
+    pub http_port: u16,
+    pub https_port: u16,
+    pub admin_port: u16,
+    pub xds_port: u16,
+    dag_options: sluice::dag::Options,
+    translate_options: sluice::translate::Options,
+    envoy: Child,
+    stop: Option<oneshot::Sender<()>>,
+    sluice: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    cfg: StandaloneConfig,
+    client: reqwest::Client,
+}
+
+/// What a request got: the backend's name for a 200, else the status (and Location for redirects).
+pub type Answer = String;
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+impl Harness {
+    /// Writes `files` into a fresh manifest directory, starts sluice on it and an Envoy fed by it,
+    /// and waits until Envoy is ready.
+    pub async fn start(files: &[(&str, String)], protocol: XdsProtocol) -> Harness {
+        Self::start_with(files, protocol, sluice::dag::Options::default()).await
+    }
+
+    /// [`Harness::start`] with routing options.
+    pub async fn start_with(
+        files: &[(&str, String)],
+        protocol: XdsProtocol,
+        dag_options: sluice::dag::Options,
+    ) -> Harness {
+        Self::start_full(files, protocol, dag_options, false).await
+    }
+
+    /// [`Harness::start`] with xDS over mutual TLS (a CA, a server and a client certificate
+    /// generated for the test).
+    pub async fn start_mtls(files: &[(&str, String)], protocol: XdsProtocol) -> Harness {
+        Self::start_full(files, protocol, sluice::dag::Options::default(), true).await
+    }
+
+    async fn start_full(
+        files: &[(&str, String)],
+        protocol: XdsProtocol,
+        dag_options: sluice::dag::Options,
+        mtls: bool,
+    ) -> Harness {
+        init_tracing();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pki = mtls.then(|| write_pki(dir.path()));
+        let xds_tls = pki.as_ref().map(|p| {
+            sluice::app::standalone::build_xds_tls(
+                Some(&p.ca),
+                Some(&p.server_cert),
+                Some(&p.server_key),
+            )
+            .expect("xDS TLS")
+            .expect("TLS configured")
+        });
+        let manifests = dir.path().join("manifests");
+        std::fs::create_dir(&manifests).expect("mkdir manifests");
+        for (name, text) in files {
+            std::fs::write(manifests.join(name), text).expect("write manifest");
+        }
+        let (http_port, https_port, admin_port, xds_port) =
+            (free_port(), free_port(), free_port(), free_port());
+        let translate_options = sluice::translate::Options {
+            listen_address: "127.0.0.1".into(),
+            http_port,
+            https_port,
+        };
+        let cfg = StandaloneConfig {
+            manifests: manifests.clone(),
+            xds_address: format!("127.0.0.1:{xds_port}").parse().expect("addr"),
+            xds_tls,
+            dag_options: dag_options.clone(),
+            translate_options: translate_options.clone(),
+            debounce: Duration::from_millis(50),
+        };
+        let (stop, sluice) = spawn_sluice(cfg.clone());
+        let bootstrap = build_bootstrap(&BootstrapArgs {
+            xds_address: format!("127.0.0.1:{xds_port}"),
+            out: dir.path().join("bootstrap.json"),
+            xds_ca: pki.as_ref().map(|p| p.ca.clone()),
+            xds_cert: pki.as_ref().map(|p| p.client_cert.clone()),
+            xds_key: pki.as_ref().map(|p| p.client_key.clone()),
+            admin_port: Some(admin_port),
+            admin_socket: None,
+            node_id: "test".into(),
+            node_cluster: "sluice-test".into(),
+            xds_protocol: protocol,
+        })
+        .expect("bootstrap");
+        let bootstrap_path = dir.path().join("bootstrap.json");
+        std::fs::write(&bootstrap_path, bootstrap.to_string()).expect("write bootstrap");
+        let envoy = Command::new(envoy_bin())
+            .arg("-c")
+            .arg(&bootstrap_path)
+            .args(["--concurrency", "1", "--disable-hot-restart"])
+            .args(["--log-level", "info", "--drain-time-s", "1"])
+            .arg("--log-path")
+            .arg(dir.path().join("envoy.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start envoy");
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .expect("client");
+        let h = Harness {
+            dir,
+            manifests,
+            http_port,
+            https_port,
+            admin_port,
+            xds_port,
+            dag_options,
+            translate_options,
+            envoy,
+            stop: Some(stop),
+            sluice: Some(sluice),
+            cfg,
+            client,
+        };
+        h.validate_snapshot();
+        h.wait_ready().await;
+        h
+    }
+
+    /// Stops sluice (Envoy keeps its configuration and tries to reconnect).
+    pub async fn stop_sluice(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.sluice.take() {
+            let r = tokio::time::timeout(Duration::from_secs(15), task).await;
+            assert!(
+                matches!(r, Ok(Ok(Ok(())))),
+                "sluice did not stop cleanly: {r:?}"
+            );
+        }
+    }
+
+    /// Starts sluice again on the same address after [`Harness::stop_sluice`].
+    pub fn start_sluice(&mut self) {
+        let (stop, task) = spawn_sluice(self.cfg.clone());
+        self.stop = Some(stop);
+        self.sluice = Some(task);
+    }
+
+    /// Checks the snapshot the manifest directory produces now with `envoy --mode validate`.
+    pub fn validate_snapshot(&self) {
+        let snapshot = sluice::app::standalone::load_manifests(
+            &self.manifests,
+            &self.dag_options.ingress_class_name,
+        )
+        .expect("manifests load");
+        let dag = sluice::dag::build(&snapshot, &self.dag_options);
+        let resources = sluice::translate::build(&dag, &self.translate_options);
+        super::assert_envoy_accepts(&resources, &self.manifests.display().to_string());
+    }
+
+    /// The last lines of Envoy's log, for failure messages.
+    pub fn envoy_log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("envoy.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            let url = format!("http://127.0.0.1:{}/ready", self.admin_port);
+            if let Ok(r) = self.client.get(&url).send().await
+                && r.status() == 200
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Envoy not ready within {CONVERGE:?}; its log ends with:\n{}",
+                self.envoy_log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// An Envoy admin page.
+    pub async fn admin(&self, path: &str) -> String {
+        let url = format!("http://127.0.0.1:{}{path}", self.admin_port);
+        match self.client.get(&url).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(e) => format!("admin request failed: {e}"),
+        }
+    }
+
+    /// Replaces (atomically) or adds a manifest file.
+    pub fn write(&self, name: &str, text: &str) {
+        let tmp = self.manifests.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).expect("write manifest");
+        std::fs::rename(&tmp, self.manifests.join(name)).expect("rename manifest");
+        self.validate_snapshot();
+    }
+
+    /// A plain HTTP request through Envoy.
+    pub async fn get(&self, host: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+        let url = format!("http://127.0.0.1:{}{path}", self.http_port);
+        let mut req = self.client.get(&url).header(reqwest::header::HOST, host);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        describe(req.send().await).await
+    }
+
+    /// An HTTPS request through Envoy with SNI and Host `host` (certificate not verified: the
+    /// tests check termination and routing, the certificate is generated by the test).
+    /// Also returns the negotiated HTTP version.
+    pub async fn get_tls(&self, host: &str, path: &str) -> (Answer, Option<reqwest::Version>) {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(5))
+            .danger_accept_invalid_certs(true)
+            .resolve(
+                host,
+                format!("127.0.0.1:{}", self.https_port)
+                    .parse()
+                    .expect("addr"),
+            )
+            .build()
+            .expect("tls client");
+        let url = format!("https://{host}:{}{path}", self.https_port);
+        let res = client.get(&url).send().await;
+        let version = res.as_ref().ok().map(|r| r.version());
+        (describe(res).await, version)
+    }
+
+    /// Waits until `host` + `path` (+ headers) answers `want`, then returns; panics after
+    /// [`CONVERGE`] naming the last answer.
+    pub async fn expect(&self, host: &str, path: &str, headers: &[(&str, &str)], want: &str) {
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            let got = self.get(host, path, headers).await;
+            if got == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "GET http://{host}{path} {headers:?}: want {want:?}, still {got:?} after {CONVERGE:?}; Envoy log:\n{}",
+                self.envoy_log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Like [`Harness::expect`] over HTTPS.
+    pub async fn expect_tls(&self, host: &str, path: &str, want: &str) {
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            let (got, _) = self.get_tls(host, path).await;
+            if got == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "GET https://{host}{path}: want {want:?}, still {got:?} after {CONVERGE:?}; Envoy log:\n{}",
+                self.envoy_log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// PEM files of a test PKI.
+pub struct Pki {
+    pub ca: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, all written under `dir`.
+pub fn write_pki(dir: &std::path::Path) -> Pki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+        IsCa, Issuer, KeyPair,
+    };
+    let dn = |cn: &str| {
+        let mut d = DistinguishedName::new();
+        d.push(DnType::CommonName, cn);
+        d
+    };
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name = dn("sluice test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).expect("ca");
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf = |san: &str, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(vec![san.to_string()]).expect("params");
+        params.extended_key_usages = vec![usage];
+        params.distinguished_name = dn(san);
+        let cert = params.signed_by(&key, &issuer).expect("leaf");
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf("127.0.0.1", ExtendedKeyUsagePurpose::ServerAuth);
+    let (client_cert, client_key) = leaf("envoy", ExtendedKeyUsagePurpose::ClientAuth);
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write pem");
+        p
+    };
+    Pki {
+        ca: write("ca.pem", &ca_cert.pem()),
+        server_cert: write("server.pem", &server_cert),
+        server_key: write("server-key.pem", &server_key),
+        client_cert: write("client.pem", &client_cert),
+        client_key: write("client-key.pem", &client_key),
+    }
+}
+
+fn spawn_sluice(
+    cfg: StandaloneConfig,
+) -> (
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(run(cfg, async move {
+        let _ = stopped.await;
+    }));
+    (stop, task)
+}
+
+async fn describe(res: reqwest::Result<reqwest::Response>) -> Answer {
+    match res {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            let location = r
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .map(String::from);
+            let body = r.text().await.unwrap_or_default();
+            match (status, location) {
+                (200, _) => body,
+                (s, Some(l)) => format!("{s} {l}"),
+                (s, None) => s.to_string(),
+            }
+        }
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.envoy.kill();
+        let _ = self.envoy.wait();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.sluice.take() {
+            task.abort();
+        }
+    }
+}
+
+// ---- manifest helpers ----
+
+/// A Service with one port (named `port_name`, or unnamed when empty).
+pub fn service(ns: &str, name: &str, port: u16, port_name: &str) -> String {
+    let pn = if port_name.is_empty() {
+        String::new()
+    } else {
+        format!("name: {port_name}, ")
+    };
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{ports: [{{{pn}port: {port}}}]}}\n"
+    )
+}
+
+/// An EndpointSlice of Service `ns/svc` with one ready loopback endpoint on `backend_port`.
+pub fn slice(ns: &str, svc: &str, port_name: &str, backend_port: u16, suffix: &str) -> String {
+    format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {svc}-{suffix}\n  namespace: {ns}\n  labels: {{kubernetes.io/service-name: {svc}}}\naddressType: IPv4\nports: [{{name: \"{port_name}\", port: {backend_port}, protocol: TCP}}]\nendpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]\n"
+    )
+}
+
+/// Joins YAML documents.
+pub fn docs(parts: &[String]) -> String {
+    parts.join("---\n")
+}

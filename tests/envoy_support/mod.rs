@@ -1,0 +1,74 @@
+//! Shared helpers of the real-Envoy tests: finding (installing) Envoy, validating resources with
+//! `envoy --mode validate`, free ports, echo backends and bounded waits.
+#![allow(dead_code)]
+
+pub mod backend;
+pub mod harness;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use prost::Message;
+use sluice::translate::{Resources, static_config::build_static_bootstrap};
+
+/// The Envoy binary: `$ENVOY_BIN`, else what `scripts/ensure-envoy.sh` installs into `.venv/`.
+pub fn envoy_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(b) = std::env::var("ENVOY_BIN")
+            && !b.is_empty()
+        {
+            return PathBuf::from(b);
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = Command::new("bash")
+            .arg(root.join("scripts/ensure-envoy.sh"))
+            .arg(root)
+            .output()
+            .expect("run scripts/ensure-envoy.sh");
+        assert!(
+            out.status.success(),
+            "scripts/ensure-envoy.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(!path.is_empty(), "ensure-envoy.sh printed no path");
+        PathBuf::from(path)
+    })
+    .clone()
+}
+
+/// Runs `envoy --mode validate` on the resources wrapped as static configuration; panics with
+/// Envoy's output when it refuses them.
+pub fn assert_envoy_accepts(resources: &Resources, label: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bootstrap = build_static_bootstrap(resources).expect("static bootstrap");
+    let path = dir.path().join("static.pb");
+    std::fs::write(&path, bootstrap.encode_to_vec()).expect("write bootstrap");
+    let out = Command::new(envoy_bin())
+        .arg("--mode")
+        .arg("validate")
+        .arg("-c")
+        .arg(&path)
+        .arg("--log-level")
+        .arg("warn")
+        .arg("--disable-hot-restart")
+        .output()
+        .expect("run envoy --mode validate");
+    assert!(
+        out.status.success(),
+        "envoy --mode validate refused snapshot {label}:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}

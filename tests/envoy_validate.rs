@@ -1,0 +1,283 @@
+//! Every translated snapshot must be accepted by `envoy --mode validate`: a hand-built model using
+//! every translation feature (TLS, wildcard, TCP proxy, h2/TLS upstreams, health checks, header
+//! conditions, weights, timeouts, retries, 503 routes).
+
+mod envoy_support;
+
+use std::time::Duration;
+
+use sluice::api::{Kind, LbStrategy, ObjKey, ObjectRef, TlsVersion};
+use sluice::dag::*;
+use sluice::translate;
+use sluice::validate::common::Timeout;
+
+fn route(path: PathMatch, clusters: &[(&str, u32)]) -> Route {
+    Route {
+        path,
+        headers: vec![],
+        action: RouteAction::Forward(
+            clusters
+                .iter()
+                .map(|(c, w)| WeightedCluster {
+                    cluster: c.to_string(),
+                    weight: *w,
+                })
+                .collect(),
+        ),
+        permit_insecure: false,
+        timeout: None,
+        retry: None,
+        source: ObjectRef::new(Kind::IngressRouteV1, "default", "root"),
+    }
+}
+
+fn cluster(name: &str, protocol: UpstreamProtocol, lb: LbStrategy) -> Cluster {
+    Cluster {
+        name: name.to_string(),
+        service: ObjKey::new("default", name),
+        port: 80,
+        protocol,
+        lb,
+        health_check: Some(health_check_policy(&sluice::api::HealthCheck {
+            path: "/healthz".into(),
+            ..Default::default()
+        })),
+        outlier_detection: Some(OutlierDetection { consecutive_5xx: 5 }),
+        endpoints: vec![
+            Endpoint {
+                address: "127.0.0.1".into(),
+                port: 9001,
+            },
+            Endpoint {
+                address: "::1".into(),
+                port: 9002,
+            },
+        ],
+    }
+}
+
+fn full_model() -> Dag {
+    let ck = rcgen::generate_simple_self_signed(vec!["secure.example.com".to_string()]).unwrap();
+    let mut dag = Dag::default();
+    for (name, proto, lb) in [
+        (
+            "default/a/80",
+            UpstreamProtocol::Http,
+            LbStrategy::RoundRobin,
+        ),
+        (
+            "default/b/80/h2",
+            UpstreamProtocol::H2,
+            LbStrategy::WeightedLeastRequest,
+        ),
+        (
+            "default/c/80/h2c",
+            UpstreamProtocol::H2c,
+            LbStrategy::Random,
+        ),
+        (
+            "default/d/443/tls",
+            UpstreamProtocol::Https,
+            LbStrategy::RoundRobin,
+        ),
+        (
+            "default/t/9000/tcp",
+            UpstreamProtocol::Tcp,
+            LbStrategy::RoundRobin,
+        ),
+    ] {
+        dag.clusters.insert(name.into(), cluster(name, proto, lb));
+    }
+    dag.secrets.insert(
+        "default/cert".into(),
+        TlsSecret {
+            name: "default/cert".into(),
+            cert_pem: ck.cert.pem(),
+            key_pem: ck.signing_key.serialize_pem(),
+        },
+    );
+    let mut headers = route(PathMatch::prefix("/h"), &[("default/a/80", 1)]);
+    headers.headers = vec![
+        HeaderMatch {
+            name: "x-a".into(),
+            op: HeaderOp::Exact("100%d".into()),
+        },
+        HeaderMatch {
+            name: "x-b".into(),
+            op: HeaderOp::Contains("b".into()),
+        },
+        HeaderMatch {
+            name: "x-c".into(),
+            op: HeaderOp::NotContains("c".into()),
+        },
+        HeaderMatch {
+            name: "x-d".into(),
+            op: HeaderOp::Present,
+        },
+        HeaderMatch {
+            name: "x-e".into(),
+            op: HeaderOp::Absent,
+        },
+        HeaderMatch {
+            name: "user-agent".into(),
+            op: HeaderOp::Regex(".*Firefox.*".into()),
+        },
+    ];
+    let mut timed = route(
+        PathMatch::Exact("/t".into()),
+        &[
+            ("default/a/80", 80),
+            ("default/b/80/h2", 20),
+            ("default/c/80/h2c", 0),
+        ],
+    );
+    timed.timeout = Some(Timeout::After(Duration::from_millis(1500)));
+    timed.retry = Some(RetryPolicy {
+        count: 2,
+        per_try_timeout: Some(Duration::from_millis(300)),
+    });
+    let mut infinite = route(
+        PathMatch::StringPrefix("/inf".into()),
+        &[("default/d/443/tls", 1)],
+    );
+    infinite.timeout = Some(Timeout::Infinite);
+    let mut gone = route(PathMatch::prefix("/gone"), &[]);
+    gone.action = RouteAction::Unavailable("missing".into());
+    let mut insecure = route(PathMatch::prefix("/.well-known"), &[("default/a/80", 1)]);
+    insecure.permit_insecure = true;
+    let vhosts = vec![
+        VirtualHost {
+            host: "plain.example.com".into(),
+            routes: vec![
+                timed,
+                headers,
+                infinite,
+                gone,
+                route(PathMatch::prefix("/"), &[("default/a/80", 1)]),
+            ],
+            ..Default::default()
+        },
+        VirtualHost {
+            host: "*.wild.example.com".into(),
+            routes: vec![route(PathMatch::prefix("/"), &[("default/c/80/h2c", 1)])],
+            ..Default::default()
+        },
+        VirtualHost {
+            host: "*".into(),
+            routes: vec![route(PathMatch::prefix("/"), &[("default/a/80", 1)])],
+            ..Default::default()
+        },
+        VirtualHost {
+            host: "secure.example.com".into(),
+            tls: Some(VhostTls {
+                secret: "default/cert".into(),
+                min_version: TlsVersion::V1_3,
+            }),
+            routes: vec![
+                insecure,
+                route(PathMatch::prefix("/"), &[("default/b/80/h2", 1)]),
+            ],
+            ..Default::default()
+        },
+        VirtualHost {
+            host: "*.tls.example.com".into(),
+            tls: Some(VhostTls {
+                secret: "default/cert".into(),
+                min_version: TlsVersion::V1_1,
+            }),
+            routes: vec![route(PathMatch::prefix("/"), &[("default/a/80", 1)])],
+            ..Default::default()
+        },
+        VirtualHost {
+            host: "tcp.example.com".into(),
+            tls: Some(VhostTls {
+                secret: "default/cert".into(),
+                min_version: TlsVersion::V1_2,
+            }),
+            tcp_proxy: Some(vec![WeightedCluster {
+                cluster: "default/t/9000/tcp".into(),
+                weight: 1,
+            }]),
+            ..Default::default()
+        },
+    ];
+    for v in vhosts {
+        dag.vhosts.insert(v.host.clone(), v);
+    }
+    dag
+}
+
+#[test]
+fn envoy_validates_every_translation_feature() {
+    let res = translate::build(&full_model(), &translate::Options::default());
+    envoy_support::assert_envoy_accepts(&res, "full model");
+}
+
+#[test]
+fn envoy_validates_an_empty_model() {
+    let res = translate::build(&Dag::default(), &translate::Options::default());
+    envoy_support::assert_envoy_accepts(&res, "empty model");
+}
+
+/// The check above can fail: a snapshot Envoy cannot load is refused.
+#[test]
+#[should_panic(expected = "envoy --mode validate refused snapshot broken")]
+fn envoy_validation_refuses_a_broken_snapshot() {
+    let mut dag = full_model();
+    let v = dag.vhosts.get_mut("plain.example.com").unwrap();
+    v.routes[0].headers = vec![HeaderMatch {
+        name: "x".into(),
+        op: HeaderOp::Regex("(".into()),
+    }];
+    let res = translate::build(&dag, &translate::Options::default());
+    envoy_support::assert_envoy_accepts(&res, "broken");
+}
+
+/// `sluice bootstrap` output, plain and with mTLS to the xDS server, passes `envoy --mode validate`.
+#[test]
+fn envoy_validates_the_generated_bootstraps() {
+    use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["sluice.example".to_string()]).unwrap();
+    let (ca, cert, key) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+    );
+    std::fs::write(&ca, ck.cert.pem()).unwrap();
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
+    let mk = |addr: &str, mtls: bool, protocol| BootstrapArgs {
+        xds_address: addr.into(),
+        out: dir.path().join("b.json"),
+        xds_ca: mtls.then(|| ca.clone()),
+        xds_cert: mtls.then(|| cert.clone()),
+        xds_key: mtls.then(|| key.clone()),
+        admin_port: None,
+        admin_socket: Some(dir.path().join("admin.sock")),
+        node_id: "n".into(),
+        node_cluster: "c".into(),
+        xds_protocol: protocol,
+    };
+    for (label, args) in [
+        ("plain", mk("127.0.0.1:18000", false, XdsProtocol::Sotw)),
+        (
+            "mtls+delta",
+            mk("sluice.example:18000", true, XdsProtocol::Delta),
+        ),
+    ] {
+        let path = dir.path().join(format!("{}.json", label.replace('+', "-")));
+        std::fs::write(&path, build_bootstrap(&args).unwrap().to_string()).unwrap();
+        let out = std::process::Command::new(envoy_support::envoy_bin())
+            .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "bootstrap {label} refused:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
