@@ -3,8 +3,9 @@
 # kube-apiserver + a backend network namespace, runs the e2e tests (cargo test --test e2e) against
 # them with real kubectl, and tears everything down on exit.
 #
-#   e2e/run.sh                 run every e2e test
-#   e2e/run.sh status          only tests whose name contains "status"
+#   e2e/run.sh                 run every e2e test, then the cluster benchmark's smoke run
+#   e2e/run.sh status          only tests whose name contains "status" (no benchmark smoke)
+#   e2e/run.sh --bench         the full cluster benchmark (benches/cluster.rs, release build)
 #   E2E_KEEP=1 e2e/run.sh      after the tests, keep the control plane up and print how to use it
 #                              (Ctrl-C tears it down)
 # Needs root (network namespace), openssl, curl, python3, Go >= 1.24 (first run builds the tools).
@@ -51,11 +52,22 @@ fi
 export SLUICE_E2E_ENVOY
 
 cd "$E2E_ROOT"
-# In the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.
+# Each step in the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.
 status=0
-cargo test --test e2e -- --ignored --test-threads=1 "$@" &
-E2E_PIDS+=("$!")
-wait $! || status=$?
+run() {
+	"$@" &
+	E2E_PIDS+=("$!")
+	wait $! || status=$?
+}
+if [[ "${1:-}" == --bench ]]; then
+	run cargo bench --bench cluster
+else
+	run cargo test --test e2e -- --ignored --test-threads=1 "$@"
+	if [[ $status == 0 && $# == 0 ]]; then
+		# The cluster benchmark's smoke run (small sizes, test profile), so it cannot rot.
+		run cargo test --bench cluster
+	fi
+fi
 
 if [[ "${E2E_KEEP:-0}" == 1 ]]; then
 	e2e_log "keeping the control plane up; in another shell:"

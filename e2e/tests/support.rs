@@ -296,6 +296,12 @@ impl Sluice {
         }
     }
 
+    /// The process id while it runs.
+    #[allow(dead_code)] // used by benches/cluster.rs
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

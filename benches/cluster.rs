@@ -1,0 +1,462 @@
+//! sluice in cluster mode against a real kube-apiserver: memory, propagation to Envoy, status
+//! write throughput and idle status writes.
+//!
+//! Runs inside the e2e control plane (etcd + kube-apiserver built from source, backends in a
+//! network namespace, real Envoy): `e2e/run.sh --bench` runs it in full (`cargo bench --bench
+//! cluster`), and `make e2e` runs the smoke sizes after the e2e tests. Without that environment
+//! (plain `cargo test --all-targets`) there is no apiserver to measure and it says so and exits.
+//!
+//! What it does, in order:
+//! 1. creates the synthetic cluster through the API (as many clients would): Services with
+//!    EndpointSlices, `unrelated` Secrets that no route uses (sluice must never hold them), and
+//!    half of the routes (root IngressRoutes, each with its own host and Service);
+//! 2. starts sluice (leader, webhook installed, so every create below also passes admission) and
+//!    an Envoy on its xDS, and waits until every route's status is valid at its generation;
+//! 3. **propagation**: creates one new route at a time and times create → first 200 through
+//!    Envoy (`propagation_p50_ms_5k`, `propagation_p99_ms_5k`);
+//! 4. **status throughput**: creates a burst of new routes and times the last create → every one
+//!    of them has a valid status at its generation (`status_1000_s`), and first create → done;
+//! 5. creates the rest of the routes (10k in all), waits for their statuses, then stays idle for
+//!    60 s counting status writes (`status_writes_idle`) and sampling sluice's RSS
+//!    (`rss_mib_10k`; `rss_peak_mib_10k` is the high-water mark of this process and of a fresh
+//!    sluice started over the full cluster, whichever is higher).
+//!
+//! Every load is bounded; every wait has a deadline.
+
+mod common;
+#[allow(dead_code)]
+#[path = "../e2e/tests/support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use sluice::api::heptio_v1beta1::IngressRoute;
+
+/// Sizes of one run.
+struct Sizes {
+    routes: usize,
+    services: usize,
+    unrelated_secrets: usize,
+    propagation_samples: usize,
+    burst: usize,
+    idle: Duration,
+}
+
+const FULL: Sizes = Sizes {
+    routes: 10_000,
+    services: 1_000,
+    unrelated_secrets: 30_000,
+    propagation_samples: 50,
+    burst: 1_000,
+    idle: Duration::from_secs(60),
+};
+
+const SMOKE: Sizes = Sizes {
+    routes: 300,
+    services: 20,
+    unrelated_secrets: 300,
+    propagation_samples: 5,
+    burst: 50,
+    idle: Duration::from_secs(10),
+};
+
+/// Creates in flight at once while building the cluster.
+const PARALLEL: usize = 32;
+const LABEL: &str = "sluice-bench";
+
+fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("a well-formed object")
+}
+
+fn namespace_of(i: usize) -> String {
+    format!("bench-{}-{}", std::process::id(), i % 20)
+}
+
+fn service(ns: &str, name: &str, ip: &str, port: u16) -> (Service, EndpointSlice) {
+    (
+        obj(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": port}]},
+        })),
+        obj(serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": format!("{name}-1"), "namespace": ns,
+                         "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+        })),
+    )
+}
+
+fn route(ns: &str, name: &str, host: &str, svc: &str, phase: &str) -> IngressRoute {
+    obj(serde_json::json!({
+        "apiVersion": "contour.heptio.com/v1beta1", "kind": "IngressRoute",
+        "metadata": {"name": name, "namespace": ns, "labels": {LABEL: phase}},
+        "spec": {
+            "virtualhost": {"fqdn": host},
+            "routes": [
+                {"match": "/", "services": [{"name": svc, "port": 80}]},
+                {"match": "/api", "prefixRewrite": "/", "services": [{"name": svc, "port": 80}]},
+            ],
+        },
+    }))
+}
+
+/// Creates `items` with [`PARALLEL`] requests in flight.
+async fn create_all<K>(client: &kube::Client, items: Vec<K>)
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    futures::stream::iter(items)
+        .map(|item| {
+            let api: Api<K> =
+                Api::namespaced(client.clone(), &item.meta().namespace.clone().unwrap());
+            async move { api.create(&PostParams::default(), &item).await }
+        })
+        .buffer_unordered(PARALLEL)
+        .try_for_each(|_| async { Ok(()) })
+        .await
+        .expect("create");
+}
+
+fn valid(ir: &IngressRoute) -> bool {
+    ir.status.as_ref().is_some_and(|s| {
+        s.current_status.as_deref() == Some("valid")
+            && s.observed_generation.is_some()
+            && s.observed_generation == ir.metadata.generation
+    })
+}
+
+/// Watches the routes labelled `phase` until `count` of them are valid at their generation;
+/// returns when that happened. Panics after `timeout`.
+async fn wait_valid(client: kube::Client, phase: &str, count: usize, timeout: Duration) -> Instant {
+    let api: Api<IngressRoute> = Api::all(client);
+    let config = watcher::Config::default().labels(&format!("{LABEL}={phase}"));
+    let mut seen: BTreeMap<(String, String), bool> = BTreeMap::new();
+    let stream = watcher(api, config);
+    futures::pin_mut!(stream);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let event = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| {
+                let ok = seen.values().filter(|v| **v).count();
+                panic!(
+                    "{phase}: only {ok} of {count} routes valid after {timeout:?} (seen {})",
+                    seen.len()
+                )
+            });
+        match event {
+            Some(Ok(watcher::Event::Apply(ir) | watcher::Event::InitApply(ir))) => {
+                let key = (
+                    ir.metadata.namespace.clone().unwrap_or_default(),
+                    ir.metadata.name.clone().unwrap_or_default(),
+                );
+                seen.insert(key, valid(&ir));
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => eprintln!("watch error (retried): {e}"),
+            None => panic!("watch ended"),
+        }
+        if seen.values().filter(|v| **v).count() >= count {
+            return Instant::now();
+        }
+    }
+}
+
+/// (VmRSS, VmHWM) of a process in MiB.
+fn rss_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(f64::NAN)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// GETs `/` with this Host through Envoy until it answers 200; returns when it did.
+async fn first_200(http: &reqwest::Client, port: u16, host: &str) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = http
+            .get(format!("http://127.0.0.1:{port}/"))
+            .header("host", host)
+            .send()
+            .await;
+        if r.as_ref().is_ok_and(|r| r.status() == 200) {
+            return Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{host} did not answer 200 within 30 s: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let smoke = common::smoke();
+    if std::env::var_os("SLUICE_E2E_WORK").is_none() {
+        println!(
+            "cluster benchmark: no e2e control plane here; it runs inside `make e2e` (smoke) and \
+             `e2e/run.sh --bench` (full)"
+        );
+        return;
+    }
+    let sizes = if smoke { SMOKE } else { FULL };
+    assert_eq!(
+        sizes.services % 20,
+        0,
+        "Services spread evenly over the 20 namespaces"
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let env = support::env();
+    let client = rt
+        .block_on(kube::Client::try_default())
+        .expect("admin kubeconfig");
+    let run = std::process::id();
+    let t_setup = Instant::now();
+
+    // 1. The cluster before sluice starts.
+    rt.block_on(async {
+        let ns_api: Api<Namespace> = Api::all(client.clone());
+        for i in 0..20 {
+            let ns: Namespace = obj(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace_of(i)},
+            }));
+            ns_api
+                .create(&PostParams::default(), &ns)
+                .await
+                .expect("namespace");
+        }
+        let mut services = Vec::new();
+        let mut slices = Vec::new();
+        for s in 0..sizes.services {
+            let port = env.backend_ports[s % env.backend_ports.len()];
+            let (svc, eps) = service(&namespace_of(s), &format!("svc-{s}"), &env.backend_ip, port);
+            services.push(svc);
+            slices.push(eps);
+        }
+        create_all(&client, services).await;
+        create_all(&client, slices).await;
+        let secrets: Vec<Secret> = (0..sizes.unrelated_secrets)
+            .map(|i| {
+                obj(serde_json::json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": format!("unrelated-{i}"), "namespace": namespace_of(i)},
+                    "stringData": {"config.yaml": "x".repeat(1024)},
+                }))
+            })
+            .collect();
+        create_all(&client, secrets).await;
+        let half = sizes.routes / 2;
+        create_all(&client, routes(0..half, sizes.services, "base")).await;
+    });
+    println!(
+        "created {} Services with EndpointSlices, {} unrelated Secrets, {} routes in {:.1} s",
+        sizes.services,
+        sizes.unrelated_secrets,
+        sizes.routes / 2,
+        t_setup.elapsed().as_secs_f64()
+    );
+
+    // 2. sluice (with its webhook in the apiserver's path) and an Envoy.
+    let ports = support::Ports::new();
+    let webhooks = support::Webhooks::new(&env);
+    let mut flags = ports.serve_flags();
+    flags.extend(webhooks.serve_flags());
+    let sluice = support::Sluice::start(&env, &format!("bench-{run}"), &flags);
+    let pid = sluice.pid().expect("sluice runs");
+    webhooks.install();
+    let envoy = support::Envoy::start(&env, &ports, &format!("bench-{run}"));
+    let t = Instant::now();
+    rt.block_on(wait_valid(
+        client.clone(),
+        "base",
+        sizes.routes / 2,
+        Duration::from_secs(600),
+    ));
+    println!(
+        "sluice up: {} routes valid {:.1} s after start",
+        sizes.routes / 2,
+        t.elapsed().as_secs_f64()
+    );
+
+    // 3. Propagation: create → first 200 through Envoy, one route at a time.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let base = sizes.routes / 2;
+    let mut propagation = Vec::new();
+    rt.block_on(async {
+        // Envoy holds the routes that exist.
+        first_200(&http, ports.http, &host(0)).await;
+        for k in 0..sizes.propagation_samples {
+            let i = base + k;
+            let ir = route_for(i, sizes.services, "prop");
+            let api: Api<IngressRoute> = Api::namespaced(client.clone(), &namespace_of(i));
+            let start = Instant::now();
+            api.create(&PostParams::default(), &ir)
+                .await
+                .expect("create");
+            let done = first_200(&http, ports.http, &host(i)).await;
+            propagation.push(ms(done - start));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let prop_p50 = common::quantile(&propagation, 0.5);
+    let prop_p99 = common::quantile(&propagation, 0.99);
+    println!(
+        "propagation with {base} routes: create → first 200 through Envoy p50 {prop_p50:.1} ms, \
+         p99 {prop_p99:.1} ms, max {:.1} ms ({} routes)",
+        common::quantile(&propagation, 1.0),
+        propagation.len()
+    );
+
+    // 4. Status throughput: a burst of new routes.
+    let first = base + sizes.propagation_samples;
+    let burst = routes(first..first + sizes.burst, sizes.services, "burst");
+    let (status_s, status_total_s, create_s) = rt.block_on(async {
+        let waiter = tokio::spawn(wait_valid(
+            client.clone(),
+            "burst",
+            sizes.burst,
+            Duration::from_secs(300),
+        ));
+        let start = Instant::now();
+        create_all(&client, burst).await;
+        let created = Instant::now();
+        let done = waiter.await.expect("status watcher");
+        (
+            done.saturating_duration_since(created).as_secs_f64(),
+            (done - start).as_secs_f64(),
+            (created - start).as_secs_f64(),
+        )
+    });
+    println!(
+        "status: {} new routes created in {create_s:.2} s; every status written {status_s:.3} s after \
+         the last create ({status_total_s:.2} s after the first)",
+        sizes.burst
+    );
+
+    // 5. The rest, then idle.
+    let rest_from = first + sizes.burst;
+    rt.block_on(async {
+        create_all(
+            &client,
+            routes(rest_from..sizes.routes, sizes.services, "rest"),
+        )
+        .await;
+        wait_valid(
+            client.clone(),
+            "rest",
+            sizes.routes - rest_from,
+            Duration::from_secs(600),
+        )
+        .await;
+    });
+    // Let the last writes and watch events settle before counting.
+    std::thread::sleep(Duration::from_secs(3));
+    let writes_before = sluice.writes();
+    let mut rss = Vec::new();
+    let idle_end = Instant::now() + sizes.idle;
+    while Instant::now() < idle_end {
+        rss.push(rss_mib(pid).0);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let idle_writes = sluice.writes() - writes_before;
+    let (_, peak_running) = rss_mib(pid);
+    let steady = common::quantile(&rss, 0.5);
+    println!(
+        "{} routes, {} Services, {} unrelated Secrets: status writes in {:?} idle: {idle_writes}; \
+         RSS steady {steady:.1} MiB, peak {peak_running:.1} MiB",
+        sizes.routes, sizes.services, sizes.unrelated_secrets, sizes.idle
+    );
+    drop(envoy);
+    let mut sluice = sluice;
+    sluice.terminate();
+
+    // A fresh sluice over the full cluster: the initial list and first build are the peak.
+    let ports2 = support::Ports::new();
+    let restarted = support::Sluice::start(&env, &format!("bench-{run}-2"), &ports2.serve_flags());
+    let pid2 = restarted.pid().expect("sluice runs");
+    restarted.wait_log("published a new build", Duration::from_secs(300));
+    std::thread::sleep(Duration::from_secs(5));
+    let (rss_restart, peak_restart) = rss_mib(pid2);
+    println!(
+        "fresh sluice over {} routes: RSS {rss_restart:.1} MiB, peak {peak_restart:.1} MiB",
+        sizes.routes
+    );
+    drop(restarted);
+    drop(webhooks);
+
+    assert_eq!(propagation.len(), sizes.propagation_samples);
+    if !smoke {
+        let mut r = serde_json::Map::new();
+        r.insert("propagation_p50_ms_5k".into(), common::round3(prop_p50));
+        r.insert("propagation_p99_ms_5k".into(), common::round3(prop_p99));
+        r.insert("status_1000_s".into(), common::round3(status_s));
+        r.insert("status_1000_total_s".into(), common::round3(status_total_s));
+        r.insert("status_writes_idle".into(), serde_json::json!(idle_writes));
+        r.insert("rss_mib_10k".into(), common::round3(steady));
+        r.insert(
+            "rss_peak_mib_10k".into(),
+            common::round3(peak_running.max(peak_restart)),
+        );
+        r.insert(
+            "rss_peak_restart_mib_10k".into(),
+            common::round3(peak_restart),
+        );
+        common::write_results(r);
+    }
+}
+
+fn host(i: usize) -> String {
+    format!("r-{i}.bench-{}.example.com", std::process::id())
+}
+
+/// Root IngressRoute `i`: its own host, a Service of its namespace.
+fn route_for(i: usize, services: usize, phase: &str) -> IngressRoute {
+    // Services are spread over the 20 namespaces like routes (svc-s lives in namespace s % 20);
+    // with a multiple of 20 Services, svc-((i / 20 * 20 + i % 20) % services) is in i's namespace.
+    let s = i % services;
+    route(
+        &namespace_of(i),
+        &format!("r-{i}"),
+        &host(i),
+        &format!("svc-{s}"),
+        phase,
+    )
+}
+
+fn routes(range: std::ops::Range<usize>, services: usize, phase: &str) -> Vec<IngressRoute> {
+    range.map(|i| route_for(i, services, phase)).collect()
+}

@@ -1,0 +1,42 @@
+//! Shared by the benchmarks: smoke detection, statistics and the results file.
+
+#![allow(dead_code)] // each benchmark uses a different part
+
+use std::path::PathBuf;
+
+/// `cargo bench` passes `--bench`; run any other way (`cargo test --all-targets` runs benchmarks in
+/// the test profile) a benchmark does a short smoke run and records nothing.
+pub fn smoke() -> bool {
+    !std::env::args().any(|a| a == "--bench")
+}
+
+/// The value at quantile `q` (0..=1) of unsorted samples (nearest rank).
+pub fn quantile(samples: &[f64], q: f64) -> f64 {
+    assert!(!samples.is_empty(), "no samples");
+    let mut v = samples.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// Rounds to 3 decimals for the results file.
+pub fn round3(x: f64) -> serde_json::Value {
+    serde_json::json!((x * 1000.0).round() / 1000.0)
+}
+
+pub fn results_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench/results.json")
+}
+
+/// Merges keys into target/bench/results.json (every benchmark writes its own keys).
+pub fn write_results(new: serde_json::Map<String, serde_json::Value>) {
+    let path = results_path();
+    std::fs::create_dir_all(path.parent().unwrap()).expect("target/bench is writable");
+    let mut all: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    all.extend(new);
+    std::fs::write(&path, serde_json::to_string_pretty(&all).unwrap() + "\n")
+        .expect("results.json is writable");
+}
