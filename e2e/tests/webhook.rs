@@ -1,7 +1,7 @@
 //! Admission at `kubectl apply` time: bad objects are refused with sluice's message (field path
 //! and value) on kubectl's stderr and nothing is stored; Ingress defaults are filled in.
 
-use crate::support::{Sluice, Webhooks, env};
+use crate::support::{Sluice, Webhooks, env, free_port};
 
 fn bad_objects(ns: &str) -> [(&'static str, &'static str, String, &'static str); 3] {
     [
@@ -69,7 +69,13 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     let env = env();
     let ns = env.namespace("e2e-webhook");
     let hooks = Webhooks::new(&env);
-    let _sluice = Sluice::start(&env, "webhook", &hooks.serve_flags());
+    let metrics_port = free_port();
+    let mut flags = hooks.serve_flags();
+    flags.extend([
+        "--metrics-address".into(),
+        format!("127.0.0.1:{metrics_port}"),
+    ]);
+    let _sluice = Sluice::start(&env, "webhook", &flags);
     // Without the webhook the apiserver (CRD schema, Ingress validation) accepts them all: the
     // denials below are sluice's.
     for (_, name, yaml, _) in bad_objects(&ns) {
@@ -97,6 +103,31 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
         env.apply_ok(&fixed);
         assert!(env.get(resource, &ns, name).is_some());
     }
+    // sluice's /metrics counts the verdicts and exports the xDS counters.
+    let text = metrics(metrics_port);
+    for needle in [
+        r#"sluice_webhook_admission_requests_total{endpoint="validate",kind="IngressRoute.contour.heptio.com",operation="CREATE",verdict="denied"}"#,
+        "sluice_webhook_admission_duration_seconds_bucket",
+        "sluice_xds_nacks_total 0",
+        "# TYPE sluice_status_writes counter",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in /metrics:\n{text}");
+    }
+}
+
+/// The text of sluice's /metrics.
+fn metrics(port: u16) -> String {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "5", "--noproxy", "*"])
+        .arg(format!("http://127.0.0.1:{port}/metrics"))
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "GET /metrics: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use anyhow::Context;
+use prometheus_client::registry::Registry;
 
 use crate::cli::serve::ServeArgs;
 use crate::k8s::{self, Cluster, LoadBalancerSource, Publisher};
@@ -21,6 +22,14 @@ pub fn config_from_args(args: &ServeArgs) -> anyhow::Result<k8s::Config> {
     };
     let mut config = k8s::Config::new(&args.namespace, &identity);
     config.lease_name = args.lease_name.clone();
+    anyhow::ensure!(
+        args.status_write_qps.is_finite() && args.status_write_qps > 0.0,
+        "--status-write-qps must be a positive number, not {}",
+        args.status_write_qps
+    );
+    config.status_qps = args.status_write_qps;
+    config.status_burst = args.status_write_burst.max(1);
+    config.status_concurrency = args.status_write_concurrency as usize;
     config.load_balancer = match (&args.ingress_status_address, &args.envoy_service) {
         (Some(_), Some(_)) => {
             anyhow::bail!("--ingress-status-address and --envoy-service exclude each other")
@@ -54,11 +63,13 @@ pub async fn connect() -> anyhow::Result<kube::Client> {
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
-/// Runs cluster mode until `shutdown` resolves.
+/// Runs cluster mode until `shutdown` resolves. `/metrics` (with `--metrics-address`) serves the
+/// cluster metrics plus whatever `register` adds.
 pub async fn run(
     args: &ServeArgs,
     publish: Publisher,
     on_start: impl FnOnce(&Cluster),
+    register: impl FnOnce(&mut Registry),
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let config = config_from_args(args)?;
@@ -71,9 +82,12 @@ pub async fn run(
     );
     let cluster = Cluster::start(client, config, publish).await?;
     on_start(&cluster);
-    let metrics_task = args
-        .metrics_address
-        .map(|addr| tokio::spawn(serve_metrics(addr, cluster.metrics().clone())));
+    let metrics_task = args.metrics_address.map(|addr| {
+        let mut registry = Registry::default();
+        cluster.metrics().register(&mut registry);
+        register(&mut registry);
+        tokio::spawn(serve_metrics(addr, registry))
+    });
     shutdown.await;
     tracing::info!("shutting down");
     cluster.shutdown().await;
@@ -107,17 +121,16 @@ pub async fn serve(
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let webhook = crate::webhook::WebhookConfig::from_serve_args(
-        args,
-        crate::webhook::metrics::Metrics::default(),
-    )
-    .map(|cfg| crate::webhook::spawn(cfg, index.clone(), stopped(stop_rx.clone())));
+    let webhook_metrics = crate::webhook::Metrics::new();
+    let webhook = crate::webhook::WebhookConfig::from_serve_args(args, webhook_metrics.clone())
+        .map(|cfg| crate::webhook::spawn(cfg, index.clone(), stopped(stop_rx.clone())));
 
     let listener = tokio::net::TcpListener::bind(args.xds_address)
         .await
         .with_context(|| format!("binding the xDS server to {}", args.xds_address))?;
     tracing::info!(address = %args.xds_address, tls = xds_tls.is_some(), "serving xDS (cluster mode)");
     let server = crate::xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
+    let xds_stats = server.stats();
     let xds_task = tokio::spawn(crate::xds::serve(
         listener,
         server,
@@ -135,7 +148,14 @@ pub async fn serve(
             dag
         })
     };
-    let result = run(args, publish, |_| {}, shutdown).await;
+    let with_webhook = webhook.is_some();
+    let register = move |registry: &mut Registry| {
+        if with_webhook {
+            webhook_metrics.register(registry);
+        }
+        crate::xds::stream::register_stats(registry, xds_stats);
+    };
+    let result = run(args, publish, |_| {}, register, shutdown).await;
     let _ = stop_tx.send(true);
     if let Some(w) = webhook {
         match tokio::time::timeout(std::time::Duration::from_secs(10), w).await {
@@ -149,9 +169,7 @@ pub async fn serve(
 }
 
 /// `/metrics` in the Prometheus text format.
-async fn serve_metrics(addr: SocketAddr, metrics: k8s::Metrics) {
-    let mut registry = prometheus_client::registry::Registry::default();
-    metrics.register(&mut registry);
+async fn serve_metrics(addr: SocketAddr, registry: Registry) {
     let registry = std::sync::Arc::new(registry);
     let app = axum::Router::new().route(
         "/metrics",

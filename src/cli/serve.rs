@@ -75,6 +75,17 @@ pub struct ServeArgs {
     #[arg(long)]
     pub envoy_service: Option<String>,
 
+    /// Status writes per second on average (cluster mode).
+    #[arg(long, default_value_t = crate::k8s::DEFAULT_STATUS_QPS)]
+    pub status_write_qps: f64,
+    /// Status writes allowed at once above the average (cluster mode).
+    #[arg(long, default_value_t = crate::k8s::DEFAULT_STATUS_BURST)]
+    pub status_write_burst: u32,
+    /// Status writes in flight at once (cluster mode).
+    #[arg(long, default_value_t = crate::k8s::DEFAULT_STATUS_CONCURRENCY,
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub status_write_concurrency: u32,
+
     /// Serve Prometheus metrics on this address.
     #[arg(long)]
     pub metrics_address: Option<SocketAddr>,

@@ -58,6 +58,15 @@ pub enum LoadBalancerSource {
     EnvoyService(ObjKey),
 }
 
+/// Status writes per second on average. High enough that a burst of 1,000 new objects gets its
+/// statuses within a second; the apiserver's priority and fairness still protects it (a 429 is
+/// retried with backoff).
+pub const DEFAULT_STATUS_QPS: f64 = 500.0;
+/// Status writes allowed at once above the average.
+pub const DEFAULT_STATUS_BURST: u32 = 1000;
+/// Status writes in flight at once.
+pub const DEFAULT_STATUS_CONCURRENCY: u32 = 16;
+
 /// Settings of cluster mode.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -73,6 +82,8 @@ pub struct Config {
     /// Status writes per second (average) and burst.
     pub status_qps: f64,
     pub status_burst: u32,
+    /// Status writes in flight at once.
+    pub status_concurrency: usize,
     /// How often kinds missing at start (CRDs not installed) are looked for again.
     pub rediscover_every: Duration,
 }
@@ -86,8 +97,9 @@ impl Config {
             lease: LeaseTimings::default(),
             load_balancer: LoadBalancerSource::None,
             debounce: Duration::from_millis(100),
-            status_qps: 20.0,
-            status_burst: 50,
+            status_qps: DEFAULT_STATUS_QPS,
+            status_burst: DEFAULT_STATUS_BURST,
+            status_concurrency: DEFAULT_STATUS_CONCURRENCY as usize,
             rediscover_every: Duration::from_secs(30),
         }
     }
@@ -231,6 +243,7 @@ impl Cluster {
                 metrics: metrics.clone(),
                 rate: config.status_qps,
                 burst: config.status_burst,
+                concurrency: config.status_concurrency,
             },
             writer::WriterInputs {
                 built: built_rx.clone(),

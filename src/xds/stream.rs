@@ -15,9 +15,10 @@
 //!   clusters, endpoints and secrets that disappeared are kept (sent again as they were) until the
 //!   client acknowledged the listeners and routes that no longer use them.
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
@@ -27,12 +28,34 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use super::cache::{Resource, Snapshot, set_version};
 use crate::translate::ResourceType;
 
-/// Counters shared by every stream of a server.
+/// Counters shared by every stream of a server (exported on `/metrics` by [`register_stats`]).
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub nacks: AtomicU64,
-    pub responses: AtomicU64,
-    pub streams: AtomicU64,
+    /// Responses Envoy rejected (NACKs).
+    pub nacks: Counter,
+    /// Responses sent.
+    pub responses: Counter,
+    /// Streams opened.
+    pub streams: Counter,
+}
+
+/// Registers a server's [`Stats`] as `sluice_xds_*` counters.
+pub fn register_stats(registry: &mut Registry, stats: std::sync::Arc<Stats>) {
+    registry.register(
+        "sluice_xds_nacks",
+        "xDS responses Envoy rejected (NACK)",
+        stats.nacks.clone(),
+    );
+    registry.register(
+        "sluice_xds_responses",
+        "xDS responses sent",
+        stats.responses.clone(),
+    );
+    registry.register(
+        "sluice_xds_streams",
+        "xDS streams opened",
+        stats.streams.clone(),
+    );
 }
 
 /// Which flavour of xDS the stream speaks.
@@ -96,7 +119,7 @@ pub struct Stream {
 
 impl Stream {
     pub fn new(mode: Mode, stats: Arc<Stats>) -> Stream {
-        stats.streams.fetch_add(1, Ordering::Relaxed);
+        stats.streams.inc();
         Stream {
             mode,
             node: String::new(),
@@ -128,7 +151,7 @@ impl Stream {
         };
         match error {
             Some(message) => {
-                stats.nacks.fetch_add(1, Ordering::Relaxed);
+                stats.nacks.inc();
                 st.last_nacked = true;
                 tracing::warn!(
                     node = %node,
@@ -350,7 +373,7 @@ impl Stream {
                 Mode::Delta => self.delta_response(t, desired),
             };
             if let Some(r) = response {
-                self.stats.responses.fetch_add(1, Ordering::Relaxed);
+                self.stats.responses.inc();
                 out.push(r);
             }
         }

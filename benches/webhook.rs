@@ -2,8 +2,10 @@
 //! 10,000 objects, sends a realistic IngressRoute review at a fixed rate over loopback for a
 //! bounded time, and prints p50/p99 latency for both and the 10k/10 ratio.
 //!
-//!     cargo run --release --example webhook_bench -- [--rate 1000] [--seconds 10] [--warmup 2]
-//!     cargo run --release --example webhook_bench -- --smoke     # 200 req/s for 1 s: for make test
+//!     cargo bench --bench webhook -- [--rate 1000] [--seconds 10] [--warmup 2]
+//!
+//! Run any other way (`cargo test --all-targets` runs it in the test profile) it does a smoke run
+//! (200 req/s for 1 s per size, one large review) and records nothing.
 //!
 //! Knobs for exploring where time goes (defaults in brackets): BENCH_SERVER_THREADS [2],
 //! BENCH_CLIENT_THREADS [1], BENCH_HTTP1 (set: HTTP/1.1 with a connection pool instead of HTTP/2).
@@ -15,6 +17,8 @@
 //! one connection, as the API server's webhook client does). Latency is measured per request from
 //! just before it is sent to the last byte of the answer. Everything is bounded: the run stops
 //! after warmup + seconds per index size, and each request times out after 5 s.
+
+mod common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,13 +39,25 @@ struct Args {
 }
 
 fn parse_args() -> Args {
+    if common::smoke() {
+        return Args {
+            rate: 200,
+            seconds: 1,
+            warmup: 0,
+            smoke: true,
+        };
+    }
     let mut a = Args {
         rate: 1000,
         seconds: 10,
         warmup: 2,
         smoke: false,
     };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes --bench.
+    let argv: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut i = 0;
     while i < argv.len() {
         let val = || -> u64 {
@@ -49,22 +65,12 @@ fn parse_args() -> Args {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or_else(|| panic!("{} needs a number", argv[i]))
         };
-        if argv[i] == "--smoke" {
-            a = Args {
-                rate: 200,
-                seconds: 1,
-                warmup: 0,
-                smoke: true,
-            };
-            i += 1;
-            continue;
-        }
         match argv[i].as_str() {
             "--rate" => a.rate = val().clamp(1, 20_000),
             "--seconds" => a.seconds = val().clamp(1, 120),
             "--warmup" => a.warmup = val().clamp(0, 30),
             other => {
-                panic!("unknown argument {other}; use --rate N --seconds N --warmup N or --smoke")
+                panic!("unknown argument {other}; use --rate N --seconds N --warmup N")
             }
         }
         i += 2;
@@ -406,7 +412,7 @@ fn main() {
             "webhook_p99_ratio_10k_10".into(),
             json!((ratio * 100.0).round() / 100.0),
         );
-        write_results(new);
+        common::write_results(new);
     }
 }
 
@@ -435,18 +441,4 @@ fn large_review_ms(template: &[u8], runs: usize) -> f64 {
         .collect();
     times.sort_by(|a, b| a.total_cmp(b));
     times[times.len() / 2]
-}
-
-/// Merges keys into target/bench/results.json (other benchmarks write their own keys).
-fn write_results(new: serde_json::Map<String, Value>) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
-    std::fs::create_dir_all(&dir).expect("target/bench is writable");
-    let path = dir.join("results.json");
-    let mut all: serde_json::Map<String, Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    all.extend(new);
-    std::fs::write(&path, serde_json::to_string_pretty(&all).unwrap())
-        .expect("results.json is writable");
 }
