@@ -142,8 +142,9 @@ pub async fn serve(
         let pipeline = pipeline.clone();
         let index = index.clone();
         Arc::new(move |snapshot: &crate::store::Snapshot| {
-            index.replace(snapshot);
+            // Envoy's update first; the webhook's index follows right after.
             let dag = pipeline.publish(snapshot);
+            index.replace(snapshot);
             super::log_statuses(&dag);
             dag
         })

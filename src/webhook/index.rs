@@ -207,11 +207,13 @@ impl IndexHandle {
     /// Swaps in a prebuilt index.
     pub fn set(&self, index: Index) {
         let index = Arc::new(index);
-        match self.inner.current.write() {
-            Ok(mut guard) => *guard = index,
-            Err(poisoned) => *poisoned.into_inner() = index,
-        }
+        // The previous index is dropped after the lock is released, so readers never wait on it.
+        let previous = match self.inner.current.write() {
+            Ok(mut guard) => std::mem::replace(&mut *guard, index),
+            Err(poisoned) => std::mem::replace(&mut *poisoned.into_inner(), index),
+        };
         self.inner.ready.store(true, Ordering::Release);
+        drop(previous);
     }
 
     /// The current index.
