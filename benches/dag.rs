@@ -17,6 +17,10 @@ use sluice::dag::{self, Dag, Options};
 use sluice::synth::{Shape, snapshot};
 use sluice::{translate, xds};
 
+// The allocator the sluice binary uses (src/main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Per-phase times of one iteration, in ms.
 #[derive(Clone, Copy, Default)]
 struct Times {
@@ -124,7 +128,10 @@ fn row(n: usize, runs: usize) -> Medians {
         snap.services.len(),
         endpoints
     );
-    println!("  dag::build alone                      {:8.2} ms", m.dag_only);
+    println!(
+        "  dag::build alone                      {:8.2} ms",
+        m.dag_only
+    );
     println!(
         "  full rebuild                          {:8.2} ms = dag {:.2} + translate {:.2} + encode {:.2} + drop previous {:.2}",
         m.total, m.dag, m.translate, m.encode, m.drop
@@ -140,6 +147,16 @@ fn main() {
     } else {
         (1_000, 10_000, 9)
     };
+    // Exploration knob (profiling one size): DAG_BENCH_ONLY=10000 [DAG_BENCH_RUNS=1] runs that size
+    // alone and records nothing.
+    if let Ok(n) = std::env::var("DAG_BENCH_ONLY") {
+        let runs = std::env::var("DAG_BENCH_RUNS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(runs);
+        row(n.parse().expect("DAG_BENCH_ONLY is a number"), runs);
+        return;
+    }
     let a = row(small, runs);
     let b = row(large, runs);
     let factor = large / small;
