@@ -36,11 +36,18 @@ pub struct Snapshot {
 }
 
 fn short_hash(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex8(&Sha256::digest(bytes))
+}
+
+/// The first 8 bytes of a digest as 16 lowercase hex digits.
+fn hex8(digest: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(16);
+    for &b in &digest[..8] {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 /// The version of a set of (name, version) pairs.
@@ -52,11 +59,7 @@ pub fn set_version<'a>(entries: impl IntoIterator<Item = (&'a String, &'a String
         h.update(v.as_bytes());
         h.update([0]);
     }
-    h.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex8(&h.finalize())
 }
 
 impl Snapshot {
