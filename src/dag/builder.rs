@@ -461,56 +461,67 @@ impl<'a> Builder<'a> {
 
     /// Sorts every virtual host's routes by precedence, drops empty hosts and produces the model.
     pub fn finish(self) -> Dag {
-        let vhosts = self
-            .vhosts
-            .into_iter()
-            .filter(|(_, a)| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
-            .map(|(host, a)| {
-                let mut v = a.vhost;
-                v.routes.sort_by(route_precedence);
-                (host, v)
-            })
-            .collect();
-        let statuses = self
-            .statuses
-            .into_iter()
-            .map(|(r, acc)| {
-                let state = acc.state.unwrap_or(State::Valid);
-                let description = acc.description.unwrap_or_else(|| match state {
-                    State::Invalid => acc
-                        .messages
-                        .first()
-                        .map(|m| m.message.clone())
-                        .unwrap_or_else(|| "invalid".to_string()),
-                    State::Valid => "valid".to_string(),
-                    State::Orphaned => "not part of a delegation chain from a root".to_string(),
-                    State::Ignored => "ignored".to_string(),
-                });
-                let description = if state == State::Invalid && acc.messages.len() > 1 {
-                    let more = acc.messages.len() - 1;
-                    let plural = if more == 1 { "" } else { "s" };
-                    format!("{description} (and {more} more problem{plural})")
-                } else {
-                    description
-                };
-                (
-                    r,
-                    ObjectStatus {
-                        state,
-                        description,
-                        messages: acc.messages,
-                        generation: acc.generation,
-                    },
-                )
-            })
-            .collect();
+        let vhosts = sorted_map(
+            self.vhosts
+                .into_iter()
+                .filter(|(_, a)| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
+                .map(|(host, a)| {
+                    let mut v = a.vhost;
+                    v.routes.sort_by(route_precedence);
+                    (host, v)
+                }),
+        );
+        let statuses = sorted_map(self.statuses.into_iter().map(|(r, acc)| {
+            let state = acc.state.unwrap_or(State::Valid);
+            let description = acc.description.unwrap_or_else(|| match state {
+                State::Invalid => acc
+                    .messages
+                    .first()
+                    .map(|m| m.message.clone())
+                    .unwrap_or_else(|| "invalid".to_string()),
+                State::Valid => "valid".to_string(),
+                State::Orphaned => "not part of a delegation chain from a root".to_string(),
+                State::Ignored => "ignored".to_string(),
+            });
+            let description = if state == State::Invalid && acc.messages.len() > 1 {
+                let more = acc.messages.len() - 1;
+                let plural = if more == 1 { "" } else { "s" };
+                format!("{description} (and {more} more problem{plural})")
+            } else {
+                description
+            };
+            (
+                r,
+                ObjectStatus {
+                    state,
+                    description,
+                    messages: acc.messages,
+                    generation: acc.generation,
+                },
+            )
+        }));
         Dag {
             vhosts,
-            clusters: self.clusters.into_iter().collect(),
+            clusters: sorted_map(self.clusters.into_iter()),
             secrets: self.secrets,
             statuses,
         }
     }
+}
+
+/// A BTreeMap of entries with distinct keys in any order. Sorts the positions of the entries rather
+/// than the entries themselves (models are large; moving them around while sorting cost more than
+/// comparing the keys).
+fn sorted_map<K: Ord, V>(entries: impl Iterator<Item = (K, V)>) -> BTreeMap<K, V> {
+    let mut slots: Vec<Option<(K, V)>> = entries.map(Some).collect();
+    let mut order: Vec<usize> = (0..slots.len()).collect();
+    let key = |i: usize| &slots[i].as_ref().expect("every slot is filled").0;
+    order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
+    // In key order, so the BTreeMap is built in one pass without sorting again.
+    order
+        .into_iter()
+        .map(|i| slots[i].take().expect("each position once"))
+        .collect()
 }
 
 /// Route precedence: exact paths first, then longer prefixes, then (same path) more header
