@@ -278,7 +278,11 @@ impl<'a> Builder<'a> {
 
     /// Adds a route to a virtual host. A route whose path and header conditions are identical to one
     /// already there is refused, returning the object that defined the first one, and the route.
-    pub fn add_route(&mut self, host: &str, mut route: Route) -> Result<(), (ObjectRef, Route)> {
+    pub fn add_route(
+        &mut self,
+        host: &str,
+        mut route: Route,
+    ) -> Result<(), Box<(ObjectRef, Route)>> {
         route.headers.sort();
         let hasher = self.hasher.clone();
         let acc = self.vhost_acc(host);
@@ -286,7 +290,7 @@ impl<'a> Builder<'a> {
         let routes = &acc.vhost.routes;
         let same = |&i: &usize| routes[i].path == route.path && routes[i].headers == route.headers;
         if let Some(&i) = acc.matches.find(hash, same) {
-            return Err((routes[i].source.clone(), route));
+            return Err(Box::new((routes[i].source.clone(), route)));
         }
         let i = routes.len();
         acc.matches.insert_unique(hash, i, |&j| {

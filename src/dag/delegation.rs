@@ -565,8 +565,9 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         match b.add_route(ctx.host, route) {
             Ok(()) => {}
             // The same object reached again through another delegation: already there.
-            Err((existing, _)) if existing == node.obj => {}
-            Err((existing, route)) => {
+            Err(conflict) if conflict.0 == node.obj => {}
+            Err(conflict) => {
+                let (existing, route) = *conflict;
                 // The effective headers are sorted already, as add_route keeps them.
                 let what = describe_match(&route);
                 self.invalid(

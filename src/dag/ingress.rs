@@ -290,7 +290,7 @@ fn add(
             }
             Conflict::None
         }
-        Err((by, _)) => Conflict::With(by),
+        Err(conflict) => Conflict::With(conflict.0),
     }
 }
 

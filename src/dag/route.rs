@@ -92,7 +92,8 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 retry: None,
                 source: obj.clone(),
             };
-            if let Err((existing, route)) = b.add_route(&spec.host, route) {
+            if let Err(conflict) = b.add_route(&spec.host, route) {
+                let (existing, route) = *conflict;
                 let what = route.path.to_string();
                 b.set_invalid(
                     &obj,
