@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
+use hashbrown::hash_map::RawEntryMut;
 use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
@@ -66,6 +67,21 @@ fn match_hash(hasher: &DefaultHashBuilder, path: &PathMatch, headers: &[HeaderMa
     hasher.hash_one((path, headers))
 }
 
+/// The EndpointSlices of one Service, in snapshot order (almost always exactly one).
+enum Slices<'a> {
+    One(&'a EndpointSlice),
+    Many(Vec<&'a EndpointSlice>),
+}
+
+impl<'a> Slices<'a> {
+    fn as_slice(&self) -> &[&'a EndpointSlice] {
+        match self {
+            Slices::One(s) => std::slice::from_ref(s),
+            Slices::Many(v) => v,
+        }
+    }
+}
+
 /// The lowercase form of a host name, borrowed when it already is lowercase.
 fn lowercase(host: &str) -> Cow<'_, str> {
     if host.bytes().any(|c| c.is_ascii_uppercase()) {
@@ -90,7 +106,7 @@ pub struct Builder<'a> {
     claims: HashMap<String, Vec<HostClaim>>,
     owners: HashMap<String, ObjectRef>,
     services: HashMap<(&'a str, &'a str), &'a Service>,
-    slices_by_service: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    slices_by_service: HashMap<(&'a str, &'a str), Slices<'a>>,
     /// IngressRoutes (v1beta1, v1) that break their single-object rules, found by
     /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
     /// them again.
@@ -105,7 +121,8 @@ impl<'a> Builder<'a> {
             .iter()
             .map(|(k, s)| ((k.namespace.as_str(), k.name.as_str()), s.as_ref()))
             .collect();
-        let mut slices_by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+        let mut slices_by_service: HashMap<(&str, &str), Slices<'_>> =
+            HashMap::with_capacity(snapshot.endpoint_slices.len());
         for (key, slice) in &snapshot.endpoint_slices {
             let svc = slice
                 .metadata
@@ -113,19 +130,32 @@ impl<'a> Builder<'a> {
                 .as_ref()
                 .and_then(|l| l.get(SERVICE_NAME_LABEL));
             if let Some(svc) = svc {
-                slices_by_service
-                    .entry((key.namespace.as_str(), svc.as_str()))
-                    .or_default()
-                    .push(slice);
+                let entry = slices_by_service.entry((key.namespace.as_str(), svc.as_str()));
+                match entry {
+                    hashbrown::hash_map::Entry::Vacant(e) => {
+                        e.insert(Slices::One(slice));
+                    }
+                    hashbrown::hash_map::Entry::Occupied(mut e) => {
+                        let all = e.get_mut();
+                        match all {
+                            Slices::One(first) => *all = Slices::Many(vec![*first, slice]),
+                            Slices::Many(v) => v.push(slice),
+                        }
+                    }
+                }
             }
         }
+        let routing_objects = snapshot.ingresses.len()
+            + snapshot.ingressroutes_v1beta1.len()
+            + snapshot.ingressroutes_v1.len()
+            + snapshot.routes_v1alpha1.len();
         Builder {
             snapshot,
             options,
             vhosts: HashMap::new(),
-            clusters: HashMap::new(),
+            clusters: HashMap::with_capacity(snapshot.services.len().min(routing_objects)),
             secrets: BTreeMap::new(),
-            statuses: HashMap::new(),
+            statuses: HashMap::with_capacity(routing_objects),
             claims: HashMap::new(),
             owners: HashMap::new(),
             services,
@@ -138,11 +168,11 @@ impl<'a> Builder<'a> {
     // ---- status ----
 
     fn acc(&mut self, obj: &ObjectRef, meta: Option<&ObjectMeta>) -> &mut StatusAcc {
-        // Look up before inserting so an object already known costs no clone of its name.
-        if !self.statuses.contains_key(obj) {
-            self.statuses.insert(obj.clone(), StatusAcc::default());
-        }
-        let acc = self.statuses.get_mut(obj).expect("inserted above");
+        // An object already known costs one lookup and no clone of its name.
+        let acc = match self.statuses.raw_entry_mut().from_key(obj) {
+            RawEntryMut::Occupied(e) => e.into_mut(),
+            RawEntryMut::Vacant(e) => e.insert(obj.clone(), StatusAcc::default()).1,
+        };
         if let Some(meta) = meta {
             acc.generation = meta.generation;
         }
@@ -378,7 +408,7 @@ impl<'a> Builder<'a> {
         let port_name = sp.name.as_deref().unwrap_or("");
         let mut out = Vec::new();
         let slices = self.slices_by_service.get(&(namespace, service));
-        for slice in slices.into_iter().flatten() {
+        for slice in slices.map(Slices::as_slice).unwrap_or_default() {
             let Some(port) = slice
                 .ports
                 .iter()

@@ -40,7 +40,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
         if !verdict.allowed() {
             invalid[0].insert(key);
         }
-        claim(b, &obj, &o.metadata, verdict, vh);
+        claim(b, obj, &o.metadata, verdict, vh);
     }
     for (key, o) in &snap.ingressroutes_v1 {
         let obj = ObjectRef {
@@ -52,7 +52,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
         if !verdict.allowed() {
             invalid[1].insert(key);
         }
-        claim(b, &obj, &o.metadata, verdict, vh);
+        claim(b, obj, &o.metadata, verdict, vh);
     }
     b.invalid_ingressroutes = Some(invalid);
 }
@@ -73,15 +73,15 @@ fn breaks_rules<T>(
 
 fn claim(
     b: &mut Builder<'_>,
-    obj: &ObjectRef,
+    obj: ObjectRef,
     meta: &ObjectMeta,
     verdict: Verdict,
     vh: Option<&VirtualHost>,
 ) {
-    b.track(obj, meta);
+    b.track(&obj, meta);
     if !verdict.allowed() {
         for e in verdict.errors {
-            b.set_invalid(obj, e.reason, e.to_string());
+            b.set_invalid(&obj, e.reason, e.to_string());
         }
         return;
     }
@@ -92,7 +92,7 @@ fn claim(
     if !b.options.root_allowed_in(ns) {
         let allowed = b.options.root_namespaces.join(", ");
         b.set_invalid(
-            obj,
+            &obj,
             reason::ROOT_NAMESPACE,
             format!(
                 "root IngressRoute in namespace {} is not allowed; root namespaces are: {allowed}",
@@ -101,7 +101,7 @@ fn claim(
         );
         return;
     }
-    b.claim_host(&vh.fqdn, obj.clone(), meta.creation_timestamp.clone());
+    b.claim_host(&vh.fqdn, obj, meta.creation_timestamp.clone());
 }
 
 /// Serves the v1beta1 roots that own their host, then marks unreached vertices orphaned.
