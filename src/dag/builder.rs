@@ -1,7 +1,12 @@
 //! The shared state processors write into: host ownership, virtual hosts, clusters (with endpoints
 //! resolved from EndpointSlices), TLS secrets and per-object status. Indexes are built once per build.
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use hashbrown::hash_map::RawEntryMut;
+use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
 
 use k8s_openapi::api::core::v1::{Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -51,26 +56,73 @@ struct HostClaim {
     created: Option<Time>,
 }
 
-/// Match identity of a route within a virtual host, for duplicate detection.
-type MatchKey = (PathMatch, Vec<HeaderMatch>);
+/// A virtual host being built, with the match identity (path and header conditions) of each of its
+/// routes for duplicate detection: the table holds indexes into `vhost.routes`.
+struct VhostAcc {
+    vhost: VirtualHost,
+    matches: HashTable<usize>,
+}
+
+fn match_hash(hasher: &DefaultHashBuilder, path: &PathMatch, headers: &[HeaderMatch]) -> u64 {
+    hasher.hash_one((path, headers))
+}
+
+/// The EndpointSlices of one Service, in snapshot order (almost always exactly one).
+enum Slices<'a> {
+    One(&'a EndpointSlice),
+    Many(Vec<&'a EndpointSlice>),
+}
+
+impl<'a> Slices<'a> {
+    fn as_slice(&self) -> &[&'a EndpointSlice] {
+        match self {
+            Slices::One(s) => std::slice::from_ref(s),
+            Slices::Many(v) => v,
+        }
+    }
+}
+
+/// The lowercase form of a host name, borrowed when it already is lowercase.
+fn lowercase(host: &str) -> Cow<'_, str> {
+    if host.bytes().any(|c| c.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
+}
 
 /// Shared state of one `dag::build`.
+///
+/// The maps here are hash maps (hashbrown's fast, randomly seeded hasher): whatever the model exposes
+/// is turned into sorted BTreeMaps by [`Builder::finish`], and nothing else iterates them in an order
+/// that reaches the output.
 pub struct Builder<'a> {
     pub snapshot: &'a Snapshot,
     pub options: &'a Options,
-    vhosts: BTreeMap<String, VirtualHost>,
-    route_index: HashMap<String, HashMap<MatchKey, ObjectRef>>,
-    clusters: BTreeMap<String, Cluster>,
+    vhosts: HashMap<String, VhostAcc>,
+    clusters: HashMap<String, Cluster>,
     secrets: BTreeMap<String, TlsSecret>,
-    statuses: BTreeMap<ObjectRef, StatusAcc>,
+    statuses: HashMap<ObjectRef, StatusAcc>,
     claims: HashMap<String, Vec<HostClaim>>,
     owners: HashMap<String, ObjectRef>,
-    slices_by_service: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    services: HashMap<(&'a str, &'a str), &'a Service>,
+    slices_by_service: HashMap<(&'a str, &'a str), Slices<'a>>,
+    /// IngressRoutes (v1beta1, v1) that break their single-object rules, found by
+    /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
+    /// them again.
+    pub(super) invalid_ingressroutes: Option<[HashSet<&'a ObjKey>; 2]>,
+    hasher: DefaultHashBuilder,
 }
 
 impl<'a> Builder<'a> {
     pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
-        let mut slices_by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
+        let services = snapshot
+            .services
+            .iter()
+            .map(|(k, s)| ((k.namespace.as_str(), k.name.as_str()), s.as_ref()))
+            .collect();
+        let mut slices_by_service: HashMap<(&str, &str), Slices<'_>> =
+            HashMap::with_capacity(snapshot.endpoint_slices.len());
         for (key, slice) in &snapshot.endpoint_slices {
             let svc = slice
                 .metadata
@@ -78,30 +130,49 @@ impl<'a> Builder<'a> {
                 .as_ref()
                 .and_then(|l| l.get(SERVICE_NAME_LABEL));
             if let Some(svc) = svc {
-                slices_by_service
-                    .entry((key.namespace.as_str(), svc.as_str()))
-                    .or_default()
-                    .push(slice);
+                let entry = slices_by_service.entry((key.namespace.as_str(), svc.as_str()));
+                match entry {
+                    hashbrown::hash_map::Entry::Vacant(e) => {
+                        e.insert(Slices::One(slice));
+                    }
+                    hashbrown::hash_map::Entry::Occupied(mut e) => {
+                        let all = e.get_mut();
+                        match all {
+                            Slices::One(first) => *all = Slices::Many(vec![*first, slice]),
+                            Slices::Many(v) => v.push(slice),
+                        }
+                    }
+                }
             }
         }
+        let routing_objects = snapshot.ingresses.len()
+            + snapshot.ingressroutes_v1beta1.len()
+            + snapshot.ingressroutes_v1.len()
+            + snapshot.routes_v1alpha1.len();
         Builder {
             snapshot,
             options,
-            vhosts: BTreeMap::new(),
-            route_index: HashMap::new(),
-            clusters: BTreeMap::new(),
+            vhosts: HashMap::new(),
+            clusters: HashMap::with_capacity(snapshot.services.len().min(routing_objects)),
             secrets: BTreeMap::new(),
-            statuses: BTreeMap::new(),
+            statuses: HashMap::with_capacity(routing_objects),
             claims: HashMap::new(),
             owners: HashMap::new(),
+            services,
             slices_by_service,
+            invalid_ingressroutes: None,
+            hasher: DefaultHashBuilder::default(),
         }
     }
 
     // ---- status ----
 
     fn acc(&mut self, obj: &ObjectRef, meta: Option<&ObjectMeta>) -> &mut StatusAcc {
-        let acc = self.statuses.entry(obj.clone()).or_default();
+        // An object already known costs one lookup and no clone of its name.
+        let acc = match self.statuses.raw_entry_mut().from_key(obj) {
+            RawEntryMut::Occupied(e) => e.into_mut(),
+            RawEntryMut::Vacant(e) => e.insert(obj.clone(), StatusAcc::default()).1,
+        };
         if let Some(meta) = meta {
             acc.generation = meta.generation;
         }
@@ -178,7 +249,7 @@ impl<'a> Builder<'a> {
     pub fn settle_host_claims(&mut self) {
         let mut claims: Vec<(String, Vec<HostClaim>)> =
             std::mem::take(&mut self.claims).into_iter().collect();
-        claims.sort_by(|a, b| a.0.cmp(&b.0));
+        claims.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         for (host, mut cs) in claims {
             // Objects without a creationTimestamp (files given to the CLI) count as newest.
             cs.sort_by(|a, b| {
@@ -189,8 +260,9 @@ impl<'a> Builder<'a> {
                     b.owner.kind,
                 ))
             });
-            let winner = cs[0].owner.clone();
-            for loser in &cs[1..] {
+            let mut cs = cs.into_iter();
+            let winner = cs.next().expect("a claimed host has a claimant").owner;
+            for loser in cs {
                 self.set_invalid(
                     &loser.owner,
                     reason::FQDN_CONFLICT,
@@ -203,43 +275,59 @@ impl<'a> Builder<'a> {
 
     /// The root owning a host, if any.
     pub fn host_owner(&self, host: &str) -> Option<&ObjectRef> {
-        self.owners.get(&host.to_ascii_lowercase())
+        self.owners.get(lowercase(host).as_ref())
     }
 
     // ---- virtual hosts and routes ----
 
+    fn vhost_acc(&mut self, host: &str) -> &mut VhostAcc {
+        let owners = &self.owners;
+        self.vhosts
+            .entry_ref(lowercase(host).as_ref())
+            .or_insert_with_key(|host: &str| VhostAcc {
+                vhost: VirtualHost {
+                    host: host.to_string(),
+                    tls: None,
+                    tcp_proxy: None,
+                    routes: Vec::new(),
+                    owner: owners.get(host).cloned(),
+                },
+                matches: HashTable::new(),
+            })
+    }
+
     /// The virtual host for a (lowercased) host name, created on first use.
     pub fn vhost(&mut self, host: &str) -> &mut VirtualHost {
-        let host = host.to_ascii_lowercase();
-        let owner = self.owners.get(&host).cloned();
-        self.vhosts
-            .entry(host.clone())
-            .or_insert_with(|| VirtualHost {
-                host,
-                tls: None,
-                tcp_proxy: None,
-                routes: Vec::new(),
-                owner,
-            })
+        &mut self.vhost_acc(host).vhost
     }
 
     /// Whether the virtual host already exists (has been touched by some object).
     pub fn has_vhost(&self, host: &str) -> bool {
-        self.vhosts.contains_key(&host.to_ascii_lowercase())
+        self.vhosts.contains_key(lowercase(host).as_ref())
     }
 
     /// Adds a route to a virtual host. A route whose path and header conditions are identical to one
-    /// already there is refused, returning the object that defined the first one.
-    pub fn add_route(&mut self, host: &str, mut route: Route) -> Result<(), ObjectRef> {
-        let host = host.to_ascii_lowercase();
+    /// already there is refused, returning the object that defined the first one, and the route.
+    pub fn add_route(
+        &mut self,
+        host: &str,
+        mut route: Route,
+    ) -> Result<(), Box<(ObjectRef, Route)>> {
         route.headers.sort();
-        let key = (route.path.clone(), route.headers.clone());
-        let index = self.route_index.entry(host.clone()).or_default();
-        if let Some(existing) = index.get(&key) {
-            return Err(existing.clone());
+        let hasher = self.hasher.clone();
+        let acc = self.vhost_acc(host);
+        let hash = match_hash(&hasher, &route.path, &route.headers);
+        let routes = &acc.vhost.routes;
+        let same = |&i: &usize| routes[i].path == route.path && routes[i].headers == route.headers;
+        if let Some(&i) = acc.matches.find(hash, same) {
+            return Err(Box::new((routes[i].source.clone(), route)));
         }
-        index.insert(key, route.source.clone());
-        self.vhost(&host).routes.push(route);
+        let i = routes.len();
+        acc.matches.insert_unique(hash, i, |&j| {
+            let r: &Route = &acc.vhost.routes[j];
+            match_hash(&hasher, &r.path, &r.headers)
+        });
+        acc.vhost.routes.push(route);
         Ok(())
     }
 
@@ -248,11 +336,11 @@ impl<'a> Builder<'a> {
     /// Resolves a Service port to a cluster (created on first use, endpoints from EndpointSlices).
     /// The error is the status message for the referring object.
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<String, StatusMessage> {
-        let key = ObjKey::new(b.namespace, b.service);
-        let Some(svc) = self.snapshot.services.get(&key) else {
+        let key = || ObjKey::new(b.namespace, b.service);
+        let Some(&svc) = self.services.get(&(b.namespace, b.service)) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,
-                message: format!("Service {:?} not found", key.to_string()),
+                message: format!("Service {:?} not found", key().to_string()),
             });
         };
         let spec = svc.spec.as_ref();
@@ -261,7 +349,7 @@ impl<'a> Builder<'a> {
                 reason: reason::UNSUPPORTED_BACKEND,
                 message: format!(
                     "Service {:?} is of type ExternalName, which sluice does not route to",
-                    key.to_string()
+                    key().to_string()
                 ),
             });
         }
@@ -286,7 +374,7 @@ impl<'a> Builder<'a> {
                 reason: reason::SERVICE_PORT_NOT_FOUND,
                 message: format!(
                     "Service {:?} has no port {wanted} (its ports: {})",
-                    key.to_string(),
+                    key().to_string(),
                     if have.is_empty() {
                         "none".to_string()
                     } else {
@@ -296,14 +384,14 @@ impl<'a> Builder<'a> {
             });
         };
         let health_check = b.health_check.map(health_check_policy);
-        let name = cluster_name(&key, sp.port, b, health_check.as_ref());
+        let name = cluster_name(b.namespace, b.service, sp.port, b, health_check.as_ref());
         if !self.clusters.contains_key(&name) {
-            let endpoints = self.endpoints_for(&key, svc, sp);
+            let endpoints = self.endpoints_for(b.namespace, b.service, sp);
             self.clusters.insert(
                 name.clone(),
                 Cluster {
                     name: name.clone(),
-                    service: key,
+                    service: key(),
                     port: sp.port,
                     protocol: b.protocol,
                     lb: b.lb,
@@ -316,13 +404,11 @@ impl<'a> Builder<'a> {
         Ok(name)
     }
 
-    fn endpoints_for(&self, key: &ObjKey, _svc: &Service, sp: &ServicePort) -> Vec<Endpoint> {
+    fn endpoints_for(&self, namespace: &str, service: &str, sp: &ServicePort) -> Vec<Endpoint> {
         let port_name = sp.name.as_deref().unwrap_or("");
         let mut out = Vec::new();
-        let slices = self
-            .slices_by_service
-            .get(&(key.namespace.as_str(), key.name.as_str()));
-        for slice in slices.into_iter().flatten() {
+        let slices = self.slices_by_service.get(&(namespace, service));
+        for slice in slices.map(Slices::as_slice).unwrap_or_default() {
             let Some(port) = slice
                 .ports
                 .iter()
@@ -409,51 +495,67 @@ impl<'a> Builder<'a> {
 
     /// Sorts every virtual host's routes by precedence, drops empty hosts and produces the model.
     pub fn finish(self) -> Dag {
-        let mut vhosts = self.vhosts;
-        vhosts.retain(|_, v| !v.routes.is_empty() || v.tcp_proxy.is_some());
-        for v in vhosts.values_mut() {
-            v.routes.sort_by(route_precedence);
-        }
-        let statuses = self
-            .statuses
-            .into_iter()
-            .map(|(r, acc)| {
-                let state = acc.state.unwrap_or(State::Valid);
-                let description = acc.description.clone().unwrap_or_else(|| match state {
-                    State::Invalid => acc
-                        .messages
-                        .first()
-                        .map(|m| m.message.clone())
-                        .unwrap_or_else(|| "invalid".to_string()),
-                    State::Valid => "valid".to_string(),
-                    State::Orphaned => "not part of a delegation chain from a root".to_string(),
-                    State::Ignored => "ignored".to_string(),
-                });
-                let description = if state == State::Invalid && acc.messages.len() > 1 {
-                    let more = acc.messages.len() - 1;
-                    let plural = if more == 1 { "" } else { "s" };
-                    format!("{description} (and {more} more problem{plural})")
-                } else {
-                    description
-                };
-                (
-                    r,
-                    ObjectStatus {
-                        state,
-                        description,
-                        messages: acc.messages,
-                        generation: acc.generation,
-                    },
-                )
-            })
-            .collect();
+        let vhosts = sorted_map(
+            self.vhosts
+                .into_iter()
+                .filter(|(_, a)| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
+                .map(|(host, a)| {
+                    let mut v = a.vhost;
+                    v.routes.sort_by(route_precedence);
+                    (host, v)
+                }),
+        );
+        let statuses = sorted_map(self.statuses.into_iter().map(|(r, acc)| {
+            let state = acc.state.unwrap_or(State::Valid);
+            let description = acc.description.unwrap_or_else(|| match state {
+                State::Invalid => acc
+                    .messages
+                    .first()
+                    .map(|m| m.message.clone())
+                    .unwrap_or_else(|| "invalid".to_string()),
+                State::Valid => "valid".to_string(),
+                State::Orphaned => "not part of a delegation chain from a root".to_string(),
+                State::Ignored => "ignored".to_string(),
+            });
+            let description = if state == State::Invalid && acc.messages.len() > 1 {
+                let more = acc.messages.len() - 1;
+                let plural = if more == 1 { "" } else { "s" };
+                format!("{description} (and {more} more problem{plural})")
+            } else {
+                description
+            };
+            (
+                r,
+                ObjectStatus {
+                    state,
+                    description,
+                    messages: acc.messages,
+                    generation: acc.generation,
+                },
+            )
+        }));
         Dag {
             vhosts,
-            clusters: self.clusters,
+            clusters: sorted_map(self.clusters.into_iter()),
             secrets: self.secrets,
             statuses,
         }
     }
+}
+
+/// A BTreeMap of entries with distinct keys in any order. Sorts the positions of the entries rather
+/// than the entries themselves (models are large; moving them around while sorting cost more than
+/// comparing the keys).
+fn sorted_map<K: Ord, V>(entries: impl Iterator<Item = (K, V)>) -> BTreeMap<K, V> {
+    let mut slots: Vec<Option<(K, V)>> = entries.map(Some).collect();
+    let mut order: Vec<usize> = (0..slots.len()).collect();
+    let key = |i: usize| &slots[i].as_ref().expect("every slot is filled").0;
+    order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
+    // In key order, so the BTreeMap is built in one pass without sorting again.
+    order
+        .into_iter()
+        .map(|i| slots[i].take().expect("each position once"))
+        .collect()
 }
 
 /// Route precedence: exact paths first, then longer prefixes, then (same path) more header
@@ -482,10 +584,18 @@ pub fn route_precedence(a: &Route, b: &Route) -> std::cmp::Ordering {
 /// Relative weights: when none is given traffic is split evenly; otherwise a backend without a weight
 /// gets none. All-zero weights also split evenly.
 pub fn effective_weights(weights: &[Option<u32>]) -> Vec<u32> {
-    if weights.iter().all(Option::is_none) || weights.iter().all(|w| w.unwrap_or(0) == 0) {
-        return vec![1; weights.len()];
-    }
-    weights.iter().map(|w| w.unwrap_or(0)).collect()
+    let even = weights_even(weights.iter().copied());
+    weights.iter().map(|&w| effective_weight(even, w)).collect()
+}
+
+/// Whether traffic is split evenly (see [`effective_weights`]).
+pub(super) fn weights_even(mut weights: impl Iterator<Item = Option<u32>> + Clone) -> bool {
+    weights.clone().all(|w| w.is_none()) || weights.all(|w| w.unwrap_or(0) == 0)
+}
+
+/// One backend's weight (see [`effective_weights`]).
+pub(super) fn effective_weight(even: bool, weight: Option<u32>) -> u32 {
+    if even { 1 } else { weight.unwrap_or(0) }
 }
 
 /// The health check policy with the seed defaults: 5 s interval, 2 s timeout, 3 unhealthy,
@@ -509,12 +619,19 @@ pub fn health_check_policy(h: &HealthCheck) -> HealthCheckPolicy {
 /// `namespace/service/port`, plus a short hash of the settings when they differ from the defaults,
 /// so the same Service port with different settings gets distinct, stable clusters.
 fn cluster_name(
-    key: &ObjKey,
+    namespace: &str,
+    service: &str,
     port: i32,
     b: &BackendRef<'_>,
     hc: Option<&HealthCheckPolicy>,
 ) -> String {
-    let base = format!("{}/{}/{}", key.namespace, key.name, port);
+    use std::fmt::Write;
+    let mut base = String::with_capacity(namespace.len() + service.len() + 8);
+    base.push_str(namespace);
+    base.push('/');
+    base.push_str(service);
+    base.push('/');
+    let _ = write!(base, "{port}");
     let defaults = b.protocol == UpstreamProtocol::Http
         && b.lb == LbStrategy::RoundRobin
         && hc.is_none()

@@ -6,11 +6,19 @@
 //! root, carrying the delegated space (path prefix + header conditions), the permitInsecure grant
 //! and the chain of objects (cycle detection). Objects are found through the snapshot's maps and
 //! lowered at most once per build, so the work is linear in the size of the reachable graph.
+//!
+//! Nodes borrow from the snapshot, and field paths (`spec.routes[1].services[0]`) are written only
+//! into the messages that need them: most objects are valid, and a rebuild should not pay for text
+//! nobody reads.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::borrow::Cow;
+use std::fmt;
 use std::rc::Rc;
 
-use super::builder::{BackendRef, Builder, PortRef, effective_weights};
+use hashbrown::hash_map::Entry;
+use hashbrown::{HashMap, HashSet};
+
+use super::builder::{BackendRef, Builder, PortRef, effective_weight, weights_even};
 use super::model::*;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
@@ -27,64 +35,105 @@ pub const MAX_DELEGATION_DEPTH: usize = 32;
 pub const BASE_VISIT_BUDGET: usize = 1024;
 pub const VISITS_PER_OBJECT: usize = 8;
 
-/// Identity of a visit: the vertex and the space it is visited in.
-type VisitKey = (ObjKey, PathMatch, Vec<HeaderMatch>, bool);
+/// Identity of a visit: the vertex (its node, of which there is one per object and build) and the
+/// space it is visited in.
+type VisitKey = (*const (), PathMatch, Vec<HeaderMatch>, bool);
 
-/// One IngressRoute lowered for the walk.
-pub(super) struct Node {
+/// One IngressRoute lowered for the walk, borrowing from the snapshot.
+pub(super) struct Node<'s> {
     pub obj: ObjectRef,
-    pub routes: Vec<NodeRoute>,
+    pub routes: Vec<NodeRoute<'s>>,
 }
 
 /// One route of a [`Node`].
-pub(super) struct NodeRoute {
-    /// `spec.routes[i]`.
-    pub at: String,
-    /// Field path of the path match, for messages (`spec.routes[1].match`, `….match.path`).
-    pub path_field: String,
+pub(super) struct NodeRoute<'s> {
+    /// Its index in `spec.routes`.
+    pub index: usize,
+    /// What follows `spec.routes[i]` in the field path of the path match (`.match`, `.match.path`).
+    pub path_suffix: &'static str,
     /// The path as written; None when absent (v1: everything).
-    pub path_written: Option<String>,
+    pub path_written: Option<&'s str>,
     pub path: PathMatch,
-    /// The route's own header conditions with their field paths.
-    pub headers: Vec<(String, HeaderMatch)>,
+    /// The route's own header conditions with their index in `match.headers`.
+    pub headers: Vec<(usize, HeaderMatch)>,
     pub permit_insecure: bool,
     pub timeout: Option<Timeout>,
     pub retry: Option<RetryPolicy>,
     pub outlier: Option<OutlierDetection>,
-    pub target: Target,
+    pub target: Target<'s>,
 }
 
-pub(super) enum Target {
+impl NodeRoute<'_> {
+    /// `spec.routes[i]`.
+    pub fn at(&self) -> String {
+        format!("spec.routes[{}]", self.index)
+    }
+
+    /// Field path of the path match, for messages (`spec.routes[1].match`, `….match.path`).
+    pub fn path_field(&self) -> String {
+        format!("spec.routes[{}]{}", self.index, self.path_suffix)
+    }
+
+    /// Field path of one of the route's own header conditions.
+    fn header_field(&self, k: usize) -> String {
+        format!("spec.routes[{}].match.headers[{k}]", self.index)
+    }
+}
+
+pub(super) enum Target<'s> {
     /// HTTP routing to these backends.
-    Backends(Vec<NodeBackend>),
+    Backends(Vec<NodeBackend<'s>>),
     /// TLS-terminated TCP proxying of the whole virtual host (v1 `tcp` backends, roots only).
-    Tcp(Vec<NodeBackend>),
+    Tcp(Vec<NodeBackend<'s>>),
     /// Hands the route's space to another IngressRoute of the same API version.
     Delegate(ObjKey),
 }
 
 /// A Service port in the object's own namespace, with the cluster settings asked for.
-pub(super) struct NodeBackend {
+pub(super) struct NodeBackend<'s> {
     /// Field path, e.g. `spec.routes[1].services[0]`.
-    pub field: String,
-    pub name: String,
+    pub field: BackendField,
+    pub name: Cow<'s, str>,
     pub port: i32,
     pub weight: Option<u32>,
     pub protocol: UpstreamProtocol,
     pub lb: LbStrategy,
-    pub health_check: Option<HealthCheck>,
+    pub health_check: Option<Cow<'s, HealthCheck>>,
+}
+
+/// The field path of a backend, written out only for a message.
+pub(super) enum BackendField {
+    /// `spec.routes[route].list[item]`.
+    Indexed {
+        route: usize,
+        list: &'static str,
+        item: usize,
+    },
+    /// Spelled out already.
+    Written(String),
+}
+
+impl fmt::Display for BackendField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendField::Indexed { route, list, item } => {
+                write!(f, "spec.routes[{route}].{list}[{item}]")
+            }
+            BackendField::Written(s) => f.write_str(s),
+        }
+    }
 }
 
 /// What a delegation target turned out to be.
 #[derive(Clone)]
-pub(super) enum Found {
+pub(super) enum Found<'s> {
     /// Not there; with a hint (e.g. an object of that name exists in the other API group).
     Missing(Option<String>),
     /// It has a virtualhost: roots cannot be delegated to.
     Root,
     /// It breaks its own single-object rules.
     Invalid,
-    Vertex(Rc<Node>),
+    Vertex(Rc<Node<'s>>),
 }
 
 /// Resolves backends to weighted clusters. Weights are computed over all backends as written (so a
@@ -94,21 +143,22 @@ pub(super) enum Found {
 pub(super) fn forward(
     b: &mut Builder<'_>,
     namespace: &str,
-    backends: &[NodeBackend],
+    backends: &[NodeBackend<'_>],
     outlier: Option<&OutlierDetection>,
 ) -> (RouteAction, Vec<StatusMessage>) {
-    let weights = effective_weights(&backends.iter().map(|nb| nb.weight).collect::<Vec<_>>());
-    let mut clusters = Vec::new();
+    let even = weights_even(backends.iter().map(|nb| nb.weight));
+    let mut clusters = Vec::with_capacity(backends.len());
     let mut errors = Vec::new();
     let mut reasons = Vec::new();
-    for (nb, weight) in backends.iter().zip(weights) {
+    for nb in backends {
+        let weight = effective_weight(even, nb.weight);
         let r = BackendRef {
             namespace,
             service: &nb.name,
             port: PortRef::Number(nb.port),
             protocol: nb.protocol,
             lb: nb.lb,
-            health_check: nb.health_check.as_ref(),
+            health_check: nb.health_check.as_deref(),
             outlier_detection: outlier.cloned(),
         };
         match b.cluster_for(&r) {
@@ -133,13 +183,13 @@ pub(super) fn forward(
 }
 
 /// The delegated space a node is visited in.
-struct Scope {
-    path: PathMatch,
-    headers: Vec<HeaderMatch>,
+struct Scope<'x> {
+    path: &'x PathMatch,
+    headers: &'x [HeaderMatch],
     /// v1: every delegating route on the chain has permitInsecure.
     insecure_ok: bool,
     /// The object that delegated (None at the root).
-    by: Option<ObjectRef>,
+    by: Option<&'x ObjectRef>,
 }
 
 /// The root a walk started from.
@@ -149,16 +199,16 @@ struct RootCtx<'r> {
 }
 
 /// The delegation walk over one API version's objects.
-pub(super) struct Walk<F: Fn(&ObjKey) -> Found> {
+pub(super) struct Walk<'s, F: Fn(&ObjKey) -> Found<'s>> {
     find: F,
     /// v1: a vertex's permitInsecure counts only when every delegating route permits it too.
     strict_insecure: bool,
-    cache: HashMap<ObjKey, Found>,
+    cache: HashMap<ObjKey, Found<'s>>,
     /// Vertices reached from a served root, whatever became of them.
     pub reached: HashSet<ObjKey>,
     /// Valid descriptions, applied after the walk (so an object found invalid later in the walk
     /// never shows a "valid" description).
-    valid: BTreeMap<ObjectRef, String>,
+    valid: HashMap<ObjectRef, String>,
     /// Status messages already reported (a vertex reached twice reports once).
     reported: HashSet<(ObjectRef, String)>,
     /// Visits of the current root's walk and their outcome: reaching a vertex again in the same
@@ -167,9 +217,11 @@ pub(super) struct Walk<F: Fn(&ObjKey) -> Found> {
     /// Vertex visits allowed per root, and left for the current root.
     budget_per_root: usize,
     budget: usize,
+    /// `prefix /`: the space a root is visited in.
+    everything: PathMatch,
 }
 
-impl<F: Fn(&ObjKey) -> Found> Walk<F> {
+impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
     /// `objects`: how many objects of this API version exist (sizes the visit budget).
     pub fn new(find: F, strict_insecure: bool, objects: usize) -> Self {
         Walk {
@@ -177,16 +229,17 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
             strict_insecure,
             cache: HashMap::new(),
             reached: HashSet::new(),
-            valid: BTreeMap::new(),
+            valid: HashMap::new(),
             reported: HashSet::new(),
             visited: HashMap::new(),
             budget_per_root: BASE_VISIT_BUDGET
                 .saturating_add(objects.saturating_mul(VISITS_PER_OBJECT)),
             budget: 0,
+            everything: PathMatch::prefix("/"),
         }
     }
 
-    fn find(&mut self, key: &ObjKey) -> Found {
+    fn find(&mut self, key: &ObjKey) -> Found<'s> {
         if let Some(f) = self.cache.get(key) {
             return f.clone();
         }
@@ -201,11 +254,19 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
         }
     }
 
+    /// Records a valid description unless the object has one already.
+    fn valid(&mut self, obj: &ObjectRef, description: impl FnOnce() -> String) {
+        if !self.valid.contains_key(obj) {
+            self.valid.insert(obj.clone(), description());
+        }
+    }
+
     /// Serves one root (host ownership and TLS already settled) and everything it delegates to.
-    pub fn walk_root(&mut self, b: &mut Builder<'_>, root: &Node, host: &str) {
+    pub fn walk_root(&mut self, b: &mut Builder<'_>, root: Rc<Node<'s>>, host: &str) {
+        let everything = std::mem::replace(&mut self.everything, PathMatch::Exact(String::new()));
         let scope = Scope {
-            path: PathMatch::prefix("/"),
-            headers: Vec::new(),
+            path: &everything,
+            headers: &[],
             insecure_ok: true,
             by: None,
         };
@@ -213,14 +274,13 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
             host,
             root: &root.obj,
         };
-        let mut chain = vec![root.obj.key.clone()];
+        let mut chain = vec![root.clone()];
         self.visited.clear();
         self.budget = self.budget_per_root;
         // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
-        let _ = self.visit(b, &ctx, root, &scope, &mut chain);
-        self.valid
-            .entry(root.obj.clone())
-            .or_insert_with(|| "valid IngressRoute".to_string());
+        let _ = self.visit(b, &ctx, &root, &scope, &mut chain);
+        self.valid(&root.obj, || "valid IngressRoute".to_string());
+        self.everything = everything;
     }
 
     /// Applies the valid descriptions gathered during the walks.
@@ -238,28 +298,28 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
         &mut self,
         b: &mut Builder<'_>,
         ctx: &RootCtx<'_>,
-        node: &Node,
-        scope: &Scope,
-        chain: &mut Vec<ObjKey>,
+        node: &Node<'s>,
+        scope: &Scope<'_>,
+        chain: &mut Vec<Rc<Node<'s>>>,
     ) -> Result<(), String> {
         // 1. Every route must stay inside the delegated space; compute effective header conditions.
         let mut escapes = Vec::new();
         let mut effective: Vec<Vec<HeaderMatch>> = Vec::with_capacity(node.routes.len());
         for r in &node.routes {
-            let mut headers = scope.headers.clone();
-            if let Some(by) = &scope.by {
-                if !r.path.within(&scope.path) {
-                    let written = match &r.path_written {
+            let mut headers = scope.headers.to_vec();
+            if let Some(by) = scope.by {
+                if !r.path.within(scope.path) {
+                    let written = match r.path_written {
                         Some(p) => quote(p),
                         None => "absent (everything)".to_string(),
                     };
                     escapes.push(format!(
                         "{}: {written} is outside the prefix {} delegated by {by}",
-                        r.path_field,
+                        r.path_field(),
                         quote(scope.path.value())
                     ));
                 }
-                for (field, h) in &r.headers {
+                for (k, h) in &r.headers {
                     let inherited: Vec<String> = scope
                         .headers
                         .iter()
@@ -268,15 +328,18 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                         .collect();
                     if !inherited.is_empty() && !scope.headers.contains(h) {
                         escapes.push(format!(
-                            "{field}: header condition {h} conflicts with {} delegated by {by}",
+                            "{}: header condition {h} conflicts with {} delegated by {by}",
+                            r.header_field(*k),
                             inherited.join(", ")
                         ));
                     }
                 }
             }
-            headers.extend(r.headers.iter().map(|(_, h)| h.clone()));
-            headers.sort();
-            headers.dedup();
+            if !r.headers.is_empty() {
+                headers.extend(r.headers.iter().map(|(_, h)| h.clone()));
+                headers.sort();
+                headers.dedup();
+            }
             effective.push(headers);
         }
         if !escapes.is_empty() {
@@ -289,30 +352,43 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
             ));
         }
         if scope.by.is_some() {
-            self.reached.insert(node.obj.key.clone());
-            self.valid
-                .entry(node.obj.clone())
-                .or_insert_with(|| format!("delegated from {}", ctx.root));
+            if !self.reached.contains(&node.obj.key) {
+                self.reached.insert(node.obj.key.clone());
+            }
+            self.valid(&node.obj, || format!("delegated from {}", ctx.root));
         }
 
-        // 2. Routes, in the order written.
-        let mut seen: HashMap<(PathMatch, Vec<HeaderMatch>), usize> = HashMap::new();
+        // 2. Routes, in the order written. A route with the same match as an earlier one (its own
+        // conditions plus the delegated ones) is refused: (index, index of the first) in order.
+        let mut same_as_earlier: Vec<(usize, usize)> = Vec::new();
+        if node.routes.len() > 1 {
+            let mut seen: HashMap<(&PathMatch, &[HeaderMatch]), usize> =
+                HashMap::with_capacity(node.routes.len());
+            for (i, (r, headers)) in node.routes.iter().zip(&effective).enumerate() {
+                match seen.entry((&r.path, headers.as_slice())) {
+                    Entry::Occupied(first) => same_as_earlier.push((i, *first.get())),
+                    Entry::Vacant(e) => {
+                        e.insert(i);
+                    }
+                }
+            }
+        }
+        let mut same_as_earlier = same_as_earlier.into_iter().peekable();
         for (i, (r, headers)) in node.routes.iter().zip(effective).enumerate() {
-            if let Some(&first) = seen.get(&(r.path.clone(), headers.clone())) {
-                let first = &node.routes[first].at;
+            if let Some((_, first)) = same_as_earlier.next_if(|&(j, _)| j == i) {
+                let first = node.routes[first].at();
                 self.invalid(
                     b,
                     &node.obj,
                     reason::ROUTE_CONFLICT,
                     format!(
                         "{}.match: is the same match as {first} once the conditions delegated by {} are added",
-                        r.at,
-                        scope.by.as_ref().map_or_else(String::new, |o| o.to_string())
+                        r.at(),
+                        scope.by.map_or_else(String::new, |o| o.to_string())
                     ),
                 );
                 continue;
             }
-            seen.insert((r.path.clone(), headers.clone()), i);
             let permit = r.permit_insecure && (scope.insecure_ok || !self.strict_insecure);
             match &r.target {
                 Target::Backends(bs) => {
@@ -329,13 +405,16 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                     }
                 }
                 Target::Delegate(key) => {
-                    let next = Scope {
-                        path: r.path.clone(),
-                        headers: headers.clone(),
-                        insecure_ok: scope.insecure_ok && r.permit_insecure,
-                        by: Some(node.obj.clone()),
+                    let why = {
+                        let next = Scope {
+                            path: &r.path,
+                            headers: &headers,
+                            insecure_ok: scope.insecure_ok && r.permit_insecure,
+                            by: Some(&node.obj),
+                        };
+                        self.delegate(b, ctx, node, r, key, &next, chain)
                     };
-                    if let Some(why) = self.delegate(b, ctx, node, r, key, &next, chain) {
+                    if let Some(why) = why {
                         let action = RouteAction::Unavailable(why);
                         self.add(b, ctx, node, r, headers, action, permit);
                     }
@@ -351,14 +430,14 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
         &mut self,
         b: &mut Builder<'_>,
         ctx: &RootCtx<'_>,
-        node: &Node,
-        r: &NodeRoute,
+        node: &Node<'s>,
+        r: &NodeRoute<'s>,
         key: &ObjKey,
-        next: &Scope,
-        chain: &mut Vec<ObjKey>,
+        next: &Scope<'_>,
+        chain: &mut Vec<Rc<Node<'s>>>,
     ) -> Option<String> {
         let kind = node.obj.kind.kind();
-        let field = format!("{}.delegate", r.at);
+        let field = || format!("{}.delegate", r.at());
         let found = self.find(key);
         match found {
             Found::Missing(hint) => {
@@ -367,7 +446,7 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                     b,
                     &node.obj,
                     reason::DELEGATE_NOT_FOUND,
-                    format!("{field}: {} {key} not found{hint}", node.obj.kind),
+                    format!("{}: {} {key} not found{hint}", field(), node.obj.kind),
                 );
                 return Some(format!("delegate {key} not found"));
             }
@@ -377,16 +456,18 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                     &node.obj,
                     reason::DELEGATE_IS_ROOT,
                     format!(
-                        "{field}: {kind} {key} is a root (it has spec.virtualhost); only IngressRoutes without a virtualhost can be delegated to"
+                        "{}: {kind} {key} is a root (it has spec.virtualhost); only IngressRoutes without a virtualhost can be delegated to",
+                        field()
                     ),
                 );
                 return Some(format!("delegate {key} is a root"));
             }
             _ => {}
         }
-        if let Some(start) = chain.iter().position(|k| k == key) {
+        if let Some(start) = chain.iter().position(|n| n.obj.key == *key) {
             let cycle: Vec<String> = chain[start..]
                 .iter()
+                .map(|n| &n.obj.key)
                 .chain(std::iter::once(key))
                 .map(|k| k.to_string())
                 .collect();
@@ -404,7 +485,8 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                 &node.obj,
                 reason::INVALID,
                 format!(
-                    "{field}: {kind} {key} is not followed: delegation chains are limited to {MAX_DELEGATION_DEPTH} delegations"
+                    "{}: {kind} {key} is not followed: delegation chains are limited to {MAX_DELEGATION_DEPTH} delegations",
+                    field()
                 ),
             );
             return Some("delegation chain too long".to_string());
@@ -413,9 +495,9 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
             Found::Invalid => Some(format!("delegate {key} is invalid")),
             Found::Vertex(target) => {
                 let visit_key = (
-                    key.clone(),
+                    Rc::as_ptr(&target).cast::<()>(),
                     next.path.clone(),
-                    next.headers.clone(),
+                    next.headers.to_vec(),
                     next.insecure_ok,
                 );
                 if let Some(res) = self.visited.get(&visit_key) {
@@ -427,14 +509,16 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
                         &node.obj,
                         reason::INVALID,
                         format!(
-                            "{field}: {kind} {key} is not followed: the delegation graph of {} needs more than {} vertex visits",
-                            ctx.root, self.budget_per_root
+                            "{}: {kind} {key} is not followed: the delegation graph of {} needs more than {} vertex visits",
+                            field(),
+                            ctx.root,
+                            self.budget_per_root
                         ),
                     );
                     return Some("delegation graph too large".to_string());
                 }
                 self.budget -= 1;
-                chain.push(key.clone());
+                chain.push(target.clone());
                 let res = self.visit(b, ctx, &target, next, chain);
                 chain.pop();
                 self.visited.insert(visit_key, res.clone());
@@ -447,8 +531,8 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
     fn forward(
         &mut self,
         b: &mut Builder<'_>,
-        node: &Node,
-        bs: &[NodeBackend],
+        node: &Node<'s>,
+        bs: &[NodeBackend<'s>],
         outlier: Option<&OutlierDetection>,
     ) -> RouteAction {
         let (action, errors) = forward(b, &node.obj.key.namespace, bs, outlier);
@@ -463,8 +547,8 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
         &mut self,
         b: &mut Builder<'_>,
         ctx: &RootCtx<'_>,
-        node: &Node,
-        r: &NodeRoute,
+        node: &Node<'s>,
+        r: &NodeRoute<'s>,
         headers: Vec<HeaderMatch>,
         action: RouteAction,
         permit_insecure: bool,
@@ -478,21 +562,25 @@ impl<F: Fn(&ObjKey) -> Found> Walk<F> {
             retry: r.retry.clone(),
             source: node.obj.clone(),
         };
-        let what = describe_match(&route);
         match b.add_route(ctx.host, route) {
             Ok(()) => {}
             // The same object reached again through another delegation: already there.
-            Err(existing) if existing == node.obj => {}
-            Err(existing) => self.invalid(
-                b,
-                &node.obj,
-                reason::ROUTE_CONFLICT,
-                format!(
-                    "{}: {what} on {} is already defined by {existing}",
-                    r.path_field,
-                    ctx.host.to_ascii_lowercase()
-                ),
-            ),
+            Err(conflict) if conflict.0 == node.obj => {}
+            Err(conflict) => {
+                let (existing, route) = *conflict;
+                // The effective headers are sorted already, as add_route keeps them.
+                let what = describe_match(&route);
+                self.invalid(
+                    b,
+                    &node.obj,
+                    reason::ROUTE_CONFLICT,
+                    format!(
+                        "{}: {what} on {} is already defined by {existing}",
+                        r.path_field(),
+                        ctx.host.to_ascii_lowercase()
+                    ),
+                )
+            }
         }
     }
 }

@@ -5,7 +5,9 @@
 //! newest, then namespace, then name); every decision is a map lookup, so the pass is linear in the
 //! number of Ingresses plus their rules. The rules are written down in `docs/ingress.md`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use hashbrown::HashMap;
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressSpec};
 
@@ -191,9 +193,11 @@ fn build_ingress(
             // Reported with the TLS entry; never serve a TLS host over plain HTTP.
             continue;
         }
-        hosts.insert(host.clone());
+        if spec.default_backend.is_some() {
+            hosts.insert(host.clone());
+        }
         for (j, p) in rule.http.iter().flat_map(|h| &h.paths).enumerate() {
-            let field = format!("spec.rules[{i}].http.paths[{j}]");
+            let field = || format!("spec.rules[{i}].http.paths[{j}]");
             let path_type = PathType::parse(&p.path_type).unwrap_or(PathType::Exact);
             let raw = p.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("/");
             let path = match path_type {
@@ -201,7 +205,7 @@ fn build_ingress(
                 PathType::Prefix => PathMatch::prefix(raw),
                 PathType::ImplementationSpecific => PathMatch::StringPrefix(raw.to_string()),
             };
-            let action = backend_action(b, obj, ns, &format!("{field}.backend"), &p.backend);
+            let action = backend_action(b, obj, ns, || format!("{}.backend", field()), &p.backend);
             let conflict = add(b, state, obj, &host, path, action);
             match conflict {
                 Conflict::None => {}
@@ -212,7 +216,8 @@ fn build_ingress(
                         by.to_string()
                     };
                     let msg = format!(
-                        "{field}: path {raw:?} ({}) on host {host:?} is already defined by {by}",
+                        "{}: path {raw:?} ({}) on host {host:?} is already defined by {by}",
+                        field(),
                         path_type.as_str()
                     );
                     b.set_invalid(obj, reason::ROUTE_CONFLICT, msg);
@@ -226,7 +231,7 @@ fn build_ingress(
     let Some(backend) = &spec.default_backend else {
         return;
     };
-    let action = backend_action(b, obj, ns, "spec.defaultBackend", backend);
+    let action = backend_action(b, obj, ns, || "spec.defaultBackend".to_string(), backend);
     hosts.insert(CATCH_ALL_HOST.to_string());
     for host in &hosts {
         if let Some(owner) = b.host_owner(host) {
@@ -285,7 +290,7 @@ fn add(
             }
             Conflict::None
         }
-        Err(by) => Conflict::With(by),
+        Err(conflict) => Conflict::With(conflict.0),
     }
 }
 
@@ -295,14 +300,14 @@ fn backend_action(
     b: &mut Builder<'_>,
     obj: &ObjectRef,
     namespace: &str,
-    field: &str,
+    field: impl Fn() -> String,
     backend: &IngressBackend,
 ) -> RouteAction {
     let Some(svc) = &backend.service else {
         b.set_invalid(
             obj,
             reason::UNSUPPORTED_BACKEND,
-            format!("{field}.resource: {RESOURCE_BACKEND_UNSUPPORTED}"),
+            format!("{}.resource: {RESOURCE_BACKEND_UNSUPPORTED}", field()),
         );
         return RouteAction::Unavailable(RESOURCE_BACKEND_UNSUPPORTED.to_string());
     };
@@ -329,7 +334,7 @@ fn backend_action(
     match b.cluster_for(&backend_ref) {
         Ok(cluster) => RouteAction::Forward(vec![WeightedCluster { cluster, weight: 1 }]),
         Err(m) => {
-            b.set_invalid(obj, m.reason, format!("{field}.service: {}", m.message));
+            b.set_invalid(obj, m.reason, format!("{}.service: {}", field(), m.message));
             RouteAction::Unavailable(m.message)
         }
     }

@@ -3,12 +3,14 @@
 //! everything it delegates to (see [`super::delegation`]); vertices no served root reaches are
 //! orphaned. The rules are written down in docs/ingressroute.md.
 
+use std::borrow::Cow;
 use std::rc::Rc;
 
+use hashbrown::HashSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
-use super::delegation::{Found, Node, NodeBackend, NodeRoute, Target, Walk};
+use super::delegation::{BackendField, Found, Node, NodeBackend, NodeRoute, Target, Walk};
 use super::model::*;
 use crate::api::contour_v1::{self, BackendProtocol};
 use crate::api::heptio_v1beta1::{self, VirtualHost};
@@ -26,13 +28,19 @@ use crate::validate::{Verdict, quote};
 /// namespaces claim their fqdn.
 pub fn claim_hosts(b: &mut Builder<'_>) {
     let snap = b.snapshot;
+    // The single-object rules run once per object: the delegation walk reuses the verdicts.
+    let mut invalid = [HashSet::new(), HashSet::new()];
     for (key, o) in &snap.ingressroutes_v1beta1 {
         let obj = ObjectRef {
             kind: Kind::IngressRouteV1beta1,
             key: key.clone(),
         };
         let vh = o.spec.virtualhost.as_ref();
-        claim(b, &obj, &o.metadata, validate_v1beta1(o), vh);
+        let verdict = validate_v1beta1(o);
+        if !verdict.allowed() {
+            invalid[0].insert(key);
+        }
+        claim(b, obj, &o.metadata, verdict, vh);
     }
     for (key, o) in &snap.ingressroutes_v1 {
         let obj = ObjectRef {
@@ -40,21 +48,40 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
             key: key.clone(),
         };
         let vh = o.spec.virtualhost.as_ref();
-        claim(b, &obj, &o.metadata, validate_v1(o), vh);
+        let verdict = validate_v1(o);
+        if !verdict.allowed() {
+            invalid[1].insert(key);
+        }
+        claim(b, obj, &o.metadata, verdict, vh);
+    }
+    b.invalid_ingressroutes = Some(invalid);
+}
+
+/// Whether an object breaks its own rules, from the verdicts [`claim_hosts`] kept (or by running
+/// the rules when it did not run).
+fn breaks_rules<T>(
+    verdicts: Option<&HashSet<&ObjKey>>,
+    key: &ObjKey,
+    o: &T,
+    validate: impl Fn(&T) -> Verdict,
+) -> bool {
+    match verdicts {
+        Some(invalid) => invalid.contains(key),
+        None => !validate(o).allowed(),
     }
 }
 
 fn claim(
     b: &mut Builder<'_>,
-    obj: &ObjectRef,
+    obj: ObjectRef,
     meta: &ObjectMeta,
     verdict: Verdict,
     vh: Option<&VirtualHost>,
 ) {
-    b.track(obj, meta);
+    b.track(&obj, meta);
     if !verdict.allowed() {
         for e in verdict.errors {
-            b.set_invalid(obj, e.reason, e.to_string());
+            b.set_invalid(&obj, e.reason, e.to_string());
         }
         return;
     }
@@ -65,7 +92,7 @@ fn claim(
     if !b.options.root_allowed_in(ns) {
         let allowed = b.options.root_namespaces.join(", ");
         b.set_invalid(
-            obj,
+            &obj,
             reason::ROOT_NAMESPACE,
             format!(
                 "root IngressRoute in namespace {} is not allowed; root namespaces are: {allowed}",
@@ -74,7 +101,7 @@ fn claim(
         );
         return;
     }
-    b.claim_host(&vh.fqdn, obj.clone(), meta.creation_timestamp.clone());
+    b.claim_host(&vh.fqdn, obj, meta.creation_timestamp.clone());
 }
 
 /// Serves the v1beta1 roots that own their host, then marks unreached vertices orphaned.
@@ -82,13 +109,16 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1beta1;
     let other = &snap.ingressroutes_v1;
+    let verdicts = b.invalid_ingressroutes.as_ref().map(|[v, _]| v.clone());
     let find = |key: &ObjKey| match objects.get(key) {
         None => Found::Missing(other_group_hint(
             other.contains_key(key),
             Kind::IngressRouteV1,
         )),
         Some(o) if o.spec.virtualhost.is_some() => Found::Root,
-        Some(o) if !validate_v1beta1(o).allowed() => Found::Invalid,
+        Some(o) if breaks_rules(verdicts.as_ref(), key, o.as_ref(), validate_v1beta1) => {
+            Found::Invalid
+        }
         Some(o) => Found::Vertex(Rc::new(lower_v1beta1(key, o))),
     };
     let walk = Walk::new(find, false, objects.len());
@@ -107,13 +137,14 @@ pub fn build_v1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1;
     let other = &snap.ingressroutes_v1beta1;
+    let verdicts = b.invalid_ingressroutes.as_ref().map(|[_, v]| v.clone());
     let find = |key: &ObjKey| match objects.get(key) {
         None => Found::Missing(other_group_hint(
             other.contains_key(key),
             Kind::IngressRouteV1beta1,
         )),
         Some(o) if o.spec.virtualhost.is_some() => Found::Root,
-        Some(o) if !validate_v1(o).allowed() => Found::Invalid,
+        Some(o) if breaks_rules(verdicts.as_ref(), key, o.as_ref(), validate_v1) => Found::Invalid,
         Some(o) => Found::Vertex(Rc::new(lower_v1(key, o))),
     };
     let walk = Walk::new(find, true, objects.len());
@@ -142,28 +173,32 @@ fn build_version<'s, T, F>(
     b: &mut Builder<'_>,
     kind: Kind,
     objects: &'s Objects<T>,
-    mut walk: Walk<F>,
+    mut walk: Walk<'s, F>,
     vhost_of: impl Fn(&'s T) -> Option<&'s VirtualHost>,
-    lower: impl Fn(&ObjKey, &'s T) -> Node,
+    lower: impl Fn(&ObjKey, &'s T) -> Node<'s>,
 ) where
-    F: Fn(&ObjKey) -> Found,
+    F: Fn(&ObjKey) -> Found<'s>,
 {
     // Roots to serve, decided before any walk: valid, and owner of their host.
     let mut roots = Vec::new();
     for (key, o) in objects {
-        let obj = ObjectRef {
-            kind,
-            key: key.clone(),
-        };
         let Some(vh) = vhost_of(o) else {
             continue;
         };
-        if b.host_owner(&vh.fqdn) == Some(&obj) && b.state_of(&obj) != Some(State::Invalid) {
+        let owns = b
+            .host_owner(&vh.fqdn)
+            .is_some_and(|owner| owner.kind == kind && owner.key == *key);
+        if owns
+            && b.state_of(&ObjectRef {
+                kind,
+                key: key.clone(),
+            }) != Some(State::Invalid)
+        {
             roots.push((key, o, vh));
         }
     }
     for (key, o, vh) in roots {
-        let node = lower(key, o);
+        let node = Rc::new(lower(key, o));
         if let Some(tls) = &vh.tls {
             match b.tls_secret(&key.namespace, &tls.secret_name) {
                 Err(m) => {
@@ -182,7 +217,7 @@ fn build_version<'s, T, F>(
                 }
             }
         }
-        walk.walk_root(b, &node, &vh.fqdn);
+        walk.walk_root(b, node, &vh.fqdn);
     }
     let reached = walk.finish(b);
     for (key, o) in objects {
@@ -205,8 +240,34 @@ fn delegate_key(own_ns: &str, d: &Delegate) -> ObjKey {
 }
 
 /// Lowers a v1beta1 IngressRoute (valid by its own rules) for the walk.
-fn lower_v1beta1(key: &ObjKey, o: &heptio_v1beta1::IngressRoute) -> Node {
+fn lower_v1beta1<'s>(key: &ObjKey, o: &'s heptio_v1beta1::IngressRoute) -> Node<'s> {
     let spec = &o.spec;
+    let backend = |field: BackendField, s: Cow<'s, heptio_v1beta1::Service>| {
+        let lb = s.strategy.or(spec.strategy).unwrap_or_default();
+        let (name, port, weight, health_check) = match s {
+            Cow::Borrowed(s) => (
+                Cow::Borrowed(s.name.as_str()),
+                s.port,
+                s.weight,
+                s.health_check.as_ref().map(Cow::Borrowed),
+            ),
+            Cow::Owned(s) => (
+                Cow::Owned(s.name),
+                s.port,
+                s.weight,
+                s.health_check.map(Cow::Owned),
+            ),
+        };
+        NodeBackend {
+            field,
+            name,
+            port,
+            weight,
+            protocol: UpstreamProtocol::Http,
+            lb,
+            health_check: health_check.or_else(|| spec.health_check.as_ref().map(Cow::Borrowed)),
+        }
+    };
     let routes = spec
         .routes
         .iter()
@@ -214,26 +275,33 @@ fn lower_v1beta1(key: &ObjKey, o: &heptio_v1beta1::IngressRoute) -> Node {
         .map(|(i, r)| {
             let target = match &r.delegate {
                 Some(d) => Target::Delegate(delegate_key(&key.namespace, d)),
-                None => Target::Backends(
+                // The deprecated `service` field needs decoding: the rules' own reading of it.
+                None if r.service.is_some() => Target::Backends(
                     v1beta1_services(r, i)
                         .0
                         .into_iter()
-                        .map(|(field, s)| NodeBackend {
-                            field,
-                            name: s.name,
-                            port: s.port,
-                            weight: s.weight,
-                            protocol: UpstreamProtocol::Http,
-                            lb: s.strategy.or(spec.strategy).unwrap_or_default(),
-                            health_check: s.health_check.or_else(|| spec.health_check.clone()),
+                        .map(|(field, s)| backend(BackendField::Written(field), Cow::Owned(s)))
+                        .collect(),
+                ),
+                None => Target::Backends(
+                    r.services
+                        .iter()
+                        .enumerate()
+                        .map(|(j, s)| {
+                            let field = BackendField::Indexed {
+                                route: i,
+                                list: "services",
+                                item: j,
+                            };
+                            backend(field, Cow::Borrowed(s))
                         })
                         .collect(),
                 ),
             };
             NodeRoute {
-                at: format!("spec.routes[{i}]"),
-                path_field: format!("spec.routes[{i}].match"),
-                path_written: Some(r.match_.clone()),
+                index: i,
+                path_suffix: ".match",
+                path_written: Some(r.match_.as_str()),
                 path: PathMatch::prefix(&r.match_),
                 headers: Vec::new(),
                 permit_insecure: r.permit_insecure,
@@ -268,14 +336,13 @@ fn duration(path: &str, value: Option<&str>) -> Option<Timeout> {
 }
 
 /// Lowers a v1 IngressRoute (valid by its own rules) for the walk.
-fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Node {
+fn lower_v1<'s>(key: &ObjKey, o: &'s contour_v1::IngressRoute) -> Node<'s> {
     let spec = &o.spec;
     let routes =
         spec.routes
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let at = format!("spec.routes[{i}]");
                 let field = v1_backends_field(r);
                 let backends: Vec<NodeBackend> = r
                     .backend_list()
@@ -284,16 +351,21 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Node {
                     .filter_map(|(j, be)| {
                         let (protocol, name) = be.protocol_and_name()?;
                         Some(NodeBackend {
-                            field: format!("{at}.{field}[{j}]"),
-                            name: name.to_string(),
+                            field: BackendField::Indexed {
+                                route: i,
+                                list: field,
+                                item: j,
+                            },
+                            name: Cow::Borrowed(name),
                             port: be.port,
                             weight: be.weight,
                             protocol: upstream_protocol(protocol),
                             lb: be.strategy.or(spec.strategy).unwrap_or_default(),
                             health_check: be
                                 .health_check
-                                .clone()
-                                .or_else(|| spec.health_check.clone()),
+                                .as_ref()
+                                .or(spec.health_check.as_ref())
+                                .map(Cow::Borrowed),
                         })
                     })
                     .collect();
@@ -311,9 +383,7 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Node {
                     .match_
                     .iter()
                     .flat_map(|m| m.headers.iter().enumerate())
-                    .filter_map(|(k, c)| {
-                        v1_header_match(c).map(|h| (format!("{at}.match.headers[{k}]"), h))
-                    })
+                    .filter_map(|(k, c)| v1_header_match(c).map(|h| (k, h)))
                     .collect();
                 let timeout = duration(
                     "",
@@ -338,10 +408,10 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Node {
                     }
                 };
                 NodeRoute {
-                    path_field: format!("{at}.match.path"),
-                    path_written: r.match_.as_ref().and_then(|m| m.path.clone()),
+                    index: i,
+                    path_suffix: ".match.path",
+                    path_written: r.match_.as_ref().and_then(|m| m.path.as_deref()),
                     path: v1_path_match(r.match_.as_ref()),
-                    at,
                     headers,
                     permit_insecure: r.permit_insecure,
                     timeout,

@@ -2,7 +2,9 @@
 //! host (no TLS), with path-prefix routes over weighted upstreams in its own namespace.
 
 use super::Builder;
-use super::delegation::{NodeBackend, forward};
+use std::borrow::Cow;
+
+use super::delegation::{BackendField, NodeBackend, forward};
 use super::model::*;
 use crate::api::status::reason;
 use crate::api::{Kind, ObjectRef};
@@ -60,16 +62,21 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 .iter()
                 .enumerate()
                 .map(|(j, u)| NodeBackend {
-                    field: format!("spec.routes[{i}].upstreams[{j}]"),
-                    name: u.service_name.clone(),
+                    field: BackendField::Indexed {
+                        route: i,
+                        list: "upstreams",
+                        item: j,
+                    },
+                    name: Cow::Borrowed(u.service_name.as_str()),
                     port: u.service_port,
                     weight: u.weight,
                     protocol: UpstreamProtocol::Http,
                     lb: rule.strategy.or(spec.strategy).unwrap_or_default(),
                     health_check: u
                         .lb_health_check
-                        .clone()
-                        .or_else(|| spec.lb_health_check.clone()),
+                        .as_ref()
+                        .or(spec.lb_health_check.as_ref())
+                        .map(Cow::Borrowed),
                 })
                 .collect();
             let (action, errors) = forward(b, &key.namespace, &backends, None);
@@ -85,8 +92,9 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 retry: None,
                 source: obj.clone(),
             };
-            let what = route.path.to_string();
-            if let Err(existing) = b.add_route(&spec.host, route) {
+            if let Err(conflict) = b.add_route(&spec.host, route) {
+                let (existing, route) = *conflict;
+                let what = route.path.to_string();
                 b.set_invalid(
                     &obj,
                     reason::ROUTE_CONFLICT,

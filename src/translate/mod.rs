@@ -126,13 +126,14 @@ impl Resources {
             items: &[T],
             name: impl Fn(&T) -> &str,
         ) -> BTreeMap<String, Any> {
+            let type_url = T::type_url();
             items
                 .iter()
                 .map(|r| {
                     (
                         name(r).to_string(),
                         Any {
-                            type_url: T::type_url(),
+                            type_url: type_url.clone(),
                             value: r.encode_to_vec(),
                         },
                     )

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use envoy_types::pb::google::protobuf::Any;
+use prost::{Message, Name};
 use sha2::{Digest, Sha256};
 
 use crate::translate::{ResourceType, Resources};
@@ -36,11 +37,18 @@ pub struct Snapshot {
 }
 
 fn short_hash(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex8(&Sha256::digest(bytes))
+}
+
+/// The first 8 bytes of a digest as 16 lowercase hex digits.
+fn hex8(digest: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(16);
+    for &b in &digest[..8] {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xf)] as char);
+    }
+    out
 }
 
 /// The version of a set of (name, version) pairs.
@@ -52,20 +60,47 @@ pub fn set_version<'a>(entries: impl IntoIterator<Item = (&'a String, &'a String
         h.update(v.as_bytes());
         h.update([0]);
     }
-    h.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex8(&h.finalize())
 }
 
 impl Snapshot {
-    /// Encodes translated resources.
+    /// Encodes translated resources. The same as [`Snapshot::from_encoded`] of
+    /// [`Resources::encode`], without the intermediate maps.
     pub fn from_resources(resources: &Resources) -> Snapshot {
-        let mut types = BTreeMap::new();
-        for (t, items) in resources.encode() {
-            types.insert(t, Self::type_snapshot(items));
+        fn typed<T: Message + Name>(items: &[T], name: impl Fn(&T) -> &str) -> TypeSnapshot {
+            let type_url = T::type_url();
+            let resources: BTreeMap<String, Arc<Resource>> = items
+                .iter()
+                .map(|r| {
+                    let body = Any {
+                        type_url: type_url.clone(),
+                        value: r.encode_to_vec(),
+                    };
+                    let name = name(r).to_string();
+                    let resource = Resource {
+                        name: name.clone(),
+                        version: short_hash(&body.value),
+                        body,
+                    };
+                    (name, Arc::new(resource))
+                })
+                .collect();
+            TypeSnapshot {
+                version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
+                resources,
+            }
         }
+        let r = resources;
+        let types = BTreeMap::from([
+            (ResourceType::Listener, typed(&r.listeners, |l| &l.name)),
+            (ResourceType::Route, typed(&r.routes, |r| &r.name)),
+            (ResourceType::Cluster, typed(&r.clusters, |c| &c.name)),
+            (
+                ResourceType::Endpoint,
+                typed(&r.endpoints, |e| &e.cluster_name),
+            ),
+            (ResourceType::Secret, typed(&r.secrets, |s| &s.name)),
+        ]);
         Snapshot { types }
     }
 
@@ -123,6 +158,22 @@ mod tests {
             type_url: "t".into(),
             value: v.to_vec(),
         }
+    }
+
+    #[test]
+    fn from_resources_is_from_encoded_of_encode() {
+        let options = crate::translate::Options::default();
+        let snap = crate::synth::snapshot(crate::synth::Shape {
+            routing_objects: 50,
+            endpoints_per_service: 2,
+            unrelated_secrets: 3,
+        });
+        let dag = crate::dag::build(&snap, &crate::dag::Options::default());
+        let resources = crate::translate::build(&dag, &options);
+        assert_eq!(
+            Snapshot::from_resources(&resources),
+            Snapshot::from_encoded(resources.encode())
+        );
     }
 
     #[test]
