@@ -11,15 +11,13 @@
 //! `cargo bench --bench dag` runs the full sizes. Run any other way (`cargo test --all-targets` runs
 //! it in the test profile) it does a small smoke run so the benchmark cannot rot, and records nothing.
 
+mod common;
+
 use std::time::Instant;
 
 use sluice::dag::{self, Dag, Options};
 use sluice::synth::{Shape, snapshot};
 use sluice::{translate, xds};
-
-// The allocator the sluice binary uses (src/main.rs).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Per-phase times of one iteration, in ms.
 #[derive(Clone, Copy, Default)]
@@ -140,8 +138,7 @@ fn row(n: usize, runs: usize) -> Medians {
 }
 
 fn main() {
-    // `cargo bench` passes --bench; anything else is a smoke run.
-    let smoke = !std::env::args().any(|a| a == "--bench");
+    let smoke = common::smoke();
     let (small, large, runs) = if smoke {
         (100, 1_000, 3)
     } else {
@@ -173,20 +170,6 @@ fn main() {
         results.insert("translate_ms_10k".into(), r2(b.translate + b.encode));
         results.insert("dag_scaling_ratio_10k_1k".into(), r2(ratio));
         results.insert("dag_only_scaling_ratio_10k_1k".into(), r2(dag_ratio));
-        write_results(results);
+        common::write_results(results);
     }
-}
-
-/// Merges keys into target/bench/results.json (other benchmarks write their own keys).
-fn write_results(new: serde_json::Map<String, serde_json::Value>) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
-    std::fs::create_dir_all(&dir).expect("target/bench is writable");
-    let path = dir.join("results.json");
-    let mut all: serde_json::Map<String, serde_json::Value> = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    all.extend(new);
-    std::fs::write(&path, serde_json::to_string_pretty(&all).unwrap())
-        .expect("results.json is writable");
 }

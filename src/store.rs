@@ -43,6 +43,15 @@ pub struct Snapshot {
     pub reference_grants: Objects<ReferenceGrant>,
 }
 
+/// What changed between two snapshots that differ in EndpointSlices only.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EndpointChanges {
+    /// Slices added, changed or removed.
+    pub slices: Vec<ObjKey>,
+    /// The Services (namespace/name) those slices belong or belonged to.
+    pub services: std::collections::BTreeSet<ObjKey>,
+}
+
 /// One decoded object of any kind the store holds.
 #[derive(Clone, Debug)]
 pub enum AnyObject {
@@ -198,6 +207,105 @@ impl Snapshot {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// When `next` differs from this snapshot in EndpointSlices only, which slices and Services
+    /// changed; None when anything else changed. Objects are compared by identity (the same
+    /// `Arc`), as a store hands out unchanged objects. The endpoint fast path of the pipeline
+    /// starts here.
+    pub fn endpoint_only_changes(&self, next: &Snapshot) -> Option<EndpointChanges> {
+        fn same<T>(a: &Objects<T>, b: &Objects<T>) -> bool {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|((ka, va), (kb, vb))| Arc::ptr_eq(va, vb) && ka == kb)
+        }
+        // Destructured without `..`: a new field must be considered here.
+        let Snapshot {
+            ingresses,
+            ingress_classes,
+            ingressroutes_v1beta1,
+            ingressroutes_v1,
+            routes_v1alpha1,
+            services,
+            endpoint_slices,
+            secrets,
+            gateway_classes,
+            gateways,
+            http_routes,
+            grpc_routes,
+            tls_routes,
+            tcp_routes,
+            reference_grants,
+        } = self;
+        let unchanged = same(ingresses, &next.ingresses)
+            && same(ingress_classes, &next.ingress_classes)
+            && same(ingressroutes_v1beta1, &next.ingressroutes_v1beta1)
+            && same(ingressroutes_v1, &next.ingressroutes_v1)
+            && same(routes_v1alpha1, &next.routes_v1alpha1)
+            && same(services, &next.services)
+            && same(secrets, &next.secrets)
+            && same(gateway_classes, &next.gateway_classes)
+            && same(gateways, &next.gateways)
+            && same(http_routes, &next.http_routes)
+            && same(grpc_routes, &next.grpc_routes)
+            && same(tls_routes, &next.tls_routes)
+            && same(tcp_routes, &next.tcp_routes)
+            && same(reference_grants, &next.reference_grants);
+        if !unchanged {
+            return None;
+        }
+        let mut changes = EndpointChanges::default();
+        let mut note = |key: &ObjKey, slice: &EndpointSlice| {
+            if changes.slices.last() != Some(key) {
+                changes.slices.push(key.clone());
+            }
+            if let Some(svc) = crate::dag::service_of(slice) {
+                changes
+                    .services
+                    .insert(ObjKey::new(key.namespace.as_str(), svc));
+            }
+        };
+        // Both maps are sorted: walk them side by side.
+        let mut a = endpoint_slices.iter().peekable();
+        let mut b = next.endpoint_slices.iter().peekable();
+        loop {
+            match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some((ka, va)), Some((kb, vb))) if ka == kb => {
+                    if !Arc::ptr_eq(va, vb) {
+                        note(ka, va);
+                        note(kb, vb);
+                    }
+                    a.next();
+                    b.next();
+                }
+                (Some((ka, va)), Some((kb, _))) if ka < kb => {
+                    note(ka, va);
+                    a.next();
+                }
+                (Some((ka, va)), None) => {
+                    note(ka, va);
+                    a.next();
+                }
+                // b is behind (or a is done): a slice only in `next`.
+                (_, Some((kb, vb))) => {
+                    note(kb, vb);
+                    b.next();
+                }
+            }
+        }
+        Some(changes)
+    }
+
+    /// Brings this snapshot's EndpointSlices to those of `next` for the `changed` keys.
+    pub fn apply_endpoint_changes(&mut self, next: &Snapshot, changed: &[ObjKey]) {
+        for key in changed {
+            match next.endpoint_slices.get(key) {
+                Some(slice) => _ = self.endpoint_slices.insert(key.clone(), slice.clone()),
+                None => _ = self.endpoint_slices.remove(key),
+            }
+        }
     }
 
     /// Builds a snapshot from decoded objects; later duplicates replace earlier ones.

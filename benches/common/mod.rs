@@ -4,6 +4,10 @@
 
 use std::path::PathBuf;
 
+// The allocator the sluice binary uses (src/main.rs), so in-process measurements match it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// `cargo bench` passes `--bench`; run any other way (`cargo test --all-targets` runs benchmarks in
 /// the test profile) a benchmark does a short smoke run and records nothing.
 pub fn smoke() -> bool {

@@ -142,10 +142,13 @@ pub async fn serve(
         let pipeline = pipeline.clone();
         let index = index.clone();
         Arc::new(move |snapshot: &crate::store::Snapshot| {
-            // Envoy's update first; the webhook's index follows right after.
-            let dag = pipeline.publish(snapshot);
-            index.replace(snapshot);
-            super::log_statuses(&dag);
+            // Envoy's update first; the webhook's index follows right after (EndpointSlices are
+            // not in it, so an endpoint-only change leaves it alone).
+            let (dag, path) = pipeline.publish_counted(snapshot);
+            if path == super::PublishPath::Full {
+                index.replace(snapshot);
+                super::log_statuses(&dag);
+            }
             dag
         })
     };

@@ -6,7 +6,7 @@
 pub mod cluster;
 pub mod standalone;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 use tokio::sync::watch;
 
@@ -15,11 +15,27 @@ use crate::store::Snapshot;
 use crate::{translate, xds};
 
 /// The pure core between sources and outputs, with the latest result of each stage on a watch.
+///
+/// Two paths: a full rebuild (`dag::build` → `translate::build` → encode) for any change, and the
+/// endpoint fast path for a change in EndpointSlices only (pods come and go far more often than
+/// routing changes): the load assignments of the affected clusters are recomputed and swapped into
+/// the current xDS snapshot, everything else shared. The routing model and every status are the
+/// same after such a change, so the previous model is returned (its clusters' `endpoints` are
+/// those of the last full build; the xDS snapshot holds the current ones).
 pub struct Pipeline {
     dag_options: dag::Options,
     translate_options: translate::Options,
     dag_tx: watch::Sender<Arc<Dag>>,
     xds_tx: watch::Sender<Arc<xds::Snapshot>>,
+    /// The input and model of the last publication, where the fast path starts.
+    last: Mutex<Option<(Snapshot, Arc<Dag>)>>,
+}
+
+/// Which path a publication took (see [`Pipeline::publish_counted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PublishPath {
+    Full,
+    Endpoints,
 }
 
 impl Pipeline {
@@ -34,31 +50,93 @@ impl Pipeline {
             translate_options,
             dag_tx,
             xds_tx,
+            last: Mutex::new(None),
         }
     }
 
     /// Builds the routing model from a store snapshot and publishes it and its Envoy resources.
     /// Watchers are woken only when something changed. Returns the model.
     pub fn publish(&self, snapshot: &Snapshot) -> Arc<Dag> {
-        let dag = dag::build(snapshot, &self.dag_options);
+        self.publish_counted(snapshot).0
+    }
+
+    /// [`Pipeline::publish`], also telling which path it took.
+    pub fn publish_counted(&self, snapshot: &Snapshot) -> (Arc<Dag>, PublishPath) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((prev_snapshot, prev_dag)) = last.as_mut()
+            && let Some(changes) = prev_snapshot.endpoint_only_changes(snapshot)
+            && self.publish_endpoints(prev_dag, snapshot, &changes.services)
+        {
+            prev_snapshot.apply_endpoint_changes(snapshot, &changes.slices);
+            return (prev_dag.clone(), PublishPath::Endpoints);
+        }
+        let dag = Arc::new(dag::build(snapshot, &self.dag_options));
         let resources = translate::build(&dag, &self.translate_options);
-        let xds_snapshot = xds::Snapshot::from_resources(&resources);
-        let dag = Arc::new(dag);
+        let xds_snapshot = Arc::new(xds::Snapshot::from_resources(&resources));
+        drop_later(resources);
+        // What is replaced is dropped on another thread: freeing a large model takes a while.
+        let mut garbage = Garbage::default();
         self.dag_tx.send_if_modified(|cur| {
             if **cur == *dag {
                 return false;
             }
-            *cur = dag.clone();
+            garbage.dag = Some(std::mem::replace(cur, dag.clone()));
             true
         });
         self.xds_tx.send_if_modified(|cur| {
-            if **cur == xds_snapshot {
+            if **cur == *xds_snapshot {
                 return false;
             }
-            *cur = Arc::new(xds_snapshot);
+            garbage.xds = Some(std::mem::replace(cur, xds_snapshot));
             true
         });
-        dag
+        garbage.last = last.replace((snapshot.clone(), dag.clone()));
+        drop_later(garbage);
+        (dag, PublishPath::Full)
+    }
+
+    /// The endpoint fast path: recomputes the load assignments of the clusters of `services` and
+    /// publishes them. False when it cannot tell (a cluster's Service or port is gone), and the
+    /// caller rebuilds.
+    fn publish_endpoints(
+        &self,
+        dag: &Dag,
+        snapshot: &Snapshot,
+        services: &std::collections::BTreeSet<crate::api::ObjKey>,
+    ) -> bool {
+        use prost::{Message, Name};
+        let current = self.xds_tx.borrow().clone();
+        let held = current.of(translate::ResourceType::Endpoint);
+        let mut changed = Vec::new();
+        for cluster in dag.clusters.values() {
+            if !services.contains(&cluster.service) {
+                continue;
+            }
+            let Some(endpoints) = dag::cluster_endpoints(snapshot, cluster) else {
+                return false;
+            };
+            let updated = dag::Cluster {
+                endpoints,
+                ..cluster.clone()
+            };
+            let cla = translate::build_load_assignment(&updated);
+            let value = cla.encode_to_vec();
+            if held.get(&cla.cluster_name).map(|r| &r.body.value) == Some(&value) {
+                continue;
+            }
+            let body = envoy_types::pb::google::protobuf::Any {
+                type_url:
+                    envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment::type_url(),
+                value,
+            };
+            changed.push((cla.cluster_name, body));
+        }
+        if !changed.is_empty() {
+            let next = current.with_replaced(translate::ResourceType::Endpoint, changed);
+            let old = self.xds_tx.send_replace(Arc::new(next));
+            drop_later(old);
+        }
+        true
     }
 
     /// The latest routing model (statuses included).
@@ -69,6 +147,34 @@ impl Pipeline {
     /// The latest xDS resources.
     pub fn xds(&self) -> watch::Receiver<Arc<xds::Snapshot>> {
         self.xds_tx.subscribe()
+    }
+}
+
+/// What a full publication replaced.
+#[derive(Default)]
+struct Garbage {
+    dag: Option<Arc<Dag>>,
+    xds: Option<Arc<xds::Snapshot>>,
+    last: Option<(Snapshot, Arc<Dag>)>,
+}
+
+/// Drops `value` on a background thread (values dropped there are freed in order). Freeing a
+/// model of 10k objects takes tens of milliseconds, which a change's push should not wait for.
+fn drop_later<T: Send + 'static>(value: T) {
+    type Boxed = Box<dyn Send>;
+    static DROPPER: OnceLock<Option<Mutex<mpsc::Sender<Boxed>>>> = OnceLock::new();
+    let sender = DROPPER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Boxed>();
+        std::thread::Builder::new()
+            .name("sluice-drop".into())
+            .spawn(move || while rx.recv().is_ok() {})
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    let boxed: Boxed = Box::new(value);
+    // Without the thread (it could not start), drop here.
+    if let Some(tx) = sender {
+        let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(boxed);
     }
 }
 
@@ -99,6 +205,106 @@ pub fn log_statuses(dag: &Dag) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::ObjKey;
+    use crate::synth::{Shape, snapshot};
+
+    /// The xDS resources a fresh pipeline publishes for `s` (always a full build).
+    fn full(s: &Snapshot) -> Arc<xds::Snapshot> {
+        let p = Pipeline::new(dag::Options::default(), translate::Options::default());
+        p.publish(s);
+        p.xds().borrow().clone()
+    }
+
+    fn slice_key(s: &Snapshot, i: usize) -> ObjKey {
+        s.endpoint_slices.keys().nth(i).unwrap().clone()
+    }
+
+    #[test]
+    fn endpoint_changes_take_the_fast_path_and_publish_what_a_full_build_would() {
+        let mut s = snapshot(Shape {
+            routing_objects: 50,
+            endpoints_per_service: 3,
+            unrelated_secrets: 5,
+        });
+        let p = Pipeline::new(dag::Options::default(), translate::Options::default());
+        let (first, path) = p.publish_counted(&s);
+        assert_eq!(path, PublishPath::Full);
+        let mut rx = p.xds();
+        rx.borrow_and_update();
+        type Edit = fn(&mut k8s_openapi::api::discovery::v1::EndpointSlice);
+        let edits: [(&str, Edit); 4] = [
+            ("an address moves", |sl| {
+                sl.endpoints[0].addresses = vec!["10.99.0.1".into()]
+            }),
+            ("an endpoint turns unready", |sl| {
+                sl.endpoints[1].conditions.as_mut().unwrap().ready = Some(false)
+            }),
+            ("the slice moves to another Service", |sl| {
+                let labels = sl.metadata.labels.as_mut().unwrap();
+                labels.insert(dag::SERVICE_NAME_LABEL.into(), "nobody".into());
+            }),
+            ("the port is renamed away", |sl| {
+                sl.ports.as_mut().unwrap()[0].name = Some("other".into())
+            }),
+        ];
+        for (i, (what, edit)) in edits.into_iter().enumerate() {
+            let key = slice_key(&s, i * 3);
+            let mut sl = (**s.endpoint_slices.get(&key).unwrap()).clone();
+            edit(&mut sl);
+            s.endpoint_slices.insert(key, Arc::new(sl));
+            let (dag, path) = p.publish_counted(&s);
+            assert_eq!(path, PublishPath::Endpoints, "{what}");
+            assert!(Arc::ptr_eq(&dag, &first), "{what}: the model is unchanged");
+            assert!(rx.has_changed().unwrap(), "{what}: Envoy gets an update");
+            let got = rx.borrow_and_update().clone();
+            assert_eq!(
+                *got,
+                *full(&s),
+                "{what}: the same resources as a full build"
+            );
+        }
+        // A slice removed, and one added.
+        let gone = slice_key(&s, 20);
+        let mut added = (**s.endpoint_slices.get(&gone).unwrap()).clone();
+        s.endpoint_slices.remove(&gone);
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
+        assert_eq!(**p.xds().borrow(), *full(&s));
+        added.metadata.name = Some("extra".into());
+        s.endpoint_slices
+            .insert(ObjKey::new(&gone.namespace, "extra"), Arc::new(added));
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
+        assert_eq!(**p.xds().borrow(), *full(&s));
+        // The same snapshot again: nothing to send.
+        rx.borrow_and_update();
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
+        assert!(!rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn any_other_change_rebuilds() {
+        let mut s = snapshot(Shape {
+            routing_objects: 20,
+            endpoints_per_service: 2,
+            unrelated_secrets: 2,
+        });
+        let p = Pipeline::new(dag::Options::default(), translate::Options::default());
+        p.publish(&s);
+        // A Service changes (same content, new object): full build.
+        let key = s.services.keys().next().unwrap().clone();
+        let svc = (**s.services.get(&key).unwrap()).clone();
+        s.services.insert(key, Arc::new(svc));
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
+        // A slice and a route in one go: full build.
+        let skey = slice_key(&s, 0);
+        let sl = (**s.endpoint_slices.get(&skey).unwrap()).clone();
+        s.endpoint_slices.insert(skey, Arc::new(sl));
+        let rkey = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
+        s.ingressroutes_v1beta1.remove(&rkey);
+        let (dag, path) = p.publish_counted(&s);
+        assert_eq!(path, PublishPath::Full);
+        assert_eq!(**p.xds().borrow(), *full(&s));
+        assert!(dag.statuses.len() < 20);
+    }
 
     #[test]
     fn publish_wakes_watchers_only_on_change() {

@@ -124,13 +124,8 @@ impl<'a> Builder<'a> {
         let mut slices_by_service: HashMap<(&str, &str), Slices<'_>> =
             HashMap::with_capacity(snapshot.endpoint_slices.len());
         for (key, slice) in &snapshot.endpoint_slices {
-            let svc = slice
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(SERVICE_NAME_LABEL));
-            if let Some(svc) = svc {
-                let entry = slices_by_service.entry((key.namespace.as_str(), svc.as_str()));
+            if let Some(svc) = service_of(slice) {
+                let entry = slices_by_service.entry((key.namespace.as_str(), svc));
                 match entry {
                     hashbrown::hash_map::Entry::Vacant(e) => {
                         e.insert(Slices::One(slice));
@@ -405,36 +400,15 @@ impl<'a> Builder<'a> {
     }
 
     fn endpoints_for(&self, namespace: &str, service: &str, sp: &ServicePort) -> Vec<Endpoint> {
-        let port_name = sp.name.as_deref().unwrap_or("");
-        let mut out = Vec::new();
         let slices = self.slices_by_service.get(&(namespace, service));
-        for slice in slices.map(Slices::as_slice).unwrap_or_default() {
-            let Some(port) = slice
-                .ports
+        slice_endpoints(
+            slices
+                .map(Slices::as_slice)
+                .unwrap_or_default()
                 .iter()
-                .flatten()
-                .find(|p| p.name.as_deref().unwrap_or("") == port_name)
-                .and_then(|p| p.port)
-                .and_then(|p| u16::try_from(p).ok())
-            else {
-                continue;
-            };
-            for ep in &slice.endpoints {
-                let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-                if !ready {
-                    continue;
-                }
-                for addr in &ep.addresses {
-                    out.push(Endpoint {
-                        address: addr.clone(),
-                        port,
-                    });
-                }
-            }
-        }
-        out.sort();
-        out.dedup();
-        out
+                .copied(),
+            sp.name.as_deref().unwrap_or(""),
+        )
     }
 
     /// Resolves a TLS Secret to a key into the secrets table.
@@ -646,6 +620,73 @@ fn cluster_name(
     let digest = Sha256::digest(canon.as_bytes());
     let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
     format!("{base}/{hex}")
+}
+
+/// The ready endpoints of the Service port named `port_name` in a Service's EndpointSlices, sorted
+/// and without duplicates: what a cluster's `endpoints` hold.
+pub fn slice_endpoints<'s>(
+    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+    port_name: &str,
+) -> Vec<Endpoint> {
+    let mut out = Vec::new();
+    for slice in slices {
+        let Some(port) = slice
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+            .and_then(|p| p.port)
+            .and_then(|p| u16::try_from(p).ok())
+        else {
+            continue;
+        };
+        for ep in &slice.endpoints {
+            let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+            if !ready {
+                continue;
+            }
+            for addr in &ep.addresses {
+                out.push(Endpoint {
+                    address: addr.clone(),
+                    port,
+                });
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The endpoints `cluster` has in `snapshot`, computed as [`crate::dag::build`] computes them;
+/// None when its Service or Service port is not there (only a full build can tell what then).
+pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Vec<Endpoint>> {
+    let svc = snapshot.services.get(&cluster.service)?;
+    let sp = svc
+        .spec
+        .as_ref()?
+        .ports
+        .as_deref()?
+        .iter()
+        .find(|p| p.port == cluster.port)?;
+    let ns = &cluster.service.namespace;
+    let slices = snapshot
+        .endpoint_slices
+        .range(ObjKey::new(ns.as_str(), "")..)
+        .take_while(|(k, _)| &k.namespace == ns)
+        .filter(|(_, s)| service_of(s) == Some(cluster.service.name.as_str()))
+        .map(|(_, s)| s.as_ref());
+    Some(slice_endpoints(slices, sp.name.as_deref().unwrap_or("")))
+}
+
+/// The Service an EndpointSlice belongs to (its `kubernetes.io/service-name` label).
+pub fn service_of(slice: &EndpointSlice) -> Option<&str> {
+    slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SERVICE_NAME_LABEL))
+        .map(String::as_str)
 }
 
 #[cfg(test)]

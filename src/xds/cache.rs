@@ -30,10 +30,11 @@ pub struct TypeSnapshot {
     pub resources: BTreeMap<String, Arc<Resource>>,
 }
 
-/// Every resource sluice serves at one moment.
+/// Every resource sluice serves at one moment. Types are shared between snapshots that differ
+/// only in other types ([`Snapshot::with_replaced`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
-    types: BTreeMap<ResourceType, TypeSnapshot>,
+    types: BTreeMap<ResourceType, Arc<TypeSnapshot>>,
 }
 
 fn short_hash(bytes: &[u8]) -> String {
@@ -67,7 +68,7 @@ impl Snapshot {
     /// Encodes translated resources. The same as [`Snapshot::from_encoded`] of
     /// [`Resources::encode`], without the intermediate maps.
     pub fn from_resources(resources: &Resources) -> Snapshot {
-        fn typed<T: Message + Name>(items: &[T], name: impl Fn(&T) -> &str) -> TypeSnapshot {
+        fn typed<T: Message + Name>(items: &[T], name: impl Fn(&T) -> &str) -> Arc<TypeSnapshot> {
             let type_url = T::type_url();
             let resources: BTreeMap<String, Arc<Resource>> = items
                 .iter()
@@ -85,10 +86,10 @@ impl Snapshot {
                     (name, Arc::new(resource))
                 })
                 .collect();
-            TypeSnapshot {
+            Arc::new(TypeSnapshot {
                 version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
                 resources,
-            }
+            })
         }
         let r = resources;
         let types = BTreeMap::from([
@@ -116,7 +117,31 @@ impl Snapshot {
         Snapshot { types }
     }
 
-    fn type_snapshot(items: BTreeMap<String, Any>) -> TypeSnapshot {
+    /// This snapshot with the resources of type `t` in `items` replaced (or added), by name; every
+    /// other type is shared with `self`, not copied.
+    pub fn with_replaced(&self, t: ResourceType, items: Vec<(String, Any)>) -> Snapshot {
+        let mut types = self.types.clone();
+        let mut ts = types
+            .get(&t)
+            .map(|ts| TypeSnapshot::clone(ts))
+            .unwrap_or_default();
+        for (name, body) in items {
+            let version = short_hash(&body.value);
+            ts.resources.insert(
+                name.clone(),
+                Arc::new(Resource {
+                    name,
+                    version,
+                    body,
+                }),
+            );
+        }
+        ts.version = set_version(ts.resources.iter().map(|(n, r)| (n, &r.version)));
+        types.insert(t, Arc::new(ts));
+        Snapshot { types }
+    }
+
+    fn type_snapshot(items: BTreeMap<String, Any>) -> Arc<TypeSnapshot> {
         let resources: BTreeMap<String, Arc<Resource>> = items
             .into_iter()
             .map(|(name, body)| {
@@ -131,16 +156,22 @@ impl Snapshot {
                 )
             })
             .collect();
-        TypeSnapshot {
+        Arc::new(TypeSnapshot {
             version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
             resources,
-        }
+        })
     }
 
     /// The resources of one type (empty when the snapshot has none).
     pub fn of(&self, t: ResourceType) -> &BTreeMap<String, Arc<Resource>> {
         static EMPTY: BTreeMap<String, Arc<Resource>> = BTreeMap::new();
         self.types.get(&t).map(|s| &s.resources).unwrap_or(&EMPTY)
+    }
+
+    /// The resources of one type with their version, shared with other snapshots holding the
+    /// same (None when the snapshot has no such type).
+    pub fn shared(&self, t: ResourceType) -> Option<&Arc<TypeSnapshot>> {
+        self.types.get(&t)
     }
 
     /// The content version of one type.

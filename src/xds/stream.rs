@@ -25,7 +25,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     Resource as DeltaResource,
 };
 
-use super::cache::{Resource, Snapshot, set_version};
+use super::cache::{Resource, Snapshot, TypeSnapshot, set_version};
 use crate::translate::ResourceType;
 
 /// Counters shared by every stream of a server (exported on `/metrics` by [`register_stats`]).
@@ -115,6 +115,10 @@ pub struct Stream {
     types: BTreeMap<ResourceType, TypeState>,
     nonce_seq: u64,
     stats: Arc<Stats>,
+    /// The snapshot's resources of each type when the type was last looked at.
+    seen: BTreeMap<ResourceType, Arc<TypeSnapshot>>,
+    /// Types to look at on the next pump.
+    dirty: BTreeSet<ResourceType>,
 }
 
 impl Stream {
@@ -129,6 +133,8 @@ impl Stream {
                 .collect(),
             nonce_seq: 0,
             stats,
+            seen: BTreeMap::new(),
+            dirty: BTreeSet::new(),
         }
     }
 
@@ -215,7 +221,7 @@ impl Stream {
             st.names = names;
             st.wildcard = wildcard;
         }
-        self.pump(snap)
+        self.pump_all(snap)
     }
 
     /// An incremental (delta) request.
@@ -282,11 +288,40 @@ impl Stream {
             st.acked.remove(&n);
             st.sent_bodies.remove(&n);
         }
+        self.pump_all(snap)
+    }
+
+    /// The cache moved to a new snapshot. Only types whose resources changed are looked at (and
+    /// clusters, endpoints and secrets when listeners or routes changed, since make-before-break
+    /// ties them together): for any other type nothing the answer depends on moved since it was
+    /// last computed, as every request recomputes all types. An endpoint change among 10k clusters
+    /// thus costs the endpoints, not a walk over every resource.
+    pub fn on_snapshot(&mut self, snap: &Snapshot) -> Vec<Response> {
+        for t in ResourceType::ALL {
+            let now = snap.shared(t);
+            let same = match (self.seen.get(&t), now) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                self.dirty.insert(t);
+            }
+        }
+        if self.dirty.contains(&ResourceType::Listener) || self.dirty.contains(&ResourceType::Route)
+        {
+            self.dirty.extend([
+                ResourceType::Cluster,
+                ResourceType::Endpoint,
+                ResourceType::Secret,
+            ]);
+        }
         self.pump(snap)
     }
 
-    /// The cache moved to a new snapshot.
-    pub fn on_snapshot(&mut self, snap: &Snapshot) -> Vec<Response> {
+    /// After a request: every type may have something to send.
+    fn pump_all(&mut self, snap: &Snapshot) -> Vec<Response> {
+        self.dirty.extend(ResourceType::ALL);
         self.pump(snap)
     }
 
@@ -355,10 +390,14 @@ impl Stream {
         self.nonce_seq.to_string()
     }
 
-    /// Sends whatever is due, in warming order.
+    /// Sends whatever is due among the dirty types, in warming order. A type stays dirty until it
+    /// could be looked at (subscribed, nothing in flight, warming order allowing).
     fn pump(&mut self, snap: &Snapshot) -> Vec<Response> {
         let mut out = Vec::new();
         for t in ResourceType::ALL {
+            if !self.dirty.contains(&t) {
+                continue;
+            }
             let st = &self.types[&t];
             if !st.subscribed || st.in_flight.is_some() {
                 continue;
@@ -366,6 +405,11 @@ impl Stream {
             if matches!(t, ResourceType::Listener | ResourceType::Route) && !self.clusters_settled()
             {
                 continue;
+            }
+            self.dirty.remove(&t);
+            match snap.shared(t) {
+                Some(ts) => _ = self.seen.insert(t, ts.clone()),
+                None => _ = self.seen.remove(&t),
             }
             let desired = self.desired(t, snap);
             let response = match self.mode {
