@@ -277,12 +277,17 @@ fn main() {
         create_all(&client, secrets).await;
         let half = sizes.routes / 2;
         create_all(&client, routes(0..half, sizes.services, "base")).await;
+        create_all(&client, extras(0..half, sizes.services)).await;
+        create_all(&client, ingresses(sizes.routes / 10, sizes.services)).await;
+        create_all(&client, tls_secrets(0..half)).await;
     });
     println!(
-        "created {} Services with EndpointSlices, {} unrelated Secrets, {} routes in {:.1} s",
+        "created {} Services with EndpointSlices, {} unrelated Secrets, {} root IngressRoutes \
+         (every tenth with TLS, every tenth delegating to a vertex) and {} Ingresses in {:.1} s",
         sizes.services,
         sizes.unrelated_secrets,
         sizes.routes / 2,
+        sizes.routes / 10,
         t_setup.elapsed().as_secs_f64()
     );
 
@@ -318,7 +323,7 @@ fn main() {
     let mut propagation = Vec::new();
     rt.block_on(async {
         // Envoy holds the routes that exist.
-        first_200(&http, ports.http, &host(0)).await;
+        first_200(&http, ports.http, &host(1)).await;
         for k in 0..sizes.propagation_samples {
             let i = base + k;
             let ir = route_for(i, sizes.services, "prop");
@@ -443,20 +448,84 @@ fn host(i: usize) -> String {
     format!("r-{i}.bench-{}.example.com", std::process::id())
 }
 
-/// Root IngressRoute `i`: its own host, a Service of its namespace.
+/// Root IngressRoute `i`: its own host, a Service of its namespace. Among the routes that exist
+/// before sluice starts (`base`), every tenth serves HTTPS (i % 10 == 0) and every tenth delegates
+/// `/team` to a vertex in its namespace (i % 10 == 5).
 fn route_for(i: usize, services: usize, phase: &str) -> IngressRoute {
-    // Services are spread over the 20 namespaces like routes (svc-s lives in namespace s % 20);
-    // with a multiple of 20 Services, svc-((i / 20 * 20 + i % 20) % services) is in i's namespace.
-    let s = i % services;
-    route(
-        &namespace_of(i),
-        &format!("r-{i}"),
-        &host(i),
-        &format!("svc-{s}"),
-        phase,
-    )
+    // Services are spread over the 20 namespaces like routes (svc-s lives in namespace s % 20),
+    // so with a multiple of 20 Services svc-(i % services) is in i's namespace.
+    let svc = format!("svc-{}", i % services);
+    let mut ir = route(&namespace_of(i), &format!("r-{i}"), &host(i), &svc, phase);
+    if phase == "base" && i.is_multiple_of(10) {
+        ir.spec.virtualhost.as_mut().unwrap().tls = Some(obj(serde_json::json!({
+            "secretName": format!("tls-{i}"),
+        })));
+    }
+    if phase == "base" && i % 10 == 5 {
+        ir.spec.routes.push(obj(serde_json::json!({
+            "match": "/team",
+            "delegate": {"name": format!("v-{i}")},
+        })));
+    }
+    ir
 }
 
 fn routes(range: std::ops::Range<usize>, services: usize, phase: &str) -> Vec<IngressRoute> {
     range.map(|i| route_for(i, services, phase)).collect()
+}
+
+/// The vertices the `base` roots delegate to.
+fn extras(range: std::ops::Range<usize>, services: usize) -> Vec<IngressRoute> {
+    range
+        .filter(|i| i % 10 == 5)
+        .map(|i| {
+            obj(serde_json::json!({
+                "apiVersion": "contour.heptio.com/v1beta1", "kind": "IngressRoute",
+                "metadata": {"name": format!("v-{i}"), "namespace": namespace_of(i),
+                             "labels": {LABEL: "extra"}},
+                "spec": {"routes": [{"match": "/team",
+                                     "services": [{"name": format!("svc-{}", i % services), "port": 80}]}]},
+            }))
+        })
+        .collect()
+}
+
+/// `n` Ingresses of class sluice, each with its own host.
+fn ingresses(n: usize, services: usize) -> Vec<k8s_openapi::api::networking::v1::Ingress> {
+    (0..n)
+        .map(|k| {
+            obj(serde_json::json!({
+                "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                "metadata": {"name": format!("ing-{k}"), "namespace": namespace_of(k),
+                             "labels": {LABEL: "extra"}},
+                "spec": {
+                    "ingressClassName": "sluice",
+                    "rules": [{"host": format!("ing-{k}.bench-{}.example.com", std::process::id()),
+                               "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                                 "backend": {"service": {"name": format!("svc-{}", k % services),
+                                                         "port": {"number": 80}}}}]}}],
+                },
+            }))
+        })
+        .collect()
+}
+
+/// The TLS Secrets of the HTTPS roots: one real self-signed certificate (Envoy loads them).
+fn tls_secrets(range: std::ops::Range<usize>) -> Vec<Secret> {
+    let key = rcgen::KeyPair::generate().expect("key pair");
+    let params =
+        rcgen::CertificateParams::new(vec![format!("*.bench-{}.example.com", std::process::id())])
+            .expect("certificate parameters");
+    let cert = params.self_signed(&key).expect("self-signed certificate");
+    let (crt, key) = (cert.pem(), key.serialize_pem());
+    range
+        .filter(|i| i.is_multiple_of(10))
+        .map(|i| {
+            obj(serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": format!("tls-{i}"), "namespace": namespace_of(i)},
+                "stringData": {"tls.crt": crt, "tls.key": key},
+            }))
+        })
+        .collect()
 }

@@ -15,7 +15,7 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::heptio_v1beta1::{
-    IngressRoute, IngressRouteSpec, Route, Service as IrService, VirtualHost,
+    IngressRoute, IngressRouteSpec, Route, Service as IrService, Tls, VirtualHost,
 };
 use crate::api::{Delegate, ObjKey};
 use crate::store::Snapshot;
@@ -24,11 +24,47 @@ use crate::store::Snapshot;
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
     /// Routing objects in all: 40% IngressRoute roots, 40% vertices (one per root), 20% Ingresses.
+    /// Every tenth root serves HTTPS with its own TLS Secret.
     pub routing_objects: usize,
     /// Ready endpoints per Service.
     pub endpoints_per_service: usize,
     /// Secrets routing never uses.
     pub unrelated_secrets: usize,
+}
+
+/// A `kubernetes.io/tls` Secret whose data is PEM-framed placeholder bytes, unique per `seed`: enough
+/// for routing (which checks the PEM framing), not a usable certificate or key. Only in-process
+/// benchmarks use it; nothing here reaches an Envoy.
+fn tls_secret(ns: &str, name: &str, seed: usize) -> Secret {
+    use base64::Engine;
+    let pem = |label: &str| {
+        let body = base64::engine::general_purpose::STANDARD
+            .encode(format!("synthetic {label} {seed} ").repeat(16));
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap_or_default())
+            .collect();
+        format!(
+            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+            lines.join("\n")
+        )
+    };
+    let mut data = BTreeMap::new();
+    data.insert(
+        "tls.crt".to_string(),
+        ByteString(pem("CERTIFICATE").into_bytes()),
+    );
+    data.insert(
+        "tls.key".to_string(),
+        ByteString(pem("PRIVATE KEY").into_bytes()),
+    );
+    Secret {
+        metadata: meta(ns, name),
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(data),
+        ..Default::default()
+    }
 }
 
 fn meta(ns: &str, name: &str) -> ObjectMeta {
@@ -111,7 +147,10 @@ pub fn snapshot(shape: Shape) -> Snapshot {
             IngressRouteSpec {
                 virtualhost: Some(VirtualHost {
                     fqdn: format!("host-{i}.example.com"),
-                    tls: None,
+                    tls: (i % 10 == 0).then(|| Tls {
+                        secret_name: format!("tls-{i}"),
+                        minimum_protocol_version: None,
+                    }),
                 }),
                 routes: vec![
                     Route {
@@ -135,6 +174,13 @@ pub fn snapshot(shape: Shape) -> Snapshot {
                 ..Default::default()
             },
         );
+        if i % 10 == 0 {
+            let name = format!("tls-{i}");
+            s.secrets.insert(
+                ObjKey::new(&root_ns, &name),
+                Arc::new(tls_secret(&root_ns, &name, i)),
+            );
+        }
         let mut root = root;
         root.metadata = meta(&root_ns, &format!("root-{i}"));
         s.ingressroutes_v1beta1
@@ -217,4 +263,37 @@ pub fn snapshot(shape: Shape) -> Snapshot {
             .insert(ObjKey::new(&ns, format!("unrelated-{i}")), Arc::new(secret));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dag::{self, State};
+
+    #[test]
+    fn every_object_routes_and_every_tenth_root_serves_https() {
+        let s = snapshot(Shape {
+            routing_objects: 100,
+            endpoints_per_service: 2,
+            unrelated_secrets: 10,
+        });
+        let built = dag::build(&s, &dag::Options::default());
+        let not_valid: Vec<_> = built
+            .statuses
+            .iter()
+            .filter(|(_, st)| st.state != State::Valid)
+            .collect();
+        assert!(not_valid.is_empty(), "{not_valid:?}");
+        assert_eq!(built.statuses.len(), 100);
+        let tls: Vec<&str> = built
+            .vhosts
+            .values()
+            .filter(|v| v.tls.is_some())
+            .map(|v| v.host.as_str())
+            .collect();
+        assert_eq!(tls.len(), 4, "{tls:?}"); // roots 0, 10, 20, 30 of 40
+        assert_eq!(built.secrets.len(), 4);
+        let endpoints: usize = built.clusters.values().map(|c| c.endpoints.len()).sum();
+        assert_eq!(endpoints, 2 * built.clusters.len());
+    }
 }
