@@ -4,43 +4,18 @@
 //! the case gets a loopback backend answering with its `namespace/name`.
 
 mod envoy_support;
+mod golden_case;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use envoy_support::backend::Backend;
 use envoy_support::harness::{Harness, slice};
-use serde::Deserialize;
+use golden_case::{GoldenCase, GoldenRequest};
 use sluice::cli::bootstrap::XdsProtocol;
 use sluice::dag::{self, RouteAction, lookup};
 use sluice::manifest::{Document, parse_documents};
 use sluice::store::{AnyObject, Snapshot};
 use sluice::translate::merge_slashes;
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct GoldenCase {
-    #[serde(default)]
-    options: GoldenOptions,
-    #[serde(default)]
-    requests: Vec<GoldenRequest>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct GoldenOptions {
-    #[serde(default)]
-    root_namespaces: Vec<String>,
-    ingress_class_name: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct GoldenRequest {
-    host: String,
-    path: String,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-}
 
 /// What the model says Envoy must answer; None when the answer is a weighted split or a redirect.
 /// Envoy merges slashes in request paths before routing and sluice merges them in
@@ -96,17 +71,7 @@ struct Started {
 
 async fn start_case(path: &Path, protocol: XdsProtocol) -> Started {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut case = GoldenCase::default();
-    let mut kept = Vec::new();
-    for doc in text.split("\n---") {
-        let v: serde_json::Value = serde_norway::from_str(doc).unwrap_or(serde_json::Value::Null);
-        if v.get("kind").and_then(|k| k.as_str()) == Some("GoldenCase") {
-            case = serde_json::from_value(v).expect("GoldenCase");
-        } else {
-            kept.push(doc.to_string());
-        }
-    }
-    let manifests = kept.join("\n---");
+    let (case, manifests) = GoldenCase::split(&text);
     let name = path.file_name().unwrap().to_string_lossy().to_string();
     let mut backends = Vec::new();
     let mut slices = Vec::new();
@@ -136,14 +101,7 @@ async fn start_case(path: &Path, protocol: XdsProtocol) -> Started {
             objects.push(o);
         }
     }
-    let options = dag::Options {
-        root_namespaces: case.options.root_namespaces.clone(),
-        ingress_class_name: case
-            .options
-            .ingress_class_name
-            .clone()
-            .unwrap_or_else(|| dag::DEFAULT_INGRESS_CLASS.to_string()),
-    };
+    let options = case.dag_options();
     let mut model = dag::build(&Snapshot::from_objects(objects), &options);
     for v in model.vhosts.values_mut() {
         for r in &mut v.routes {

@@ -12,37 +12,16 @@
 //!
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test --test golden`, then review the diff.
 
+mod golden_case;
+
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use sluice::dag::{self, Options, lookup, table};
+use golden_case::GoldenCase;
+
+use serde::Serialize;
+use sluice::dag::{self, lookup, table};
 use sluice::manifest::{Document, parse_documents};
 use sluice::store::Snapshot;
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct GoldenCase {
-    #[serde(default)]
-    options: GoldenOptions,
-    #[serde(default)]
-    requests: Vec<GoldenRequest>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct GoldenOptions {
-    #[serde(default)]
-    root_namespaces: Vec<String>,
-    ingress_class_name: Option<String>,
-}
-
-#[derive(Deserialize, Serialize, Clone)]
-struct GoldenRequest {
-    host: String,
-    path: String,
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    headers: std::collections::BTreeMap<String, String>,
-}
 
 #[derive(Serialize)]
 struct Resolution {
@@ -61,30 +40,14 @@ struct Output {
 
 fn run_case(input: &Path) -> String {
     let text = std::fs::read_to_string(input).unwrap();
-    let mut case = GoldenCase::default();
-    let mut kept = Vec::new();
-    for doc in text.split("\n---") {
-        let v: serde_json::Value = serde_norway::from_str(doc).unwrap_or(serde_json::Value::Null);
-        if v.get("kind").and_then(|k| k.as_str()) == Some("GoldenCase") {
-            case = serde_json::from_value(v).expect("GoldenCase document");
-        } else {
-            kept.push(doc);
-        }
-    }
-    let docs =
-        parse_documents(&input.display().to_string(), &kept.join("\n---")).expect("input parses");
+    let (case, manifests) = GoldenCase::split(&text);
+    let docs = parse_documents(&input.display().to_string(), &manifests).expect("input parses");
     let objects = docs.into_iter().map(|(src, d)| match d {
         Document::Object(o) => o,
         other => panic!("{src}: golden inputs hold only objects sluice reads, got {other:?}"),
     });
     let snapshot = Snapshot::from_objects(objects);
-    let mut options = Options {
-        root_namespaces: case.options.root_namespaces,
-        ..Options::default()
-    };
-    if let Some(c) = case.options.ingress_class_name {
-        options.ingress_class_name = c;
-    }
+    let options = case.dag_options();
     let built = dag::build(&snapshot, &options);
     let requests = case
         .requests
