@@ -15,6 +15,7 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use super::{Pipeline, log_statuses};
 use crate::manifest::{Document, load_paths};
 use crate::store::Snapshot;
+use crate::webhook::IndexHandle;
 use crate::{dag, translate, validate, xds};
 
 /// Everything standalone mode needs.
@@ -27,6 +28,8 @@ pub struct StandaloneConfig {
     pub translate_options: translate::Options,
     /// Quiet time after a file change before reloading.
     pub debounce: Duration,
+    /// The admission webhook (`--webhook-address`); its index is the manifest directory.
+    pub webhook: Option<crate::webhook::WebhookConfig>,
 }
 
 /// Reads every manifest under `dir`. Err lists every problem that makes the set unusable.
@@ -75,12 +78,13 @@ pub fn build_xds_tls(
     Ok(Some(tls))
 }
 
-/// Loads, publishes and reports; keeps the last good state on failure. Returns whether it
-/// published.
-fn reload(pipeline: &Pipeline, cfg: &StandaloneConfig) -> bool {
+/// Loads, publishes (to Envoy first, then to the webhook's index) and reports; keeps the last
+/// good state on failure. Returns whether it published.
+fn reload(pipeline: &Pipeline, index: &IndexHandle, cfg: &StandaloneConfig) -> bool {
     match load_manifests(&cfg.manifests, &cfg.dag_options.ingress_class_name) {
         Ok(snapshot) => {
             let dag = pipeline.publish(&snapshot);
+            index.replace(&snapshot);
             log_statuses(&dag);
             true
         }
@@ -111,7 +115,10 @@ pub async fn run(
         cfg.manifests.display()
     );
     let pipeline = Pipeline::new(cfg.dag_options.clone(), cfg.translate_options.clone());
-    reload(&pipeline, &cfg);
+    // The webhook's index: what the manifest directory holds (the last good load); not ready
+    // (/readyz 503) until a load succeeds.
+    let index = IndexHandle::new(cfg.dag_options.clone());
+    reload(&pipeline, &index, &cfg);
 
     let (changes_tx, mut changes) = mpsc::unbounded_channel::<()>();
     let mut watcher =
@@ -135,6 +142,12 @@ pub async fn run(
         "serving xDS (standalone mode)"
     );
     let (stop_tx, stop_rx) = watch::channel(false);
+    let webhook = cfg.webhook.clone().map(|w| {
+        let mut stop = stop_rx.clone();
+        crate::webhook::spawn(w, index.clone(), async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+    });
     let server = xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
     let mut server_stop = stop_rx;
     let server_task = tokio::spawn(xds::serve(
@@ -162,13 +175,20 @@ pub async fn run(
                     }
                 }
                 tracing::info!("manifests changed, reloading");
-                reload(&pipeline, &cfg);
+                reload(&pipeline, &index, &cfg);
             }
         }
     }
     tracing::info!("shutting down");
     drop(watcher);
     let _ = stop_tx.send(true);
+    if let Some(w) = webhook {
+        match tokio::time::timeout(Duration::from_secs(10), w).await {
+            Ok(Ok(r)) => r.context("admission webhook")?,
+            Ok(Err(e)) => anyhow::bail!("admission webhook task: {e}"),
+            Err(_) => tracing::warn!("admission webhook did not stop within 10s"),
+        }
+    }
     match tokio::time::timeout(Duration::from_secs(10), server_task).await {
         Ok(Ok(r)) => r.context("xDS server")?,
         Ok(Err(e)) => anyhow::bail!("xDS server task: {e}"),
@@ -225,12 +245,17 @@ mod tests {
             dag_options: dag::Options::default(),
             translate_options: translate::Options::default(),
             debounce: Duration::from_millis(10),
+            webhook: None,
         };
         let p = Pipeline::new(cfg.dag_options.clone(), cfg.translate_options.clone());
-        assert!(reload(&p, &cfg));
+        let index = IndexHandle::new(cfg.dag_options.clone());
+        assert!(reload(&p, &index, &cfg));
+        assert!(index.is_ready());
         let before = p.xds().borrow().clone();
+        let before_index = index.load();
         std::fs::write(dir.path().join("svc.yaml"), "a: [").unwrap();
-        assert!(!reload(&p, &cfg));
+        assert!(!reload(&p, &index, &cfg));
         assert_eq!(*p.xds().borrow().clone(), *before);
+        assert!(std::sync::Arc::ptr_eq(&index.load(), &before_index));
     }
 }

@@ -170,6 +170,10 @@ pub fn run(args: ServeArgs) -> u8 {
         dag_options: args.dag_options(),
         translate_options: args.translate_options(),
         debounce: std::time::Duration::from_millis(200),
+        webhook: crate::webhook::WebhookConfig::from_serve_args(
+            &args,
+            crate::webhook::Metrics::new(),
+        ),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

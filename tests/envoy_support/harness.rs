@@ -101,6 +101,7 @@ impl Harness {
             dag_options: dag_options.clone(),
             translate_options: translate_options.clone(),
             debounce: Duration::from_millis(50),
+            webhook: None,
         };
         let (stop, sluice) = spawn_sluice(cfg.clone());
         let bootstrap = build_bootstrap(&BootstrapArgs {
