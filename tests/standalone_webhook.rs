@@ -175,10 +175,7 @@ async fn standalone_serve_runs_the_webhook_over_the_manifest_directory() {
 
     // SIGTERM: a clean stop.
     let pid = serve.0.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(killed.success());
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {

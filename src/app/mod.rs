@@ -16,19 +16,25 @@ use crate::{translate, xds};
 
 /// The pure core between sources and outputs, with the latest result of each stage on a watch.
 ///
-/// Two paths: a full rebuild (`dag::build` → `translate::build` → encode) for any change, and the
-/// endpoint fast path for a change in EndpointSlices only (pods come and go far more often than
+/// Two paths: a full rebuild (`dag::build`, then translation and encoding of what changed in the
+/// model, see [`translate::incremental`]) for any change, and the endpoint fast path for a change in EndpointSlices only (pods come and go far more often than
 /// routing changes): the load assignments of the affected clusters are recomputed and swapped into
 /// the current xDS snapshot, everything else shared. The routing model and every status are the
 /// same after such a change, so the previous model is returned (its clusters' `endpoints` are
 /// those of the last full build; the xDS snapshot holds the current ones).
 pub struct Pipeline {
     dag_options: dag::Options,
-    translate_options: translate::Options,
     dag_tx: watch::Sender<Arc<Dag>>,
     xds_tx: watch::Sender<Arc<xds::Snapshot>>,
+    state: Mutex<PipelineState>,
+}
+
+/// What the next publication starts from.
+struct PipelineState {
     /// The input and model of the last publication, where the fast path starts.
-    last: Mutex<Option<(Snapshot, Arc<Dag>)>>,
+    last: Option<(Snapshot, Arc<Dag>)>,
+    /// Translates and encodes what changed between successive models.
+    encoder: translate::incremental::Encoder,
 }
 
 /// Which path a publication took (see [`Pipeline::publish_counted`]).
@@ -46,11 +52,13 @@ impl Pipeline {
         let (dag_tx, _) = watch::channel(Arc::new(empty));
         let (xds_tx, _) = watch::channel(Arc::new(xds::Snapshot::from_resources(&resources)));
         Pipeline {
+            state: Mutex::new(PipelineState {
+                last: None,
+                encoder: translate::incremental::Encoder::new(translate_options.clone()),
+            }),
             dag_options,
-            translate_options,
             dag_tx,
             xds_tx,
-            last: Mutex::new(None),
         }
     }
 
@@ -62,7 +70,8 @@ impl Pipeline {
 
     /// [`Pipeline::publish`], also telling which path it took.
     pub fn publish_counted(&self, snapshot: &Snapshot) -> (Arc<Dag>, PublishPath) {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let PipelineState { last, encoder } = &mut *state;
         if let Some((prev_snapshot, prev_dag)) = last.as_mut()
             && let Some(changes) = prev_snapshot.endpoint_only_changes(snapshot)
             && self.publish_endpoints(prev_dag, snapshot, &changes.services)
@@ -71,9 +80,8 @@ impl Pipeline {
             return (prev_dag.clone(), PublishPath::Endpoints);
         }
         let dag = Arc::new(dag::build(snapshot, &self.dag_options));
-        let resources = translate::build(&dag, &self.translate_options);
-        let xds_snapshot = Arc::new(xds::Snapshot::from_resources(&resources));
-        drop_later(resources);
+        let (xds_snapshot, retired) = encoder.encode(&dag);
+        let xds_snapshot = Arc::new(xds_snapshot);
         // What is replaced is dropped on another thread: freeing a large model takes a while.
         let mut garbage = Garbage::default();
         self.dag_tx.send_if_modified(|cur| {
@@ -84,13 +92,14 @@ impl Pipeline {
             true
         });
         self.xds_tx.send_if_modified(|cur| {
-            if **cur == *xds_snapshot {
+            if cur.same_as(&xds_snapshot) {
                 return false;
             }
             garbage.xds = Some(std::mem::replace(cur, xds_snapshot));
             true
         });
         garbage.last = last.replace((snapshot.clone(), dag.clone()));
+        garbage.retired = Some(retired);
         drop_later(garbage);
         (dag, PublishPath::Full)
     }
@@ -156,6 +165,7 @@ struct Garbage {
     dag: Option<Arc<Dag>>,
     xds: Option<Arc<xds::Snapshot>>,
     last: Option<(Snapshot, Arc<Dag>)>,
+    retired: Option<translate::incremental::Retired>,
 }
 
 /// Drops `value` on a background thread (values dropped there are freed in order). Freeing a
@@ -278,6 +288,31 @@ mod tests {
         rx.borrow_and_update();
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         assert!(!rx.has_changed().unwrap());
+    }
+
+    #[test]
+    fn a_full_build_after_the_fast_path_does_not_reuse_stale_load_assignments() {
+        let mut s = snapshot(Shape {
+            routing_objects: 20,
+            endpoints_per_service: 2,
+            unrelated_secrets: 0,
+        });
+        let p = Pipeline::new(dag::Options::default(), translate::Options::default());
+        p.publish(&s);
+        let key = slice_key(&s, 0);
+        let original = s.endpoint_slices[&key].clone();
+        let mut moved = (*original).clone();
+        moved.endpoints[0].addresses = vec!["10.99.0.1".into()];
+        s.endpoint_slices.insert(key.clone(), Arc::new(moved));
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
+        // Back to the endpoints of the last full build, together with a routing change: the
+        // model's endpoints are those of the last full build again, Envoy's are not (the
+        // encoder reuses only what it encoded itself for the previous model).
+        s.endpoint_slices.insert(key, original);
+        let last_route = s.ingressroutes_v1beta1.keys().last().unwrap().clone();
+        s.ingressroutes_v1beta1.remove(&last_route);
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
+        assert_eq!(**p.xds().borrow(), *full(&s));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! See docs/xds.md for the choices made here.
 
 mod cluster;
+pub mod incremental;
 mod listener;
 mod route;
 pub mod static_config;

@@ -40,43 +40,47 @@ pub fn build_http_route_config(dag: &Dag) -> RouteConfiguration {
         .vhosts
         .values()
         .filter(|v| v.tcp_proxy.is_none())
-        .map(|v| {
-            let mut routes: Vec<EnvoyRoute> = v
-                .routes
-                .iter()
-                .map(|r| {
-                    let action = if v.tls.is_some() && !r.permit_insecure {
-                        redirect_to_https()
-                    } else {
-                        build_action(r)
-                    };
-                    build_route(&v.host, r, action)
-                })
-                .collect();
-            // Envoy's `*.foo.com` also takes `a.b.foo.com`; such requests belong to `*`. Its routes
-            // follow, restricted to hosts the wildcard does not match.
-            if let (Some(fb), true) = (fallback, v.host.starts_with("*.")) {
-                for r in &fb.routes {
-                    let mut route = build_route("*", r, build_action(r));
-                    if let Some(m) = route.r#match.as_mut() {
-                        let mut not_single = single_label_authority(&v.host);
-                        not_single.invert_match = true;
-                        m.headers.insert(0, not_single);
-                    }
-                    routes.push(route);
-                }
-            }
-            EnvoyVhost {
-                name: v.host.clone(),
-                domains: vec![v.host.clone()],
-                routes,
-                ..Default::default()
-            }
-        })
+        .map(|v| build_http_vhost(v, fallback))
         .collect();
     RouteConfiguration {
         name: HTTP_ROUTE_CONFIG.to_string(),
         virtual_hosts,
+        ..Default::default()
+    }
+}
+
+/// One host of the HTTP route configuration (`fallback` is the model's `*` host, whose routes a
+/// `*.suffix` host carries as well). Only hosts without a TCP proxy are in that configuration.
+pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> EnvoyVhost {
+    let mut routes: Vec<EnvoyRoute> = v
+        .routes
+        .iter()
+        .map(|r| {
+            let action = if v.tls.is_some() && !r.permit_insecure {
+                redirect_to_https()
+            } else {
+                build_action(r)
+            };
+            build_route(&v.host, r, action)
+        })
+        .collect();
+    // Envoy's `*.foo.com` also takes `a.b.foo.com`; such requests belong to `*`. Its routes
+    // follow, restricted to hosts the wildcard does not match.
+    if let (Some(fb), true) = (fallback, v.host.starts_with("*.")) {
+        for r in &fb.routes {
+            let mut route = build_route("*", r, build_action(r));
+            if let Some(m) = route.r#match.as_mut() {
+                let mut not_single = single_label_authority(&v.host);
+                not_single.invert_match = true;
+                m.headers.insert(0, not_single);
+            }
+            routes.push(route);
+        }
+    }
+    EnvoyVhost {
+        name: v.host.clone(),
+        domains: vec![v.host.clone()],
+        routes,
         ..Default::default()
     }
 }

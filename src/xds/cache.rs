@@ -22,6 +22,17 @@ pub struct Resource {
     pub body: Any,
 }
 
+impl Resource {
+    /// A resource from its encoded body; the version is the hash of the bytes.
+    pub fn new(name: String, body: Any) -> Resource {
+        Resource {
+            version: short_hash(&body.value),
+            name,
+            body,
+        }
+    }
+}
+
 /// All resources of one type.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TypeSnapshot {
@@ -64,7 +75,36 @@ pub fn set_version<'a>(entries: impl IntoIterator<Item = (&'a String, &'a String
     hex8(&h.finalize())
 }
 
+impl TypeSnapshot {
+    /// The resources of one type, with the version of the set.
+    pub fn new(resources: BTreeMap<String, Arc<Resource>>) -> TypeSnapshot {
+        TypeSnapshot {
+            version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
+            resources,
+        }
+    }
+}
+
 impl Snapshot {
+    /// A snapshot of the given types (a type not given has no resources).
+    pub fn from_types(types: BTreeMap<ResourceType, Arc<TypeSnapshot>>) -> Snapshot {
+        Snapshot { types }
+    }
+
+    /// Whether both snapshots hold the same resources. Types shared between the two (the usual
+    /// case for what did not change) are not looked into.
+    pub fn same_as(&self, other: &Snapshot) -> bool {
+        ResourceType::ALL
+            .into_iter()
+            .all(|t| match (self.types.get(&t), other.types.get(&t)) {
+                (Some(a), Some(b)) => {
+                    Arc::ptr_eq(a, b) || (a.version == b.version && a.resources == b.resources)
+                }
+                (None, None) => true,
+                (Some(a), None) | (None, Some(a)) => a.resources.is_empty(),
+            })
+    }
+
     /// Encodes translated resources. The same as [`Snapshot::from_encoded`] of
     /// [`Resources::encode`], without the intermediate maps.
     pub fn from_resources(resources: &Resources) -> Snapshot {
