@@ -14,6 +14,14 @@
 //!   cluster response acknowledged, endpoints requested for every cluster and acknowledged);
 //!   clusters, endpoints and secrets that disappeared are kept (sent again as they were) until the
 //!   client acknowledged the listeners and routes that no longer use them.
+//!
+//! Work follows what changed, not the number of resources: each type records what its set was
+//! last computed from (the snapshot's resources of the type, shared between snapshots, and the
+//! subscription). A request looks at its own type (and, for listeners and routes, at the types
+//! they keep alive), a snapshot change at the types whose resources changed; a type whose basis
+//! is current, that owes no answer and keeps nothing for make-before-break is skipped without
+//! computing anything. An ACK thus walks no type's resources (beyond a SotW request's own names,
+//! and a cluster ACK comparing versions to find clusters whose endpoints must be resent).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
@@ -227,7 +235,7 @@ impl Stream {
                 st.last_nacked = false;
                 st.acked_basis = (!f.basis.kept).then_some(f.basis);
                 let before = std::mem::replace(&mut st.acked, f.state_after);
-                if t == ResourceType::Cluster && !Arc::ptr_eq(&before, &st.acked) {
+                if t == ResourceType::Cluster {
                     // A changed cluster is rebuilt by Envoy and warms again: give it its
                     // endpoints again.
                     let changed: Vec<String> = before
