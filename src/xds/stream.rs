@@ -14,6 +14,14 @@
 //!   cluster response acknowledged, endpoints requested for every cluster and acknowledged);
 //!   clusters, endpoints and secrets that disappeared are kept (sent again as they were) until the
 //!   client acknowledged the listeners and routes that no longer use them.
+//!
+//! Work follows what changed, not the number of resources: each type records what its set was
+//! last computed from (the snapshot's resources of the type, shared between snapshots, and the
+//! subscription). A request looks at its own type (and, for listeners and routes, at the types
+//! they keep alive), a snapshot change at the types whose resources changed; a type whose basis
+//! is current, that owes no answer and keeps nothing for make-before-break is skipped without
+//! computing anything. An ACK thus walks no type's resources (beyond a SotW request's own names,
+//! and a cluster ACK comparing versions to find clusters whose endpoints must be resent).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
@@ -72,11 +80,45 @@ pub enum Response {
     Delta(DeltaDiscoveryResponse),
 }
 
+/// What the client holds of one type: name → version. Shared between what was sent and the
+/// response in flight (copied on write).
+type Versions = Arc<BTreeMap<String, String>>;
+
 #[derive(Debug)]
 struct InFlight {
     nonce: String,
     /// What the client holds once it accepts this response.
-    state_after: BTreeMap<String, String>,
+    state_after: Versions,
+    /// What the response was computed from.
+    basis: Basis,
+}
+
+/// What one computation of the set a client should hold of a type was based on.
+#[derive(Clone, Debug)]
+struct Basis {
+    /// The snapshot's resources of the type.
+    snapshot: Option<Arc<TypeSnapshot>>,
+    /// The subscription ([`TypeState::scope_gen`]).
+    scope: u64,
+    /// The set also held resources kept for make-before-break (not in the snapshot).
+    kept: bool,
+}
+
+impl Basis {
+    /// Whether the snapshot's resources and the subscription are still those of this basis: the
+    /// snapshot's part of the set would be computed the same now.
+    fn is_current(&self, st: &TypeState, now: Option<&Arc<TypeSnapshot>>) -> bool {
+        self.scope == st.scope_gen && same_content(self.snapshot.as_ref(), now)
+    }
+}
+
+/// The same resources of a type (snapshots share unchanged types).
+fn same_content(a: Option<&Arc<TypeSnapshot>>, b: Option<&Arc<TypeSnapshot>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 #[derive(Debug, Default)]
@@ -85,12 +127,17 @@ struct TypeState {
     subscribed: bool,
     wildcard: bool,
     names: BTreeSet<String>,
+    /// Counts changes of `wildcard` and `names`.
+    scope_gen: u64,
     /// What the client holds if it accepted everything sent (name → version).
-    sent: BTreeMap<String, String>,
+    sent: Versions,
     /// Bodies of what was sent, to keep serving them during make-before-break.
     sent_bodies: BTreeMap<String, Arc<Resource>>,
     /// What the client acknowledged.
-    acked: BTreeMap<String, String>,
+    acked: Versions,
+    /// What `acked` was computed from, when it is exactly such a computation without kept
+    /// resources (None when unknown).
+    acked_basis: Option<Basis>,
     in_flight: Option<InFlight>,
     last_nonce: String,
     /// Answer the next time even if nothing changed (initial request, new names).
@@ -99,6 +146,8 @@ struct TypeState {
     new_names: BTreeSet<String>,
     /// The last response of this type was refused.
     last_nacked: bool,
+    /// What the last computation of this type's set was based on (None: never computed).
+    computed: Option<Basis>,
 }
 
 impl TypeState {
@@ -115,10 +164,14 @@ pub struct Stream {
     types: BTreeMap<ResourceType, TypeState>,
     nonce_seq: u64,
     stats: Arc<Stats>,
-    /// The snapshot's resources of each type when the type was last looked at.
-    seen: BTreeMap<ResourceType, Arc<TypeSnapshot>>,
     /// Types to look at on the next pump.
     dirty: BTreeSet<ResourceType>,
+    /// Types whose set was computed, in order (tests check what a request costs).
+    #[cfg(test)]
+    computed_log: Vec<ResourceType>,
+    /// Walks over all resources of a type outside computing a set (same purpose).
+    #[cfg(test)]
+    walks: std::cell::Cell<usize>,
 }
 
 impl Stream {
@@ -133,8 +186,11 @@ impl Stream {
                 .collect(),
             nonce_seq: 0,
             stats,
-            seen: BTreeMap::new(),
             dirty: BTreeSet::new(),
+            #[cfg(test)]
+            computed_log: Vec::new(),
+            #[cfg(test)]
+            walks: std::cell::Cell::new(0),
         }
     }
 
@@ -146,6 +202,14 @@ impl Stream {
     fn st(&mut self, t: ResourceType) -> &mut TypeState {
         self.types.entry(t).or_default()
     }
+
+    #[cfg(test)]
+    fn walked(&self) {
+        self.walks.set(self.walks.get() + 1);
+    }
+
+    #[cfg(not(test))]
+    fn walked(&self) {}
 
     /// Handles an ACK or NACK of the in-flight response of `t`. Returns false for a stale nonce.
     fn settle(&mut self, t: ResourceType, nonce: &str, error: Option<String>) -> bool {
@@ -169,6 +233,7 @@ impl Stream {
             }
             None => {
                 st.last_nacked = false;
+                st.acked_basis = (!f.basis.kept).then_some(f.basis);
                 let before = std::mem::replace(&mut st.acked, f.state_after);
                 if t == ResourceType::Cluster {
                     // A changed cluster is rebuilt by Envoy and warms again: give it its
@@ -178,17 +243,36 @@ impl Stream {
                         .filter(|(n, v)| st.acked.get(*n).is_some_and(|nv| nv != *v))
                         .map(|(n, _)| n.clone())
                         .collect();
+                    self.walked();
                     if !changed.is_empty() {
                         let eds = self.st(ResourceType::Endpoint);
                         eds.must_respond = true;
+                        let sent = Arc::make_mut(&mut eds.sent);
                         for n in changed {
-                            eds.sent.remove(&n);
+                            sent.remove(&n);
                         }
+                        self.dirty.insert(ResourceType::Endpoint);
                     }
                 }
             }
         }
         true
+    }
+
+    /// After a request of type `t` (its subscription, response in flight or acknowledged state
+    /// may have changed): marks the types whose answer may depend on that. Listeners and routes
+    /// waiting for clusters and endpoints need no mark: they stay dirty while they wait.
+    fn mark_after_request(&mut self, t: ResourceType) {
+        self.dirty.insert(t);
+        if matches!(t, ResourceType::Listener | ResourceType::Route) {
+            // Kept clusters, endpoints and secrets go once listeners and routes moved
+            // ([`Stream::routes_settled`]).
+            self.dirty.extend([
+                ResourceType::Cluster,
+                ResourceType::Endpoint,
+                ResourceType::Secret,
+            ]);
+        }
     }
 
     /// A state-of-the-world request.
@@ -220,8 +304,10 @@ impl Stream {
             st.must_respond = true;
             st.names = names;
             st.wildcard = wildcard;
+            st.scope_gen += 1;
         }
-        self.pump_all(snap)
+        self.mark_after_request(t);
+        self.pump(snap)
     }
 
     /// An incremental (delta) request.
@@ -239,20 +325,23 @@ impl Stream {
             tracing::debug!(type_url = %req.type_url, "request for a type sluice does not serve");
             return Vec::new();
         };
+        let scope_before = self.st(t).scope_gen;
         if req.response_nonce.is_empty() {
             let st = self.st(t);
             if !st.subscribed {
                 st.subscribed = true;
                 st.must_respond = true;
                 st.wildcard = req.resource_names_subscribe.is_empty() && t.wildcard_by_default();
+                st.scope_gen += 1;
                 // Sorted so that the state does not depend on HashMap order.
                 let known: BTreeMap<String, String> = req
                     .initial_resource_versions
                     .iter()
                     .map(|(n, v)| (n.clone(), v.clone()))
                     .collect();
-                st.sent.extend(known.clone());
-                st.acked.extend(known);
+                Arc::make_mut(&mut st.sent).extend(known.clone());
+                Arc::make_mut(&mut st.acked).extend(known);
+                st.acked_basis = None;
             }
         } else {
             let error = req.error_detail.as_ref().map(|e| e.message.clone());
@@ -263,48 +352,59 @@ impl Stream {
             if n == "*" {
                 st.wildcard = true;
                 st.must_respond = true;
+                st.scope_gen += 1;
             } else if st.names.insert(n.clone()) {
                 st.must_respond = true;
                 st.new_names.insert(n.clone());
+                st.scope_gen += 1;
             }
         }
         for n in &req.resource_names_unsubscribe {
             if n == "*" {
                 st.wildcard = false;
+                st.scope_gen += 1;
             } else {
-                st.names.remove(n);
+                if st.names.remove(n) {
+                    st.scope_gen += 1;
+                }
                 st.new_names.remove(n);
             }
         }
-        // The client forgets what it no longer subscribes to.
-        let gone: Vec<String> = st
-            .sent
-            .keys()
-            .filter(|n| !st.in_scope(n))
-            .cloned()
-            .collect();
-        for n in gone {
-            st.sent.remove(&n);
-            st.acked.remove(&n);
-            st.sent_bodies.remove(&n);
+        // The client forgets what it no longer subscribes to. Everything it holds was in scope
+        // after the previous request, so only a changed subscription can leave something out.
+        if st.scope_gen != scope_before {
+            let gone: Vec<String> = st
+                .sent
+                .keys()
+                .filter(|n| !st.in_scope(n))
+                .cloned()
+                .collect();
+            if !gone.is_empty() {
+                let sent = Arc::make_mut(&mut st.sent);
+                let acked = Arc::make_mut(&mut st.acked);
+                for n in gone {
+                    sent.remove(&n);
+                    acked.remove(&n);
+                    st.sent_bodies.remove(&n);
+                }
+                st.acked_basis = None;
+            }
         }
-        self.pump_all(snap)
+        self.mark_after_request(t);
+        self.pump(snap)
     }
 
-    /// The cache moved to a new snapshot. Only types whose resources changed are looked at (and
-    /// clusters, endpoints and secrets when listeners or routes changed, since make-before-break
-    /// ties them together): for any other type nothing the answer depends on moved since it was
-    /// last computed, as every request recomputes all types. An endpoint change among 10k clusters
-    /// thus costs the endpoints, not a walk over every resource.
+    /// The cache moved to a new snapshot. Only types whose resources changed since their set was
+    /// last computed are looked at (and clusters, endpoints and secrets when listeners or routes
+    /// changed, since make-before-break ties them together). An endpoint change among 10k
+    /// clusters thus costs the endpoints, not a walk over every resource.
     pub fn on_snapshot(&mut self, snap: &Snapshot) -> Vec<Response> {
         for t in ResourceType::ALL {
-            let now = snap.shared(t);
-            let same = match (self.seen.get(&t), now) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            };
-            if !same {
+            let seen = self.types[&t]
+                .computed
+                .as_ref()
+                .and_then(|b| b.snapshot.as_ref());
+            if !same_content(seen, snap.shared(t)) {
                 self.dirty.insert(t);
             }
         }
@@ -319,10 +419,22 @@ impl Stream {
         self.pump(snap)
     }
 
-    /// After a request: every type may have something to send.
-    fn pump_all(&mut self, snap: &Snapshot) -> Vec<Response> {
-        self.dirty.extend(ResourceType::ALL);
-        self.pump(snap)
+    /// Whether type `t` certainly has nothing to send, without computing its set: the last
+    /// computed set was the snapshot's alone (nothing kept for make-before-break), the snapshot's
+    /// resources of `t` and the subscription are unchanged since, and no answer is owed.
+    ///
+    /// After every computation the client was sent that set or already held it, so `sent` equals
+    /// its versions; `sent` changes otherwise only with `must_respond` (a cluster acknowledged
+    /// with changed versions, a delta client's initial versions) or with the subscription (delta
+    /// unsubscribe). So the same inputs would give the same set and nothing to send.
+    fn nothing_new(&self, t: ResourceType, snap: &Snapshot) -> bool {
+        let st = &self.types[&t];
+        !st.must_respond
+            && st.new_names.is_empty()
+            && st
+                .computed
+                .as_ref()
+                .is_some_and(|b| !b.kept && b.is_current(st, snap.shared(t)))
     }
 
     /// What the client should hold of type `t` from the snapshot alone.
@@ -344,12 +456,24 @@ impl Stream {
                 if !st.subscribed {
                     return true;
                 }
-                let want: BTreeMap<String, String> = self
-                    .base(t, snap)
-                    .into_iter()
-                    .map(|(n, r)| (n, r.version.clone()))
-                    .collect();
-                st.in_flight.is_none() && st.acked == want
+                if st.in_flight.is_some() {
+                    return false;
+                }
+                let now = snap.shared(t);
+                if st
+                    .acked_basis
+                    .as_ref()
+                    .is_some_and(|b| b.is_current(st, now))
+                {
+                    // Acknowledged exactly the snapshot's set, computed from these resources.
+                    return true;
+                }
+                self.walked();
+                snap.of(t)
+                    .iter()
+                    .filter(|(n, _)| st.in_scope(n))
+                    .map(|(n, r)| (n, &r.version))
+                    .eq(st.acked.iter())
             })
     }
 
@@ -363,26 +487,34 @@ impl Stream {
         if !cds.subscribed || cds.last_nacked {
             return true;
         }
+        if eds.subscribed && eds.wildcard {
+            return true;
+        }
         // Every cluster is EDS: Envoy asks for the endpoints of each one it accepted.
+        self.walked();
         cds.acked.keys().all(|n| eds.subscribed && eds.in_scope(n))
     }
 
-    /// What the client should hold of type `t`, including resources kept for make-before-break.
-    fn desired(&self, t: ResourceType, snap: &Snapshot) -> BTreeMap<String, Arc<Resource>> {
+    /// What the client should hold of type `t`, including resources kept for make-before-break
+    /// unless `routes_settled`; and whether any were kept.
+    fn desired(
+        &self,
+        t: ResourceType,
+        snap: &Snapshot,
+        routes_settled: bool,
+    ) -> (BTreeMap<String, Arc<Resource>>, bool) {
         let mut want = self.base(t, snap);
-        let keeps_old = matches!(
-            t,
-            ResourceType::Cluster | ResourceType::Endpoint | ResourceType::Secret
-        );
-        if keeps_old && !self.routes_settled(snap) {
+        let mut kept = false;
+        if !routes_settled {
             let st = &self.types[&t];
             for (n, body) in &st.sent_bodies {
-                if st.in_scope(n) && st.sent.contains_key(n) {
-                    want.entry(n.clone()).or_insert_with(|| body.clone());
+                if st.in_scope(n) && st.sent.contains_key(n) && !want.contains_key(n) {
+                    want.insert(n.clone(), body.clone());
+                    kept = true;
                 }
             }
         }
-        want
+        (want, kept)
     }
 
     fn next_nonce(&mut self) -> String {
@@ -391,30 +523,51 @@ impl Stream {
     }
 
     /// Sends whatever is due among the dirty types, in warming order. A type stays dirty until it
-    /// could be looked at (subscribed, nothing in flight, warming order allowing).
+    /// could be looked at (subscribed, nothing in flight, warming order allowing), unless it
+    /// certainly has nothing new ([`Stream::nothing_new`]).
     fn pump(&mut self, snap: &Snapshot) -> Vec<Response> {
         let mut out = Vec::new();
+        // Each computed at most once per pump, when first needed: clusters, endpoints and secrets
+        // (which need `routes_settled`) come before listeners and routes (which need
+        // `clusters_settled`), and sending any of them changes neither.
+        let mut routes_settled = None;
+        let mut clusters_settled = None;
         for t in ResourceType::ALL {
             if !self.dirty.contains(&t) {
+                continue;
+            }
+            if self.nothing_new(t, snap) {
+                self.dirty.remove(&t);
                 continue;
             }
             let st = &self.types[&t];
             if !st.subscribed || st.in_flight.is_some() {
                 continue;
             }
-            if matches!(t, ResourceType::Listener | ResourceType::Route) && !self.clusters_settled()
+            if matches!(t, ResourceType::Listener | ResourceType::Route)
+                && !*clusters_settled.get_or_insert_with(|| self.clusters_settled())
             {
                 continue;
             }
             self.dirty.remove(&t);
-            match snap.shared(t) {
-                Some(ts) => _ = self.seen.insert(t, ts.clone()),
-                None => _ = self.seen.remove(&t),
-            }
-            let desired = self.desired(t, snap);
+            let keeps_old = matches!(
+                t,
+                ResourceType::Cluster | ResourceType::Endpoint | ResourceType::Secret
+            );
+            let settled =
+                !keeps_old || *routes_settled.get_or_insert_with(|| self.routes_settled(snap));
+            let (desired, kept) = self.desired(t, snap, settled);
+            #[cfg(test)]
+            self.computed_log.push(t);
+            let basis = Basis {
+                snapshot: snap.shared(t).cloned(),
+                scope: self.types[&t].scope_gen,
+                kept,
+            };
+            self.st(t).computed = Some(basis.clone());
             let response = match self.mode {
-                Mode::Sotw => self.sotw_response(t, desired),
-                Mode::Delta => self.delta_response(t, desired),
+                Mode::Sotw => self.sotw_response(t, desired, basis),
+                Mode::Delta => self.delta_response(t, desired, basis),
             };
             if let Some(r) = response {
                 self.stats.responses.inc();
@@ -424,37 +577,56 @@ impl Stream {
         out
     }
 
-    fn sotw_response(
+    /// Records a response of type `t` sent with `nonce`, after which the client holds `desired`.
+    fn sent(
         &mut self,
         t: ResourceType,
+        nonce: String,
+        versions: BTreeMap<String, String>,
         desired: BTreeMap<String, Arc<Resource>>,
-    ) -> Option<Response> {
-        let versions: BTreeMap<String, String> = desired
-            .iter()
-            .map(|(n, r)| (n.clone(), r.version.clone()))
-            .collect();
-        let st = &self.types[&t];
-        if versions == st.sent && !st.must_respond {
-            return None;
-        }
-        let nonce = self.next_nonce();
-        let version_info = set_version(versions.iter());
-        let resp = DiscoveryResponse {
-            version_info,
-            resources: desired.values().map(|r| r.body.clone()).collect(),
-            type_url: t.type_url(),
-            nonce: nonce.clone(),
-            ..Default::default()
-        };
+        basis: Basis,
+    ) {
+        let versions = Arc::new(versions);
         let st = self.st(t);
         st.in_flight = Some(InFlight {
             nonce: nonce.clone(),
             state_after: versions.clone(),
+            basis,
         });
         st.sent = versions;
         st.sent_bodies = desired;
         st.last_nonce = nonce;
         st.must_respond = false;
+        st.new_names.clear();
+    }
+
+    fn sotw_response(
+        &mut self,
+        t: ResourceType,
+        desired: BTreeMap<String, Arc<Resource>>,
+        basis: Basis,
+    ) -> Option<Response> {
+        let st = &self.types[&t];
+        let unchanged = desired
+            .iter()
+            .map(|(n, r)| (n, &r.version))
+            .eq(st.sent.iter());
+        if unchanged && !st.must_respond {
+            return None;
+        }
+        let versions: BTreeMap<String, String> = desired
+            .iter()
+            .map(|(n, r)| (n.clone(), r.version.clone()))
+            .collect();
+        let nonce = self.next_nonce();
+        let resp = DiscoveryResponse {
+            version_info: set_version(versions.iter()),
+            resources: desired.values().map(|r| r.body.clone()).collect(),
+            type_url: t.type_url(),
+            nonce: nonce.clone(),
+            ..Default::default()
+        };
+        self.sent(t, nonce, versions, desired, basis);
         Some(Response::Sotw(resp))
     }
 
@@ -462,6 +634,7 @@ impl Stream {
         &mut self,
         t: ResourceType,
         desired: BTreeMap<String, Arc<Resource>>,
+        basis: Basis,
     ) -> Option<Response> {
         let st = &self.types[&t];
         let changed: Vec<Arc<Resource>> = desired
@@ -506,16 +679,7 @@ impl Stream {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        let st = self.st(t);
-        st.in_flight = Some(InFlight {
-            nonce: nonce.clone(),
-            state_after: versions.clone(),
-        });
-        st.sent = versions;
-        st.sent_bodies = desired;
-        st.last_nonce = nonce;
-        st.must_respond = false;
-        st.new_names.clear();
+        self.sent(t, nonce, versions, desired, basis);
         Some(Response::Delta(resp))
     }
 }

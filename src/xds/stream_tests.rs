@@ -374,3 +374,877 @@ fn unknown_types_are_not_answered() {
     };
     assert!(s.on_sotw_request(&req, &Snapshot::default()).is_empty());
 }
+
+/// A small deterministic pseudo-random generator (xorshift64) for the differential tests.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+
+    fn subset(&mut self, of: &[&str], percent: u64) -> Vec<String> {
+        of.iter()
+            .filter(|_| self.chance(percent))
+            .map(|s| s.to_string())
+            .collect()
+    }
+}
+
+/// The names the differential tests use per type (a few more than any snapshot holds).
+fn universe(t: ResourceType) -> &'static [&'static str] {
+    match t {
+        C | E => &["a", "b", "c", "d", "e", "f"],
+        L | R => &["http", "https", "admin"],
+        S => &["s1", "s2", "s3", "s4"],
+    }
+}
+
+/// Random resources of type `t`: each name present with some chance, in one of a few contents
+/// (so a new snapshot often holds the same version of a resource).
+fn random_items(rng: &mut Rng, t: ResourceType) -> Vec<(String, Any)> {
+    let u = universe(t);
+    let names = &u[..u.len() - 1];
+    let mut items = Vec::new();
+    for n in names {
+        if rng.chance(70) {
+            let content = format!("{}-{n}-{}", t.short(), rng.below(3));
+            items.push((
+                n.to_string(),
+                Any {
+                    type_url: t.type_url(),
+                    value: content.into_bytes(),
+                },
+            ));
+        }
+    }
+    items
+}
+
+/// A new snapshot: built afresh, or one type replaced in the previous one (the other types
+/// shared, as the endpoint fast path does), or the same one again.
+fn next_snapshot(rng: &mut Rng, prev: &Snapshot) -> Snapshot {
+    match rng.below(10) {
+        0..4 => Snapshot::from_encoded(
+            ResourceType::ALL
+                .into_iter()
+                .map(|t| (t, random_items(rng, t).into_iter().collect()))
+                .collect(),
+        ),
+        4..8 => {
+            let t = ResourceType::ALL[rng.below(5)];
+            let mut items = random_items(rng, t);
+            items.truncate(2);
+            prev.with_replaced(t, items)
+        }
+        _ => prev.clone(),
+    }
+}
+
+/// What the simulated client knows per type.
+#[derive(Default)]
+struct ClientType {
+    /// SotW: the names it asks for.
+    names: Vec<String>,
+    /// Every nonce received, the latest last.
+    nonces: Vec<String>,
+}
+
+/// The names a client asks for: nothing (wildcard for clusters and listeners), "*", a random set,
+/// or what Envoy would ask for (the endpoints of the snapshot's clusters).
+fn random_names(rng: &mut Rng, t: ResourceType, snap: &Snapshot) -> Vec<String> {
+    match rng.below(6) {
+        0 => vec![],
+        1 => vec!["*".to_string()],
+        2 => rng.subset(universe(t), 50),
+        _ => match t {
+            E => snap.of(C).keys().cloned().collect(),
+            C | L => vec![],
+            _ => snap.of(t).keys().cloned().collect(),
+        },
+    }
+}
+
+/// A nonce for a request of type `t`: usually the latest received (ACK/NACK), sometimes none
+/// (initial request), sometimes an older one or one never sent (stale).
+fn random_nonce(rng: &mut Rng, client: &ClientType) -> String {
+    match (rng.below(10), client.nonces.last()) {
+        (0, _) | (_, None) => String::new(),
+        (1, _) => client.nonces[rng.below(client.nonces.len())].clone(),
+        (2, _) => "999999".to_string(),
+        (_, Some(n)) => n.clone(),
+    }
+}
+
+fn nack_status() -> Status {
+    Status {
+        code: 3,
+        message: "bad config".into(),
+        details: vec![],
+    }
+}
+
+fn response_nonce(r: &Response) -> (ResourceType, String) {
+    match r {
+        Response::Sotw(d) => (
+            ResourceType::from_type_url(&d.type_url).unwrap(),
+            d.nonce.clone(),
+        ),
+        Response::Delta(d) => (
+            ResourceType::from_type_url(&d.type_url).unwrap(),
+            d.nonce.clone(),
+        ),
+    }
+}
+
+/// Drives the stream and the reference algorithm through the same long pseudo-random sequence of
+/// snapshots, ACKs, NACKs, stale nonces, subscription changes and reconnects; every answer must
+/// be the same. Counts the responses compared per type in `compared`.
+fn differential(mode: Mode, seed: u64, steps: usize, compared: &mut BTreeMap<ResourceType, usize>) {
+    let mut rng = Rng::new(seed);
+    let mut snap = next_snapshot(&mut rng, &Snapshot::default());
+    let new_pair = || {
+        let (a, b): (Arc<Stats>, Arc<Stats>) = (Arc::default(), Arc::default());
+        (
+            Stream::new(mode, a.clone()),
+            reference::RefStream::new(mode, b.clone()),
+            a,
+            b,
+        )
+    };
+    let (mut s, mut r, mut s_stats, mut r_stats) = new_pair();
+    let mut client: BTreeMap<ResourceType, ClientType> = BTreeMap::new();
+    let mut reconnected = false;
+    for step in 0..steps {
+        let op = rng.below(100);
+        let (what, got, want) = if op < 22 {
+            snap = next_snapshot(&mut rng, &snap);
+            (
+                "snapshot".to_string(),
+                s.on_snapshot(&snap),
+                r.on_snapshot(&snap),
+            )
+        } else if op < 24 {
+            (s, r, s_stats, r_stats) = new_pair();
+            client.clear();
+            reconnected = true;
+            continue;
+        } else {
+            // Envoy-like order most of the time: the first type with something to acknowledge.
+            let t = if rng.chance(50) {
+                ResourceType::ALL[rng.below(5)]
+            } else {
+                ResourceType::ALL
+                    .into_iter()
+                    .find(|t| client.get(t).is_some_and(|c| !c.nonces.is_empty()))
+                    .unwrap_or(ResourceType::ALL[rng.below(5)])
+            };
+            let c = client.entry(t).or_default();
+            let nonce = random_nonce(&mut rng, c);
+            let error_detail = (!nonce.is_empty() && rng.chance(10)).then(nack_status);
+            match mode {
+                Mode::Sotw => {
+                    if c.nonces.is_empty() || rng.chance(20) {
+                        c.names = random_names(&mut rng, t, &snap);
+                    }
+                    let req = DiscoveryRequest {
+                        type_url: t.type_url(),
+                        resource_names: c.names.clone(),
+                        response_nonce: nonce,
+                        error_detail,
+                        ..Default::default()
+                    };
+                    (
+                        format!("{req:?}"),
+                        s.on_sotw_request(&req, &snap),
+                        r.on_sotw_request(&req, &snap),
+                    )
+                }
+                Mode::Delta => {
+                    let mut req = DeltaDiscoveryRequest {
+                        type_url: t.type_url(),
+                        response_nonce: nonce,
+                        error_detail,
+                        ..Default::default()
+                    };
+                    if c.nonces.is_empty() || rng.chance(25) {
+                        req.resource_names_subscribe = random_names(&mut rng, t, &snap);
+                    }
+                    if rng.chance(15) {
+                        req.resource_names_unsubscribe = random_names(&mut rng, t, &snap);
+                    }
+                    if reconnected && c.nonces.is_empty() && rng.chance(70) {
+                        for n in universe(t) {
+                            match (snap.of(t).get(*n), rng.below(3)) {
+                                (Some(res), 0 | 1) => {
+                                    req.initial_resource_versions
+                                        .insert(n.to_string(), res.version.clone());
+                                }
+                                (_, 0) => {
+                                    req.initial_resource_versions
+                                        .insert(n.to_string(), "old-version".into());
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    (
+                        format!("{req:?}"),
+                        s.on_delta_request(&req, &snap),
+                        r.on_delta_request(&req, &snap),
+                    )
+                }
+            }
+        };
+        assert_eq!(got, want, "seed {seed}, step {step}: {what}");
+        assert_eq!(s_stats.responses.get(), r_stats.responses.get());
+        assert_eq!(s_stats.nacks.get(), r_stats.nacks.get());
+        for resp in &got {
+            let (t, nonce) = response_nonce(resp);
+            *compared.entry(t).or_default() += 1;
+            client.entry(t).or_default().nonces.push(nonce);
+        }
+    }
+}
+
+#[test]
+fn sotw_answers_exactly_as_the_reference_algorithm() {
+    let mut compared = BTreeMap::new();
+    for seed in 0..60 {
+        differential(Mode::Sotw, seed, 600, &mut compared);
+    }
+    for t in ResourceType::ALL {
+        assert!(
+            compared[&t] > 300,
+            "too few responses compared: {compared:?}"
+        );
+    }
+}
+
+#[test]
+fn delta_answers_exactly_as_the_reference_algorithm() {
+    let mut compared = BTreeMap::new();
+    for seed in 0..60 {
+        differential(Mode::Delta, seed, 600, &mut compared);
+    }
+    for t in ResourceType::ALL {
+        assert!(
+            compared[&t] > 300,
+            "too few responses compared: {compared:?}"
+        );
+    }
+}
+
+/// `n` clusters c0… with their endpoints, one listener and one route configuration.
+fn big_world(n: usize) -> Snapshot {
+    let any = |t: ResourceType, content: String| Any {
+        type_url: t.type_url(),
+        value: content.into_bytes(),
+    };
+    let per_cluster = |t: ResourceType| -> BTreeMap<String, Any> {
+        (0..n)
+            .map(|i| (format!("c{i}"), any(t, format!("{}-c{i}", t.short()))))
+            .collect()
+    };
+    Snapshot::from_encoded(BTreeMap::from([
+        (C, per_cluster(C)),
+        (E, per_cluster(E)),
+        (
+            L,
+            BTreeMap::from([("http".to_string(), any(L, "listener".into()))]),
+        ),
+        (
+            R,
+            BTreeMap::from([("http".to_string(), any(R, "routes-1".into()))]),
+        ),
+    ]))
+}
+
+/// Sends a request of type `t` for `names` with `nonce` (SotW: the whole subscription; delta:
+/// `names` subscribed).
+fn request(
+    s: &mut Stream,
+    t: ResourceType,
+    names: &[&str],
+    nonce: &str,
+    snap: &Snapshot,
+) -> Vec<Response> {
+    match s.mode {
+        Mode::Sotw => s.on_sotw_request(&mk_sotw(t, names, nonce), snap),
+        Mode::Delta => {
+            let sub = if nonce.is_empty() { names } else { &[] };
+            s.on_delta_request(&mk_delta(t, sub, &[], nonce), snap)
+        }
+    }
+}
+
+/// Acknowledges `out` and whatever that brings, as Envoy would; returns the types acknowledged.
+fn ack_all(
+    s: &mut Stream,
+    mut out: Vec<Response>,
+    names: &BTreeMap<ResourceType, Vec<&str>>,
+    snap: &Snapshot,
+) -> Vec<ResourceType> {
+    let mut acked = Vec::new();
+    while !out.is_empty() {
+        let (t, nonce) = response_nonce(&out.remove(0));
+        acked.push(t);
+        out.extend(request(s, t, &names[&t], &nonce, snap));
+    }
+    acked
+}
+
+#[test]
+fn acks_on_a_large_stream_compute_nothing() {
+    let snap = big_world(10_000);
+    let eps: Vec<&str> = snap.of(E).keys().map(String::as_str).collect();
+    let names = BTreeMap::from([(C, vec![]), (E, eps), (L, vec![]), (R, vec!["http"])]);
+    for mode in [Mode::Sotw, Mode::Delta] {
+        let mut s = Stream::new(mode, Arc::default());
+        let mut out = Vec::new();
+        for t in [C, L, E, R] {
+            out.extend(request(&mut s, t, &names[&t], "", &snap));
+        }
+        let acked = ack_all(&mut s, out, &names, &snap);
+        assert_eq!(acked, vec![C, E, L, R], "{mode:?}");
+
+        // One endpoint changes: only endpoints are computed, and their ACK computes nothing.
+        s.computed_log.clear();
+        s.walks.set(0);
+        let next = snap.with_replaced(
+            E,
+            vec![(
+                "c7".into(),
+                Any {
+                    type_url: E.type_url(),
+                    value: b"eds-c7-2".to_vec(),
+                },
+            )],
+        );
+        let out = s.on_snapshot(&next);
+        assert_eq!(s.computed_log, vec![E], "{mode:?}");
+        assert_eq!(ack_all(&mut s, out, &names, &next), vec![E]);
+        assert_eq!(s.computed_log, vec![E], "{mode:?}: the ACK computed a type");
+        assert_eq!(s.walks.get(), 0, "{mode:?}: a walk over every resource");
+        let eds = &s.types[&E];
+        assert!(
+            eds.computed
+                .as_ref()
+                .is_some_and(|b| !b.kept && b.snapshot.as_ref() == next.shared(E))
+        );
+
+        // The route changes: only routes are computed (they wait for nothing: one walk to see
+        // that clusters are settled), and their ACK computes nothing and walks nothing.
+        let third = next.with_replaced(
+            R,
+            vec![(
+                "http".into(),
+                Any {
+                    type_url: R.type_url(),
+                    value: b"routes-2".to_vec(),
+                },
+            )],
+        );
+        let out = s.on_snapshot(&third);
+        assert_eq!(s.computed_log, vec![E, R], "{mode:?}");
+        let walks = s.walks.get();
+        assert!(walks <= 1, "{mode:?}: {walks} walks");
+        assert_eq!(ack_all(&mut s, out, &names, &third), vec![R]);
+        assert_eq!(
+            s.computed_log,
+            vec![E, R],
+            "{mode:?}: the ACK computed a type"
+        );
+        assert_eq!(
+            s.walks.get(),
+            walks,
+            "{mode:?}: the ACK walked every resource"
+        );
+
+        // A request repeating an acknowledged nonce computes nothing either.
+        let nonce = s.types[&C].last_nonce.clone();
+        assert!(request(&mut s, C, &[], &nonce, &third).is_empty());
+        assert_eq!(s.computed_log, vec![E, R], "{mode:?}");
+    }
+}
+
+/// The stream algorithm as it was before types were skipped by their basis (every request looked
+/// at every type, in full): the oracle of the differential tests. Not to be changed.
+mod reference {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+
+    use envoy_types::pb::envoy::service::discovery::v3::{
+        DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
+        Resource as DeltaResource,
+    };
+
+    use super::super::{Mode, Response, Stats};
+    use crate::translate::ResourceType;
+    use crate::xds::cache::{Resource, Snapshot, TypeSnapshot, set_version};
+
+    #[derive(Debug)]
+    struct InFlight {
+        nonce: String,
+        /// What the client holds once it accepts this response.
+        state_after: BTreeMap<String, String>,
+    }
+
+    #[derive(Debug, Default)]
+    struct TypeState {
+        /// A request for this type was seen.
+        subscribed: bool,
+        wildcard: bool,
+        names: BTreeSet<String>,
+        /// What the client holds if it accepted everything sent (name → version).
+        sent: BTreeMap<String, String>,
+        /// Bodies of what was sent, to keep serving them during make-before-break.
+        sent_bodies: BTreeMap<String, Arc<Resource>>,
+        /// What the client acknowledged.
+        acked: BTreeMap<String, String>,
+        in_flight: Option<InFlight>,
+        last_nonce: String,
+        /// Answer the next time even if nothing changed (initial request, new names).
+        must_respond: bool,
+        /// Delta: names newly subscribed, to be told "does not exist" when absent.
+        new_names: BTreeSet<String>,
+        /// The last response of this type was refused.
+        last_nacked: bool,
+    }
+
+    impl TypeState {
+        fn in_scope(&self, name: &str) -> bool {
+            self.wildcard || self.names.contains(name)
+        }
+    }
+
+    /// One ADS stream.
+    #[derive(Debug)]
+    pub struct RefStream {
+        mode: Mode,
+        node: String,
+        types: BTreeMap<ResourceType, TypeState>,
+        nonce_seq: u64,
+        stats: Arc<Stats>,
+        /// The snapshot's resources of each type when the type was last looked at.
+        seen: BTreeMap<ResourceType, Arc<TypeSnapshot>>,
+        /// Types to look at on the next pump.
+        dirty: BTreeSet<ResourceType>,
+    }
+
+    impl RefStream {
+        pub fn new(mode: Mode, stats: Arc<Stats>) -> RefStream {
+            stats.streams.inc();
+            RefStream {
+                mode,
+                node: String::new(),
+                types: ResourceType::ALL
+                    .into_iter()
+                    .map(|t| (t, TypeState::default()))
+                    .collect(),
+                nonce_seq: 0,
+                stats,
+                seen: BTreeMap::new(),
+                dirty: BTreeSet::new(),
+            }
+        }
+
+        fn st(&mut self, t: ResourceType) -> &mut TypeState {
+            self.types.entry(t).or_default()
+        }
+
+        /// Handles an ACK or NACK of the in-flight response of `t`. Returns false for a stale nonce.
+        fn settle(&mut self, t: ResourceType, nonce: &str, error: Option<String>) -> bool {
+            let node = self.node.clone();
+            let stats = self.stats.clone();
+            let st = self.st(t);
+            let Some(f) = st.in_flight.take_if(|f| f.nonce == nonce) else {
+                return nonce == st.last_nonce;
+            };
+            match error {
+                Some(message) => {
+                    stats.nacks.inc();
+                    st.last_nacked = true;
+                    tracing::warn!(
+                        node = %node,
+                        r#type = t.short(),
+                        nonce,
+                        error = %message,
+                        "Envoy rejected configuration; it keeps its last accepted configuration"
+                    );
+                }
+                None => {
+                    st.last_nacked = false;
+                    let before = std::mem::replace(&mut st.acked, f.state_after);
+                    if t == ResourceType::Cluster {
+                        // A changed cluster is rebuilt by Envoy and warms again: give it its
+                        // endpoints again.
+                        let changed: Vec<String> = before
+                            .iter()
+                            .filter(|(n, v)| st.acked.get(*n).is_some_and(|nv| nv != *v))
+                            .map(|(n, _)| n.clone())
+                            .collect();
+                        if !changed.is_empty() {
+                            let eds = self.st(ResourceType::Endpoint);
+                            eds.must_respond = true;
+                            for n in changed {
+                                eds.sent.remove(&n);
+                            }
+                        }
+                    }
+                }
+            }
+            true
+        }
+
+        /// A state-of-the-world request.
+        pub fn on_sotw_request(
+            &mut self,
+            req: &DiscoveryRequest,
+            snap: &Snapshot,
+        ) -> Vec<Response> {
+            if self.node.is_empty()
+                && let Some(n) = &req.node
+            {
+                self.node = n.id.clone();
+            }
+            let Some(t) = ResourceType::from_type_url(&req.type_url) else {
+                tracing::debug!(type_url = %req.type_url, "request for a type sluice does not serve");
+                return Vec::new();
+            };
+            if req.response_nonce.is_empty() {
+                self.st(t).must_respond = true;
+            } else {
+                let error = req.error_detail.as_ref().map(|e| e.message.clone());
+                if !self.settle(t, &req.response_nonce, error) {
+                    tracing::debug!(r#type = t.short(), nonce = %req.response_nonce, "stale nonce ignored");
+                    return Vec::new();
+                }
+            }
+            let names: BTreeSet<String> = req.resource_names.iter().cloned().collect();
+            let wildcard = names.contains("*") || (names.is_empty() && t.wildcard_by_default());
+            let st = self.st(t);
+            st.subscribed = true;
+            let names: BTreeSet<String> = names.into_iter().filter(|n| n != "*").collect();
+            if names != st.names || wildcard != st.wildcard {
+                st.must_respond = true;
+                st.names = names;
+                st.wildcard = wildcard;
+            }
+            self.pump_all(snap)
+        }
+
+        /// An incremental (delta) request.
+        pub fn on_delta_request(
+            &mut self,
+            req: &DeltaDiscoveryRequest,
+            snap: &Snapshot,
+        ) -> Vec<Response> {
+            if self.node.is_empty()
+                && let Some(n) = &req.node
+            {
+                self.node = n.id.clone();
+            }
+            let Some(t) = ResourceType::from_type_url(&req.type_url) else {
+                tracing::debug!(type_url = %req.type_url, "request for a type sluice does not serve");
+                return Vec::new();
+            };
+            if req.response_nonce.is_empty() {
+                let st = self.st(t);
+                if !st.subscribed {
+                    st.subscribed = true;
+                    st.must_respond = true;
+                    st.wildcard =
+                        req.resource_names_subscribe.is_empty() && t.wildcard_by_default();
+                    // Sorted so that the state does not depend on HashMap order.
+                    let known: BTreeMap<String, String> = req
+                        .initial_resource_versions
+                        .iter()
+                        .map(|(n, v)| (n.clone(), v.clone()))
+                        .collect();
+                    st.sent.extend(known.clone());
+                    st.acked.extend(known);
+                }
+            } else {
+                let error = req.error_detail.as_ref().map(|e| e.message.clone());
+                self.settle(t, &req.response_nonce, error);
+            }
+            let st = self.st(t);
+            for n in &req.resource_names_subscribe {
+                if n == "*" {
+                    st.wildcard = true;
+                    st.must_respond = true;
+                } else if st.names.insert(n.clone()) {
+                    st.must_respond = true;
+                    st.new_names.insert(n.clone());
+                }
+            }
+            for n in &req.resource_names_unsubscribe {
+                if n == "*" {
+                    st.wildcard = false;
+                } else {
+                    st.names.remove(n);
+                    st.new_names.remove(n);
+                }
+            }
+            // The client forgets what it no longer subscribes to.
+            let gone: Vec<String> = st
+                .sent
+                .keys()
+                .filter(|n| !st.in_scope(n))
+                .cloned()
+                .collect();
+            for n in gone {
+                st.sent.remove(&n);
+                st.acked.remove(&n);
+                st.sent_bodies.remove(&n);
+            }
+            self.pump_all(snap)
+        }
+
+        /// The cache moved to a new snapshot. Only types whose resources changed are looked at (and
+        /// clusters, endpoints and secrets when listeners or routes changed, since make-before-break
+        /// ties them together): for any other type nothing the answer depends on moved since it was
+        /// last computed, as every request recomputes all types. An endpoint change among 10k clusters
+        /// thus costs the endpoints, not a walk over every resource.
+        pub fn on_snapshot(&mut self, snap: &Snapshot) -> Vec<Response> {
+            for t in ResourceType::ALL {
+                let now = snap.shared(t);
+                let same = match (self.seen.get(&t), now) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !same {
+                    self.dirty.insert(t);
+                }
+            }
+            if self.dirty.contains(&ResourceType::Listener)
+                || self.dirty.contains(&ResourceType::Route)
+            {
+                self.dirty.extend([
+                    ResourceType::Cluster,
+                    ResourceType::Endpoint,
+                    ResourceType::Secret,
+                ]);
+            }
+            self.pump(snap)
+        }
+
+        /// After a request: every type may have something to send.
+        fn pump_all(&mut self, snap: &Snapshot) -> Vec<Response> {
+            self.dirty.extend(ResourceType::ALL);
+            self.pump(snap)
+        }
+
+        /// What the client should hold of type `t` from the snapshot alone.
+        fn base(&self, t: ResourceType, snap: &Snapshot) -> BTreeMap<String, Arc<Resource>> {
+            let st = &self.types[&t];
+            snap.of(t)
+                .iter()
+                .filter(|(n, _)| st.in_scope(n))
+                .map(|(n, r)| (n.clone(), r.clone()))
+                .collect()
+        }
+
+        /// Listeners and routes acknowledged at the snapshot's content.
+        fn routes_settled(&self, snap: &Snapshot) -> bool {
+            [ResourceType::Listener, ResourceType::Route]
+                .into_iter()
+                .all(|t| {
+                    let st = &self.types[&t];
+                    if !st.subscribed {
+                        return true;
+                    }
+                    let want: BTreeMap<String, String> = self
+                        .base(t, snap)
+                        .into_iter()
+                        .map(|(n, r)| (n, r.version.clone()))
+                        .collect();
+                    st.in_flight.is_none() && st.acked == want
+                })
+        }
+
+        /// Clusters acknowledged and their endpoints requested and acknowledged.
+        fn clusters_settled(&self) -> bool {
+            let cds = &self.types[&ResourceType::Cluster];
+            let eds = &self.types[&ResourceType::Endpoint];
+            if cds.in_flight.is_some() || eds.in_flight.is_some() {
+                return false;
+            }
+            if !cds.subscribed || cds.last_nacked {
+                return true;
+            }
+            // Every cluster is EDS: Envoy asks for the endpoints of each one it accepted.
+            cds.acked.keys().all(|n| eds.subscribed && eds.in_scope(n))
+        }
+
+        /// What the client should hold of type `t`, including resources kept for make-before-break.
+        fn desired(&self, t: ResourceType, snap: &Snapshot) -> BTreeMap<String, Arc<Resource>> {
+            let mut want = self.base(t, snap);
+            let keeps_old = matches!(
+                t,
+                ResourceType::Cluster | ResourceType::Endpoint | ResourceType::Secret
+            );
+            if keeps_old && !self.routes_settled(snap) {
+                let st = &self.types[&t];
+                for (n, body) in &st.sent_bodies {
+                    if st.in_scope(n) && st.sent.contains_key(n) {
+                        want.entry(n.clone()).or_insert_with(|| body.clone());
+                    }
+                }
+            }
+            want
+        }
+
+        fn next_nonce(&mut self) -> String {
+            self.nonce_seq += 1;
+            self.nonce_seq.to_string()
+        }
+
+        /// Sends whatever is due among the dirty types, in warming order. A type stays dirty until it
+        /// could be looked at (subscribed, nothing in flight, warming order allowing).
+        fn pump(&mut self, snap: &Snapshot) -> Vec<Response> {
+            let mut out = Vec::new();
+            for t in ResourceType::ALL {
+                if !self.dirty.contains(&t) {
+                    continue;
+                }
+                let st = &self.types[&t];
+                if !st.subscribed || st.in_flight.is_some() {
+                    continue;
+                }
+                if matches!(t, ResourceType::Listener | ResourceType::Route)
+                    && !self.clusters_settled()
+                {
+                    continue;
+                }
+                self.dirty.remove(&t);
+                match snap.shared(t) {
+                    Some(ts) => _ = self.seen.insert(t, ts.clone()),
+                    None => _ = self.seen.remove(&t),
+                }
+                let desired = self.desired(t, snap);
+                let response = match self.mode {
+                    Mode::Sotw => self.sotw_response(t, desired),
+                    Mode::Delta => self.delta_response(t, desired),
+                };
+                if let Some(r) = response {
+                    self.stats.responses.inc();
+                    out.push(r);
+                }
+            }
+            out
+        }
+
+        fn sotw_response(
+            &mut self,
+            t: ResourceType,
+            desired: BTreeMap<String, Arc<Resource>>,
+        ) -> Option<Response> {
+            let versions: BTreeMap<String, String> = desired
+                .iter()
+                .map(|(n, r)| (n.clone(), r.version.clone()))
+                .collect();
+            let st = &self.types[&t];
+            if versions == st.sent && !st.must_respond {
+                return None;
+            }
+            let nonce = self.next_nonce();
+            let version_info = set_version(versions.iter());
+            let resp = DiscoveryResponse {
+                version_info,
+                resources: desired.values().map(|r| r.body.clone()).collect(),
+                type_url: t.type_url(),
+                nonce: nonce.clone(),
+                ..Default::default()
+            };
+            let st = self.st(t);
+            st.in_flight = Some(InFlight {
+                nonce: nonce.clone(),
+                state_after: versions.clone(),
+            });
+            st.sent = versions;
+            st.sent_bodies = desired;
+            st.last_nonce = nonce;
+            st.must_respond = false;
+            Some(Response::Sotw(resp))
+        }
+
+        fn delta_response(
+            &mut self,
+            t: ResourceType,
+            desired: BTreeMap<String, Arc<Resource>>,
+        ) -> Option<Response> {
+            let st = &self.types[&t];
+            let changed: Vec<Arc<Resource>> = desired
+                .values()
+                .filter(|r| st.sent.get(&r.name) != Some(&r.version))
+                .cloned()
+                .collect();
+            let mut removed: BTreeSet<String> = st
+                .sent
+                .keys()
+                .filter(|n| !desired.contains_key(*n))
+                .cloned()
+                .collect();
+            // Newly subscribed names that do not exist: say so, so the client does not wait.
+            removed.extend(
+                st.new_names
+                    .iter()
+                    .filter(|n| !desired.contains_key(*n) && !st.sent.contains_key(*n))
+                    .cloned(),
+            );
+            if changed.is_empty() && removed.is_empty() && !st.must_respond {
+                return None;
+            }
+            let nonce = self.next_nonce();
+            let versions: BTreeMap<String, String> = desired
+                .iter()
+                .map(|(n, r)| (n.clone(), r.version.clone()))
+                .collect();
+            let resp = DeltaDiscoveryResponse {
+                system_version_info: set_version(versions.iter()),
+                resources: changed
+                    .iter()
+                    .map(|r| DeltaResource {
+                        name: r.name.clone(),
+                        version: r.version.clone(),
+                        resource: Some(r.body.clone()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                type_url: t.type_url(),
+                removed_resources: removed.into_iter().collect(),
+                nonce: nonce.clone(),
+                ..Default::default()
+            };
+            let st = self.st(t);
+            st.in_flight = Some(InFlight {
+                nonce: nonce.clone(),
+                state_after: versions.clone(),
+            });
+            st.sent = versions;
+            st.sent_bodies = desired;
+            st.last_nonce = nonce;
+            st.must_respond = false;
+            st.new_names.clear();
+            Some(Response::Delta(resp))
+        }
+    }
+}
