@@ -1,6 +1,6 @@
 //! `sluice serve --manifests DIR --webhook-address …`: the real binary serves the admission webhook
 //! over HTTPS in standalone mode, its cross-object index is the manifest directory and follows it
-//! when files change, and SIGTERM stops it cleanly.
+//! when files change, `/metrics` counts its verdicts, and SIGTERM stops it cleanly.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -98,11 +98,13 @@ async fn standalone_serve_runs_the_webhook_over_the_manifest_directory() {
     .unwrap();
     let ca = write_pki(dir.path());
     let port = free_port();
+    let metrics_port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--manifests"])
         .arg(&manifests)
         .args(["--xds-address", &format!("127.0.0.1:{}", free_port())])
         .args(["--webhook-address", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-address", &format!("127.0.0.1:{metrics_port}")])
         .arg("--webhook-cert")
         .arg(dir.path().join("tls.crt"))
         .arg("--webhook-key")
@@ -172,6 +174,23 @@ async fn standalone_serve_runs_the_webhook_over_the_manifest_directory() {
                 .is_some_and(|m| m.contains("team/new"))
     })
     .await;
+
+    // The verdicts are counted on /metrics, next to the xDS counters.
+    let metrics = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .expect("/metrics answers")
+        .text()
+        .await
+        .unwrap();
+    let denied = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(r#"sluice_webhook_admission_requests_total{endpoint="validate",kind="IngressRoute.contour.heptio.com",operation="CREATE",verdict="denied"}"#)
+        })
+        .unwrap_or_else(|| panic!("no denied count in:\n{metrics}"));
+    let count: f64 = denied.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(count >= 2.0, "{denied}");
+    assert!(metrics.contains("sluice_xds_nacks_total 0"), "{metrics}");
 
     // SIGTERM: a clean stop.
     let pid = serve.0.id().to_string();

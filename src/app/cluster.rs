@@ -173,7 +173,7 @@ pub async fn serve(
 }
 
 /// `/metrics` in the Prometheus text format.
-async fn serve_metrics(addr: SocketAddr, registry: Registry) {
+pub(super) async fn serve_metrics(addr: SocketAddr, registry: Registry) {
     let registry = std::sync::Arc::new(registry);
     let app = axum::Router::new().route(
         "/metrics",

@@ -30,6 +30,9 @@ pub struct StandaloneConfig {
     pub debounce: Duration,
     /// The admission webhook (`--webhook-address`); its index is the manifest directory.
     pub webhook: Option<crate::webhook::WebhookConfig>,
+    /// Where `/metrics` is served (`--metrics-address`): xDS counters, and the webhook's metrics
+    /// when it runs.
+    pub metrics_address: Option<SocketAddr>,
 }
 
 /// Reads every manifest under `dir`. Err lists every problem that makes the set unusable.
@@ -149,6 +152,14 @@ pub async fn run(
         })
     });
     let server = xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
+    let metrics_task = cfg.metrics_address.map(|addr| {
+        let mut registry = prometheus_client::registry::Registry::default();
+        if let Some(w) = &cfg.webhook {
+            w.metrics.register(&mut registry);
+        }
+        xds::stream::register_stats(&mut registry, server.stats());
+        tokio::spawn(super::cluster::serve_metrics(addr, registry))
+    });
     let mut server_stop = stop_rx;
     let server_task = tokio::spawn(xds::serve(
         listener,
@@ -181,6 +192,9 @@ pub async fn run(
     }
     tracing::info!("shutting down");
     drop(watcher);
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
     let _ = stop_tx.send(true);
     if let Some(w) = webhook {
         match tokio::time::timeout(Duration::from_secs(10), w).await {
@@ -246,6 +260,7 @@ mod tests {
             translate_options: translate::Options::default(),
             debounce: Duration::from_millis(10),
             webhook: None,
+            metrics_address: None,
         };
         let p = Pipeline::new(cfg.dag_options.clone(), cfg.translate_options.clone());
         let index = IndexHandle::new(cfg.dag_options.clone());

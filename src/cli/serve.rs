@@ -174,6 +174,7 @@ pub fn run(args: ServeArgs) -> u8 {
             &args,
             crate::webhook::Metrics::new(),
         ),
+        metrics_address: args.metrics_address,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -102,6 +102,7 @@ impl Harness {
             translate_options: translate_options.clone(),
             debounce: Duration::from_millis(50),
             webhook: None,
+            metrics_address: None,
         };
         let (stop, sluice) = spawn_sluice(cfg.clone());
         let bootstrap = build_bootstrap(&BootstrapArgs {
