@@ -56,8 +56,10 @@ if [ "$PROFILE" = release ]; then
 else
     "$CARGO" build --bin sluice --example echo
 fi
-sluice="$root/target/$PROFILE/sluice"
-echo_bin="$root/target/$PROFILE/examples/echo"
+# Where cargo put them (CARGO_TARGET_DIR moves the target directory).
+target_dir="${CARGO_TARGET_DIR:-$root/target}"
+sluice="$target_dir/$PROFILE/sluice"
+echo_bin="$target_dir/$PROFILE/examples/echo"
 
 echo "==> Starting the sample backends (each answers with its own name)"
 "$echo_bin" web=9101 api=9102 api-v2=9103 stable=9104 canary=9105 blog=9106 \
