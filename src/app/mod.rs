@@ -17,9 +17,10 @@ use crate::{translate, xds};
 /// The pure core between sources and outputs, with the latest result of each stage on a watch.
 ///
 /// Two paths: a full rebuild (`dag::build`, then translation and encoding of what changed in the
-/// model, see [`translate::incremental`]) for any change, and the endpoint fast path for a change in EndpointSlices only (pods come and go far more often than
-/// routing changes): the load assignments of the affected clusters are recomputed and swapped into
-/// the current xDS snapshot, everything else shared. The routing model and every status are the
+/// model, see [`translate::incremental`]) for any change, and the endpoint fast path for a change
+/// in EndpointSlices only (pods come and go far more often than routing changes): the load
+/// assignments of the affected clusters are recomputed and swapped into the current xDS snapshot,
+/// everything else shared. The routing model and every status are the
 /// same after such a change, so the previous model is returned (its clusters' `endpoints` are
 /// those of the last full build; the xDS snapshot holds the current ones).
 pub struct Pipeline {

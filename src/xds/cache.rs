@@ -118,18 +118,10 @@ impl Snapshot {
                         value: r.encode_to_vec(),
                     };
                     let name = name(r).to_string();
-                    let resource = Resource {
-                        name: name.clone(),
-                        version: short_hash(&body.value),
-                        body,
-                    };
-                    (name, Arc::new(resource))
+                    (name.clone(), Arc::new(Resource::new(name, body)))
                 })
                 .collect();
-            Arc::new(TypeSnapshot {
-                version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
-                resources,
-            })
+            Arc::new(TypeSnapshot::new(resources))
         }
         let r = resources;
         let types = BTreeMap::from([
@@ -166,40 +158,19 @@ impl Snapshot {
             .map(|ts| TypeSnapshot::clone(ts))
             .unwrap_or_default();
         for (name, body) in items {
-            let version = short_hash(&body.value);
-            ts.resources.insert(
-                name.clone(),
-                Arc::new(Resource {
-                    name,
-                    version,
-                    body,
-                }),
-            );
+            ts.resources
+                .insert(name.clone(), Arc::new(Resource::new(name, body)));
         }
-        ts.version = set_version(ts.resources.iter().map(|(n, r)| (n, &r.version)));
-        types.insert(t, Arc::new(ts));
+        types.insert(t, Arc::new(TypeSnapshot::new(ts.resources)));
         Snapshot { types }
     }
 
     fn type_snapshot(items: BTreeMap<String, Any>) -> Arc<TypeSnapshot> {
         let resources: BTreeMap<String, Arc<Resource>> = items
             .into_iter()
-            .map(|(name, body)| {
-                let version = short_hash(&body.value);
-                (
-                    name.clone(),
-                    Arc::new(Resource {
-                        name,
-                        version,
-                        body,
-                    }),
-                )
-            })
+            .map(|(name, body)| (name.clone(), Arc::new(Resource::new(name, body))))
             .collect();
-        Arc::new(TypeSnapshot {
-            version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
-            resources,
-        })
+        Arc::new(TypeSnapshot::new(resources))
     }
 
     /// The resources of one type (empty when the snapshot has none).
