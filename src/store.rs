@@ -2,7 +2,6 @@
 //! in cluster mode, the manifest directory in standalone mode, the files given to the CLI) and read by
 //! `dag::build`, which never sees anything else.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gateway_api::{
@@ -20,7 +19,11 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
 
 /// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
-pub type Objects<T> = BTreeMap<ObjKey, Arc<T>>;
+///
+/// A persistent sorted map ([`imbl::OrdMap`]): cloning a snapshot is cheap and shares every object
+/// and most of the map with the original, so each build can keep the snapshot it read, and two
+/// snapshots are compared where they differ only.
+pub type Objects<T> = imbl::OrdMap<ObjKey, Arc<T>>;
 
 /// Everything routing can depend on, as of one moment.
 #[derive(Clone, Debug, Default)]
@@ -210,17 +213,14 @@ impl Snapshot {
     }
 
     /// When `next` differs from this snapshot in EndpointSlices only, which slices and Services
-    /// changed; None when anything else changed. Objects are compared by identity (the same
-    /// `Arc`), as a store hands out unchanged objects. The endpoint fast path of the pipeline
-    /// starts here.
+    /// changed; None when anything else changed. Objects are compared by value, where the maps do
+    /// not share structure (a snapshot derived from this one shares all it did not change). The
+    /// endpoint fast path of the pipeline starts here.
     pub fn endpoint_only_changes(&self, next: &Snapshot) -> Option<EndpointChanges> {
-        fn same<T>(a: &Objects<T>, b: &Objects<T>) -> bool {
-            a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|((ka, va), (kb, vb))| Arc::ptr_eq(va, vb) && ka == kb)
+        /// The same objects; maps that share structure are compared where they differ only.
+        fn same<T: PartialEq>(a: &Objects<T>, b: &Objects<T>) -> bool {
+            a.ptr_eq(b) || a == b
         }
-        // Destructured without `..`: a new field must be considered here.
         let Snapshot {
             ingresses,
             ingress_classes,
@@ -267,45 +267,23 @@ impl Snapshot {
             }
         };
         // Both maps are sorted: walk them side by side.
-        let mut a = endpoint_slices.iter().peekable();
-        let mut b = next.endpoint_slices.iter().peekable();
-        loop {
-            match (a.peek(), b.peek()) {
-                (None, None) => break,
-                (Some((ka, va)), Some((kb, vb))) if ka == kb => {
-                    if !Arc::ptr_eq(va, vb) {
-                        note(ka, va);
-                        note(kb, vb);
+        if !endpoint_slices.ptr_eq(&next.endpoint_slices) {
+            for item in endpoint_slices.diff(&next.endpoint_slices) {
+                match item {
+                    imbl::ordmap::DiffItem::Add(k, v) | imbl::ordmap::DiffItem::Remove(k, v) => {
+                        note(k, v)
                     }
-                    a.next();
-                    b.next();
-                }
-                (Some((ka, va)), Some((kb, _))) if ka < kb => {
-                    note(ka, va);
-                    a.next();
-                }
-                (Some((ka, va)), None) => {
-                    note(ka, va);
-                    a.next();
-                }
-                // b is behind (or a is done): a slice only in `next`.
-                (_, Some((kb, vb))) => {
-                    note(kb, vb);
-                    b.next();
+                    imbl::ordmap::DiffItem::Update {
+                        old: (k, old),
+                        new: (_, new),
+                    } => {
+                        note(k, old);
+                        note(k, new);
+                    }
                 }
             }
         }
         Some(changes)
-    }
-
-    /// Brings this snapshot's EndpointSlices to those of `next` for the `changed` keys.
-    pub fn apply_endpoint_changes(&mut self, next: &Snapshot, changed: &[ObjKey]) {
-        for key in changed {
-            match next.endpoint_slices.get(key) {
-                Some(slice) => _ = self.endpoint_slices.insert(key.clone(), slice.clone()),
-                None => _ = self.endpoint_slices.remove(key),
-            }
-        }
     }
 
     /// Builds a snapshot from decoded objects; later duplicates replace earlier ones.

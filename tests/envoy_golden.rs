@@ -103,8 +103,10 @@ async fn start_case(path: &Path, protocol: XdsProtocol) -> Started {
     }
     let options = case.dag_options();
     let mut model = dag::build(&Snapshot::from_objects(objects), &options);
-    for v in model.vhosts.values_mut() {
-        for r in &mut v.routes {
+    let hosts: Vec<String> = model.vhosts.keys().cloned().collect();
+    for host in hosts {
+        let v = model.vhosts.get_mut(&host).expect("listed above");
+        for r in &mut std::sync::Arc::make_mut(v).routes {
             if let dag::PathMatch::StringPrefix(p) = &r.path {
                 r.path = dag::PathMatch::StringPrefix(merge_slashes(p));
             }

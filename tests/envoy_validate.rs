@@ -86,7 +86,8 @@ fn full_model() -> Dag {
             LbStrategy::RoundRobin,
         ),
     ] {
-        dag.clusters.insert(name.into(), cluster(name, proto, lb));
+        dag.clusters
+            .insert(name.into(), cluster(name, proto, lb).into());
     }
     dag.secrets.insert(
         "default/cert".into(),
@@ -202,7 +203,7 @@ fn full_model() -> Dag {
         },
     ];
     for v in vhosts {
-        dag.vhosts.insert(v.host.clone(), v);
+        dag.vhosts.insert(v.host.clone(), v.into());
     }
     dag
 }
@@ -224,7 +225,7 @@ fn envoy_validates_an_empty_model() {
 #[should_panic(expected = "envoy --mode validate refused snapshot broken")]
 fn envoy_validation_refuses_a_broken_snapshot() {
     let mut dag = full_model();
-    let v = dag.vhosts.get_mut("plain.example.com").unwrap();
+    let v = std::sync::Arc::make_mut(dag.vhosts.get_mut("plain.example.com").unwrap());
     v.routes[0].headers = vec![HeaderMatch {
         name: "x".into(),
         op: HeaderOp::Regex("(".into()),

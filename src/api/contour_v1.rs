@@ -18,6 +18,7 @@ use super::{Delegate, HealthCheck, LbStrategy};
     version = "v1",
     kind = "IngressRoute",
     namespaced,
+    derive = "PartialEq",
     status = "RoutingStatus",
     shortname = "ir",
     category = "sluice",

@@ -14,6 +14,7 @@ use super::{Delegate, HealthCheck, LbStrategy, TlsVersion};
     version = "v1beta1",
     kind = "IngressRoute",
     namespaced,
+    derive = "PartialEq",
     status = "RoutingStatus",
     shortname = "ir",
     category = "sluice",

@@ -13,6 +13,7 @@ use super::{HealthCheck, LbStrategy};
     version = "v1alpha1",
     kind = "Route",
     namespaced,
+    derive = "PartialEq",
     status = "RouteStatus",
     category = "sluice",
     printcolumn = r#"{"name":"Host","type":"string","jsonPath":".spec.host"}"#,

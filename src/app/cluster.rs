@@ -145,7 +145,7 @@ pub async fn serve(
             // Envoy's update first; the webhook's index follows right after (EndpointSlices are
             // not in it, so an endpoint-only change leaves it alone).
             let (dag, path) = pipeline.publish_counted(snapshot);
-            if path == super::PublishPath::Full {
+            if path.rebuilt() {
                 index.replace(snapshot);
                 super::log_statuses(&dag);
             }

@@ -16,15 +16,15 @@ use crate::{translate, xds};
 
 /// The pure core between sources and outputs, with the latest result of each stage on a watch.
 ///
-/// Two paths: a full rebuild (`dag::build`, then translation and encoding of what changed in the
-/// model, see [`translate::incremental`]) for any change, and the endpoint fast path for a change
-/// in EndpointSlices only (pods come and go far more often than routing changes): the load
+/// Two paths: a rebuild for any change (the part of the model the change can affect, see
+/// [`dag::incremental`], or all of it; then translation and encoding of what changed in the
+/// model, see [`translate::incremental`]), and the endpoint fast path for a change in
+/// EndpointSlices only (pods come and go far more often than routing changes): the load
 /// assignments of the affected clusters are recomputed and swapped into the current xDS snapshot,
 /// everything else shared. The routing model and every status are the
 /// same after such a change, so the previous model is returned (its clusters' `endpoints` are
 /// those of the last full build; the xDS snapshot holds the current ones).
 pub struct Pipeline {
-    dag_options: dag::Options,
     dag_tx: watch::Sender<Arc<Dag>>,
     xds_tx: watch::Sender<Arc<xds::Snapshot>>,
     state: Mutex<PipelineState>,
@@ -34,6 +34,8 @@ pub struct Pipeline {
 struct PipelineState {
     /// The input and model of the last publication, where the fast path starts.
     last: Option<(Snapshot, Arc<Dag>)>,
+    /// Builds the part of the model a change affects.
+    builder: dag::incremental::Incremental,
     /// Translates and encodes what changed between successive models.
     encoder: translate::incremental::Encoder,
 }
@@ -41,8 +43,19 @@ struct PipelineState {
 /// Which path a publication took (see [`Pipeline::publish_counted`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PublishPath {
+    /// The model was built again from the whole snapshot.
     Full,
+    /// The model was built again where the change can affect it (this many routing objects).
+    Partial { objects: usize },
+    /// EndpointSlices only: the model is kept, the load assignments are replaced.
     Endpoints,
+}
+
+impl PublishPath {
+    /// Whether the model (and the statuses) were built again.
+    pub fn rebuilt(self) -> bool {
+        self != PublishPath::Endpoints
+    }
 }
 
 impl Pipeline {
@@ -55,9 +68,9 @@ impl Pipeline {
         Pipeline {
             state: Mutex::new(PipelineState {
                 last: None,
+                builder: dag::incremental::Incremental::new(dag_options),
                 encoder: translate::incremental::Encoder::new(translate_options.clone()),
             }),
-            dag_options,
             dag_tx,
             xds_tx,
         }
@@ -72,15 +85,26 @@ impl Pipeline {
     /// [`Pipeline::publish`], also telling which path it took.
     pub fn publish_counted(&self, snapshot: &Snapshot) -> (Arc<Dag>, PublishPath) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let PipelineState { last, encoder } = &mut *state;
+        let PipelineState {
+            last,
+            builder,
+            encoder,
+        } = &mut *state;
         if let Some((prev_snapshot, prev_dag)) = last.as_mut()
             && let Some(changes) = prev_snapshot.endpoint_only_changes(snapshot)
             && self.publish_endpoints(prev_dag, snapshot, &changes.services)
         {
-            prev_snapshot.apply_endpoint_changes(snapshot, &changes.slices);
+            *prev_snapshot = snapshot.clone();
+            builder.endpoints_changed(&changes.services);
             return (prev_dag.clone(), PublishPath::Endpoints);
         }
-        let dag = Arc::new(dag::build(snapshot, &self.dag_options));
+        let prev = last.as_ref().map(|(s, d)| (s, d.as_ref()));
+        let (dag, kind) = builder.build(prev, snapshot);
+        let dag = Arc::new(dag);
+        let path = match kind {
+            dag::incremental::BuildKind::Full => PublishPath::Full,
+            dag::incremental::BuildKind::Partial { objects } => PublishPath::Partial { objects },
+        };
         let (xds_snapshot, retired) = encoder.encode(&dag);
         let xds_snapshot = Arc::new(xds_snapshot);
         // What is replaced is dropped on another thread: freeing a large model takes a while.
@@ -102,7 +126,7 @@ impl Pipeline {
         garbage.last = last.replace((snapshot.clone(), dag.clone()));
         garbage.retired = Some(retired);
         drop_later(garbage);
-        (dag, PublishPath::Full)
+        (dag, path)
     }
 
     /// The endpoint fast path: recomputes the load assignments of the clusters of `services` and
@@ -127,7 +151,7 @@ impl Pipeline {
             };
             let updated = dag::Cluster {
                 endpoints,
-                ..cluster.clone()
+                ..(**cluster).clone()
             };
             let cla = translate::build_load_assignment(&updated);
             let value = cla.encode_to_vec();
@@ -292,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_build_after_the_fast_path_does_not_reuse_stale_load_assignments() {
+    fn a_rebuild_after_the_fast_path_does_not_reuse_stale_load_assignments() {
         let mut s = snapshot(Shape {
             routing_objects: 20,
             endpoints_per_service: 2,
@@ -309,11 +333,25 @@ mod tests {
         // Back to the endpoints of the last full build, together with a routing change: the
         // model's endpoints are those of the last full build again, Envoy's are not (the
         // encoder reuses only what it encoded itself for the previous model).
-        s.endpoint_slices.insert(key, original);
-        let last_route = s.ingressroutes_v1beta1.keys().last().unwrap().clone();
+        s.endpoint_slices.insert(key.clone(), original.clone());
+        let last_route = s.ingressroutes_v1beta1.keys().next_back().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&last_route);
-        assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
+        let (dag, path) = p.publish_counted(&s);
+        assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
         assert_eq!(**p.xds().borrow(), *full(&s));
+        assert_eq!(*dag, dag::build(&s, &dag::Options::default()));
+        // Moved again through the fast path, then a routing change elsewhere that keeps the
+        // moved endpoints: the rebuilt model and Envoy both have them.
+        let mut moved = (*original).clone();
+        moved.endpoints[0].addresses = vec!["10.99.0.2".into()];
+        s.endpoint_slices.insert(key, Arc::new(moved));
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
+        let first_route = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
+        s.ingressroutes_v1beta1.remove(&first_route);
+        let (dag, path) = p.publish_counted(&s);
+        assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
+        assert_eq!(**p.xds().borrow(), *full(&s));
+        assert_eq!(*dag, dag::build(&s, &dag::Options::default()));
     }
 
     #[test]
@@ -325,19 +363,25 @@ mod tests {
         });
         let p = Pipeline::new(dag::Options::default(), translate::Options::default());
         p.publish(&s);
-        // A Service changes (same content, new object): full build.
+        // A Service changes: full build.
         let key = s.services.keys().next().unwrap().clone();
-        let svc = (**s.services.get(&key).unwrap()).clone();
-        s.services.insert(key, Arc::new(svc));
+        let mut svc = (**s.services.get(&key).unwrap()).clone();
+        svc.metadata.labels = Some([("tier".to_string(), "web".to_string())].into());
+        s.services.insert(key.clone(), Arc::new(svc.clone()));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
-        // A slice and a route in one go: full build.
+        // The same content again in a new object: nothing changed.
+        s.services.insert(key, Arc::new(svc));
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
+        // A slice and a route in one go: the part of the model the route affects, with the
+        // slice's endpoints.
         let skey = slice_key(&s, 0);
-        let sl = (**s.endpoint_slices.get(&skey).unwrap()).clone();
+        let mut sl = (**s.endpoint_slices.get(&skey).unwrap()).clone();
+        sl.endpoints[0].addresses = vec!["10.99.0.3".into()];
         s.endpoint_slices.insert(skey, Arc::new(sl));
         let rkey = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&rkey);
         let (dag, path) = p.publish_counted(&s);
-        assert_eq!(path, PublishPath::Full);
+        assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
         assert_eq!(**p.xds().borrow(), *full(&s));
         assert!(dag.statuses.len() < 20);
     }

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use hashbrown::hash_map::RawEntryMut;
 use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
@@ -97,7 +98,11 @@ fn lowercase(host: &str) -> Cow<'_, str> {
 /// is turned into sorted BTreeMaps by [`Builder::finish`], and nothing else iterates them in an order
 /// that reaches the output.
 pub struct Builder<'a> {
+    /// The routing objects to build (all of them, or one part of them in an incremental build).
     pub snapshot: &'a Snapshot,
+    /// Where Services, EndpointSlices and Secrets are looked up, and what sizes the delegation
+    /// walk's budget: the whole snapshot, whichever part of its routing objects is built.
+    pub backing: &'a Snapshot,
     pub options: &'a Options,
     vhosts: HashMap<String, VhostAcc>,
     clusters: HashMap<String, Cluster>,
@@ -107,6 +112,9 @@ pub struct Builder<'a> {
     owners: HashMap<String, ObjectRef>,
     services: HashMap<(&'a str, &'a str), &'a Service>,
     slices_by_service: HashMap<(&'a str, &'a str), Slices<'a>>,
+    /// The namespaces whose Services and EndpointSlices `services` and `slices_by_service` hold;
+    /// None when they hold all of them.
+    indexed: Option<HashSet<String>>,
     /// IngressRoutes (v1beta1, v1) that break their single-object rules, found by
     /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
     /// them again.
@@ -115,48 +123,93 @@ pub struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
+    /// A builder over every routing object of `snapshot`.
     pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
-        let services = snapshot
-            .services
-            .iter()
-            .map(|(k, s)| ((k.namespace.as_str(), k.name.as_str()), s.as_ref()))
-            .collect();
-        let mut slices_by_service: HashMap<(&str, &str), Slices<'_>> =
-            HashMap::with_capacity(snapshot.endpoint_slices.len());
-        for (key, slice) in &snapshot.endpoint_slices {
-            if let Some(svc) = service_of(slice) {
-                let entry = slices_by_service.entry((key.namespace.as_str(), svc));
-                match entry {
-                    hashbrown::hash_map::Entry::Vacant(e) => {
-                        e.insert(Slices::One(slice));
-                    }
-                    hashbrown::hash_map::Entry::Occupied(mut e) => {
-                        let all = e.get_mut();
-                        match all {
-                            Slices::One(first) => *all = Slices::Many(vec![*first, slice]),
-                            Slices::Many(v) => v.push(slice),
-                        }
-                    }
-                }
-            }
+        let mut b = Builder::empty(snapshot, snapshot, options);
+        b.services.reserve(snapshot.services.len());
+        b.slices_by_service.reserve(snapshot.endpoint_slices.len());
+        for (k, svc) in &snapshot.services {
+            b.services
+                .insert((k.namespace.as_str(), k.name.as_str()), svc.as_ref());
         }
+        for (key, slice) in &snapshot.endpoint_slices {
+            b.add_slice(key, slice);
+        }
+        b
+    }
+
+    /// A builder over the routing objects of `part`, looking up everything else in `whole`
+    /// (an incremental build of the part of the objects a change affects). Services and
+    /// EndpointSlices are indexed one namespace at a time, when a backend first names it.
+    pub fn partial(part: &'a Snapshot, whole: &'a Snapshot, options: &'a Options) -> Self {
+        let mut b = Builder::empty(part, whole, options);
+        b.indexed = Some(HashSet::new());
+        b
+    }
+
+    fn empty(snapshot: &'a Snapshot, backing: &'a Snapshot, options: &'a Options) -> Self {
         let routing_objects = snapshot.ingresses.len()
             + snapshot.ingressroutes_v1beta1.len()
             + snapshot.ingressroutes_v1.len()
             + snapshot.routes_v1alpha1.len();
         Builder {
             snapshot,
+            backing,
             options,
             vhosts: HashMap::new(),
-            clusters: HashMap::with_capacity(snapshot.services.len().min(routing_objects)),
+            clusters: HashMap::with_capacity(backing.services.len().min(routing_objects)),
             secrets: BTreeMap::new(),
             statuses: HashMap::with_capacity(routing_objects),
             claims: HashMap::new(),
             owners: HashMap::new(),
-            services,
-            slices_by_service,
+            services: HashMap::new(),
+            slices_by_service: HashMap::new(),
+            indexed: None,
             invalid_ingressroutes: None,
             hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    fn add_slice(&mut self, key: &'a ObjKey, slice: &'a EndpointSlice) {
+        let Some(svc) = service_of(slice) else {
+            return;
+        };
+        match self.slices_by_service.entry((key.namespace.as_str(), svc)) {
+            hashbrown::hash_map::Entry::Vacant(e) => {
+                e.insert(Slices::One(slice));
+            }
+            hashbrown::hash_map::Entry::Occupied(mut e) => {
+                let all = e.get_mut();
+                match all {
+                    Slices::One(first) => *all = Slices::Many(vec![*first, slice]),
+                    Slices::Many(v) => v.push(slice),
+                }
+            }
+        }
+    }
+
+    /// Indexes the Services and EndpointSlices of a namespace, unless they already are.
+    fn index_namespace(&mut self, namespace: &str) {
+        let Some(indexed) = &mut self.indexed else {
+            return;
+        };
+        if !indexed.insert(namespace.to_string()) {
+            return;
+        }
+        let whole = self.backing;
+        let start = ObjKey::new(namespace, "");
+        for (k, svc) in whole.services.range(start.clone()..) {
+            if k.namespace != namespace {
+                break;
+            }
+            self.services
+                .insert((k.namespace.as_str(), k.name.as_str()), svc.as_ref());
+        }
+        for (k, slice) in whole.endpoint_slices.range(start..) {
+            if k.namespace != namespace {
+                break;
+            }
+            self.add_slice(k, slice);
         }
     }
 
@@ -296,11 +349,6 @@ impl<'a> Builder<'a> {
         &mut self.vhost_acc(host).vhost
     }
 
-    /// Whether the virtual host already exists (has been touched by some object).
-    pub fn has_vhost(&self, host: &str) -> bool {
-        self.vhosts.contains_key(lowercase(host).as_ref())
-    }
-
     /// Adds a route to a virtual host. A route whose path and header conditions are identical to one
     /// already there is refused, returning the object that defined the first one, and the route.
     pub fn add_route(
@@ -332,6 +380,7 @@ impl<'a> Builder<'a> {
     /// The error is the status message for the referring object.
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<String, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
+        self.index_namespace(b.namespace);
         let Some(&svc) = self.services.get(&(b.namespace, b.service)) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,
@@ -418,7 +467,7 @@ impl<'a> Builder<'a> {
         if self.secrets.contains_key(&id) {
             return Ok(id);
         }
-        let Some(secret) = self.snapshot.secrets.get(&key) else {
+        let Some(secret) = self.backing.secrets.get(&key) else {
             return Err(StatusMessage {
                 reason: reason::SECRET_NOT_FOUND,
                 message: format!("TLS Secret {id:?} not found"),
@@ -467,60 +516,97 @@ impl<'a> Builder<'a> {
 
     // ---- result ----
 
-    /// Sorts every virtual host's routes by precedence, drops empty hosts and produces the model.
+    /// Sorts every virtual host's routes by precedence, drops empty hosts and produces the model:
+    /// the clusters and secrets its virtual hosts use (a backend resolved for a route that was
+    /// then refused is not part of it).
     pub fn finish(self) -> Dag {
-        let vhosts = sorted_map(
+        let vhosts: Map<String, Arc<VirtualHost>> = sorted_map(
             self.vhosts
                 .into_iter()
                 .filter(|(_, a)| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
                 .map(|(host, a)| {
                     let mut v = a.vhost;
                     v.routes.sort_by(route_precedence);
-                    (host, v)
+                    (host, Arc::new(v))
                 }),
         );
-        let statuses = sorted_map(self.statuses.into_iter().map(|(r, acc)| {
-            let state = acc.state.unwrap_or(State::Valid);
-            let description = acc.description.unwrap_or_else(|| match state {
-                State::Invalid => acc
-                    .messages
-                    .first()
-                    .map(|m| m.message.clone())
-                    .unwrap_or_else(|| "invalid".to_string()),
-                State::Valid => "valid".to_string(),
-                State::Orphaned => "not part of a delegation chain from a root".to_string(),
-                State::Ignored => "ignored".to_string(),
-            });
-            let description = if state == State::Invalid && acc.messages.len() > 1 {
-                let more = acc.messages.len() - 1;
-                let plural = if more == 1 { "" } else { "s" };
-                format!("{description} (and {more} more problem{plural})")
-            } else {
-                description
-            };
-            (
-                r,
-                ObjectStatus {
-                    state,
-                    description,
-                    messages: acc.messages,
-                    generation: acc.generation,
-                },
-            )
-        }));
+        let mut clusters = self.clusters;
+        let mut used: HashMap<String, Arc<Cluster>> = HashMap::with_capacity(clusters.len());
+        let mut secrets = Vec::new();
+        for v in vhosts.values() {
+            for name in vhost_clusters(v) {
+                if !used.contains_key(name)
+                    && let Some((name, c)) = clusters.remove_entry(name)
+                {
+                    used.insert(name, Arc::new(c));
+                }
+            }
+            if let Some(tls) = &v.tls
+                && let Some(s) = self.secrets.get(&tls.secret)
+            {
+                secrets.push((tls.secret.clone(), s.clone()));
+            }
+        }
+        drop(clusters);
+        let statuses = sorted_map(
+            self.statuses
+                .into_iter()
+                .map(|(r, acc)| (r, acc.into_status())),
+        );
         Dag {
             vhosts,
-            clusters: sorted_map(self.clusters.into_iter()),
-            secrets: self.secrets,
+            clusters: sorted_map(used.into_iter()),
+            secrets: secrets.into_iter().collect(),
             statuses,
         }
     }
 }
 
-/// A BTreeMap of entries with distinct keys in any order. Sorts the positions of the entries rather
-/// than the entries themselves (models are large; moving them around while sorting cost more than
-/// comparing the keys).
-fn sorted_map<K: Ord, V>(entries: impl Iterator<Item = (K, V)>) -> BTreeMap<K, V> {
+impl StatusAcc {
+    fn into_status(self) -> ObjectStatus {
+        let acc = self;
+        let state = acc.state.unwrap_or(State::Valid);
+        let description = acc.description.unwrap_or_else(|| match state {
+            State::Invalid => acc
+                .messages
+                .first()
+                .map(|m| m.message.clone())
+                .unwrap_or_else(|| "invalid".to_string()),
+            State::Valid => "valid".to_string(),
+            State::Orphaned => "not part of a delegation chain from a root".to_string(),
+            State::Ignored => "ignored".to_string(),
+        });
+        let description = if state == State::Invalid && acc.messages.len() > 1 {
+            let more = acc.messages.len() - 1;
+            let plural = if more == 1 { "" } else { "s" };
+            format!("{description} (and {more} more problem{plural})")
+        } else {
+            description
+        };
+        ObjectStatus {
+            state,
+            description,
+            messages: acc.messages,
+            generation: acc.generation,
+        }
+    }
+}
+
+/// The names of the clusters a virtual host's routes and TCP proxy forward to (with repeats).
+pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &String> {
+    let routes = v.routes.iter().flat_map(|r| match &r.action {
+        RouteAction::Forward(cs) => cs.as_slice(),
+        RouteAction::Unavailable(_) => &[],
+    });
+    routes
+        .chain(v.tcp_proxy.iter().flatten())
+        .map(|c| &c.cluster)
+}
+
+/// A model map of entries with distinct keys in any order. Sorts the positions of the entries
+/// rather than the entries themselves (models are large; moving them around while sorting cost
+/// more than comparing the keys).
+fn sorted_map<K: Ord + Clone, V: Clone>(entries: impl Iterator<Item = (K, V)>) -> Map<K, V> {
     let mut slots: Vec<Option<(K, V)>> = entries.map(Some).collect();
     let mut order: Vec<usize> = (0..slots.len()).collect();
     let key = |i: usize| &slots[i].as_ref().expect("every slot is filled").0;

@@ -39,7 +39,8 @@ struct IngressState {
 pub fn build_ingresses(b: &mut Builder<'_>) {
     let snapshot = b.snapshot;
     let ours = b.options.ingress_class_name.as_str();
-    let default_class = snapshot
+    let default_class = b
+        .backing
         .ingress_classes
         .get(&ObjKey::new("", ours))
         .is_some_and(|c| is_default_class(c));

@@ -121,7 +121,7 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
         }
         Some(o) => Found::Vertex(Rc::new(lower_v1beta1(key, o))),
     };
-    let walk = Walk::new(find, false, objects.len());
+    let walk = Walk::new(find, false, b.backing.ingressroutes_v1beta1.len());
     build_version(
         b,
         Kind::IngressRouteV1beta1,
@@ -147,7 +147,7 @@ pub fn build_v1(b: &mut Builder<'_>) {
         Some(o) if breaks_rules(verdicts.as_ref(), key, o.as_ref(), validate_v1) => Found::Invalid,
         Some(o) => Found::Vertex(Rc::new(lower_v1(key, o))),
     };
-    let walk = Walk::new(find, true, objects.len());
+    let walk = Walk::new(find, true, b.backing.ingressroutes_v1.len());
     build_version(
         b,
         Kind::IngressRouteV1,
@@ -230,7 +230,7 @@ fn build_version<'s, T, F>(
     }
 }
 
-fn delegate_key(own_ns: &str, d: &Delegate) -> ObjKey {
+pub(super) fn delegate_key(own_ns: &str, d: &Delegate) -> ObjKey {
     let ns = d
         .namespace
         .as_deref()

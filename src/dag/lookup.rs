@@ -26,7 +26,7 @@ pub fn select_vhost<'d>(dag: &'d Dag, host: &str) -> Option<&'d VirtualHost> {
     {
         return Some(v);
     }
-    dag.vhosts.get("*")
+    dag.vhosts.get("*").map(|v| &**v)
 }
 
 fn strip_port(host: &str) -> &str {

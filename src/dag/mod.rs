@@ -12,6 +12,7 @@
 
 mod builder;
 mod delegation;
+pub mod incremental;
 pub mod ingress;
 pub mod ingressroute;
 pub mod lookup;
@@ -58,12 +59,17 @@ impl Options {
 /// Builds the routing model and all statuses from one snapshot.
 pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
     let mut b = Builder::new(snapshot, options);
-    ingressroute::claim_hosts(&mut b);
-    route::claim_hosts(&mut b);
-    b.settle_host_claims();
-    ingressroute::build_v1beta1(&mut b);
-    ingressroute::build_v1(&mut b);
-    route::build_routes(&mut b);
-    ingress::build_ingresses(&mut b);
+    run(&mut b);
     b.finish()
+}
+
+/// Runs every processor over the builder's routing objects.
+fn run(b: &mut Builder<'_>) {
+    ingressroute::claim_hosts(b);
+    route::claim_hosts(b);
+    b.settle_host_claims();
+    ingressroute::build_v1beta1(b);
+    ingressroute::build_v1(b);
+    route::build_routes(b);
+    ingress::build_ingresses(b);
 }

@@ -3,25 +3,34 @@
 //! (BTreeMaps, routes sorted by precedence), no Envoy types: `translate` turns it into Envoy config,
 //! `sluice routes` prints it, and `lookup` answers "which route takes this request".
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::api::{LbStrategy, ObjKey, ObjectRef, TlsVersion};
 
+/// A sorted map the model is made of: a persistent B-tree ([`imbl::OrdMap`]), so a model derived
+/// from the previous one (an incremental build) shares every entry it did not change, cloning a
+/// model is cheap, and comparing two models skips what they share.
+pub type Map<K, V> = imbl::OrdMap<K, V>;
+
 /// The whole routing model plus statuses.
+///
+/// Virtual hosts and clusters are held in `Arc`s: a model built from the previous one shares the
+/// unchanged ones, and the translation of the previous model can tell them apart by pointer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Dag {
     /// Virtual hosts by lowercase name: exact (`www.example.com`), single-label wildcard
     /// (`*.example.com`), or `*` for requests whose host matches no other virtual host.
-    pub vhosts: BTreeMap<String, VirtualHost>,
-    /// Upstream clusters by name (stable, derived from service, port and settings).
-    pub clusters: BTreeMap<String, Cluster>,
-    /// TLS certificates by name (`namespace/secret`).
-    pub secrets: BTreeMap<String, TlsSecret>,
+    pub vhosts: Map<String, Arc<VirtualHost>>,
+    /// Upstream clusters by name (stable, derived from service, port and settings): those the
+    /// virtual hosts' routes use.
+    pub clusters: Map<String, Arc<Cluster>>,
+    /// TLS certificates by name (`namespace/secret`): those the virtual hosts use.
+    pub secrets: Map<String, TlsSecret>,
     /// A status for every routing object seen.
-    pub statuses: BTreeMap<ObjectRef, ObjectStatus>,
+    pub statuses: Map<ObjectRef, ObjectStatus>,
 }
 
 /// One virtual host and its routes.

@@ -69,7 +69,7 @@ impl Encoder {
         for (name, c) in &dag.clusters {
             let same = prev_clusters
                 .as_mut()
-                .is_some_and(|p| p.get(name) == Some(c));
+                .is_some_and(|p| p.get(name).is_some_and(|p| same_entry(p, c)));
             if !(same && clusters.reuse(name)) {
                 let pb = build_cluster(c);
                 clusters.add(&pb.name, &pb);
@@ -101,7 +101,7 @@ impl Encoder {
             }
             let same = prev_vhosts
                 .as_mut()
-                .is_some_and(|p| p.get(&v.host) == Some(v));
+                .is_some_and(|p| p.get(&v.host).is_some_and(|p| same_entry(p, v)));
             if !(same && routes.reuse(&https_route_config_name(&v.host))) {
                 let pb = route::build_https_route_config(v);
                 routes.add(&pb.name, &pb);
@@ -143,15 +143,15 @@ impl Encoder {
         routes: &mut TypeBuilder<'_>,
     ) -> HashMap<String, Arc<[u8]>> {
         let prev = self.prev.as_ref();
-        let fallback = dag.vhosts.get("*");
-        let fallback_same = prev.is_some_and(|p| p.dag.vhosts.get("*") == fallback);
+        let fallback = dag.vhosts.get("*").map(|v| &**v);
+        let fallback_same = prev.is_some_and(|p| p.dag.vhosts.get("*").map(|v| &**v) == fallback);
         let mut hosts: Vec<(&VirtualHost, Arc<[u8]>)> = Vec::with_capacity(dag.vhosts.len());
         let mut reused = 0;
         let mut prev_vhosts = prev.map(|p| Cursor::new(&p.dag.vhosts));
         for v in dag.vhosts.values().filter(|v| v.tcp_proxy.is_none()) {
             let same = prev_vhosts
                 .as_mut()
-                .is_some_and(|p| p.get(&v.host) == Some(v))
+                .is_some_and(|p| p.get(&v.host).is_some_and(|p| same_entry(p, v)))
                 && (fallback_same || !v.host.starts_with("*."));
             let previous = prev
                 .filter(|_| same)
@@ -198,6 +198,12 @@ pub struct Retired(
 );
 
 /// What the TLS listener is made of: each TLS host with its TLS settings, TCP proxy and secret.
+/// Whether two model entries are equal: the same shared entry (a model built from the previous
+/// one shares what it did not change), or equal values.
+fn same_entry<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
 fn tls_inputs(dag: &Dag) -> impl Iterator<Item = impl PartialEq + '_> + '_ {
     dag.vhosts.values().filter_map(|v| {
         let tls = v.tls.as_ref()?;
@@ -300,11 +306,12 @@ impl<'p> TypeBuilder<'p> {
 
 /// Walks `map` alongside ascending keys: `get(k)` for k in ascending order costs one step each.
 struct Cursor<'m, V> {
-    iter: std::iter::Peekable<std::collections::btree_map::Iter<'m, String, V>>,
+    iter:
+        std::iter::Peekable<imbl::ordmap::Iter<'m, String, V, imbl::shared_ptr::DefaultSharedPtr>>,
 }
 
-impl<'m, V> Cursor<'m, V> {
-    fn new(map: &'m BTreeMap<String, V>) -> Self {
+impl<'m, V: Clone> Cursor<'m, V> {
+    fn new(map: &'m crate::dag::Map<String, V>) -> Self {
         Cursor {
             iter: map.iter().peekable(),
         }

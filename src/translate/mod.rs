@@ -171,8 +171,12 @@ pub fn build(dag: &Dag, options: &Options) -> Resources {
     Resources {
         listeners,
         routes,
-        clusters: dag.clusters.values().map(build_cluster).collect(),
-        endpoints: dag.clusters.values().map(build_load_assignment).collect(),
+        clusters: dag.clusters.values().map(|c| build_cluster(c)).collect(),
+        endpoints: dag
+            .clusters
+            .values()
+            .map(|c| build_load_assignment(c))
+            .collect(),
         secrets: dag.secrets.values().map(build_secret).collect(),
     }
 }

@@ -35,7 +35,7 @@ pub fn https_route_config_name(host: &str) -> String {
 /// The HTTP route configuration: every host that routes HTTP. Routes of TLS hosts answer 301 to
 /// HTTPS unless they permit insecure requests.
 pub fn build_http_route_config(dag: &Dag) -> RouteConfiguration {
-    let fallback = dag.vhosts.get("*");
+    let fallback = dag.vhosts.get("*").map(|v| &**v);
     let virtual_hosts = dag
         .vhosts
         .values()

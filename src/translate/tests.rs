@@ -70,10 +70,10 @@ pub(crate) fn mk_vhost(host: &str, routes: Vec<Route>) -> VirtualHost {
 pub(crate) fn mk_dag(vhosts: Vec<VirtualHost>, clusters: Vec<DagCluster>) -> Dag {
     let mut dag = Dag::default();
     for v in vhosts {
-        dag.vhosts.insert(v.host.clone(), v);
+        dag.vhosts.insert(v.host.clone(), v.into());
     }
     for c in clusters {
-        dag.clusters.insert(c.name.clone(), c);
+        dag.clusters.insert(c.name.clone(), c.into());
     }
     dag
 }
@@ -546,7 +546,7 @@ fn tcp_proxy_hosts_get_a_tcp_filter_chain() {
         cluster: "app".into(),
         weight: 1,
     }]);
-    dag.vhosts.insert(tcp.host.clone(), tcp);
+    dag.vhosts.insert(tcp.host.clone(), tcp.into());
     let res = build(&dag, &Options::default());
     let https = res
         .listeners

@@ -1,0 +1,487 @@
+//! Incremental `dag::build`: after a change to a few routing objects, only the part of the model
+//! those objects can affect is built again, and the rest of the previous model is shared.
+//!
+//! Routing objects affect each other only through what they name:
+//! - a host (a root's fqdn, a Route's host, an Ingress's rule, TLS and default-backend hosts):
+//!   claims compete for it and routes merge into it;
+//! - an IngressRoute name (its own, and every name it delegates to, in either API version):
+//!   delegation, orphans, cycles and the hint about the other API group follow these.
+//!
+//! These [`Link`]s make a graph whose connected parts are built independently: `dag::build` of the
+//! whole snapshot equals the union of `dag::build` of each part (with Services, EndpointSlices and
+//! Secrets looked up in the whole snapshot). A change rebuilds the parts that hold a changed
+//! object, before or after the change: the objects reachable from the changed objects' old and
+//! new links. The parts' virtual hosts and statuses replace the previous ones; clusters and
+//! secrets are the ones the virtual hosts use, counted by user.
+//!
+//! A change to Services, Secrets or IngressClasses, or to more routing objects than
+//! [`MAX_CHANGED_FRACTION`] of them, is built in full. EndpointSlice changes are taken into account
+//! by refreshing the endpoints of the affected Services' clusters (the endpoint fast path of the
+//! pipeline leaves the model's endpoints alone; [`Incremental::endpoints_changed`] records them).
+//!
+//! Tests compare every incremental build with a full build of the same snapshot.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use hashbrown::{HashMap, HashSet};
+
+use super::builder::vhost_clusters;
+use super::model::*;
+use super::{Builder, Options};
+use crate::api::{Kind, ObjKey, ObjectRef};
+use crate::store::{Objects, Snapshot};
+
+/// Above this fraction of the routing objects changed at once, a full build is cheaper.
+pub const MAX_CHANGED_FRACTION: f64 = 0.25;
+
+/// What routing objects share (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Link {
+    Host(String),
+    IngressRoute(ObjKey),
+}
+
+/// How a model was built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuildKind {
+    Full,
+    /// Built again: this many routing objects (changed, or sharing a link with a change).
+    Partial {
+        objects: usize,
+    },
+}
+
+/// The index an incremental build needs, kept from one build to the next.
+#[derive(Default)]
+pub struct Incremental {
+    options: Options,
+    /// The links of every routing object of the snapshot last built.
+    links: HashMap<ObjectRef, Vec<Link>>,
+    /// The routing objects holding each link.
+    holders: HashMap<Link, Vec<ObjectRef>>,
+    /// How many virtual hosts use each cluster, and each secret.
+    cluster_users: HashMap<String, u32>,
+    secret_users: HashMap<String, u32>,
+    /// Services whose EndpointSlices changed since the model was built.
+    stale_endpoints: BTreeSet<ObjKey>,
+    /// Whether the index describes the last build (false until a full build).
+    ready: bool,
+}
+
+impl Incremental {
+    pub fn new(options: Options) -> Self {
+        Incremental {
+            options,
+            ..Default::default()
+        }
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Records that the EndpointSlices of these Services changed after the last build, and the
+    /// model's endpoints of their clusters were not updated.
+    pub fn endpoints_changed<'k>(&mut self, services: impl IntoIterator<Item = &'k ObjKey>) {
+        self.stale_endpoints.extend(services.into_iter().cloned());
+    }
+
+    /// Builds the model of every routing object of `snapshot` and indexes it.
+    pub fn build_full(&mut self, snapshot: &Snapshot) -> Dag {
+        let dag = super::build(snapshot, &self.options);
+        self.links.clear();
+        self.holders.clear();
+        for (obj, links) in routing_links(snapshot) {
+            for l in &links {
+                self.holders.entry(l.clone()).or_default().push(obj.clone());
+            }
+            self.links.insert(obj, links);
+        }
+        self.cluster_users.clear();
+        self.secret_users.clear();
+        for v in dag.vhosts.values() {
+            self.count_users(v, 1, &mut Vec::new());
+        }
+        self.stale_endpoints.clear();
+        self.ready = true;
+        dag
+    }
+
+    /// The model of `next`, built from `prev` (the model this index last built, from
+    /// `prev_snapshot`) where that is possible, else in full.
+    pub fn build(&mut self, prev: Option<(&Snapshot, &Dag)>, next: &Snapshot) -> (Dag, BuildKind) {
+        if let Some((prev_snapshot, prev_dag)) = prev
+            && self.ready
+            && let Some(changed) = self.changed_objects(prev_snapshot, next)
+        {
+            self.ready = false;
+            if let Some((dag, objects)) = self.build_part(prev_dag, next, changed) {
+                self.ready = true;
+                return (dag, BuildKind::Partial { objects });
+            }
+        }
+        (self.build_full(next), BuildKind::Full)
+    }
+
+    /// The routing objects that changed, or None when the change needs a full build. Notes the
+    /// Services whose EndpointSlices changed.
+    fn changed_objects(&mut self, prev: &Snapshot, next: &Snapshot) -> Option<Vec<ObjectRef>> {
+        if !unchanged(&prev.services, &next.services)
+            || !unchanged(&prev.secrets, &next.secrets)
+            || !unchanged(&prev.ingress_classes, &next.ingress_classes)
+        {
+            return None;
+        }
+        let mut services = BTreeSet::new();
+        diff(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
+            for slice in [a, b].into_iter().flatten() {
+                if let Some(svc) = super::service_of(slice) {
+                    services.insert(ObjKey::new(key.namespace.as_str(), svc));
+                }
+            }
+        });
+        let mut changed = Vec::new();
+        fn note(changed: &mut Vec<ObjectRef>, kind: Kind) -> impl FnMut(&ObjKey) + '_ {
+            move |key: &ObjKey| {
+                changed.push(ObjectRef {
+                    kind,
+                    key: key.clone(),
+                })
+            }
+        }
+        let c = &mut changed;
+        diff_keys(&prev.ingresses, &next.ingresses, note(c, Kind::Ingress));
+        diff_keys(
+            &prev.ingressroutes_v1beta1,
+            &next.ingressroutes_v1beta1,
+            note(c, Kind::IngressRouteV1beta1),
+        );
+        diff_keys(
+            &prev.ingressroutes_v1,
+            &next.ingressroutes_v1,
+            note(c, Kind::IngressRouteV1),
+        );
+        diff_keys(
+            &prev.routes_v1alpha1,
+            &next.routes_v1alpha1,
+            note(c, Kind::RouteV1alpha1),
+        );
+        let total = routing_objects(next).max(routing_objects(prev));
+        if changed.len() as f64 > total as f64 * MAX_CHANGED_FRACTION {
+            return None;
+        }
+        self.stale_endpoints.extend(services);
+        Some(changed)
+    }
+
+    /// Rebuilds the part of the model `changed` can affect. None when it cannot tell (the caller
+    /// builds in full).
+    fn build_part(
+        &mut self,
+        prev: &Dag,
+        next: &Snapshot,
+        changed: Vec<ObjectRef>,
+    ) -> Option<(Dag, usize)> {
+        // Re-link the changed objects, keeping their old links as starting points.
+        let mut queue: VecDeque<Link> = VecDeque::new();
+        for obj in &changed {
+            if let Some(old) = self.links.remove(obj) {
+                for l in &old {
+                    if let Some(h) = self.holders.get_mut(l) {
+                        h.retain(|o| o != obj);
+                        if h.is_empty() {
+                            self.holders.remove(l);
+                        }
+                    }
+                }
+                queue.extend(old);
+            }
+            if let Some(new) = object_links(next, obj) {
+                for l in &new {
+                    self.holders.entry(l.clone()).or_default().push(obj.clone());
+                }
+                queue.extend(new.iter().cloned());
+                self.links.insert(obj.clone(), new);
+            }
+        }
+        // Everything connected to them.
+        let mut objects: HashSet<ObjectRef> = changed.into_iter().collect();
+        let mut seen: HashSet<Link> = HashSet::new();
+        while let Some(link) = queue.pop_front() {
+            if seen.contains(&link) {
+                continue;
+            }
+            for o in self.holders.get(&link).into_iter().flatten() {
+                if !objects.contains(o) {
+                    objects.insert(o.clone());
+                    queue.extend(self.links.get(o).into_iter().flatten().cloned());
+                }
+            }
+            seen.insert(link);
+        }
+        let hosts: HashSet<&str> = seen
+            .iter()
+            .filter_map(|l| match l {
+                Link::Host(h) => Some(h.as_str()),
+                Link::IngressRoute(_) => None,
+            })
+            .collect();
+
+        // Build that part, with Services, EndpointSlices and Secrets from the whole snapshot.
+        let mut part_snapshot = Snapshot::default();
+        for obj in &objects {
+            copy_object(next, &mut part_snapshot, obj);
+        }
+        let part = {
+            let mut b = Builder::partial(&part_snapshot, next, &self.options);
+            super::run(&mut b);
+            b.finish()
+        };
+        if part.vhosts.keys().any(|h| !hosts.contains(h.as_str())) {
+            tracing::warn!(
+                "an incremental build produced a host outside its part; building in full"
+            );
+            return None;
+        }
+
+        // The previous model with that part replaced.
+        let mut dag = prev.clone();
+        let mut unused = Vec::new();
+        for h in &hosts {
+            if let Some(old) = dag.vhosts.remove(*h) {
+                self.count_users(&old, -1, &mut unused);
+            }
+        }
+        for (h, v) in &part.vhosts {
+            self.count_users(v, 1, &mut unused);
+            dag.vhosts.insert(h.clone(), v.clone());
+        }
+        for obj in &objects {
+            dag.statuses.remove(obj);
+        }
+        for (obj, s) in part.statuses {
+            dag.statuses.insert(obj, s);
+        }
+        for (name, secret) in unused {
+            if secret {
+                if !self.secret_users.contains_key(&name) {
+                    dag.secrets.remove(&name);
+                }
+            } else if !self.cluster_users.contains_key(&name) {
+                dag.clusters.remove(&name);
+            }
+        }
+        for (name, c) in part.clusters {
+            dag.clusters.insert(name, c);
+        }
+        for (name, s) in part.secrets {
+            dag.secrets.insert(name, s);
+        }
+        if !self.refresh_endpoints(&mut dag, next) {
+            return None;
+        }
+        Some((dag, objects.len()))
+    }
+
+    /// Recomputes the endpoints of the clusters of Services whose EndpointSlices changed since
+    /// the model was built. False when a cluster's Service or port is gone.
+    fn refresh_endpoints(&mut self, dag: &mut Dag, next: &Snapshot) -> bool {
+        if self.stale_endpoints.is_empty() {
+            return true;
+        }
+        let stale: Vec<(String, Arc<Cluster>)> = dag
+            .clusters
+            .iter()
+            .filter(|(_, c)| self.stale_endpoints.contains(&c.service))
+            .map(|(n, c)| (n.clone(), c.clone()))
+            .collect();
+        for (name, c) in stale {
+            let Some(endpoints) = super::cluster_endpoints(next, &c) else {
+                return false;
+            };
+            if endpoints != c.endpoints {
+                let fresh = Cluster {
+                    endpoints,
+                    ..(*c).clone()
+                };
+                dag.clusters.insert(name, Arc::new(fresh));
+            }
+        }
+        self.stale_endpoints.clear();
+        true
+    }
+
+    /// Adds (`by` = 1) or removes (-1) a virtual host's use of its clusters and secret; pushes
+    /// the names left without a user to `unused` (true for a secret).
+    fn count_users(&mut self, v: &VirtualHost, by: i32, unused: &mut Vec<(String, bool)>) {
+        let mut counted: HashSet<&str> = HashSet::new();
+        for c in vhost_clusters(v) {
+            if counted.insert(c.as_str()) && count(&mut self.cluster_users, c, by) {
+                unused.push((c.clone(), false));
+            }
+        }
+        if let Some(tls) = &v.tls
+            && count(&mut self.secret_users, &tls.secret, by)
+        {
+            unused.push((tls.secret.clone(), true));
+        }
+    }
+}
+
+/// Counts one more or one less user of a name; true when it has none left.
+fn count(users: &mut HashMap<String, u32>, name: &str, by: i32) -> bool {
+    if by > 0 {
+        *users.entry_ref(name).or_insert(0) += 1;
+        return false;
+    }
+    let Some(n) = users.get_mut(name) else {
+        return false;
+    };
+    *n -= 1;
+    if *n == 0 {
+        users.remove(name);
+        return true;
+    }
+    false
+}
+
+fn routing_objects(s: &Snapshot) -> usize {
+    s.ingresses.len()
+        + s.ingressroutes_v1beta1.len()
+        + s.ingressroutes_v1.len()
+        + s.routes_v1alpha1.len()
+}
+
+/// Whether two object maps hold the same objects. Maps that share their structure (one is a
+/// changed copy of the other) are compared where they differ only.
+fn unchanged<T: PartialEq>(a: &Objects<T>, b: &Objects<T>) -> bool {
+    a.ptr_eq(b) || a == b
+}
+
+/// Calls `f` with each key added, removed or changed between `a` and `b`, with the object
+/// before and after.
+fn diff<T: PartialEq>(
+    a: &Objects<T>,
+    b: &Objects<T>,
+    mut f: impl FnMut(&ObjKey, Option<&T>, Option<&T>),
+) {
+    if a.ptr_eq(b) {
+        return;
+    }
+    for item in a.diff(b) {
+        match item {
+            imbl::ordmap::DiffItem::Add(k, v) => f(k, None, Some(v)),
+            imbl::ordmap::DiffItem::Remove(k, v) => f(k, Some(v), None),
+            imbl::ordmap::DiffItem::Update {
+                old: (k, old),
+                new: (_, new),
+            } => f(k, Some(old), Some(new)),
+        }
+    }
+}
+
+fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&ObjKey)) {
+    diff(a, b, |k, _, _| f(k));
+}
+
+fn host_link(host: &str) -> Link {
+    Link::Host(host.to_ascii_lowercase())
+}
+
+/// The links of every routing object of a snapshot.
+fn routing_links(s: &Snapshot) -> impl Iterator<Item = (ObjectRef, Vec<Link>)> + '_ {
+    let refs = s
+        .ingresses
+        .keys()
+        .map(|k| ObjectRef::new(Kind::Ingress, k.namespace.as_str(), k.name.as_str()))
+        .chain(s.ingressroutes_v1beta1.keys().map(|k| ObjectRef {
+            kind: Kind::IngressRouteV1beta1,
+            key: k.clone(),
+        }))
+        .chain(s.ingressroutes_v1.keys().map(|k| ObjectRef {
+            kind: Kind::IngressRouteV1,
+            key: k.clone(),
+        }))
+        .chain(s.routes_v1alpha1.keys().map(|k| ObjectRef {
+            kind: Kind::RouteV1alpha1,
+            key: k.clone(),
+        }));
+    refs.filter_map(|r| object_links(s, &r).map(|l| (r, l)))
+}
+
+/// The links of one routing object of the snapshot; None when it is not there.
+fn object_links(s: &Snapshot, obj: &ObjectRef) -> Option<Vec<Link>> {
+    let key = &obj.key;
+    let delegates = |routes: &mut dyn Iterator<Item = Option<&crate::api::Delegate>>| {
+        let mut links = vec![Link::IngressRoute(key.clone())];
+        for d in routes.flatten() {
+            links.push(Link::IngressRoute(super::ingressroute::delegate_key(
+                &key.namespace,
+                d,
+            )));
+        }
+        links
+    };
+    let links = match obj.kind {
+        Kind::IngressRouteV1beta1 => {
+            let o = s.ingressroutes_v1beta1.get(key)?;
+            let mut links = delegates(&mut o.spec.routes.iter().map(|r| r.delegate.as_ref()));
+            links.extend(o.spec.virtualhost.as_ref().map(|v| host_link(&v.fqdn)));
+            links
+        }
+        Kind::IngressRouteV1 => {
+            let o = s.ingressroutes_v1.get(key)?;
+            let mut links = delegates(&mut o.spec.routes.iter().map(|r| r.delegate.as_ref()));
+            links.extend(o.spec.virtualhost.as_ref().map(|v| host_link(&v.fqdn)));
+            links
+        }
+        Kind::RouteV1alpha1 => vec![host_link(&s.routes_v1alpha1.get(key)?.spec.host)],
+        Kind::Ingress => {
+            let o = s.ingresses.get(key)?;
+            let mut links = Vec::new();
+            if let Some(spec) = &o.spec {
+                for tls in spec.tls.iter().flatten() {
+                    links.extend(tls.hosts.iter().flatten().map(|h| host_link(h)));
+                }
+                for rule in spec.rules.iter().flatten() {
+                    let host = rule.host.as_deref().filter(|h| !h.is_empty());
+                    links.push(host_link(host.unwrap_or(super::ingress::CATCH_ALL_HOST)));
+                }
+                if spec.default_backend.is_some() {
+                    links.push(host_link(super::ingress::CATCH_ALL_HOST));
+                }
+            }
+            links.sort();
+            links.dedup();
+            links
+        }
+        _ => return None,
+    };
+    Some(links)
+}
+
+/// Copies one routing object from `from` into `to`.
+fn copy_object(from: &Snapshot, to: &mut Snapshot, obj: &ObjectRef) {
+    fn copy<T>(from: &Objects<T>, to: &mut Objects<T>, key: &ObjKey) {
+        if let Some(o) = from.get(key) {
+            to.insert(key.clone(), o.clone());
+        }
+    }
+    let key = &obj.key;
+    match obj.kind {
+        Kind::Ingress => copy(&from.ingresses, &mut to.ingresses, key),
+        Kind::IngressRouteV1beta1 => copy(
+            &from.ingressroutes_v1beta1,
+            &mut to.ingressroutes_v1beta1,
+            key,
+        ),
+        Kind::IngressRouteV1 => copy(&from.ingressroutes_v1, &mut to.ingressroutes_v1, key),
+        Kind::RouteV1alpha1 => copy(&from.routes_v1alpha1, &mut to.routes_v1alpha1, key),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+#[path = "incremental_tests.rs"]
+mod tests;
