@@ -212,3 +212,47 @@ async fn standalone_serve_runs_the_webhook_over_the_manifest_directory() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("admission webhook listening"), "{stderr}");
 }
+
+/// An unusable webhook certificate stops `sluice serve` at start, naming the file; it does not
+/// run on without its webhook.
+#[test]
+fn serve_exits_at_start_when_the_webhook_certificate_is_unusable() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).unwrap();
+    let cert = dir.path().join("tls.crt");
+    std::fs::write(&cert, "not a certificate").unwrap();
+    std::fs::write(dir.path().join("tls.key"), "not a key").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--manifests"])
+        .arg(&manifests)
+        .args(["--xds-address", &format!("127.0.0.1:{}", free_port())])
+        .args(["--webhook-address", &format!("127.0.0.1:{}", free_port())])
+        .arg("--webhook-cert")
+        .arg(&cert)
+        .arg("--webhook-key")
+        .arg(dir.path().join("tls.key"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sluice serve kept running with an unusable webhook certificate");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success(), "{status:?}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("admission webhook") && stderr.contains(&cert.display().to_string()),
+        "{stderr}"
+    );
+}

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use sluice::dag::Options;
-use sluice::webhook::{IndexHandle, ReloadingCert, WebhookConfig, WebhookError, serve_on, spawn};
+use sluice::webhook::{IndexHandle, ReloadingCert, WebhookConfig, WebhookError, serve_on};
 use tokio::sync::oneshot;
 use webhook_support::*;
 
@@ -288,7 +288,7 @@ async fn a_client_that_does_not_trust_the_ca_is_refused_and_plain_http_gets_noth
 }
 
 #[tokio::test]
-async fn spawn_fails_loudly_on_an_unusable_certificate_or_address() {
+async fn start_fails_loudly_on_an_unusable_certificate_or_address() {
     let files = Files::new();
     std::fs::write(&files.cert, "garbage").unwrap();
     std::fs::write(&files.key, "garbage").unwrap();
@@ -301,9 +301,8 @@ async fn spawn_fails_loudly_on_an_unusable_certificate_or_address() {
         reload_interval: Duration::from_secs(1),
     };
     let index = IndexHandle::new(Options::default());
-    let err = spawn(config.clone(), index.clone(), std::future::pending())
+    let err = sluice::webhook::start(config.clone(), index.clone(), std::future::pending())
         .await
-        .unwrap()
         .unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -321,9 +320,8 @@ async fn spawn_fails_loudly_on_an_unusable_certificate_or_address() {
         address: taken.local_addr().unwrap(),
         ..config
     };
-    let err = spawn(config, index, std::future::pending())
+    let err = sluice::webhook::start(config, index, std::future::pending())
         .await
-        .unwrap()
         .unwrap_err();
     assert!(matches!(err, WebhookError::Bind { .. }), "{err}");
 }

@@ -122,8 +122,15 @@ pub async fn serve(
     };
 
     let webhook_metrics = crate::webhook::Metrics::new();
-    let webhook = crate::webhook::WebhookConfig::from_serve_args(args, webhook_metrics.clone())
-        .map(|cfg| crate::webhook::spawn(cfg, index.clone(), stopped(stop_rx.clone())));
+    let webhook =
+        match crate::webhook::WebhookConfig::from_serve_args(args, webhook_metrics.clone()) {
+            Some(cfg) => Some(
+                crate::webhook::start(cfg, index.clone(), stopped(stop_rx.clone()))
+                    .await
+                    .context("admission webhook")?,
+            ),
+            None => None,
+        };
 
     let listener = tokio::net::TcpListener::bind(args.xds_address)
         .await

@@ -145,12 +145,20 @@ pub async fn run(
         "serving xDS (standalone mode)"
     );
     let (stop_tx, stop_rx) = watch::channel(false);
-    let webhook = cfg.webhook.clone().map(|w| {
-        let mut stop = stop_rx.clone();
-        crate::webhook::spawn(w, index.clone(), async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-    });
+    let webhook = match cfg.webhook.clone() {
+        Some(w) => {
+            let mut stop = stop_rx.clone();
+            let stopped = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            Some(
+                crate::webhook::start(w, index.clone(), stopped)
+                    .await
+                    .context("admission webhook")?,
+            )
+        }
+        None => None,
+    };
     let server = xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
     let metrics_task = cfg.metrics_address.map(|addr| {
         let mut registry = prometheus_client::registry::Registry::default();

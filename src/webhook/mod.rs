@@ -263,25 +263,32 @@ pub async fn serve_on(
     Ok(())
 }
 
-/// Starts the webhook as a task: what `sluice serve` calls when `--webhook-address` is given.
+/// Starts the webhook: what `sluice serve` calls when `--webhook-address` is given.
 ///
-/// `index` is the handle the snapshot owner keeps calling [`IndexHandle::replace`] on; the task ends
-/// when `shutdown` resolves (after open connections finish) or at once with an error when the
-/// address cannot be bound or the certificate cannot be used.
-pub fn spawn(
+/// The certificate and key are loaded and the address bound before this returns, so an unusable
+/// certificate or a taken address stops `sluice serve` at start with the reason. `index` is the
+/// handle the snapshot owner keeps calling [`IndexHandle::replace`] on; the returned task ends
+/// when `shutdown` resolves (after open connections finish).
+pub async fn start(
     config: WebhookConfig,
     index: IndexHandle,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> tokio::task::JoinHandle<Result<(), WebhookError>> {
-    tokio::spawn(async move {
-        let cert = ReloadingCert::load(&config.cert_path, &config.key_path)?;
-        let listener = tokio::net::TcpListener::bind(config.address)
-            .await
-            .map_err(|source| WebhookError::Bind {
-                address: config.address,
-                source,
-            })?;
-        let state = State::new(config.settings, index, config.metrics);
-        serve_on(listener, cert, config.reload_interval, state, shutdown).await
-    })
+) -> Result<tokio::task::JoinHandle<Result<(), WebhookError>>, WebhookError> {
+    let cert = ReloadingCert::load(&config.cert_path, &config.key_path)?;
+    // Checked now as well: a key that does not match the certificate fails here, not per request.
+    cert.server_config()?;
+    let listener = tokio::net::TcpListener::bind(config.address)
+        .await
+        .map_err(|source| WebhookError::Bind {
+            address: config.address,
+            source,
+        })?;
+    let state = State::new(config.settings, index, config.metrics);
+    Ok(tokio::spawn(serve_on(
+        listener,
+        cert,
+        config.reload_interval,
+        state,
+        shutdown,
+    )))
 }
