@@ -25,6 +25,29 @@ use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
 /// snapshots are compared where they differ only.
 pub type Objects<T> = imbl::OrdMap<ObjKey, Arc<T>>;
 
+/// Calls `f` with each key whose object was added, removed or changed from `a` to `b`, with the
+/// object before and after. Maps that share structure (one derived from the other) are compared
+/// where they differ only.
+pub fn each_change<T: PartialEq>(
+    a: &Objects<T>,
+    b: &Objects<T>,
+    mut f: impl FnMut(&ObjKey, Option<&T>, Option<&T>),
+) {
+    if a.ptr_eq(b) {
+        return;
+    }
+    for item in a.diff(b) {
+        match item {
+            imbl::ordmap::DiffItem::Add(k, v) => f(k, None, Some(v)),
+            imbl::ordmap::DiffItem::Remove(k, v) => f(k, Some(v), None),
+            imbl::ordmap::DiffItem::Update {
+                old: (k, old),
+                new: (_, new),
+            } => f(k, Some(old), Some(new)),
+        }
+    }
+}
+
 /// Everything routing can depend on, as of one moment.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -267,22 +290,11 @@ impl Snapshot {
             }
         };
         // Both maps are sorted: walk them side by side.
-        if !endpoint_slices.ptr_eq(&next.endpoint_slices) {
-            for item in endpoint_slices.diff(&next.endpoint_slices) {
-                match item {
-                    imbl::ordmap::DiffItem::Add(k, v) | imbl::ordmap::DiffItem::Remove(k, v) => {
-                        note(k, v)
-                    }
-                    imbl::ordmap::DiffItem::Update {
-                        old: (k, old),
-                        new: (_, new),
-                    } => {
-                        note(k, old);
-                        note(k, new);
-                    }
-                }
+        each_change(endpoint_slices, &next.endpoint_slices, |key, old, new| {
+            for slice in [old, new].into_iter().flatten() {
+                note(key, slice);
             }
-        }
+        });
         Some(changes)
     }
 

@@ -148,13 +148,20 @@ pub async fn serve(
     let publish: Publisher = {
         let pipeline = pipeline.clone();
         let index = index.clone();
+        // The model whose statuses were last logged.
+        let logged: std::sync::Mutex<Option<Arc<crate::dag::Dag>>> = Default::default();
         Arc::new(move |snapshot: &crate::store::Snapshot| {
             // Envoy's update first; the webhook's index follows right after (EndpointSlices are
             // not in it, so an endpoint-only change leaves it alone).
             let (dag, path) = pipeline.publish_counted(snapshot);
             if path.rebuilt() {
                 index.replace(snapshot);
-                super::log_statuses(&dag);
+                let mut logged = logged.lock().unwrap_or_else(|p| p.into_inner());
+                match logged.as_ref() {
+                    Some(prev) => super::log_status_changes(prev, &dag),
+                    None => super::log_statuses(&dag),
+                }
+                *logged = Some(dag.clone());
             }
             dag
         })

@@ -213,6 +213,28 @@ fn drop_later<T: Send + 'static>(value: T) {
     }
 }
 
+/// Logs the routing objects whose status changed since `prev` to invalid or orphaned (cluster
+/// mode: every status is on its object; the log says what a build changed, not all of it again).
+pub fn log_status_changes(prev: &Dag, dag: &Dag) {
+    use imbl::ordmap::DiffItem;
+    for item in prev.statuses.diff(&dag.statuses) {
+        let (obj, status) = match item {
+            DiffItem::Add(obj, status) => (obj, status),
+            DiffItem::Update { new, .. } => new,
+            DiffItem::Remove(..) => continue,
+        };
+        match status.state {
+            State::Invalid => {
+                tracing::warn!(object = %obj, description = %status.description, "invalid")
+            }
+            State::Orphaned => {
+                tracing::warn!(object = %obj, description = %status.description, "orphaned")
+            }
+            State::Valid | State::Ignored => {}
+        }
+    }
+}
+
 /// Logs every routing object that is not valid (standalone mode has no status writer).
 pub fn log_statuses(dag: &Dag) {
     let mut valid = 0usize;

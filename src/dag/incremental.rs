@@ -134,7 +134,7 @@ impl Incremental {
             return None;
         }
         let mut services = BTreeSet::new();
-        diff(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
+        crate::store::each_change(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
             for slice in [a, b].into_iter().flatten() {
                 if let Some(svc) = super::service_of(slice) {
                     services.insert(ObjKey::new(key.namespace.as_str(), svc));
@@ -359,30 +359,8 @@ fn unchanged<T: PartialEq>(a: &Objects<T>, b: &Objects<T>) -> bool {
     a.ptr_eq(b) || a == b
 }
 
-/// Calls `f` with each key added, removed or changed between `a` and `b`, with the object
-/// before and after.
-fn diff<T: PartialEq>(
-    a: &Objects<T>,
-    b: &Objects<T>,
-    mut f: impl FnMut(&ObjKey, Option<&T>, Option<&T>),
-) {
-    if a.ptr_eq(b) {
-        return;
-    }
-    for item in a.diff(b) {
-        match item {
-            imbl::ordmap::DiffItem::Add(k, v) => f(k, None, Some(v)),
-            imbl::ordmap::DiffItem::Remove(k, v) => f(k, Some(v), None),
-            imbl::ordmap::DiffItem::Update {
-                old: (k, old),
-                new: (_, new),
-            } => f(k, Some(old), Some(new)),
-        }
-    }
-}
-
 fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&ObjKey)) {
-    diff(a, b, |k, _, _| f(k));
+    crate::store::each_change(a, b, |k, _, _| f(k));
 }
 
 fn host_link(host: &str) -> Link {
@@ -484,4 +462,4 @@ fn copy_object(from: &Snapshot, to: &mut Snapshot, obj: &ObjectRef) {
 
 #[cfg(test)]
 #[path = "incremental_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -6,9 +6,9 @@ use crate::store::AnyObject;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// Deterministic pseudo-random numbers (xorshift), so failures reproduce.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next(&mut self, n: usize) -> usize {
+    pub(crate) fn next(&mut self, n: usize) -> usize {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -20,7 +20,7 @@ impl Rng {
 /// IngressRoute versions, Routes, Ingresses of several classes, TLS, fqdn and path conflicts. The
 /// cases reuse names and hosts, so objects of different cases meet, conflict and delegate to each
 /// other when they share a snapshot.
-fn pool() -> Vec<AnyObject> {
+pub(crate) fn pool() -> Vec<AnyObject> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/dag");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -90,7 +90,7 @@ fn slice_for(svc: &k8s_openapi::api::core::v1::Service, version: u8) -> Endpoint
     }
 }
 
-fn is_routing(o: &AnyObject) -> bool {
+pub(crate) fn is_routing(o: &AnyObject) -> bool {
     matches!(
         o.kind(),
         Kind::Ingress | Kind::IngressRouteV1beta1 | Kind::IngressRouteV1 | Kind::RouteV1alpha1

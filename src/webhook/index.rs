@@ -4,10 +4,14 @@
 //! Whoever owns the snapshot (the kube watches in cluster mode, the manifest directory in standalone
 //! mode) calls [`IndexHandle::replace`] after every change; requests read the current [`Index`]
 //! through an `Arc` and never wait for a rebuild, never call the API server, never read a file.
+//! A replacement follows the roots that changed since the previous snapshot (the snapshots'
+//! persistent maps are compared where they differ), so a change costs what it touches.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+
+use imbl::HashMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -24,13 +28,16 @@ pub struct HostOwner {
     pub created: Option<Time>,
 }
 
-/// What the webhook knows about the cluster, built once per snapshot.
-#[derive(Clone, Debug, Default)]
+/// What the webhook knows about the cluster, as of one snapshot. The maps are persistent
+/// (`imbl`): the index of the next snapshot is derived from this one by the roots that changed.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Index {
     /// Lowercased fqdn → the root owning it (oldest by creationTimestamp, then namespace, name, kind),
     /// among the roots that live in a root namespace and pass their single-object rules — the
     /// claimants `dag::build` considers, so the webhook names the owner the status names.
     hosts: HashMap<String, HostOwner>,
+    /// Lowercased fqdn → every such root claiming it, oldest first.
+    claims: HashMap<String, BTreeSet<Claim>>,
     /// Names of the IngressClasses marked default, sorted.
     default_classes: Vec<String>,
     /// GatewayClass name → controllerName.
@@ -52,47 +59,95 @@ fn claim_order(meta: &ObjectMeta, key: &ObjKey, kind: Kind) -> Claim {
 impl Index {
     /// Builds the index from one snapshot; linear in the number of objects.
     pub fn build(snapshot: &Snapshot, options: &Options) -> Index {
-        let mut claims: HashMap<String, Claim> = HashMap::new();
-        let mut claim = |host: &str, meta: &ObjectMeta, key: &ObjKey, kind: Kind| {
-            if !options.root_allowed_in(&key.namespace) || host.is_empty() {
-                return;
-            }
-            let candidate = claim_order(meta, key, kind);
-            let host = host.to_ascii_lowercase();
-            match claims.get(&host) {
-                Some(current) if *current <= candidate => {}
-                _ => {
-                    claims.insert(host, candidate);
-                }
-            }
-        };
+        let mut index = Index::default();
         for (key, ir) in &snapshot.ingressroutes_v1beta1 {
-            if let Some(vh) = &ir.spec.virtualhost
-                && ingressroute::validate_v1beta1(ir).allowed()
-            {
-                claim(&vh.fqdn, &ir.metadata, key, Kind::IngressRouteV1beta1);
-            }
+            index.claim(claim_v1beta1(key, ir, options));
         }
         for (key, ir) in &snapshot.ingressroutes_v1 {
-            if let Some(vh) = &ir.spec.virtualhost
-                && ingressroute::validate_v1(ir).allowed()
-            {
-                claim(&vh.fqdn, &ir.metadata, key, Kind::IngressRouteV1);
-            }
+            index.claim(claim_v1(key, ir, options));
         }
         for (key, r) in &snapshot.routes_v1alpha1 {
-            if route::validate_route(r).allowed() {
-                claim(&r.spec.host, &r.metadata, key, Kind::RouteV1alpha1);
+            index.claim(claim_route(key, r, options));
+        }
+        index.set_small_parts(snapshot);
+        index
+    }
+
+    /// The index of `next`, from this index of `prev`: the roots that changed between the two
+    /// give up their old claims and make their new ones.
+    pub fn update(&self, prev: &Snapshot, next: &Snapshot, options: &Options) -> Index {
+        let mut index = self.clone();
+        crate::store::each_change(
+            &prev.ingressroutes_v1beta1,
+            &next.ingressroutes_v1beta1,
+            |key, old, new| {
+                index.unclaim(old.and_then(|o| claim_v1beta1(key, o, options)));
+                index.claim(new.and_then(|o| claim_v1beta1(key, o, options)));
+            },
+        );
+        crate::store::each_change(
+            &prev.ingressroutes_v1,
+            &next.ingressroutes_v1,
+            |key, old, new| {
+                index.unclaim(old.and_then(|o| claim_v1(key, o, options)));
+                index.claim(new.and_then(|o| claim_v1(key, o, options)));
+            },
+        );
+        crate::store::each_change(
+            &prev.routes_v1alpha1,
+            &next.routes_v1alpha1,
+            |key, old, new| {
+                index.unclaim(old.and_then(|o| claim_route(key, o, options)));
+                index.claim(new.and_then(|o| claim_route(key, o, options)));
+            },
+        );
+        index.set_small_parts(next);
+        index
+    }
+
+    fn claim(&mut self, claim: Option<(String, Claim)>) {
+        let Some((host, claim)) = claim else {
+            return;
+        };
+        let mut claims = self.claims.get(&host).cloned().unwrap_or_default();
+        claims.insert(claim);
+        self.settle(host, claims);
+    }
+
+    fn unclaim(&mut self, claim: Option<(String, Claim)>) {
+        let Some((host, claim)) = claim else {
+            return;
+        };
+        let Some(mut claims) = self.claims.get(&host).cloned() else {
+            return;
+        };
+        claims.remove(&claim);
+        self.settle(host, claims);
+    }
+
+    /// Records a host's claimants and its owner, the oldest.
+    fn settle(&mut self, host: String, claims: BTreeSet<Claim>) {
+        match claims.first() {
+            None => {
+                self.hosts.remove(&host);
+                self.claims.remove(&host);
+            }
+            Some((_, created, key, kind)) => {
+                let owner = HostOwner {
+                    owner: ObjectRef {
+                        kind: *kind,
+                        key: key.clone(),
+                    },
+                    created: created.clone(),
+                };
+                self.hosts.insert(host.clone(), owner);
+                self.claims.insert(host, claims);
             }
         }
-        let hosts = claims
-            .into_iter()
-            .map(|(host, (_, created, key, kind))| {
-                let owner = ObjectRef { kind, key };
-                (host, HostOwner { owner, created })
-            })
-            .collect();
+    }
 
+    /// Everything but the hosts: IngressClasses, GatewayClasses and Gateways (few objects).
+    fn set_small_parts(&mut self, snapshot: &Snapshot) {
         let mut default_classes: Vec<String> = snapshot
             .ingress_classes
             .iter()
@@ -112,13 +167,10 @@ impl Index {
             .map(|(k, g)| (k.clone(), g.spec.gateway_class_name.clone()))
             .collect();
 
-        Index {
-            hosts,
-            default_classes,
-            gateway_class_controllers,
-            gateway_classes,
-            objects: snapshot.len(),
-        }
+        self.default_classes = default_classes;
+        self.gateway_class_controllers = gateway_class_controllers;
+        self.gateway_classes = gateway_classes;
+        self.objects = snapshot.len();
     }
 
     /// The root owning a host (case-insensitive), if any.
@@ -165,6 +217,61 @@ impl Index {
     }
 }
 
+fn claim_v1beta1(
+    key: &ObjKey,
+    ir: &crate::api::heptio_v1beta1::IngressRoute,
+    options: &Options,
+) -> Option<(String, Claim)> {
+    let vh = ir.spec.virtualhost.as_ref()?;
+    if !ingressroute::validate_v1beta1(ir).allowed() {
+        return None;
+    }
+    root_claim(
+        &vh.fqdn,
+        &ir.metadata,
+        key,
+        Kind::IngressRouteV1beta1,
+        options,
+    )
+}
+
+fn claim_v1(
+    key: &ObjKey,
+    ir: &crate::api::contour_v1::IngressRoute,
+    options: &Options,
+) -> Option<(String, Claim)> {
+    let vh = ir.spec.virtualhost.as_ref()?;
+    if !ingressroute::validate_v1(ir).allowed() {
+        return None;
+    }
+    root_claim(&vh.fqdn, &ir.metadata, key, Kind::IngressRouteV1, options)
+}
+
+fn claim_route(
+    key: &ObjKey,
+    r: &crate::api::route_v1alpha1::Route,
+    options: &Options,
+) -> Option<(String, Claim)> {
+    if !route::validate_route(r).allowed() {
+        return None;
+    }
+    root_claim(&r.spec.host, &r.metadata, key, Kind::RouteV1alpha1, options)
+}
+
+/// A root's claim on its host, when it lives in a root namespace and names a host.
+fn root_claim(
+    host: &str,
+    meta: &ObjectMeta,
+    key: &ObjKey,
+    kind: Kind,
+    options: &Options,
+) -> Option<(String, Claim)> {
+    if !options.root_allowed_in(&key.namespace) || host.is_empty() {
+        return None;
+    }
+    Some((host.to_ascii_lowercase(), claim_order(meta, key, kind)))
+}
+
 /// A shared, swappable [`Index`]: cheap to clone, read without blocking writers for long (the write
 /// lock is only held to swap one `Arc`; the new index is built before taking it).
 #[derive(Clone, Debug)]
@@ -177,6 +284,8 @@ struct Inner {
     current: RwLock<Arc<Index>>,
     options: Options,
     ready: AtomicBool,
+    /// The snapshot the current index was built from by [`IndexHandle::replace`].
+    last: Mutex<Option<Snapshot>>,
 }
 
 impl IndexHandle {
@@ -187,6 +296,7 @@ impl IndexHandle {
                 current: RwLock::new(Arc::new(Index::default())),
                 options,
                 ready: AtomicBool::new(false),
+                last: Mutex::new(None),
             }),
         }
     }
@@ -198,14 +308,25 @@ impl IndexHandle {
         h
     }
 
-    /// Rebuilds the index from a new snapshot and swaps it in. Requests in flight keep the old one.
+    /// Brings the index to a new snapshot and swaps it in. Requests in flight keep the old one.
+    /// Only the roots that changed since the previous snapshot are looked at.
     pub fn replace(&self, snapshot: &Snapshot) {
-        let index = Index::build(snapshot, &self.inner.options);
-        self.set(index);
+        let mut last = self.inner.last.lock().unwrap_or_else(|p| p.into_inner());
+        let index = match last.as_ref() {
+            Some(prev) => self.load().update(prev, snapshot, &self.inner.options),
+            None => Index::build(snapshot, &self.inner.options),
+        };
+        *last = Some(snapshot.clone());
+        self.swap(index);
     }
 
-    /// Swaps in a prebuilt index.
+    /// Swaps in a prebuilt index (the next [`IndexHandle::replace`] builds from scratch).
     pub fn set(&self, index: Index) {
+        *self.inner.last.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.swap(index);
+    }
+
+    fn swap(&self, index: Index) {
         let index = Arc::new(index);
         // The previous index is dropped after the lock is released, so readers never wait on it.
         let previous = match self.inner.current.write() {
@@ -361,5 +482,45 @@ spec: {controller: example.com/o}
         assert!(h.is_ready());
         assert!(before.host_owner("shop.example.com").is_none());
         assert!(h.load().host_owner("shop.example.com").is_some());
+    }
+
+    /// Every replacement follows the changed roots to the index a build from scratch gives.
+    #[test]
+    fn replacing_follows_changes_as_a_build_from_scratch_would() {
+        use crate::dag::incremental::tests::{Rng, is_routing, pool};
+        let pool = pool();
+        let routing: Vec<_> = pool.iter().filter(|o| is_routing(o)).collect();
+        for options in [
+            Options::default(),
+            Options {
+                root_namespaces: vec!["prod".into(), "default".into()],
+                ..Options::default()
+            },
+        ] {
+            let mut rng = Rng(0x1dea_5eed);
+            let mut store = Snapshot::from_objects(
+                pool.iter()
+                    .filter(|o| !is_routing(o) || rng.next(2) == 0)
+                    .cloned(),
+            );
+            let handle = IndexHandle::from_snapshot(&store, options.clone());
+            for step in 0..400 {
+                for _ in 0..=rng.next(3) {
+                    let o = routing[rng.next(routing.len())];
+                    if rng.next(3) == 0 {
+                        store.remove(o.kind(), &o.key());
+                    } else {
+                        store.insert(o.clone());
+                    }
+                }
+                handle.replace(&store);
+                assert_eq!(
+                    *handle.load(),
+                    Index::build(&store, &options),
+                    "step {step}"
+                );
+            }
+            assert!(!handle.load().owned_hosts().is_empty());
+        }
     }
 }
