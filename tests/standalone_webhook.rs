@@ -34,6 +34,21 @@ fn write_pki(dir: &Path) -> String {
     ca.pem()
 }
 
+/// `sluice serve` in standalone mode over `manifests` with the webhook on `webhook_port`, its
+/// certificate and key in `pki` (`tls.crt`, `tls.key`).
+fn serve_command(manifests: &Path, webhook_port: u16, pki: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.args(["serve", "--manifests"])
+        .arg(manifests)
+        .args(["--xds-address", &format!("127.0.0.1:{}", free_port())])
+        .args(["--webhook-address", &format!("127.0.0.1:{webhook_port}")])
+        .arg("--webhook-cert")
+        .arg(pki.join("tls.crt"))
+        .arg("--webhook-key")
+        .arg(pki.join("tls.key"));
+    cmd
+}
+
 fn root(namespace: &str, name: &str, fqdn: &str) -> Value {
     json!({"apiVersion": "contour.heptio.com/v1beta1", "kind": "IngressRoute",
         "metadata": {"name": name, "namespace": namespace},
@@ -99,16 +114,8 @@ async fn standalone_serve_runs_the_webhook_over_the_manifest_directory() {
     let ca = write_pki(dir.path());
     let port = free_port();
     let metrics_port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--manifests"])
-        .arg(&manifests)
-        .args(["--xds-address", &format!("127.0.0.1:{}", free_port())])
-        .args(["--webhook-address", &format!("127.0.0.1:{port}")])
+    let child = serve_command(&manifests, port, dir.path())
         .args(["--metrics-address", &format!("127.0.0.1:{metrics_port}")])
-        .arg("--webhook-cert")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--webhook-key")
-        .arg(dir.path().join("tls.key"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -223,15 +230,7 @@ fn serve_exits_at_start_when_the_webhook_certificate_is_unusable() {
     let cert = dir.path().join("tls.crt");
     std::fs::write(&cert, "not a certificate").unwrap();
     std::fs::write(dir.path().join("tls.key"), "not a key").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--manifests"])
-        .arg(&manifests)
-        .args(["--xds-address", &format!("127.0.0.1:{}", free_port())])
-        .args(["--webhook-address", &format!("127.0.0.1:{}", free_port())])
-        .arg("--webhook-cert")
-        .arg(&cert)
-        .arg("--webhook-key")
-        .arg(dir.path().join("tls.key"))
+    let mut child = serve_command(&manifests, free_port(), dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
