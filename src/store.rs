@@ -25,6 +25,12 @@ use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
 /// snapshots are compared where they differ only.
 pub type Objects<T> = imbl::OrdMap<ObjKey, Arc<T>>;
 
+/// Whether two object maps hold the same objects; maps that share structure (one derived from the
+/// other) are compared where they differ only.
+pub fn same_objects<T: PartialEq>(a: &Objects<T>, b: &Objects<T>) -> bool {
+    a.ptr_eq(b) || a == b
+}
+
 /// Calls `f` with each key whose object was added, removed or changed from `a` to `b`, with the
 /// object before and after. Maps that share structure (one derived from the other) are compared
 /// where they differ only.
@@ -240,10 +246,6 @@ impl Snapshot {
     /// not share structure (a snapshot derived from this one shares all it did not change). The
     /// endpoint fast path of the pipeline starts here.
     pub fn endpoint_only_changes(&self, next: &Snapshot) -> Option<EndpointChanges> {
-        /// The same objects; maps that share structure are compared where they differ only.
-        fn same<T: PartialEq>(a: &Objects<T>, b: &Objects<T>) -> bool {
-            a.ptr_eq(b) || a == b
-        }
         let Snapshot {
             ingresses,
             ingress_classes,
@@ -261,20 +263,20 @@ impl Snapshot {
             tcp_routes,
             reference_grants,
         } = self;
-        let unchanged = same(ingresses, &next.ingresses)
-            && same(ingress_classes, &next.ingress_classes)
-            && same(ingressroutes_v1beta1, &next.ingressroutes_v1beta1)
-            && same(ingressroutes_v1, &next.ingressroutes_v1)
-            && same(routes_v1alpha1, &next.routes_v1alpha1)
-            && same(services, &next.services)
-            && same(secrets, &next.secrets)
-            && same(gateway_classes, &next.gateway_classes)
-            && same(gateways, &next.gateways)
-            && same(http_routes, &next.http_routes)
-            && same(grpc_routes, &next.grpc_routes)
-            && same(tls_routes, &next.tls_routes)
-            && same(tcp_routes, &next.tcp_routes)
-            && same(reference_grants, &next.reference_grants);
+        let unchanged = same_objects(ingresses, &next.ingresses)
+            && same_objects(ingress_classes, &next.ingress_classes)
+            && same_objects(ingressroutes_v1beta1, &next.ingressroutes_v1beta1)
+            && same_objects(ingressroutes_v1, &next.ingressroutes_v1)
+            && same_objects(routes_v1alpha1, &next.routes_v1alpha1)
+            && same_objects(services, &next.services)
+            && same_objects(secrets, &next.secrets)
+            && same_objects(gateway_classes, &next.gateway_classes)
+            && same_objects(gateways, &next.gateways)
+            && same_objects(http_routes, &next.http_routes)
+            && same_objects(grpc_routes, &next.grpc_routes)
+            && same_objects(tls_routes, &next.tls_routes)
+            && same_objects(tcp_routes, &next.tcp_routes)
+            && same_objects(reference_grants, &next.reference_grants);
         if !unchanged {
             return None;
         }

@@ -77,10 +77,6 @@ impl Incremental {
         }
     }
 
-    pub fn options(&self) -> &Options {
-        &self.options
-    }
-
     /// Records that the EndpointSlices of these Services changed after the last build, and the
     /// model's endpoints of their clusters were not updated.
     pub fn endpoints_changed<'k>(&mut self, services: impl IntoIterator<Item = &'k ObjKey>) {
@@ -127,9 +123,10 @@ impl Incremental {
     /// The routing objects that changed, or None when the change needs a full build. Notes the
     /// Services whose EndpointSlices changed.
     fn changed_objects(&mut self, prev: &Snapshot, next: &Snapshot) -> Option<Vec<ObjectRef>> {
-        if !unchanged(&prev.services, &next.services)
-            || !unchanged(&prev.secrets, &next.secrets)
-            || !unchanged(&prev.ingress_classes, &next.ingress_classes)
+        use crate::store::same_objects;
+        if !same_objects(&prev.services, &next.services)
+            || !same_objects(&prev.secrets, &next.secrets)
+            || !same_objects(&prev.ingress_classes, &next.ingress_classes)
         {
             return None;
         }
@@ -351,12 +348,6 @@ fn routing_objects(s: &Snapshot) -> usize {
         + s.ingressroutes_v1beta1.len()
         + s.ingressroutes_v1.len()
         + s.routes_v1alpha1.len()
-}
-
-/// Whether two object maps hold the same objects. Maps that share their structure (one is a
-/// changed copy of the other) are compared where they differ only.
-fn unchanged<T: PartialEq>(a: &Objects<T>, b: &Objects<T>) -> bool {
-    a.ptr_eq(b) || a == b
 }
 
 fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&ObjKey)) {
