@@ -16,6 +16,8 @@ use crate::manifest::{Document, decode_value};
 use crate::store::{AnyObject, Snapshot};
 use crate::validate::FieldError;
 
+use super::status::ObservedStatus;
+
 /// The field manager sluice writes status with.
 pub const FIELD_MANAGER: &str = "sluice";
 
@@ -35,8 +37,8 @@ pub struct Prepared {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Observed {
     pub generation: Option<i64>,
-    /// The object's `status`, as stored.
-    pub status: Option<Value>,
+    /// What sluice needs of the object's `status` as stored.
+    pub status: Option<ObservedStatus>,
     /// Whether field manager `sluice` owns fields of the status subresource.
     pub sluice_owns_status: bool,
 }
@@ -80,7 +82,7 @@ pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
     let fingerprint = fingerprint(map);
     let observed = Observed {
         generation,
-        status,
+        status: status.as_ref().map(ObservedStatus::new),
         sluice_owns_status,
     };
     match decode_value(value)? {
@@ -271,7 +273,10 @@ mod tests {
         let p = prepare(Kind::RouteV1alpha1, mk_route("r", "1", json!("/"))).unwrap();
         assert_eq!(p.object, ObjectRef::new(Kind::RouteV1alpha1, "team", "r"));
         assert_eq!(p.observed.generation, Some(3));
-        assert_eq!(p.observed.status, Some(json!({"currentStatus": "valid"})));
+        assert_eq!(
+            p.observed.status,
+            Some(ObservedStatus::new(&json!({"currentStatus": "valid"})))
+        );
         assert!(p.observed.sluice_owns_status);
         let Ok(AnyObject::RouteV1alpha1(r)) = &p.decoded else {
             panic!("not decoded: {:?}", p.decoded)
@@ -343,7 +348,7 @@ mod tests {
         let r = ObjectRef::new(Kind::RouteV1alpha1, "team", "r");
         assert_eq!(
             st.observed(&r).unwrap().status,
-            Some(json!({"currentStatus": "orphaned"}))
+            Some(ObservedStatus::new(&json!({"currentStatus": "orphaned"})))
         );
     }
 
