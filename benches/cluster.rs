@@ -177,18 +177,19 @@ async fn wait_valid(client: kube::Client, phase: &str, count: usize, timeout: Du
     }
 }
 
+/// A field of a process's /proc status in MiB (VmRSS, VmHWM, RssAnon, RssFile).
+fn status_mib(pid: u32, name: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
 /// (VmRSS, VmHWM) of a process in MiB.
 fn rss_mib(pid: u32) -> (f64, f64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-            .unwrap_or(f64::NAN)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (status_mib(pid, "VmRSS"), status_mib(pid, "VmHWM"))
 }
 
 /// GETs `/` with this Host through Envoy until it answers 200; returns when it did.
@@ -402,8 +403,14 @@ fn main() {
     let steady = common::quantile(&rss, 0.5);
     println!(
         "{} routes, {} Services, {} unrelated Secrets: status writes in {:?} idle: {idle_writes}; \
-         RSS steady {steady:.1} MiB, peak {peak_running:.1} MiB",
-        sizes.routes, sizes.services, sizes.unrelated_secrets, sizes.idle
+         RSS steady {steady:.1} MiB (at the end: heap and other anonymous memory {:.1}, \
+         mapped files such as the binary's code {:.1}), peak {peak_running:.1} MiB",
+        sizes.routes,
+        sizes.services,
+        sizes.unrelated_secrets,
+        sizes.idle,
+        status_mib(pid, "RssAnon"),
+        status_mib(pid, "RssFile"),
     );
     drop(envoy);
     let mut sluice = sluice;

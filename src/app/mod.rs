@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod standalone;
 
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -193,8 +194,24 @@ struct Garbage {
     retired: Option<translate::incremental::Retired>,
 }
 
+/// How long the pipeline must have been quiet before [`set_release_memory`]'s function runs.
+pub const RELEASE_MEMORY_AFTER: Duration = Duration::from_secs(2);
+
+static RELEASE_MEMORY: OnceLock<fn()> = OnceLock::new();
+
+/// Registers a function that gives freed memory back to the operating system, run on the drop
+/// thread once [`RELEASE_MEMORY_AFTER`] has passed without a publication after one. The sluice
+/// binary registers mimalloc's `mi_collect(true)`: mimalloc keeps freed pages committed for a
+/// while and purges them only on later allocator activity, so a process that rebuilt and then went
+/// quiet would keep a rebuild's worth of freed memory resident. Purging once the burst is over
+/// keeps rebuilds within a burst from faulting their memory in again. Only the first call counts.
+pub fn set_release_memory(release: fn()) {
+    let _ = RELEASE_MEMORY.set(release);
+}
+
 /// Drops `value` on a background thread (values dropped there are freed in order). Freeing a
 /// model of 10k objects takes tens of milliseconds, which a change's push should not wait for.
+/// The same thread releases memory when things are quiet (see [`set_release_memory`]).
 fn drop_later<T: Send + 'static>(value: T) {
     type Boxed = Box<dyn Send>;
     static DROPPER: OnceLock<Option<Mutex<mpsc::Sender<Boxed>>>> = OnceLock::new();
@@ -202,7 +219,29 @@ fn drop_later<T: Send + 'static>(value: T) {
         let (tx, rx) = mpsc::channel::<Boxed>();
         std::thread::Builder::new()
             .name("sluice-drop".into())
-            .spawn(move || while rx.recv().is_ok() {})
+            .spawn(move || {
+                let mut freed = false;
+                loop {
+                    let next = if freed {
+                        rx.recv_timeout(RELEASE_MEMORY_AFTER)
+                    } else {
+                        rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+                    };
+                    match next {
+                        Ok(value) => {
+                            drop(value);
+                            freed = true;
+                        }
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            if let Some(release) = RELEASE_MEMORY.get() {
+                                release();
+                            }
+                            freed = false;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })
             .ok()
             .map(|_| Mutex::new(tx))
     });
@@ -427,5 +466,31 @@ mod tests {
         let a = xds_rx.borrow_and_update().clone();
         let b = other.xds().borrow().clone();
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn memory_is_released_once_publications_stop() {
+        static RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        fn count() {
+            RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        set_release_memory(count);
+        let p = Pipeline::new(dag::Options::default(), translate::Options::default());
+        let s = snapshot(Shape {
+            routing_objects: 20,
+            endpoints_per_service: 1,
+            unrelated_secrets: 0,
+        });
+        let before = RELEASES.load(std::sync::atomic::Ordering::SeqCst);
+        p.publish(&s);
+        // Bounded wait: the release comes RELEASE_MEMORY_AFTER after the last drop.
+        let deadline = std::time::Instant::now() + RELEASE_MEMORY_AFTER * 5;
+        while RELEASES.load(std::sync::atomic::Ordering::SeqCst) == before {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no release after the publication"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
