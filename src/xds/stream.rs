@@ -238,11 +238,7 @@ impl Stream {
                 if t == ResourceType::Cluster {
                     // A changed cluster is rebuilt by Envoy and warms again: give it its
                     // endpoints again.
-                    let changed: Vec<String> = before
-                        .iter()
-                        .filter(|(n, v)| st.acked.get(*n).is_some_and(|nv| nv != *v))
-                        .map(|(n, _)| n.clone())
-                        .collect();
+                    let changed = changed_versions(&before, &st.acked);
                     self.walked();
                     if !changed.is_empty() {
                         let eds = self.st(ResourceType::Endpoint);
@@ -736,6 +732,35 @@ fn diff(
             (None, None) => return (changed, removed),
         }
     }
+}
+
+/// The names held in both `before` and `after` at different versions (one walk over both).
+fn changed_versions(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Vec<String> {
+    use std::cmp::Ordering;
+    let mut changed = Vec::new();
+    let mut a = before.iter().peekable();
+    let mut b = after.iter().peekable();
+    while let (Some((an, av)), Some((bn, bv))) = (a.peek(), b.peek()) {
+        match an.as_str().cmp(bn.as_str()) {
+            Ordering::Less => {
+                a.next();
+            }
+            Ordering::Greater => {
+                b.next();
+            }
+            Ordering::Equal => {
+                if av != bv {
+                    changed.push((*an).clone());
+                }
+                a.next();
+                b.next();
+            }
+        }
+    }
+    changed
 }
 
 /// The version of a set of resources ([`set_version`]): when the set is exactly the snapshot's

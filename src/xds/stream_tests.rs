@@ -787,3 +787,48 @@ fn acks_on_a_large_stream_compute_nothing() {
 /// differential tests.
 #[path = "stream_reference.rs"]
 mod reference;
+
+/// The one-walk comparisons against what a lookup per name gives, over random sets.
+#[test]
+fn walked_diffs_match_lookups() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..300 {
+        let mut set = |n: u64| -> BTreeMap<String, String> {
+            (0..next() % n)
+                .map(|_| (format!("r{}", next() % 40), format!("v{}", next() % 3)))
+                .collect()
+        };
+        let (a, b) = (set(30), set(30));
+        let desired: BTreeMap<String, Arc<Resource>> = a
+            .iter()
+            .map(|(n, v)| {
+                let mut r = Resource::new(n.clone(), Any::default());
+                r.version = v.clone();
+                (n.clone(), Arc::new(r))
+            })
+            .collect();
+        let (changed, removed) = diff(&desired, &b);
+        let changed: Vec<&str> = changed.iter().map(|r| r.name.as_str()).collect();
+        let expect_changed: Vec<&str> = a
+            .iter()
+            .filter(|(n, v)| b.get(*n) != Some(*v))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(changed, expect_changed);
+        let expect_removed: BTreeSet<String> =
+            b.keys().filter(|n| !a.contains_key(*n)).cloned().collect();
+        assert_eq!(removed, expect_removed);
+        let expect_versions: Vec<String> = a
+            .iter()
+            .filter(|(n, v)| b.get(*n).is_some_and(|bv| bv != *v))
+            .map(|(n, _)| n.clone())
+            .collect();
+        assert_eq!(changed_versions(&a, &b), expect_versions);
+    }
+}
