@@ -209,6 +209,30 @@ pub fn set_release_memory(release: fn()) {
     let _ = RELEASE_MEMORY.set(release);
 }
 
+/// The drop thread: drops what arrives, and calls `release` once `quiet` has passed without
+/// anything arriving after something was dropped. Returns when every sender is gone.
+fn drop_loop(rx: mpsc::Receiver<Box<dyn Send>>, quiet: Duration, release: impl Fn()) {
+    let mut freed = false;
+    loop {
+        let next = if freed {
+            rx.recv_timeout(quiet)
+        } else {
+            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+        };
+        match next {
+            Ok(value) => {
+                drop(value);
+                freed = true;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                release();
+                freed = false;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
 /// Drops `value` on a background thread (values dropped there are freed in order). Freeing a
 /// model of 10k objects takes tens of milliseconds, which a change's push should not wait for.
 /// The same thread releases memory when things are quiet (see [`set_release_memory`]).
@@ -220,27 +244,11 @@ fn drop_later<T: Send + 'static>(value: T) {
         std::thread::Builder::new()
             .name("sluice-drop".into())
             .spawn(move || {
-                let mut freed = false;
-                loop {
-                    let next = if freed {
-                        rx.recv_timeout(RELEASE_MEMORY_AFTER)
-                    } else {
-                        rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
-                    };
-                    match next {
-                        Ok(value) => {
-                            drop(value);
-                            freed = true;
-                        }
-                        Err(mpsc::RecvTimeoutError::Timeout) => {
-                            if let Some(release) = RELEASE_MEMORY.get() {
-                                release();
-                            }
-                            freed = false;
-                        }
-                        Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                drop_loop(rx, RELEASE_MEMORY_AFTER, || {
+                    if let Some(release) = RELEASE_MEMORY.get() {
+                        release();
                     }
-                }
+                })
             })
             .ok()
             .map(|_| Mutex::new(tx))
@@ -469,28 +477,36 @@ mod tests {
     }
 
     #[test]
-    fn memory_is_released_once_publications_stop() {
-        static RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        fn count() {
-            RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        set_release_memory(count);
-        let p = Pipeline::new(dag::Options::default(), translate::Options::default());
-        let s = snapshot(Shape {
-            routing_objects: 20,
-            endpoints_per_service: 1,
-            unrelated_secrets: 0,
+    fn memory_is_released_once_drops_stop() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let releases = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel::<Box<dyn Send>>();
+        let counter = Arc::clone(&releases);
+        let quiet = Duration::from_millis(50);
+        let thread = std::thread::spawn(move || {
+            drop_loop(rx, quiet, || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            })
         });
-        let before = RELEASES.load(std::sync::atomic::Ordering::SeqCst);
-        p.publish(&s);
-        // Bounded wait: the release comes RELEASE_MEMORY_AFTER after the last drop.
-        let deadline = std::time::Instant::now() + RELEASE_MEMORY_AFTER * 5;
-        while RELEASES.load(std::sync::atomic::Ordering::SeqCst) == before {
+        // Nothing dropped yet: nothing to release.
+        std::thread::sleep(quiet * 4);
+        assert_eq!(releases.load(Ordering::SeqCst), 0);
+        // A burst of drops: one release after it (bounded wait).
+        for _ in 0..3 {
+            tx.send(Box::new(vec![0u8; 1024])).unwrap();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while releases.load(Ordering::SeqCst) == 0 {
             assert!(
                 std::time::Instant::now() < deadline,
-                "no release after the publication"
+                "no release after the drops"
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(10));
         }
+        // Quiet again: no further release until something else is dropped.
+        std::thread::sleep(quiet * 4);
+        assert_eq!(releases.load(Ordering::SeqCst), 1);
+        drop(tx);
+        thread.join().unwrap();
     }
 }
