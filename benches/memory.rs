@@ -153,15 +153,7 @@ fn cluster_state(snap: &sluice::store::Snapshot, statuses: bool) -> ClusterState
     state
 }
 
-/// The binary's memory release (src/main.rs).
-#[allow(unsafe_code)]
-fn release_memory() {
-    // SAFETY: `mi_collect` takes no pointers and may be called from any thread at any time.
-    unsafe { libmimalloc_sys::mi_collect(true) }
-}
-
 fn main() {
-    sluice::app::set_release_memory(release_memory);
     let smoke = !std::env::args().any(|a| a == "--bench");
     let mut objects = if smoke { 300 } else { 10_000 };
     let argv: Vec<String> = std::env::args()
@@ -262,7 +254,7 @@ fn main() {
     });
     rows.push(("growth after one more change", size));
     let rss_busy = rss_mib();
-    // As the binary does (src/main.rs): memory is given back once the pipeline is quiet.
+    // The pipeline gives freed memory back once it has been quiet for a while.
     std::thread::sleep(sluice::app::RELEASE_MEMORY_AFTER + std::time::Duration::from_millis(500));
 
     println!(

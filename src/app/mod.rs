@@ -194,19 +194,18 @@ struct Garbage {
     retired: Option<translate::incremental::Retired>,
 }
 
-/// How long the pipeline must have been quiet before [`set_release_memory`]'s function runs.
+/// How long the pipeline must have been quiet before freed memory is given back
+/// ([`release_freed_memory`]).
 pub const RELEASE_MEMORY_AFTER: Duration = Duration::from_secs(2);
 
-static RELEASE_MEMORY: OnceLock<fn()> = OnceLock::new();
-
-/// Registers a function that gives freed memory back to the operating system, run on the drop
-/// thread once [`RELEASE_MEMORY_AFTER`] has passed without a publication after one. The sluice
-/// binary registers mimalloc's `mi_collect(true)`: mimalloc keeps freed pages committed for a
-/// while and purges them only on later allocator activity, so a process that rebuilt and then went
-/// quiet would keep a rebuild's worth of freed memory resident. Purging once the burst is over
-/// keeps rebuilds within a burst from faulting their memory in again. Only the first call counts.
-pub fn set_release_memory(release: fn()) {
-    let _ = RELEASE_MEMORY.set(release);
+/// Lets the allocator give freed memory back to the operating system now. mimalloc (the sluice
+/// binary's allocator) keeps the pages a build freed committed for its purge delay (1 s) and
+/// purges them only when it next takes or frees a page; a sluice that went quiet after a build
+/// kept a build's worth of freed memory resident. Taking and freeing one large block, after the
+/// delay, is such an event. Waiting for the burst to be over keeps rebuilds within a burst from
+/// faulting their memory in again. Harmless with any other allocator.
+fn release_freed_memory() {
+    drop(std::hint::black_box(Vec::<u8>::with_capacity(8 << 20)));
 }
 
 /// The drop thread: drops what arrives, and calls `release` once `quiet` has passed without
@@ -235,7 +234,7 @@ fn drop_loop(rx: mpsc::Receiver<Box<dyn Send>>, quiet: Duration, release: impl F
 
 /// Drops `value` on a background thread (values dropped there are freed in order). Freeing a
 /// model of 10k objects takes tens of milliseconds, which a change's push should not wait for.
-/// The same thread releases memory when things are quiet (see [`set_release_memory`]).
+/// The same thread releases memory when things are quiet ([`release_freed_memory`]).
 fn drop_later<T: Send + 'static>(value: T) {
     type Boxed = Box<dyn Send>;
     static DROPPER: OnceLock<Option<Mutex<mpsc::Sender<Boxed>>>> = OnceLock::new();
@@ -243,13 +242,7 @@ fn drop_later<T: Send + 'static>(value: T) {
         let (tx, rx) = mpsc::channel::<Boxed>();
         std::thread::Builder::new()
             .name("sluice-drop".into())
-            .spawn(move || {
-                drop_loop(rx, RELEASE_MEMORY_AFTER, || {
-                    if let Some(release) = RELEASE_MEMORY.get() {
-                        release();
-                    }
-                })
-            })
+            .spawn(move || drop_loop(rx, RELEASE_MEMORY_AFTER, release_freed_memory))
             .ok()
             .map(|_| Mutex::new(tx))
     });
