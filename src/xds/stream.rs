@@ -442,25 +442,12 @@ impl Stream {
         }
         // The subscribed names that exist: one walk over both sorted sets, not a lookup per
         // resource.
-        let mut out = Vec::with_capacity(st.names.len().min(all.len()));
-        let mut names = st.names.iter().peekable();
-        let mut resources = all.iter().peekable();
-        while let (Some(n), Some((rn, r))) = (names.peek(), resources.peek()) {
-            match n.as_str().cmp(rn.as_str()) {
-                std::cmp::Ordering::Less => {
-                    names.next();
-                }
-                std::cmp::Ordering::Greater => {
-                    resources.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    out.push(((*rn).clone(), Arc::clone(r)));
-                    names.next();
-                    resources.next();
-                }
-            }
-        }
-        out.into_iter().collect()
+        merge_join(st.names.iter().map(|n| (n, &())), all.iter())
+            .filter_map(|j| match j {
+                Joined::Both(n, _, r) => Some((n.clone(), Arc::clone(r))),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Listeners and routes acknowledged at the snapshot's content.
@@ -690,6 +677,36 @@ impl Stream {
     }
 }
 
+/// One step of a walk over two sequences sorted by the same names ([`merge_join`]): a name only
+/// the left one holds (its value), only the right one holds (the name), or both (name, values).
+enum Joined<'a, A, B> {
+    Left(&'a A),
+    Right(&'a String),
+    Both(&'a String, &'a A, &'a B),
+}
+
+/// Walks two sequences sorted by name side by side: each name once, with what either side holds.
+fn merge_join<'a, A: 'a, B: 'a>(
+    a: impl Iterator<Item = (&'a String, &'a A)>,
+    b: impl Iterator<Item = (&'a String, &'a B)>,
+) -> impl Iterator<Item = Joined<'a, A, B>> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some((an, _)), Some((bn, _))) => Some(match an.as_str().cmp(bn.as_str()) {
+            std::cmp::Ordering::Less => a.next().map(|(_, x)| Joined::Left(x))?,
+            std::cmp::Ordering::Greater => b.next().map(|(n, _)| Joined::Right(n))?,
+            std::cmp::Ordering::Equal => {
+                let (n, x) = a.next()?;
+                let (_, y) = b.next()?;
+                Joined::Both(n, x, y)
+            }
+        }),
+        (Some(_), None) => a.next().map(|(_, x)| Joined::Left(x)),
+        (None, Some(_)) => b.next().map(|(n, _)| Joined::Right(n)),
+        (None, None) => None,
+    })
+}
+
 /// What a delta response carries against what the client holds: the resources of `desired` whose
 /// version differs from `sent` (or that `sent` lacks), and the names of `sent` that `desired`
 /// lacks. One walk over both (they are sorted by name), not a lookup per resource.
@@ -697,41 +714,19 @@ fn diff(
     desired: &BTreeMap<String, Arc<Resource>>,
     sent: &BTreeMap<String, String>,
 ) -> (Vec<Arc<Resource>>, BTreeSet<String>) {
-    use std::cmp::Ordering;
     let mut changed = Vec::new();
     let mut removed = BTreeSet::new();
-    let mut want = desired.iter().peekable();
-    let mut have = sent.iter().peekable();
-    loop {
-        match (want.peek(), have.peek()) {
-            (Some((wn, r)), Some((hn, hv))) => match wn.as_str().cmp(hn.as_str()) {
-                Ordering::Less => {
-                    changed.push(Arc::clone(r));
-                    want.next();
-                }
-                Ordering::Greater => {
-                    removed.insert((*hn).clone());
-                    have.next();
-                }
-                Ordering::Equal => {
-                    if r.version != **hv {
-                        changed.push(Arc::clone(r));
-                    }
-                    want.next();
-                    have.next();
-                }
-            },
-            (Some((_, r)), None) => {
-                changed.push(Arc::clone(r));
-                want.next();
+    for j in merge_join(desired.iter(), sent.iter()) {
+        match j {
+            Joined::Left(r) => changed.push(Arc::clone(r)),
+            Joined::Both(_, r, v) if r.version != *v => changed.push(Arc::clone(r)),
+            Joined::Both(..) => {}
+            Joined::Right(n) => {
+                removed.insert(n.clone());
             }
-            (None, Some((hn, _))) => {
-                removed.insert((*hn).clone());
-                have.next();
-            }
-            (None, None) => return (changed, removed),
         }
     }
+    (changed, removed)
 }
 
 /// The names held in both `before` and `after` at different versions (one walk over both).
@@ -739,28 +734,12 @@ fn changed_versions(
     before: &BTreeMap<String, String>,
     after: &BTreeMap<String, String>,
 ) -> Vec<String> {
-    use std::cmp::Ordering;
-    let mut changed = Vec::new();
-    let mut a = before.iter().peekable();
-    let mut b = after.iter().peekable();
-    while let (Some((an, av)), Some((bn, bv))) = (a.peek(), b.peek()) {
-        match an.as_str().cmp(bn.as_str()) {
-            Ordering::Less => {
-                a.next();
-            }
-            Ordering::Greater => {
-                b.next();
-            }
-            Ordering::Equal => {
-                if av != bv {
-                    changed.push((*an).clone());
-                }
-                a.next();
-                b.next();
-            }
-        }
-    }
-    changed
+    merge_join(before.iter(), after.iter())
+        .filter_map(|j| match j {
+            Joined::Both(n, a, b) if a != b => Some(n.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The version of a set of resources ([`set_version`]): when the set is exactly the snapshot's
