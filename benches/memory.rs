@@ -25,7 +25,8 @@ use sluice::api::Kind;
 use sluice::app::Pipeline;
 use sluice::dag::{self, Options};
 use sluice::k8s::state::{ClusterState, prepare};
-use sluice::synth::{Shape, snapshot};
+use sluice::store::{AnyObject, SliceEndpoints};
+use sluice::synth::{self, Shape};
 use sluice::translate;
 use sluice::webhook::IndexHandle;
 
@@ -105,9 +106,9 @@ fn written_status() -> Value {
     })
 }
 
-/// Every object of the snapshot as the watches deliver it: JSON with generation, status and
-/// managedFields, then `prepare`d as cluster mode does.
-fn cluster_state(snap: &sluice::store::Snapshot, statuses: bool) -> ClusterState {
+/// Every object of the synthetic cluster as the watches deliver it: JSON with generation, status
+/// (on routing objects) and managedFields, then `prepare`d and applied as cluster mode does.
+fn cluster_state(objects: &[AnyObject], statuses: bool) -> ClusterState {
     fn watched<T: serde::Serialize>(kind: Kind, obj: &T, status: bool) -> Value {
         let mut v = serde_json::to_value(obj).expect("objects serialize");
         v["metadata"]["generation"] = json!(1);
@@ -121,34 +122,18 @@ fn cluster_state(snap: &sluice::store::Snapshot, statuses: bool) -> ClusterState
         v
     }
     let mut state = ClusterState::default();
-    let mut apply = |kind: Kind, v: Value| {
-        let mut v = v;
-        if !statuses && let Value::Object(m) = &mut v {
-            m.remove("status");
-        }
+    for o in objects {
+        let kind = o.kind();
+        let v = match o {
+            AnyObject::IngressRouteV1beta1(o) => watched(kind, o.as_ref(), statuses),
+            AnyObject::Ingress(o) => watched(kind, o.as_ref(), statuses),
+            AnyObject::Service(o) => watched(kind, o.as_ref(), false),
+            AnyObject::EndpointSlice(o) => watched(kind, o.as_ref(), false),
+            AnyObject::Secret(o) => watched(kind, o.as_ref(), false),
+            other => panic!("the synthetic cluster has no {}", other.kind()),
+        };
         let p = prepare(kind, v).expect("synthetic objects prepare");
         state.apply(p);
-    };
-    for o in snap.ingressroutes_v1beta1.values() {
-        apply(
-            Kind::IngressRouteV1beta1,
-            watched(Kind::IngressRouteV1beta1, o.as_ref(), true),
-        );
-    }
-    for o in snap.ingresses.values() {
-        apply(Kind::Ingress, watched(Kind::Ingress, o.as_ref(), true));
-    }
-    for o in snap.services.values() {
-        apply(Kind::Service, watched(Kind::Service, o.as_ref(), false));
-    }
-    for o in snap.endpoint_slices.values() {
-        apply(
-            Kind::EndpointSlice,
-            watched(Kind::EndpointSlice, o.as_ref(), false),
-        );
-    }
-    for o in snap.secrets.values() {
-        apply(Kind::Secret, watched(Kind::Secret, o.as_ref(), false));
     }
     state
 }
@@ -176,18 +161,69 @@ fn main() {
         // Cluster mode never holds Secrets that are not TLS certificates.
         unrelated_secrets: 0,
     };
-    let synthetic = snapshot(shape);
-    // The decoded objects by kind (deep copies, measured and dropped).
-    fn deep<T: Clone>(m: &sluice::store::Objects<T>) -> (usize, f64) {
-        let (copies, size) = sized(|| m.values().map(|a| (**a).clone()).collect::<Vec<T>>());
+    let synthetic = synth::objects(shape);
+    // The decoded objects by kind (deep copies, measured and dropped), and EndpointSlices as the
+    // store keeps them.
+    fn deep<T: Clone>(
+        objects: &[AnyObject],
+        pick: impl Fn(&AnyObject) -> Option<&T>,
+    ) -> (usize, f64) {
+        let (copies, size) = sized(|| {
+            objects
+                .iter()
+                .filter_map(|o| pick(o).cloned())
+                .collect::<Vec<T>>()
+        });
         (copies.len(), size)
     }
     let kinds = [
-        ("IngressRoutes", deep(&synthetic.ingressroutes_v1beta1)),
-        ("Ingresses", deep(&synthetic.ingresses)),
-        ("Services", deep(&synthetic.services)),
-        ("EndpointSlices", deep(&synthetic.endpoint_slices)),
-        ("TLS Secrets", deep(&synthetic.secrets)),
+        (
+            "IngressRoutes",
+            deep(&synthetic, |o| match o {
+                AnyObject::IngressRouteV1beta1(o) => Some(&**o),
+                _ => None,
+            }),
+        ),
+        (
+            "Ingresses",
+            deep(&synthetic, |o| match o {
+                AnyObject::Ingress(o) => Some(&**o),
+                _ => None,
+            }),
+        ),
+        (
+            "Services",
+            deep(&synthetic, |o| match o {
+                AnyObject::Service(o) => Some(&**o),
+                _ => None,
+            }),
+        ),
+        (
+            "EndpointSlices",
+            deep(&synthetic, |o| match o {
+                AnyObject::EndpointSlice(o) => Some(&**o),
+                _ => None,
+            }),
+        ),
+        ("  as stored", {
+            let (kept, size) = sized(|| {
+                synthetic
+                    .iter()
+                    .filter_map(|o| match o {
+                        AnyObject::EndpointSlice(o) => Some(SliceEndpoints::from(o.as_ref())),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+            });
+            (kept.len(), size)
+        }),
+        (
+            "TLS Secrets",
+            deep(&synthetic, |o| match o {
+                AnyObject::Secret(o) => Some(&**o),
+                _ => None,
+            }),
+        ),
     ];
     let mut rows: Vec<(&str, f64)> = Vec::new();
     let (bare, bare_size) = sized(|| cluster_state(&synthetic, false));

@@ -121,7 +121,9 @@ fn change_route(snap: &mut Snapshot, i: usize, prefix: &str) {
 fn change_endpoint(snap: &mut Snapshot, ns: &str, name: &str, address: &str) {
     let key = ObjKey::new(ns, format!("{name}-abc"));
     let mut slice = (**snap.endpoint_slices.get(&key).expect("synthetic slice")).clone();
-    slice.endpoints[0].addresses = vec![address.to_string()];
+    let mut ready = slice.ready.into_vec();
+    ready[0] = address.into();
+    slice.ready = ready.into();
     snap.endpoint_slices.insert(key, Arc::new(slice));
 }
 

@@ -62,8 +62,10 @@ pub struct Snapshot {
     pub ingressroutes_v1beta1: Objects<heptio_v1beta1::IngressRoute>,
     pub ingressroutes_v1: Objects<contour_v1::IngressRoute>,
     pub routes_v1alpha1: Objects<route_v1alpha1::Route>,
-    pub services: Objects<Service>,
-    pub endpoint_slices: Objects<EndpointSlice>,
+    /// What routing reads of each Service (see [`ServicePorts`]).
+    pub services: Objects<ServicePorts>,
+    /// What routing reads of each EndpointSlice (see [`SliceEndpoints`]), by the slice's key.
+    pub endpoint_slices: Objects<SliceEndpoints>,
     /// Only Secrets routing can use (TLS certificates); cluster mode filters out the rest.
     pub secrets: Objects<Secret>,
     pub gateway_classes: Objects<GatewayClass>,
@@ -73,6 +75,105 @@ pub struct Snapshot {
     pub tls_routes: Objects<TLSRoute>,
     pub tcp_routes: Objects<TCPRoute>,
     pub reference_grants: Objects<ReferenceGrant>,
+}
+
+/// What routing reads of one Service: whether it is of type ExternalName (not routable) and its
+/// ports. The store keeps this instead of the whole object (a tenth of its memory); a Service
+/// update that changes anything else (labels, selector, cluster IPs) compares equal and rebuilds
+/// nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServicePorts {
+    pub external_name: bool,
+    pub ports: Box<[ServicePortRef]>,
+}
+
+/// One port of a Service: its name (as the EndpointSlices' ports name it) and number.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServicePortRef {
+    pub name: Option<Box<str>>,
+    pub port: i32,
+}
+
+impl ServicePortRef {
+    /// The name EndpointSlice ports carry for this port ("" when it has none).
+    pub fn slice_port_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+}
+
+impl From<&Service> for ServicePorts {
+    fn from(svc: &Service) -> Self {
+        let spec = svc.spec.as_ref();
+        ServicePorts {
+            external_name: spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName"),
+            ports: spec
+                .and_then(|s| s.ports.as_deref())
+                .unwrap_or_default()
+                .iter()
+                .map(|p| ServicePortRef {
+                    name: p.name.as_deref().map(Into::into),
+                    port: p.port,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What routing reads of one EndpointSlice: the Service it belongs to, its ports and the addresses
+/// of its ready endpoints. The store keeps this instead of the whole object: a Kubernetes
+/// `Endpoint` carries room for a Pod reference, node, zone and hints that routing never reads,
+/// about ten times the memory of what it does read. It also means a slice update that changes
+/// only such fields (a Pod's node, a `serving` condition) compares equal and pushes nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SliceEndpoints {
+    /// The slice's `kubernetes.io/service-name` label.
+    pub service: Option<Box<str>>,
+    /// Each port's name ("" when unnamed) and number; None when the number is missing or does not
+    /// fit a port (a slice whose matching port has no usable number contributes no endpoints).
+    pub ports: Box<[(Box<str>, Option<u16>)]>,
+    /// The addresses of the endpoints that are ready (an endpoint without a `ready` condition
+    /// counts as ready, as Kubernetes specifies), in slice order.
+    pub ready: Box<[Box<str>]>,
+}
+
+impl SliceEndpoints {
+    /// The number of the port named `name`, when the slice has that port with a usable number.
+    pub fn port(&self, name: &str) -> Option<u16> {
+        self.ports
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .and_then(|(_, p)| *p)
+    }
+}
+
+impl From<&EndpointSlice> for SliceEndpoints {
+    fn from(slice: &EndpointSlice) -> Self {
+        SliceEndpoints {
+            service: slice
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(crate::dag::SERVICE_NAME_LABEL))
+                .map(|s| s.as_str().into()),
+            ports: slice
+                .ports
+                .iter()
+                .flatten()
+                .map(|p| {
+                    (
+                        p.name.as_deref().unwrap_or("").into(),
+                        p.port.and_then(|n| u16::try_from(n).ok()),
+                    )
+                })
+                .collect(),
+            ready: slice
+                .endpoints
+                .iter()
+                .filter(|ep| ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
+                .flat_map(|ep| ep.addresses.iter().map(|a| a.as_str().into()))
+                .collect(),
+        }
+    }
 }
 
 /// What changed between two snapshots that differ in EndpointSlices only.
@@ -183,8 +284,14 @@ impl Snapshot {
             AnyObject::IngressRouteV1beta1(o) => _ = self.ingressroutes_v1beta1.insert(key, o),
             AnyObject::IngressRouteV1(o) => _ = self.ingressroutes_v1.insert(key, o),
             AnyObject::RouteV1alpha1(o) => _ = self.routes_v1alpha1.insert(key, o),
-            AnyObject::Service(o) => _ = self.services.insert(key, o),
-            AnyObject::EndpointSlice(o) => _ = self.endpoint_slices.insert(key, o),
+            AnyObject::Service(o) => {
+                _ = self.services.insert(key, Arc::new(ServicePorts::from(&*o)))
+            }
+            AnyObject::EndpointSlice(o) => {
+                _ = self
+                    .endpoint_slices
+                    .insert(key, Arc::new(SliceEndpoints::from(&*o)))
+            }
             AnyObject::Secret(o) => _ = self.secrets.insert(key, o),
             AnyObject::GatewayClass(o) => _ = self.gateway_classes.insert(key, o),
             AnyObject::Gateway(o) => _ = self.gateways.insert(key, o),
@@ -281,14 +388,14 @@ impl Snapshot {
             return None;
         }
         let mut changes = EndpointChanges::default();
-        let mut note = |key: &ObjKey, slice: &EndpointSlice| {
+        let mut note = |key: &ObjKey, slice: &SliceEndpoints| {
             if changes.slices.last() != Some(key) {
                 changes.slices.push(key.clone());
             }
-            if let Some(svc) = crate::dag::service_of(slice) {
+            if let Some(svc) = &slice.service {
                 changes
                     .services
-                    .insert(ObjKey::new(key.namespace.as_str(), svc));
+                    .insert(ObjKey::new(key.namespace.as_str(), &**svc));
             }
         };
         // Both maps are sorted: walk them side by side.
@@ -307,5 +414,125 @@ impl Snapshot {
             s.insert(o);
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn slice(v: serde_json::Value) -> EndpointSlice {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_slice_is_kept_as_what_routing_reads() {
+        let full = slice(json!({
+            "metadata": {"name": "web-x1", "namespace": "shop",
+                         "labels": {"kubernetes.io/service-name": "web", "other": "x"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}, {"port": 9090}, {"name": "big", "port": 70000}],
+            "endpoints": [
+                {"addresses": ["10.0.0.1"], "conditions": {"ready": true, "serving": true},
+                 "nodeName": "node-1", "zone": "a",
+                 "targetRef": {"kind": "Pod", "name": "web-1", "namespace": "shop"}},
+                {"addresses": ["10.0.0.2"], "conditions": {"ready": false}},
+                {"addresses": ["10.0.0.3", "10.0.0.4"]},
+                {"addresses": ["10.0.0.5"], "conditions": {}},
+            ],
+        }));
+        let kept = SliceEndpoints::from(&full);
+        assert_eq!(kept.service.as_deref(), Some("web"));
+        assert_eq!(kept.port("http"), Some(8080));
+        assert_eq!(kept.port(""), Some(9090));
+        assert_eq!(kept.port("big"), None, "out of range");
+        assert_eq!(kept.port("missing"), None);
+        let ready: Vec<&str> = kept.ready.iter().map(|a| &**a).collect();
+        assert_eq!(ready, ["10.0.0.1", "10.0.0.3", "10.0.0.4", "10.0.0.5"]);
+
+        // What routing does not read makes no difference.
+        let mut moved = full.clone();
+        moved.endpoints[0].node_name = Some("node-2".into());
+        moved.endpoints[0].zone = Some("b".into());
+        moved.endpoints[0].conditions.as_mut().unwrap().serving = Some(false);
+        moved.metadata.labels.as_mut().unwrap().remove("other");
+        assert_eq!(SliceEndpoints::from(&moved), kept);
+
+        let bare = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv4",
+                                                       "endpoints": []})));
+        assert_eq!(bare, SliceEndpoints::default());
+    }
+
+    #[test]
+    fn a_service_is_kept_as_what_routing_reads() {
+        let svc = |v: serde_json::Value| -> Service { serde_json::from_value(v).unwrap() };
+        let full = svc(json!({
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"tier": "web"}},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.10", "selector": {"app": "web"},
+                     "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                               {"port": 9000, "protocol": "UDP"}]},
+        }));
+        let kept = ServicePorts::from(&full);
+        assert!(!kept.external_name);
+        assert_eq!(
+            kept.ports
+                .iter()
+                .map(|p| (p.slice_port_name(), p.port))
+                .collect::<Vec<_>>(),
+            [("http", 80), ("", 9000)]
+        );
+        assert_eq!(kept.ports[1].name, None);
+        let mut relabelled = full.clone();
+        relabelled.metadata.labels = None;
+        relabelled.spec.as_mut().unwrap().cluster_ip = Some("10.96.0.11".into());
+        assert_eq!(ServicePorts::from(&relabelled), kept);
+
+        let external = svc(json!({"metadata": {"name": "ext"},
+                                  "spec": {"type": "ExternalName", "externalName": "db.example.com"}}));
+        assert_eq!(
+            ServicePorts::from(&external),
+            ServicePorts {
+                external_name: true,
+                ports: Box::new([]),
+            }
+        );
+        assert_eq!(
+            ServicePorts::from(&svc(json!({"metadata": {}}))),
+            ServicePorts::default()
+        );
+    }
+
+    #[test]
+    fn the_snapshot_stores_slices_reduced_and_finds_endpoint_only_changes() {
+        let mk = |addr: &str, zone: &str| {
+            AnyObject::EndpointSlice(Arc::new(slice(json!({
+                "metadata": {"name": "web-x1", "namespace": "shop",
+                             "labels": {"kubernetes.io/service-name": "web"}},
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": 8080}],
+                "endpoints": [{"addresses": [addr], "zone": zone}],
+            }))))
+        };
+        let a = Snapshot::from_objects([mk("10.0.0.1", "a")]);
+        let key = ObjKey::new("shop", "web-x1");
+        assert_eq!(&*a.endpoint_slices[&key].ready[0], "10.0.0.1");
+
+        let mut b = a.clone();
+        b.insert(mk("10.0.0.1", "b"));
+        assert_eq!(
+            a.endpoint_only_changes(&b),
+            Some(EndpointChanges::default())
+        );
+
+        b.insert(mk("10.0.0.9", "b"));
+        let changes = a.endpoint_only_changes(&b).unwrap();
+        assert_eq!(changes.slices, vec![key.clone()]);
+        assert_eq!(
+            changes.services.into_iter().collect::<Vec<_>>(),
+            vec![ObjKey::new("shop", "web")]
+        );
+        assert!(b.remove(crate::api::Kind::EndpointSlice, &key));
+        assert!(b.endpoint_slices.is_empty());
     }
 }

@@ -14,11 +14,11 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use crate::api::Delegate;
 use crate::api::heptio_v1beta1::{
     IngressRoute, IngressRouteSpec, Route, Service as IrService, Tls, VirtualHost,
 };
-use crate::api::{Delegate, ObjKey};
-use crate::store::Snapshot;
+use crate::store::{AnyObject, Snapshot};
 
 /// Shape of a synthetic cluster.
 #[derive(Clone, Copy, Debug)]
@@ -125,15 +125,23 @@ fn slice(ns: &str, svc: &str, n: usize, seed: usize) -> EndpointSlice {
 
 /// Builds a synthetic snapshot of the given shape.
 pub fn snapshot(shape: Shape) -> Snapshot {
-    let mut s = Snapshot::default();
+    Snapshot::from_objects(objects(shape))
+}
+
+/// The objects of a synthetic cluster of the given shape, as the sources decode them (whole
+/// EndpointSlices, which the store reduces to what routing reads).
+pub fn objects(shape: Shape) -> Vec<AnyObject> {
+    let mut s: Vec<AnyObject> = Vec::new();
     let roots = shape.routing_objects * 2 / 5;
     let ingresses = shape.routing_objects - 2 * roots;
-    let add_service = |s: &mut Snapshot, ns: &str, name: &str, seed: usize| {
-        s.services
-            .insert(ObjKey::new(ns, name), Arc::new(service(ns, name)));
-        let sl = slice(ns, name, shape.endpoints_per_service, seed);
-        s.endpoint_slices
-            .insert(ObjKey::new(ns, format!("{name}-abc")), Arc::new(sl));
+    let add_service = |s: &mut Vec<AnyObject>, ns: &str, name: &str, seed: usize| {
+        s.push(AnyObject::Service(Arc::new(service(ns, name))));
+        s.push(AnyObject::EndpointSlice(Arc::new(slice(
+            ns,
+            name,
+            shape.endpoints_per_service,
+            seed,
+        ))));
     };
     for i in 0..roots {
         let root_ns = format!("team-{}", i % 100);
@@ -176,15 +184,11 @@ pub fn snapshot(shape: Shape) -> Snapshot {
         );
         if i % 10 == 0 {
             let name = format!("tls-{i}");
-            s.secrets.insert(
-                ObjKey::new(&root_ns, &name),
-                Arc::new(tls_secret(&root_ns, &name, i)),
-            );
+            s.push(AnyObject::Secret(Arc::new(tls_secret(&root_ns, &name, i))));
         }
         let mut root = root;
         root.metadata = meta(&root_ns, &format!("root-{i}"));
-        s.ingressroutes_v1beta1
-            .insert(ObjKey::new(&root_ns, format!("root-{i}")), Arc::new(root));
+        s.push(AnyObject::IngressRouteV1beta1(Arc::new(root)));
         let mut vertex = IngressRoute::new(
             &format!("vertex-{i}"),
             IngressRouteSpec {
@@ -201,10 +205,7 @@ pub fn snapshot(shape: Shape) -> Snapshot {
             },
         );
         vertex.metadata = meta(&vertex_ns, &format!("vertex-{i}"));
-        s.ingressroutes_v1beta1.insert(
-            ObjKey::new(&vertex_ns, format!("vertex-{i}")),
-            Arc::new(vertex),
-        );
+        s.push(AnyObject::IngressRouteV1beta1(Arc::new(vertex)));
     }
     for i in 0..ingresses {
         let ns = format!("web-{}", i % 100);
@@ -244,8 +245,7 @@ pub fn snapshot(shape: Shape) -> Snapshot {
             }),
             ..Default::default()
         };
-        s.ingresses
-            .insert(ObjKey::new(&ns, format!("web-{i}")), Arc::new(ing));
+        s.push(AnyObject::Ingress(Arc::new(ing)));
     }
     for i in 0..shape.unrelated_secrets {
         let ns = format!("team-{}", i % 100);
@@ -259,8 +259,7 @@ pub fn snapshot(shape: Shape) -> Snapshot {
             data: Some(data),
             ..Default::default()
         };
-        s.secrets
-            .insert(ObjKey::new(&ns, format!("unrelated-{i}")), Arc::new(secret));
+        s.push(AnyObject::Secret(Arc::new(secret)));
     }
     s
 }

@@ -303,6 +303,7 @@ pub fn log_statuses(dag: &Dag) {
 mod tests {
     use super::*;
     use crate::api::ObjKey;
+    use crate::store::SliceEndpoints;
     use crate::synth::{Shape, snapshot};
 
     /// The xDS resources a fresh pipeline publishes for `s` (always a full build).
@@ -328,20 +329,19 @@ mod tests {
         assert_eq!(path, PublishPath::Full);
         let mut rx = p.xds();
         rx.borrow_and_update();
-        type Edit = fn(&mut k8s_openapi::api::discovery::v1::EndpointSlice);
+        type Edit = fn(&mut SliceEndpoints);
         let edits: [(&str, Edit); 4] = [
-            ("an address moves", |sl| {
-                sl.endpoints[0].addresses = vec!["10.99.0.1".into()]
-            }),
+            ("an address moves", |sl| sl.ready[0] = "10.99.0.1".into()),
             ("an endpoint turns unready", |sl| {
-                sl.endpoints[1].conditions.as_mut().unwrap().ready = Some(false)
+                let mut ready = std::mem::take(&mut sl.ready).into_vec();
+                ready.remove(1);
+                sl.ready = ready.into();
             }),
             ("the slice moves to another Service", |sl| {
-                let labels = sl.metadata.labels.as_mut().unwrap();
-                labels.insert(dag::SERVICE_NAME_LABEL.into(), "nobody".into());
+                sl.service = Some("nobody".into())
             }),
             ("the port is renamed away", |sl| {
-                sl.ports.as_mut().unwrap()[0].name = Some("other".into())
+                sl.ports[0].0 = "other".into()
             }),
         ];
         for (i, (what, edit)) in edits.into_iter().enumerate() {
@@ -362,11 +362,10 @@ mod tests {
         }
         // A slice removed, and one added.
         let gone = slice_key(&s, 20);
-        let mut added = (**s.endpoint_slices.get(&gone).unwrap()).clone();
+        let added = (**s.endpoint_slices.get(&gone).unwrap()).clone();
         s.endpoint_slices.remove(&gone);
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         assert_eq!(**p.xds().borrow(), *full(&s));
-        added.metadata.name = Some("extra".into());
         s.endpoint_slices
             .insert(ObjKey::new(&gone.namespace, "extra"), Arc::new(added));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
@@ -389,7 +388,7 @@ mod tests {
         let key = slice_key(&s, 0);
         let original = s.endpoint_slices[&key].clone();
         let mut moved = (*original).clone();
-        moved.endpoints[0].addresses = vec!["10.99.0.1".into()];
+        moved.ready[0] = "10.99.0.1".into();
         s.endpoint_slices.insert(key.clone(), Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         // Back to the endpoints of the last full build, together with a routing change: the
@@ -405,7 +404,7 @@ mod tests {
         // Moved again through the fast path, then a routing change elsewhere that keeps the
         // moved endpoints: the rebuilt model and Envoy both have them.
         let mut moved = (*original).clone();
-        moved.endpoints[0].addresses = vec!["10.99.0.2".into()];
+        moved.ready[0] = "10.99.0.2".into();
         s.endpoint_slices.insert(key, Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         let first_route = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
@@ -428,7 +427,12 @@ mod tests {
         // A Service changes: full build.
         let key = s.services.keys().next().unwrap().clone();
         let mut svc = (**s.services.get(&key).unwrap()).clone();
-        svc.metadata.labels = Some([("tier".to_string(), "web".to_string())].into());
+        let mut ports = svc.ports.into_vec();
+        ports.push(crate::store::ServicePortRef {
+            name: Some("admin".into()),
+            port: 9000,
+        });
+        svc.ports = ports.into();
         s.services.insert(key.clone(), Arc::new(svc.clone()));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
         // The same content again in a new object: nothing changed.
@@ -438,7 +442,7 @@ mod tests {
         // slice's endpoints.
         let skey = slice_key(&s, 0);
         let mut sl = (**s.endpoint_slices.get(&skey).unwrap()).clone();
-        sl.endpoints[0].addresses = vec!["10.99.0.3".into()];
+        sl.ready[0] = "10.99.0.3".into();
         s.endpoint_slices.insert(skey, Arc::new(sl));
         let rkey = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&rkey);

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use hashbrown::hash_map::RawEntryMut;
 use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
 
-use k8s_openapi::api::core::v1::{Service, ServicePort};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use sha2::{Digest, Sha256};
 
@@ -18,7 +16,7 @@ use super::Options;
 use super::model::*;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
-use crate::store::Snapshot;
+use crate::store::{ServicePortRef, ServicePorts, SliceEndpoints, Snapshot};
 
 /// Label EndpointSlices carry to name their Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -70,12 +68,12 @@ fn match_hash(hasher: &DefaultHashBuilder, path: &PathMatch, headers: &[HeaderMa
 
 /// The EndpointSlices of one Service, in snapshot order (almost always exactly one).
 enum Slices<'a> {
-    One(&'a EndpointSlice),
-    Many(Vec<&'a EndpointSlice>),
+    One(&'a SliceEndpoints),
+    Many(Vec<&'a SliceEndpoints>),
 }
 
 impl<'a> Slices<'a> {
-    fn as_slice(&self) -> &[&'a EndpointSlice] {
+    fn as_slice(&self) -> &[&'a SliceEndpoints] {
         match self {
             Slices::One(s) => std::slice::from_ref(s),
             Slices::Many(v) => v,
@@ -110,7 +108,7 @@ pub struct Builder<'a> {
     statuses: HashMap<ObjectRef, StatusAcc>,
     claims: HashMap<String, Vec<HostClaim>>,
     owners: HashMap<String, ObjectRef>,
-    services: HashMap<(&'a str, &'a str), &'a Service>,
+    services: HashMap<(&'a str, &'a str), &'a ServicePorts>,
     slices_by_service: HashMap<(&'a str, &'a str), Slices<'a>>,
     /// The namespaces whose Services and EndpointSlices `services` and `slices_by_service` hold;
     /// None when they hold all of them.
@@ -170,8 +168,8 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn add_slice(&mut self, key: &'a ObjKey, slice: &'a EndpointSlice) {
-        let Some(svc) = service_of(slice) else {
+    fn add_slice(&mut self, key: &'a ObjKey, slice: &'a SliceEndpoints) {
+        let Some(svc) = slice.service.as_deref() else {
             return;
         };
         match self.slices_by_service.entry((key.namespace.as_str(), svc)) {
@@ -387,8 +385,7 @@ impl<'a> Builder<'a> {
                 message: format!("Service {:?} not found", key().to_string()),
             });
         };
-        let spec = svc.spec.as_ref();
-        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+        if svc.external_name {
             return Err(StatusMessage {
                 reason: reason::UNSUPPORTED_BACKEND,
                 message: format!(
@@ -397,7 +394,7 @@ impl<'a> Builder<'a> {
                 ),
             });
         }
-        let ports: &[ServicePort] = spec.and_then(|s| s.ports.as_deref()).unwrap_or(&[]);
+        let ports: &[ServicePortRef] = &svc.ports;
         let found = ports.iter().find(|p| match b.port {
             PortRef::Number(n) => p.port == n,
             PortRef::Name(n) => p.name.as_deref() == Some(n),
@@ -448,7 +445,7 @@ impl<'a> Builder<'a> {
         Ok(name)
     }
 
-    fn endpoints_for(&self, namespace: &str, service: &str, sp: &ServicePort) -> Vec<Endpoint> {
+    fn endpoints_for(&self, namespace: &str, service: &str, sp: &ServicePortRef) -> Vec<Endpoint> {
         let slices = self.slices_by_service.get(&(namespace, service));
         slice_endpoints(
             slices
@@ -456,7 +453,7 @@ impl<'a> Builder<'a> {
                 .unwrap_or_default()
                 .iter()
                 .copied(),
-            sp.name.as_deref().unwrap_or(""),
+            sp.slice_port_name(),
         )
     }
 
@@ -711,33 +708,18 @@ fn cluster_name(
 /// The ready endpoints of the Service port named `port_name` in a Service's EndpointSlices, sorted
 /// and without duplicates: what a cluster's `endpoints` hold.
 pub fn slice_endpoints<'s>(
-    slices: impl IntoIterator<Item = &'s EndpointSlice>,
+    slices: impl IntoIterator<Item = &'s SliceEndpoints>,
     port_name: &str,
 ) -> Vec<Endpoint> {
     let mut out = Vec::new();
     for slice in slices {
-        let Some(port) = slice
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref().unwrap_or("") == port_name)
-            .and_then(|p| p.port)
-            .and_then(|p| u16::try_from(p).ok())
-        else {
+        let Some(port) = slice.port(port_name) else {
             continue;
         };
-        for ep in &slice.endpoints {
-            let ready = ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-            if !ready {
-                continue;
-            }
-            for addr in &ep.addresses {
-                out.push(Endpoint {
-                    address: addr.clone(),
-                    port,
-                });
-            }
-        }
+        out.extend(slice.ready.iter().map(|addr| Endpoint {
+            address: addr.to_string(),
+            port,
+        }));
     }
     out.sort();
     out.dedup();
@@ -748,31 +730,15 @@ pub fn slice_endpoints<'s>(
 /// None when its Service or Service port is not there (only a full build can tell what then).
 pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Vec<Endpoint>> {
     let svc = snapshot.services.get(&cluster.service)?;
-    let sp = svc
-        .spec
-        .as_ref()?
-        .ports
-        .as_deref()?
-        .iter()
-        .find(|p| p.port == cluster.port)?;
+    let sp = svc.ports.iter().find(|p| p.port == cluster.port)?;
     let ns = &cluster.service.namespace;
     let slices = snapshot
         .endpoint_slices
         .range(ObjKey::new(ns.as_str(), "")..)
         .take_while(|(k, _)| &k.namespace == ns)
-        .filter(|(_, s)| service_of(s) == Some(cluster.service.name.as_str()))
+        .filter(|(_, s)| s.service.as_deref() == Some(cluster.service.name.as_str()))
         .map(|(_, s)| s.as_ref());
-    Some(slice_endpoints(slices, sp.name.as_deref().unwrap_or("")))
-}
-
-/// The Service an EndpointSlice belongs to (its `kubernetes.io/service-name` label).
-pub fn service_of(slice: &EndpointSlice) -> Option<&str> {
-    slice
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(SERVICE_NAME_LABEL))
-        .map(String::as_str)
+    Some(slice_endpoints(slices, sp.slice_port_name()))
 }
 
 #[cfg(test)]

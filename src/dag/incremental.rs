@@ -133,8 +133,8 @@ impl Incremental {
         let mut services = BTreeSet::new();
         crate::store::each_change(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
             for slice in [a, b].into_iter().flatten() {
-                if let Some(svc) = super::service_of(slice) {
-                    services.insert(ObjKey::new(key.namespace.as_str(), svc));
+                if let Some(svc) = &slice.service {
+                    services.insert(ObjKey::new(key.namespace.as_str(), &**svc));
                 }
             }
         });

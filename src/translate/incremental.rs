@@ -353,12 +353,25 @@ mod tests {
         }
     }
 
-    /// Drops one object of `map`, gives it another object's content, or adds a copy of one under
-    /// a new name.
-    fn shuffle<T>(map: &mut crate::store::Objects<T>, rng: &mut Rng, fresh: usize)
+    /// `obj` under another namespace/name.
+    fn renamed<T>(obj: &T, key: &crate::api::ObjKey) -> T
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
     {
+        let mut value = serde_json::to_value(obj).unwrap();
+        value["metadata"]["name"] = key.name.clone().into();
+        value["metadata"]["namespace"] = key.namespace.clone().into();
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// Drops one object of `map`, gives it another object's content, or adds a copy of one under
+    /// a new name (`copy` makes the object stored under a key from another's).
+    fn shuffle<T>(
+        map: &mut crate::store::Objects<T>,
+        rng: &mut Rng,
+        fresh: usize,
+        copy: impl Fn(&T, &crate::api::ObjKey) -> T,
+    ) {
         if map.is_empty() {
             return;
         }
@@ -373,20 +386,19 @@ mod tests {
             1 => crate::api::ObjKey::new(&victim.namespace, format!("{}-copy{fresh}", victim.name)),
             _ => victim,
         };
-        let mut value = serde_json::to_value(map[&donor].as_ref()).unwrap();
-        value["metadata"]["name"] = target.name.clone().into();
-        value["metadata"]["namespace"] = target.namespace.clone().into();
-        map.insert(target, Arc::new(serde_json::from_value(value).unwrap()));
+        let copied = copy(map[&donor].as_ref(), &target);
+        map.insert(target, Arc::new(copied));
     }
 
     /// Changes one object of a random routing-relevant kind.
     fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
         match rng.next(5) {
-            0 => shuffle(&mut store.ingressroutes_v1beta1, rng, fresh),
-            1 => shuffle(&mut store.ingresses, rng, fresh),
-            2 => shuffle(&mut store.services, rng, fresh),
-            3 => shuffle(&mut store.endpoint_slices, rng, fresh),
-            _ => shuffle(&mut store.secrets, rng, fresh),
+            0 => shuffle(&mut store.ingressroutes_v1beta1, rng, fresh, renamed),
+            1 => shuffle(&mut store.ingresses, rng, fresh, renamed),
+            // Stored Services and slices hold no name of their own.
+            2 => shuffle(&mut store.services, rng, fresh, |s, _| s.clone()),
+            3 => shuffle(&mut store.endpoint_slices, rng, fresh, |s, _| s.clone()),
+            _ => shuffle(&mut store.secrets, rng, fresh, renamed),
         }
     }
 
