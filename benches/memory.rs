@@ -25,7 +25,7 @@ use sluice::api::Kind;
 use sluice::app::Pipeline;
 use sluice::dag::{self, Options};
 use sluice::k8s::state::{ClusterState, prepare};
-use sluice::store::{AnyObject, SliceEndpoints};
+use sluice::store::{AnyObject, ServicePorts, SliceEndpoints};
 use sluice::synth::{self, Shape};
 use sluice::translate;
 use sluice::webhook::IndexHandle;
@@ -176,6 +176,11 @@ fn main() {
         });
         (copies.len(), size)
     }
+    // What the store keeps of them instead, where it reduces them.
+    fn stored<T>(objects: &[AnyObject], reduce: impl Fn(&AnyObject) -> Option<T>) -> (usize, f64) {
+        let (kept, size) = sized(|| objects.iter().filter_map(&reduce).collect::<Vec<T>>());
+        (kept.len(), size)
+    }
     let kinds = [
         (
             "IngressRoutes",
@@ -199,24 +204,26 @@ fn main() {
             }),
         ),
         (
+            "  as stored",
+            stored(&synthetic, |o| match o {
+                AnyObject::Service(o) => Some(ServicePorts::from(o.as_ref())),
+                _ => None,
+            }),
+        ),
+        (
             "EndpointSlices",
             deep(&synthetic, |o| match o {
                 AnyObject::EndpointSlice(o) => Some(&**o),
                 _ => None,
             }),
         ),
-        ("  as stored", {
-            let (kept, size) = sized(|| {
-                synthetic
-                    .iter()
-                    .filter_map(|o| match o {
-                        AnyObject::EndpointSlice(o) => Some(SliceEndpoints::from(o.as_ref())),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-            });
-            (kept.len(), size)
-        }),
+        (
+            "  as stored",
+            stored(&synthetic, |o| match o {
+                AnyObject::EndpointSlice(o) => Some(SliceEndpoints::from(o.as_ref())),
+                _ => None,
+            }),
+        ),
         (
             "TLS Secrets",
             deep(&synthetic, |o| match o {
