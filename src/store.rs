@@ -119,6 +119,9 @@ impl From<&Service> for ServicePorts {
     }
 }
 
+/// Label EndpointSlices carry to name their Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
 /// What routing reads of one EndpointSlice: the Service it belongs to, its ports and the addresses
 /// of its ready endpoints. The store keeps this instead of the whole object: a Kubernetes
 /// `Endpoint` carries room for a Pod reference, node, zone and hints that routing never reads,
@@ -153,7 +156,7 @@ impl From<&EndpointSlice> for SliceEndpoints {
                 .metadata
                 .labels
                 .as_ref()
-                .and_then(|l| l.get(crate::dag::SERVICE_NAME_LABEL))
+                .and_then(|l| l.get(SERVICE_NAME_LABEL))
                 .map(|s| s.as_str().into()),
             ports: slice
                 .ports

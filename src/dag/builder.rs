@@ -18,8 +18,7 @@ use crate::api::status::reason;
 use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
 use crate::store::{ServicePortRef, ServicePorts, SliceEndpoints, Snapshot};
 
-/// Label EndpointSlices carry to name their Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub use crate::store::SERVICE_NAME_LABEL;
 /// Host header of active health checks when the object names none.
 pub const DEFAULT_HEALTH_CHECK_HOST: &str = "sluice-envoy-healthcheck";
 
