@@ -2,28 +2,33 @@
 //! what changed since the previous model.
 //!
 //! The result is always exactly `xds::Snapshot::from_resources(&translate::build(dag, options))`
-//! (the tests compare both over sequences of changes). What it saves:
+//! (the tests compare both over sequences of changes). What changed is found by diffing the
+//! model's persistent maps against the previous model's ([`imbl::OrdMap::diff`]): a model built
+//! from the previous one (`dag::incremental`) shares every tree node it did not touch, and the
+//! diff steps over shared nodes, so a change of one object costs work in proportion to what it
+//! changed, not to the size of the model. What it saves:
 //! - a cluster, load assignment, secret or TLS host's route configuration whose part of the model
-//!   is unchanged is not translated or encoded again: the previous snapshot's `Arc<Resource>` is
-//!   kept;
+//!   is unchanged is not translated, encoded or even visited: the previous snapshot's
+//!   `Arc<Resource>` is kept;
 //! - the HTTP route configuration (every host) is assembled from each host's encoded bytes, and
 //!   only changed hosts are translated and encoded;
 //! - a type none of whose resources changed keeps the previous `Arc<TypeSnapshot>`, which xDS
 //!   streams recognise without looking inside.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::google::protobuf::Any;
+use imbl::ordmap::DiffItem;
 use prost::encoding::{WireType, encode_key, encode_varint};
 use prost::{Message, Name};
 
 use super::{
-    HTTP_ROUTE_CONFIG, Options, ResourceType, build_cluster, build_load_assignment, build_secret,
-    https_route_config_name, listener, route,
+    HTTP_ROUTE_CONFIG, HTTPS_LISTENER, Options, ResourceType, build_cluster, build_load_assignment,
+    build_secret, https_route_config_name, listener, route,
 };
-use crate::dag::{Dag, VirtualHost};
+use crate::dag::{Dag, Map, VirtualHost};
 use crate::xds::cache::{Resource, Snapshot, TypeSnapshot};
 
 /// Field number of `RouteConfiguration.virtual_hosts`.
@@ -42,8 +47,14 @@ pub struct Encoder {
 struct Prev {
     dag: Arc<Dag>,
     snapshot: Snapshot,
-    /// The encoded `VirtualHost` of each host in the HTTP route configuration.
-    http_vhosts: HashMap<String, Arc<[u8]>>,
+    /// The encoded `VirtualHost` of each host in the HTTP route configuration, by host name (the
+    /// order of the model's hosts, which is the configuration's order).
+    http_vhosts: Map<String, Arc<[u8]>>,
+}
+
+/// Whether a host has its own HTTPS route configuration (TLS hosts that route HTTP).
+fn has_https_routes(v: &VirtualHost) -> bool {
+    v.tls.is_some() && v.tcp_proxy.is_none()
 }
 
 impl Encoder {
@@ -57,68 +68,101 @@ impl Encoder {
     /// The xDS snapshot of `dag`, and what the encoder kept of the previous model (the caller
     /// decides where to free it: it can be large).
     pub fn encode(&mut self, dag: &Arc<Dag>) -> (Snapshot, Retired) {
+        let empty = Dag::default();
         let prev = self.prev.as_ref();
+        let prev_dag = prev.map_or(&empty, |p| p.dag.as_ref());
         let prev_type = |t: ResourceType| prev.and_then(|p| p.snapshot.shared(t));
-        let prev_dag = prev.map(|p| p.dag.as_ref());
 
-        let mut clusters =
-            TypeBuilder::new(ResourceType::Cluster, prev_type(ResourceType::Cluster));
-        let mut endpoints =
-            TypeBuilder::new(ResourceType::Endpoint, prev_type(ResourceType::Endpoint));
-        let mut prev_clusters = prev_dag.map(|p| Cursor::new(&p.clusters));
-        for (name, c) in &dag.clusters {
-            let same = prev_clusters
-                .as_mut()
-                .is_some_and(|p| p.get(name).is_some_and(|p| same_entry(p, c)));
-            if !(same && clusters.reuse(name)) {
-                let pb = build_cluster(c);
-                clusters.add(&pb.name, &pb);
-            }
-            if !(same && endpoints.reuse(name)) {
-                let pb = build_load_assignment(c);
-                endpoints.add(&pb.cluster_name, &pb);
+        let mut clusters = Patch::new(ResourceType::Cluster, prev_type(ResourceType::Cluster));
+        let mut endpoints = Patch::new(ResourceType::Endpoint, prev_type(ResourceType::Endpoint));
+        for item in prev_dag.clusters.diff(&dag.clusters) {
+            match item {
+                DiffItem::Remove(_, c) => {
+                    clusters.remove(&c.name);
+                    endpoints.remove(&c.name);
+                }
+                DiffItem::Add(_, c) | DiffItem::Update { new: (_, c), .. } => {
+                    let pb = build_cluster(c);
+                    clusters.add(&pb.name, &pb);
+                    let pb = build_load_assignment(c);
+                    endpoints.add(&pb.cluster_name, &pb);
+                }
             }
         }
 
-        let mut secrets = TypeBuilder::new(ResourceType::Secret, prev_type(ResourceType::Secret));
-        let mut prev_secrets = prev_dag.map(|p| Cursor::new(&p.secrets));
-        for (name, s) in &dag.secrets {
-            let same = prev_secrets
-                .as_mut()
-                .is_some_and(|p| p.get(name) == Some(s));
-            if !(same && secrets.reuse(name)) {
-                let pb = build_secret(s);
-                secrets.add(&pb.name, &pb);
+        let mut secrets = Patch::new(ResourceType::Secret, prev_type(ResourceType::Secret));
+        for item in prev_dag.secrets.diff(&dag.secrets) {
+            match item {
+                DiffItem::Remove(_, s) => secrets.remove(&s.name),
+                DiffItem::Add(_, s) | DiffItem::Update { new: (_, s), .. } => {
+                    let pb = build_secret(s);
+                    secrets.add(&pb.name, &pb);
+                }
             }
         }
+        // The TLS listener has one filter chain per TLS host, naming its secret: it changes only
+        // with a TLS host or a secret.
+        let mut tls_changed = prev.is_none() || secrets.changed();
 
-        let mut routes = TypeBuilder::new(ResourceType::Route, prev_type(ResourceType::Route));
-        let http_vhosts = self.http_route_config(dag, &mut routes);
-        let mut prev_vhosts = prev_dag.map(|p| Cursor::new(&p.vhosts));
-        for v in dag.vhosts.values() {
-            if v.tls.is_none() || v.tcp_proxy.is_some() {
-                continue;
+        let mut routes = Patch::new(ResourceType::Route, prev_type(ResourceType::Route));
+        let fallback = dag.vhosts.get("*").map(|v| &**v);
+        let mut http_vhosts = prev.map(|p| p.http_vhosts.clone()).unwrap_or_default();
+        let mut http_changed = false;
+        // Encodes a host into `http_vhosts`; true when its bytes changed.
+        let set_http = |http_vhosts: &mut Map<String, Arc<[u8]>>, v: &VirtualHost| {
+            let bytes: Arc<[u8]> = route::build_http_vhost(v, fallback).encode_to_vec().into();
+            let changed = http_vhosts.get(&v.host) != Some(&bytes);
+            if changed {
+                http_vhosts.insert(v.host.clone(), bytes);
             }
-            let same = prev_vhosts
-                .as_mut()
-                .is_some_and(|p| p.get(&v.host).is_some_and(|p| same_entry(p, v)));
-            if !(same && routes.reuse(&https_route_config_name(&v.host))) {
-                let pb = route::build_https_route_config(v);
-                routes.add(&pb.name, &pb);
+            changed
+        };
+        for item in prev_dag.vhosts.diff(&dag.vhosts) {
+            let (host, old, new) = match item {
+                DiffItem::Remove(h, v) => (h, Some(&**v), None),
+                DiffItem::Add(h, v) => (h, None, Some(&**v)),
+                DiffItem::Update {
+                    old: (h, o),
+                    new: (_, n),
+                } => (h, Some(&**o), Some(&**n)),
+            };
+            tls_changed |=
+                old.is_some_and(|v| v.tls.is_some()) || new.is_some_and(|v| v.tls.is_some());
+            match new.filter(|v| has_https_routes(v)) {
+                Some(v) => {
+                    let pb = route::build_https_route_config(v);
+                    routes.add(&pb.name, &pb);
+                }
+                None if old.is_some_and(has_https_routes) => {
+                    routes.remove(&https_route_config_name(host));
+                }
+                None => {}
+            }
+            match new.filter(|v| v.tcp_proxy.is_none()) {
+                Some(v) => http_changed |= set_http(&mut http_vhosts, v),
+                None => http_changed |= http_vhosts.remove(host).is_some(),
             }
         }
+        // A wildcard host's HTTP routes end with those of the catch-all host `*`.
+        if prev_dag.vhosts.get("*") != dag.vhosts.get("*") {
+            for v in dag.vhosts.values() {
+                if v.host.starts_with("*.") && v.tcp_proxy.is_none() {
+                    http_changed |= set_http(&mut http_vhosts, v);
+                }
+            }
+        }
+        if http_changed || !routes.has(HTTP_ROUTE_CONFIG) {
+            routes.add_encoded(HTTP_ROUTE_CONFIG, http_route_config(&http_vhosts));
+        }
 
-        let mut listeners =
-            TypeBuilder::new(ResourceType::Listener, prev_type(ResourceType::Listener));
+        let mut listeners = Patch::new(ResourceType::Listener, prev_type(ResourceType::Listener));
         let http = listener::build_http_listener(&self.options);
         listeners.add(&http.name, &http);
-        // The TLS listener has one filter chain per TLS host: the same hosts with the same TLS
-        // settings and secrets give the same listener.
-        let tls_same = prev_dag.is_some_and(|p| tls_inputs(p).eq(tls_inputs(dag)));
-        if !(tls_same && listeners.reuse(super::HTTPS_LISTENER))
-            && let Some(https) = listener::build_https_listener(dag, &self.options)
-        {
-            listeners.add(&https.name, &https);
+        if tls_changed {
+            match listener::build_https_listener(dag, &self.options) {
+                Some(https) => listeners.add(&https.name, &https),
+                None => listeners.remove(HTTPS_LISTENER),
+            }
         }
 
         let snapshot = Snapshot::from_types(BTreeMap::from([
@@ -135,60 +179,25 @@ impl Encoder {
         });
         (snapshot, Retired(retired))
     }
+}
 
-    /// Adds the HTTP route configuration to `routes`; returns each host's encoded bytes.
-    fn http_route_config(
-        &self,
-        dag: &Dag,
-        routes: &mut TypeBuilder<'_>,
-    ) -> HashMap<String, Arc<[u8]>> {
-        let prev = self.prev.as_ref();
-        let fallback = dag.vhosts.get("*").map(|v| &**v);
-        let fallback_same = prev.is_some_and(|p| p.dag.vhosts.get("*").map(|v| &**v) == fallback);
-        let mut hosts: Vec<(&VirtualHost, Arc<[u8]>)> = Vec::with_capacity(dag.vhosts.len());
-        let mut reused = 0;
-        let mut prev_vhosts = prev.map(|p| Cursor::new(&p.dag.vhosts));
-        for v in dag.vhosts.values().filter(|v| v.tcp_proxy.is_none()) {
-            let same = prev_vhosts
-                .as_mut()
-                .is_some_and(|p| p.get(&v.host).is_some_and(|p| same_entry(p, v)))
-                && (fallback_same || !v.host.starts_with("*."));
-            let previous = prev
-                .filter(|_| same)
-                .and_then(|p| p.http_vhosts.get(&v.host));
-            let bytes = match previous {
-                Some(b) => {
-                    reused += 1;
-                    b.clone()
-                }
-                None => route::build_http_vhost(v, fallback).encode_to_vec().into(),
-            };
-            hosts.push((v, bytes));
-        }
-        let unchanged =
-            prev.is_some_and(|p| reused == hosts.len() && p.http_vhosts.len() == hosts.len());
-        if !(unchanged && routes.reuse(HTTP_ROUTE_CONFIG)) {
-            // What prost writes for the message: its name (field 1), then each virtual host
-            // (field 2) in order; no other field is set.
-            let head = RouteConfiguration {
-                name: HTTP_ROUTE_CONFIG.to_string(),
-                ..Default::default()
-            };
-            let body_len: usize = hosts.iter().map(|(_, b)| b.len() + 8).sum();
-            let mut buf = Vec::with_capacity(head.encoded_len() + body_len);
-            head.encode_raw(&mut buf);
-            for (_, b) in &hosts {
-                encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, &mut buf);
-                encode_varint(b.len() as u64, &mut buf);
-                buf.extend_from_slice(b);
-            }
-            routes.add_encoded(HTTP_ROUTE_CONFIG, buf);
-        }
-        hosts
-            .into_iter()
-            .map(|(v, b)| (v.host.clone(), b))
-            .collect()
+/// The HTTP route configuration from each host's encoded `VirtualHost`, in order: what prost
+/// writes for the message, its name (field 1), then each virtual host (field 2); no other field
+/// is set.
+fn http_route_config(hosts: &Map<String, Arc<[u8]>>) -> Vec<u8> {
+    let head = RouteConfiguration {
+        name: HTTP_ROUTE_CONFIG.to_string(),
+        ..Default::default()
+    };
+    let body_len: usize = hosts.values().map(|b| b.len() + 8).sum();
+    let mut buf = Vec::with_capacity(head.encoded_len() + body_len);
+    head.encode_raw(&mut buf);
+    for b in hosts.values() {
+        encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, &mut buf);
+        encode_varint(b.len() as u64, &mut buf);
+        buf.extend_from_slice(b);
     }
+    buf
 }
 
 /// What the encoder held of a previous model, handed back by [`Encoder::encode`].
@@ -197,133 +206,73 @@ pub struct Retired(
     #[expect(dead_code, reason = "held only to be freed where the caller chooses")] Option<Prev>,
 );
 
-/// What the TLS listener is made of: each TLS host with its TLS settings, TCP proxy and secret.
-/// Whether two model entries are equal: the same shared entry (a model built from the previous
-/// one shares what it did not change), or equal values.
-fn same_entry<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
-    Arc::ptr_eq(a, b) || **a == **b
-}
-
-fn tls_inputs(dag: &Dag) -> impl Iterator<Item = impl PartialEq + '_> + '_ {
-    dag.vhosts.values().filter_map(|v| {
-        let tls = v.tls.as_ref()?;
-        Some((
-            &v.host,
-            tls,
-            &v.tcp_proxy,
-            dag.secrets.get(&tls.secret).map(|s| &s.name),
-        ))
-    })
-}
-
-/// The resources of one type being assembled, reusing the previous snapshot's.
-///
-/// Names mostly come in ascending order (the model's maps are sorted the same way), so the
-/// previous resource of a name is found by moving a cursor forward, with a map lookup when a name
-/// comes out of order; the new map is built in one go from the sorted entries.
-struct TypeBuilder<'p> {
+/// The resources of one type: the previous snapshot's, with changes applied. Until the first
+/// change nothing is copied, and a type without changes is the previous `Arc<TypeSnapshot>`.
+struct Patch<'p> {
     type_url: String,
     prev: Option<&'p Arc<TypeSnapshot>>,
-    cursor:
-        Option<std::iter::Peekable<std::collections::btree_map::Iter<'p, String, Arc<Resource>>>>,
-    entries: Vec<(String, Arc<Resource>)>,
-    /// How many entries are the previous snapshot's.
-    reused: usize,
+    /// The previous resources with the changes so far; None until something changed.
+    changed: Option<BTreeMap<String, Arc<Resource>>>,
 }
 
-impl<'p> TypeBuilder<'p> {
+impl<'p> Patch<'p> {
     fn new(t: ResourceType, prev: Option<&'p Arc<TypeSnapshot>>) -> Self {
-        TypeBuilder {
+        Patch {
             type_url: t.type_url(),
             prev,
-            cursor: prev.map(|p| p.resources.iter().peekable()),
-            entries: Vec::with_capacity(prev.map_or(0, |p| p.resources.len())),
-            reused: 0,
+            changed: None,
         }
     }
 
-    fn previous(&mut self, name: &str) -> Option<&'p Arc<Resource>> {
-        let cursor = self.cursor.as_mut()?;
-        while cursor.peek().is_some_and(|(k, _)| k.as_str() < name) {
-            cursor.next();
-        }
-        match cursor.peek() {
-            Some((k, r)) if k.as_str() == name => Some(*r),
-            _ => self.prev.and_then(|p| p.resources.get(name)),
+    fn get(&self, name: &str) -> Option<&Arc<Resource>> {
+        match &self.changed {
+            Some(resources) => resources.get(name),
+            None => self.prev?.resources.get(name),
         }
     }
 
-    /// Keeps the previous resource of this name; false when there is none.
-    fn reuse(&mut self, name: &str) -> bool {
-        match self.previous(name) {
-            Some(r) => {
-                self.push(name, r.clone(), true);
-                true
-            }
-            None => false,
-        }
+    fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    fn changed(&self) -> bool {
+        self.changed.is_some()
+    }
+
+    fn resources(&mut self) -> &mut BTreeMap<String, Arc<Resource>> {
+        let prev = self.prev;
+        self.changed
+            .get_or_insert_with(|| prev.map(|p| p.resources.clone()).unwrap_or_default())
     }
 
     fn add<T: Message + Name>(&mut self, name: &str, message: &T) {
         self.add_encoded(name, message.encode_to_vec());
     }
 
-    /// Adds an encoded resource; the previous one is kept when the bytes are the same.
+    /// Adds or replaces a resource; a resource with the same bytes as the one held stays as it is.
     fn add_encoded(&mut self, name: &str, value: Vec<u8>) {
-        match self.previous(name) {
-            Some(r) if r.body.value == value => self.push(name, r.clone(), true),
-            _ => {
-                let body = Any {
-                    type_url: self.type_url.clone(),
-                    value,
-                };
-                self.push(name, Arc::new(Resource::new(name.to_string(), body)), false);
-            }
+        if self.get(name).is_some_and(|r| r.body.value == value) {
+            return;
         }
+        let body = Any {
+            type_url: self.type_url.clone(),
+            value,
+        };
+        let resource = Arc::new(Resource::new(name.to_string(), body));
+        self.resources().insert(name.to_string(), resource);
     }
 
-    fn push(&mut self, name: &str, r: Arc<Resource>, reused: bool) {
-        self.entries.push((name.to_string(), r));
-        self.reused += usize::from(reused);
+    fn remove(&mut self, name: &str) {
+        if self.has(name) {
+            self.resources().remove(name);
+        }
     }
 
     fn finish(self) -> Arc<TypeSnapshot> {
-        // Resource names are unique (they come from the model's map keys).
-        debug_assert!({
-            let mut names: Vec<&String> = self.entries.iter().map(|(n, _)| n).collect();
-            names.sort();
-            names.windows(2).all(|w| w[0] != w[1])
-        });
-        match self.prev {
-            // Every resource the previous snapshot's, and no other: share the previous set.
-            Some(p) if self.reused == p.resources.len() && self.entries.len() == self.reused => {
-                p.clone()
-            }
-            _ => Arc::new(TypeSnapshot::new(self.entries.into_iter().collect())),
-        }
-    }
-}
-
-/// Walks `map` alongside ascending keys: `get(k)` for k in ascending order costs one step each.
-struct Cursor<'m, V> {
-    iter:
-        std::iter::Peekable<imbl::ordmap::Iter<'m, String, V, imbl::shared_ptr::DefaultSharedPtr>>,
-}
-
-impl<'m, V: Clone> Cursor<'m, V> {
-    fn new(map: &'m crate::dag::Map<String, V>) -> Self {
-        Cursor {
-            iter: map.iter().peekable(),
-        }
-    }
-
-    fn get(&mut self, key: &str) -> Option<&'m V> {
-        while self.iter.peek().is_some_and(|(k, _)| k.as_str() < key) {
-            self.iter.next();
-        }
-        match self.iter.peek() {
-            Some((k, v)) if k.as_str() == key => Some(*v),
-            _ => None,
+        match (self.changed, self.prev) {
+            (Some(resources), _) => Arc::new(TypeSnapshot::new(resources)),
+            (None, Some(prev)) => prev.clone(),
+            (None, None) => Arc::new(TypeSnapshot::new(BTreeMap::new())),
         }
     }
 }
@@ -413,8 +362,20 @@ mod tests {
         let mut encoder = Encoder::new(options.clone());
         let mut rng = Rng(0x5eed_1234_abcd_0001);
         let mut previous: Option<Snapshot> = None;
+        // Models come from the incremental builder, as in a running sluice (they share the
+        // previous model's unchanged tree nodes), and every few steps from a full build (nothing
+        // shared: the diff compares every entry).
+        let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
+        let mut last: Option<(Store, Arc<Dag>)> = None;
         for step in 0..150 {
-            let dag = build(&store);
+            let dag = match &last {
+                Some((s, d)) if step % 5 != 0 => {
+                    Arc::new(incremental.build(Some((s, d.as_ref())), &store).0)
+                }
+                _ => Arc::new(incremental.build_full(&store)),
+            };
+            assert_eq!(*dag, *build(&store), "step {step}: the model");
+            last = Some((store.clone(), dag.clone()));
             let (got, _) = encoder.encode(&dag);
             let want = full(&dag, &options);
             assert_eq!(got, want, "step {step}");
@@ -466,6 +427,49 @@ mod tests {
         store.insert(ingress("all", None, "/y"));
         let dag = build(&store);
         assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
+    }
+
+    #[test]
+    fn the_tls_listener_follows_a_hosts_tls_settings() {
+        // Only a host's TLS settings change: no secret changes, yet the listener's filter chain
+        // for that host does.
+        let options = Options::default();
+        let mut store = synth::snapshot(synth::Shape {
+            routing_objects: 30,
+            endpoints_per_service: 1,
+            unrelated_secrets: 0,
+        });
+        let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
+        let mut encoder = Encoder::new(options.clone());
+        let dag = Arc::new(incremental.build_full(&store));
+        let (before, _) = encoder.encode(&dag);
+        let (key, root) = store
+            .ingressroutes_v1beta1
+            .iter()
+            .find(|(_, r)| r.spec.virtualhost.as_ref().is_some_and(|v| v.tls.is_some()))
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .expect("a TLS root");
+        let mut changed = (*root).clone();
+        changed
+            .spec
+            .virtualhost
+            .as_mut()
+            .and_then(|v| v.tls.as_mut())
+            .unwrap()
+            .minimum_protocol_version = Some(crate::api::TlsVersion::V1_3);
+        let prev_store = store.clone();
+        store.ingressroutes_v1beta1.insert(key, Arc::new(changed));
+        let next = Arc::new(incremental.build(Some((&prev_store, &dag)), &store).0);
+        let (after, _) = encoder.encode(&next);
+        assert_eq!(after, full(&next, &options));
+        assert_ne!(
+            before.version(ResourceType::Listener),
+            after.version(ResourceType::Listener)
+        );
+        assert_eq!(
+            before.version(ResourceType::Secret),
+            after.version(ResourceType::Secret)
+        );
     }
 
     #[test]

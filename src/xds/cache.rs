@@ -92,16 +92,22 @@ impl Snapshot {
     }
 
     /// Whether both snapshots hold the same resources. Types shared between the two (the usual
-    /// case for what did not change) are not looked into.
+    /// case for what did not change) are not looked into, and the resources of a type are
+    /// compared only when no type's version tells the snapshots apart.
     pub fn same_as(&self, other: &Snapshot) -> bool {
-        ResourceType::ALL
+        let pairs = ResourceType::ALL
+            .map(|t| (self.types.get(&t), other.types.get(&t)))
             .into_iter()
-            .all(|t| match (self.types.get(&t), other.types.get(&t)) {
-                (Some(a), Some(b)) => {
-                    Arc::ptr_eq(a, b) || (a.version == b.version && a.resources == b.resources)
-                }
-                (None, None) => true,
-                (Some(a), None) | (None, Some(a)) => a.resources.is_empty(),
+            .filter(|(a, b)| !matches!((a, b), (Some(a), Some(b)) if Arc::ptr_eq(a, b)));
+        let cheap = pairs.clone().all(|pair| match pair {
+            (Some(a), Some(b)) => a.version == b.version,
+            (None, None) => true,
+            (Some(a), None) | (None, Some(a)) => a.resources.is_empty(),
+        });
+        cheap
+            && pairs.into_iter().all(|pair| match pair {
+                (Some(a), Some(b)) => a.resources == b.resources,
+                _ => true,
             })
     }
 
