@@ -143,10 +143,10 @@ impl Pipeline {
         let current = self.xds_tx.borrow().clone();
         let held = current.of(translate::ResourceType::Endpoint);
         let mut changed = Vec::new();
-        for cluster in dag.clusters.values() {
-            if !services.contains(&cluster.service) {
-                continue;
-            }
+        let clusters = services
+            .iter()
+            .flat_map(|s| dag::clusters_of_service(&dag.clusters, s));
+        for (_, cluster) in clusters {
             let Some(endpoints) = dag::cluster_endpoints(snapshot, cluster) else {
                 return false;
             };

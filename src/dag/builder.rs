@@ -704,6 +704,23 @@ fn cluster_name(
     format!("{base}/{hex}")
 }
 
+/// The clusters of one Service in `clusters`. Their names begin with `namespace/service/` (see
+/// [`cluster_name`]; neither part can hold a `/`), so they are one range of the sorted map:
+/// finding them costs a lookup, not a walk over every cluster.
+pub fn clusters_of_service<'d>(
+    clusters: &'d crate::dag::Map<String, Arc<Cluster>>,
+    service: &'d ObjKey,
+) -> impl Iterator<Item = (&'d String, &'d Arc<Cluster>)> + 'd {
+    let prefix = format!("{}/{}/", service.namespace, service.name);
+    clusters
+        .range::<_, str>((
+            std::ops::Bound::Included(prefix.as_str()),
+            std::ops::Bound::Unbounded,
+        ))
+        .take_while(move |(name, _)| name.starts_with(prefix.as_str()))
+        .filter(move |(_, c)| c.service == *service)
+}
+
 /// The ready endpoints of the Service port named `port_name` in a Service's EndpointSlices, sorted
 /// and without duplicates: what a cluster's `endpoints` hold.
 pub fn slice_endpoints<'s>(
@@ -750,6 +767,50 @@ mod tests {
         assert_eq!(effective_weights(&[Some(80), None]), vec![80, 0]);
         assert_eq!(effective_weights(&[Some(0), Some(0)]), vec![1, 1]);
         assert_eq!(effective_weights(&[Some(50), Some(50)]), vec![50, 50]);
+    }
+
+    #[test]
+    fn clusters_of_a_service_are_found_by_name_prefix() {
+        let cluster = |name: &str, ns: &str, svc: &str| {
+            let c = Cluster {
+                name: name.into(),
+                service: ObjKey::new(ns, svc),
+                port: 80,
+                protocol: UpstreamProtocol::Http,
+                lb: LbStrategy::RoundRobin,
+                health_check: None,
+                outlier_detection: None,
+                endpoints: Vec::new(),
+            };
+            (name.to_string(), Arc::new(c))
+        };
+        let clusters: crate::dag::Map<String, Arc<Cluster>> = [
+            cluster("ns/web/80", "ns", "web"),
+            cluster("ns/web/80/0a1b2c3d4e", "ns", "web"),
+            cluster("ns/web/8080", "ns", "web"),
+            cluster("ns/web-2/80", "ns", "web-2"),
+            cluster("ns/webx/80", "ns", "webx"),
+            cluster("ns/we/80", "ns", "we"),
+            cluster("ns2/web/80", "ns2", "web"),
+            cluster("n/s/web/80", "n", "s"),
+        ]
+        .into_iter()
+        .collect();
+        let names = |ns: &str, svc: &str| -> Vec<String> {
+            let key = ObjKey::new(ns, svc);
+            clusters_of_service(&clusters, &key)
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        assert_eq!(
+            names("ns", "web"),
+            ["ns/web/80", "ns/web/80/0a1b2c3d4e", "ns/web/8080"]
+        );
+        assert_eq!(names("ns", "we"), ["ns/we/80"]);
+        assert_eq!(names("ns2", "web"), ["ns2/web/80"]);
+        assert_eq!(names("n", "s"), ["n/s/web/80"]);
+        assert!(names("ns", "w").is_empty());
+        assert!(names("other", "web").is_empty());
     }
 
     #[test]

@@ -287,10 +287,10 @@ impl Incremental {
         if self.stale_endpoints.is_empty() {
             return true;
         }
-        let stale: Vec<(String, Arc<Cluster>)> = dag
-            .clusters
+        let stale: Vec<(String, Arc<Cluster>)> = self
+            .stale_endpoints
             .iter()
-            .filter(|(_, c)| self.stale_endpoints.contains(&c.service))
+            .flat_map(|s| super::clusters_of_service(&dag.clusters, s))
             .map(|(n, c)| (n.clone(), c.clone()))
             .collect();
         for (name, c) in stale {

@@ -22,7 +22,7 @@ pub mod table;
 
 pub use builder::{
     BackendRef, Builder, DEFAULT_HEALTH_CHECK_HOST, PortRef, SERVICE_NAME_LABEL, cluster_endpoints,
-    effective_weights, health_check_policy, route_precedence, slice_endpoints,
+    clusters_of_service, effective_weights, health_check_policy, route_precedence, slice_endpoints,
 };
 pub use model::*;
 
