@@ -107,7 +107,7 @@ impl Pipeline {
             dag::incremental::BuildKind::Partial { objects } => PublishPath::Partial { objects },
         };
         let (xds_snapshot, retired) = encoder.encode(&dag);
-        let xds_snapshot = Arc::new(xds_snapshot);
+        let xds_snapshot = Arc::new(xds_snapshot.sharing_types_of(&self.xds_tx.borrow()));
         // What is replaced is dropped on another thread: freeing a large model takes a while.
         let mut garbage = Garbage::default();
         self.dag_tx.send_if_modified(|cur| {
@@ -407,12 +407,34 @@ mod tests {
         moved.ready[0] = "10.99.0.2".into();
         s.endpoint_slices.insert(key, Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
-        let first_route = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
-        s.ingressroutes_v1beta1.remove(&first_route);
+        let endpoints = |p: &Pipeline| {
+            let xds = p.xds().borrow().clone();
+            xds.shared(translate::ResourceType::Endpoint)
+                .unwrap()
+                .clone()
+        };
+        let fast = endpoints(&p);
+        // The path of a route to a Service changes (its cluster stays).
+        let (key, root) = s
+            .ingressroutes_v1beta1
+            .iter()
+            .find(|(_, r)| {
+                r.spec
+                    .routes
+                    .first()
+                    .is_some_and(|r| !r.services.is_empty())
+            })
+            .unwrap();
+        let (key, mut root) = (key.clone(), (**root).clone());
+        root.spec.routes[0].match_.push_str("/moved");
+        s.ingressroutes_v1beta1.insert(key, Arc::new(root));
         let (dag, path) = p.publish_counted(&s);
         assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
         assert_eq!(**p.xds().borrow(), *full(&s));
         assert_eq!(*dag, dag::build(&s, &dag::Options::default()));
+        // The load assignments the fast path published stay the published ones: xDS streams
+        // see the routing change only.
+        assert!(Arc::ptr_eq(&fast, &endpoints(&p)));
     }
 
     #[test]

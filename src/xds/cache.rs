@@ -111,6 +111,24 @@ impl Snapshot {
             })
     }
 
+    /// This snapshot with each type whose version equals `other`'s taken from `other` (the same
+    /// `Arc`). Versions are content hashes, so such a type holds the same resources; sharing it
+    /// lets xDS streams see at a glance that the type did not change. (The pipeline's endpoint
+    /// fast path publishes load assignments the encoder later computes again: without this, the
+    /// next routing change would look like a change of every load assignment.)
+    pub fn sharing_types_of(mut self, other: &Snapshot) -> Snapshot {
+        for (t, mine) in self.types.iter_mut() {
+            if let Some(theirs) = other.types.get(t)
+                && !Arc::ptr_eq(mine, theirs)
+                && mine.version == theirs.version
+                && mine.resources.len() == theirs.resources.len()
+            {
+                *mine = theirs.clone();
+            }
+        }
+        self
+    }
+
     /// Encodes translated resources. The same as [`Snapshot::from_encoded`] of
     /// [`Resources::encode`], without the intermediate maps.
     pub fn from_resources(resources: &Resources) -> Snapshot {
@@ -222,6 +240,41 @@ mod tests {
             Snapshot::from_resources(&resources),
             Snapshot::from_encoded(resources.encode())
         );
+    }
+
+    #[test]
+    fn types_with_the_same_version_are_taken_from_the_other_snapshot() {
+        let items = |e: &[u8]| {
+            BTreeMap::from([
+                (
+                    ResourceType::Cluster,
+                    BTreeMap::from([("c".to_string(), mk_any(b"c1"))]),
+                ),
+                (
+                    ResourceType::Endpoint,
+                    BTreeMap::from([("c".to_string(), mk_any(e))]),
+                ),
+            ])
+        };
+        let published = Snapshot::from_encoded(items(b"e1"));
+        // Built separately: equal content, other allocations.
+        let same = Snapshot::from_encoded(items(b"e1")).sharing_types_of(&published);
+        for t in ResourceType::ALL {
+            assert!(Arc::ptr_eq(
+                same.shared(t).unwrap(),
+                published.shared(t).unwrap()
+            ));
+        }
+        let changed = Snapshot::from_encoded(items(b"e2")).sharing_types_of(&published);
+        assert!(Arc::ptr_eq(
+            changed.shared(ResourceType::Cluster).unwrap(),
+            published.shared(ResourceType::Cluster).unwrap()
+        ));
+        assert!(!Arc::ptr_eq(
+            changed.shared(ResourceType::Endpoint).unwrap(),
+            published.shared(ResourceType::Endpoint).unwrap()
+        ));
+        assert_eq!(changed.of(ResourceType::Endpoint)["c"].body, mk_any(b"e2"));
     }
 
     #[test]
