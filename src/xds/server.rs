@@ -15,7 +15,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 };
 use futures::Stream as FutureStream;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::ServerTlsConfig;
 use tonic::{Request, Status, Streaming};
 
@@ -158,6 +158,14 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
+/// The connections of `listener`, with Nagle's algorithm off (tonic's own `tcp_nodelay` applies
+/// only to listeners it binds). With it on, the last segment of a large push (a route
+/// configuration of hundreds of KB) waited for the client's delayed ACK: ~40 ms added to about
+/// a third of the pushes.
+fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 /// Serves ADS on an already bound listener until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -172,7 +180,22 @@ pub async fn serve(
     }
     builder
         .add_service(AggregatedDiscoveryServiceServer::new(server))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_stream::StreamExt;
+
+    #[tokio::test]
+    async fn accepted_connections_have_nagle_off() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut incoming = super::incoming(listener);
+        let _client = tokio::net::TcpStream::connect(address).await.unwrap();
+        let accepted = incoming.next().await.unwrap().unwrap();
+        assert!(accepted.nodelay().unwrap());
+    }
 }
