@@ -12,7 +12,7 @@
 //! with exponential backoff — re-planned from the latest state each time, so a retry never writes a
 //! stale status; a 404 means the object is gone and is dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use crate::api::{Kind, ObjectRef};
 
 use super::metrics::Metrics;
 use super::rebuild::Built;
-use super::state::{ClusterState, FIELD_MANAGER, prepare};
+use super::state::{ClusterState, FIELD_MANAGER, Rejected, prepare};
 use super::status::{LoadBalancer, Plan, Verdict, apply_body, plan, writes_status};
 use super::watch::lock;
 
@@ -87,39 +87,153 @@ pub struct WriterInputs {
     pub shutdown: watch::Receiver<bool>,
 }
 
+/// What the writer is doing between two plans.
+#[derive(Default)]
+struct Pass {
+    build: u64,
+    objects: usize,
+    planned: usize,
+    written: usize,
+    failed: usize,
+    /// The pass's end was logged.
+    reported: bool,
+}
+
 /// Runs until shutdown.
+///
+/// Writes are a continuous pipeline, not passes that wait for their slowest write: every input
+/// change (a build, the lease, the load-balancer address) plans again from the latest state, and
+/// each free slot (of `concurrency`, paced by the token bucket) takes the next planned write at
+/// once. An object whose write is in flight is left out of a plan and planned again when the
+/// write ends. A failed write holds its object back for the backoff, then plans again.
 pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
     let mut limiter = RateLimit::new(ctx.rate, ctx.burst);
     let mut backoff = Duration::from_millis(200);
+    let concurrency = ctx.concurrency.max(1);
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    // Objects with a write in flight, and those of them a later plan left out.
+    let mut busy: HashSet<ObjectRef> = HashSet::new();
+    let mut skipped: HashSet<ObjectRef> = HashSet::new();
+    // Objects whose write failed, held back until `retry_at`.
+    let mut held: HashSet<ObjectRef> = HashSet::new();
+    let mut retry_at: Option<Instant> = None;
+    let mut queue: VecDeque<(ObjectRef, Value)> = VecDeque::new();
+    let mut pass = Pass {
+        reported: true,
+        ..Pass::default()
+    };
+    let mut replan = true;
+    // What the last plan was made from.
+    let mut planned_from: Option<(Arc<Built>, Option<LoadBalancer>)> = None;
     loop {
         if *inputs.shutdown.borrow() {
             return;
         }
         let leading = *inputs.leader.borrow_and_update();
-        let built = inputs.built.borrow_and_update().clone();
-        let lb = inputs.load_balancer.borrow_and_update().clone();
-        let mut retry = None;
-        if let (true, Some(built)) = (leading, built) {
-            let failed = write_pass(&ctx, &built, lb.as_ref(), &inputs.leader, &mut limiter).await;
-            if failed > 0 {
-                tracing::warn!(
-                    failed,
-                    retry_in_ms = backoff.as_millis() as u64,
-                    "status writes failed; will retry"
-                );
-                retry = Some(backoff);
-                backoff = (backoff * 2).min(Duration::from_secs(30));
-            } else {
-                backoff = Duration::from_millis(200);
+        if replan {
+            replan = false;
+            let built = inputs.built.borrow_and_update().clone();
+            let lb = inputs.load_balancer.borrow_and_update().clone();
+            queue.clear();
+            planned_from = None;
+            if let (true, Some(built)) = (leading, built) {
+                for (obj, status) in plan_statuses(&ctx, &built, lb.as_ref(), None) {
+                    if busy.contains(&obj) {
+                        skipped.insert(obj);
+                    } else if !held.contains(&obj) {
+                        queue.push_back((obj, status));
+                    }
+                }
+                pass = Pass {
+                    build: built.version,
+                    objects: built.dag.statuses.len() + built.rejected.len(),
+                    planned: queue.len(),
+                    ..Pass::default()
+                };
+                planned_from = Some((built, lb));
             }
         }
-        let sleep = tokio::time::sleep(retry.unwrap_or(Duration::from_secs(86400)));
-        // A closed input (its sender gone, e.g. no load-balancer source) never fires again.
+        // Start what the free slots allow; a replica that lost the lease starts nothing.
+        while leading && in_flight.len() < concurrency {
+            let Some((obj, status)) = queue.pop_front() else {
+                break;
+            };
+            let wait = limiter.take(Instant::now());
+            busy.insert(obj.clone());
+            let ctx = &ctx;
+            in_flight.push(async move {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                let result = write_one(ctx, &obj, &status).await;
+                (obj, result)
+            });
+        }
+        if !pass.reported && queue.is_empty() && in_flight.is_empty() {
+            pass.reported = true;
+            tracing::info!(
+                build = pass.build,
+                objects = pass.objects,
+                planned = pass.planned,
+                written = pass.written,
+                failed = pass.failed,
+                "status pass complete"
+            );
+        }
+        let retry = async {
+            match retry_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            _ = sleep => {}
-            _ = changed(&mut inputs.built) => {}
-            _ = changed(&mut inputs.leader) => {}
-            _ = changed(&mut inputs.load_balancer) => {}
+            Some((obj, result)) = in_flight.next(), if !in_flight.is_empty() => {
+                busy.remove(&obj);
+                let was_skipped = skipped.remove(&obj);
+                match result {
+                    Ok(()) => {
+                        pass.written += 1;
+                        if held.is_empty() {
+                            backoff = Duration::from_millis(200);
+                        }
+                    }
+                    Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 404) => {
+                        tracing::debug!(object = %obj, "object gone before its status was written");
+                    }
+                    Err(e) => {
+                        pass.failed += 1;
+                        ctx.metrics.count_write(obj.kind.kind(), false);
+                        tracing::warn!(
+                            object = %obj,
+                            error = %e,
+                            retry_in_ms = backoff.as_millis() as u64,
+                            "status write failed; will retry"
+                        );
+                        held.insert(obj.clone());
+                        if retry_at.is_none() {
+                            retry_at = Some(Instant::now() + backoff);
+                            backoff = (backoff * 2).min(Duration::from_secs(30));
+                        }
+                    }
+                }
+                // Left out of the last plan while in flight: plan it now, from the same inputs.
+                if was_skipped
+                    && !held.contains(&obj)
+                    && let Some((built, lb)) = &planned_from
+                {
+                    let again = plan_statuses(&ctx, built, lb.as_ref(), Some(&obj));
+                    pass.planned += again.len();
+                    queue.extend(again);
+                }
+            }
+            _ = retry => {
+                retry_at = None;
+                held.clear();
+                replan = true;
+            }
+            _ = changed(&mut inputs.built) => replan = true,
+            _ = changed(&mut inputs.leader) => replan = true,
+            _ = changed(&mut inputs.load_balancer) => replan = true,
             _ = changed(&mut inputs.shutdown) => {}
         }
     }
@@ -132,89 +246,58 @@ async fn changed<T>(rx: &mut watch::Receiver<T>) {
     }
 }
 
-/// Plans every status of one build and writes those that differ. Returns how many writes failed.
-async fn write_pass(
+/// The status of every routing object of one build that differs from what the cluster holds
+/// (of `only` that object).
+fn plan_statuses(
     ctx: &WriterContext,
     built: &Built,
     lb: Option<&LoadBalancer>,
-    leader: &watch::Receiver<bool>,
-    limiter: &mut RateLimit,
-) -> usize {
+    only: Option<&ObjectRef>,
+) -> Vec<(ObjectRef, Value)> {
     let now = k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())
         .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now().to_string());
-    let plans: Vec<(ObjectRef, Value)> = {
-        let st = lock(&ctx.state);
-        let dag = built
+    let st = lock(&ctx.state);
+    type Candidate<'b> = (&'b ObjectRef, Verdict<'b>, Option<i64>);
+    fn dag<'b>((r, s): (&'b ObjectRef, &'b crate::dag::ObjectStatus)) -> Candidate<'b> {
+        (r, Verdict::Dag(s), s.generation)
+    }
+    fn rejected<'b>((r, x): (&'b ObjectRef, &'b Rejected)) -> Candidate<'b> {
+        (r, Verdict::Rejected(x), x.generation)
+    }
+    let verdicts: Vec<Candidate<'_>> = match only {
+        Some(r) => built
+            .dag
+            .statuses
+            .get_key_value(r)
+            .map(dag)
+            .into_iter()
+            .chain(built.rejected.get_key_value(r).map(rejected))
+            .collect(),
+        None => built
             .dag
             .statuses
             .iter()
-            .map(|(r, s)| (r, Verdict::Dag(s), s.generation));
-        let rejected = built
-            .rejected
-            .iter()
-            .map(|(r, x)| (r, Verdict::Rejected(x), x.generation));
-        dag.chain(rejected)
-            .filter(|(r, _, _)| writes_status(r.kind))
-            .filter_map(|(r, verdict, generation)| {
-                // Gone, or changed since this build (the next build has the current verdict).
-                let observed = st.observed(r)?;
-                if observed.generation > generation {
-                    return None;
-                }
-                match plan(r.kind, verdict, observed, lb, &now) {
-                    Plan::Keep => None,
-                    Plan::Apply(status) => Some((r.clone(), status)),
-                }
-            })
-            .collect()
+            .map(dag)
+            .chain(built.rejected.iter().map(rejected))
+            .collect(),
     };
-    let mut failed = 0;
-    let mut written = 0;
-    let planned = plans.len();
-    // Paced one by one by the token bucket, then up to `concurrency` writes in flight; a replica
-    // that loses the lease starts no further write.
-    let results: Vec<(ObjectRef, Result<(), kube::Error>)> = futures::stream::iter(plans)
-        .take_while(|_| std::future::ready(*leader.borrow()))
-        .then(|item| {
-            let wait = limiter.take(Instant::now());
-            async move {
-                if !wait.is_zero() {
-                    tokio::time::sleep(wait).await;
-                }
-                item
+    verdicts
+        .into_iter()
+        .filter(|(r, _, _)| writes_status(r.kind))
+        .filter_map(|(r, verdict, generation)| {
+            // Gone, or changed since this build (the next build has the current verdict).
+            let observed = st.observed(r)?;
+            if observed.generation > generation {
+                return None;
+            }
+            match plan(r.kind, verdict, observed, lb, &now) {
+                Plan::Keep => None,
+                Plan::Apply(status) => Some((r.clone(), status)),
             }
         })
-        .map(|(obj, status)| async move {
-            let r = write_one(ctx, &obj, &status).await;
-            (obj, r)
-        })
-        .buffer_unordered(ctx.concurrency.max(1))
         .collect()
-        .await;
-    for (obj, result) in results {
-        match result {
-            Ok(()) => written += 1,
-            Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 404) => {
-                tracing::debug!(object = %obj, "object gone before its status was written");
-            }
-            Err(e) => {
-                failed += 1;
-                ctx.metrics.count_write(obj.kind.kind(), false);
-                tracing::warn!(object = %obj, error = %e, "status write failed");
-            }
-        }
-    }
-    tracing::info!(
-        build = built.version,
-        objects = built.dag.statuses.len() + built.rejected.len(),
-        planned,
-        written,
-        failed,
-        "status pass complete"
-    );
-    failed
 }
 
 async fn write_one(
@@ -263,6 +346,130 @@ async fn write_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ingressroute(name: &str) -> Value {
+        serde_json::json!({
+            "apiVersion": "contour.heptio.com/v1beta1",
+            "kind": "IngressRoute",
+            "metadata": {"name": name, "namespace": "team", "generation": 1, "resourceVersion": "1"},
+            "spec": {"virtualhost": {"fqdn": format!("{name}.example.com")},
+                     "routes": [{"match": "/", "services": [{"name": "web", "port": 80}]}]}
+        })
+    }
+
+    /// The build of whatever `state` holds.
+    fn build(state: &Mutex<ClusterState>, version: u64) -> Arc<Built> {
+        let st = lock(state);
+        let snapshot = Arc::new(st.snapshot().clone());
+        let dag = Arc::new(crate::dag::build(&snapshot, &Default::default()));
+        Arc::new(Built {
+            version,
+            snapshot,
+            dag,
+            rejected: Arc::new(st.rejected().clone()),
+        })
+    }
+
+    /// A slow write does not hold back the writes of later builds: with a write of `slow` hanging
+    /// in the apiserver, the status of an object created afterwards is still written.
+    #[tokio::test]
+    async fn a_slow_write_does_not_hold_back_later_builds() {
+        use axum::http::{Request, Response};
+        use http_body_util::BodyExt;
+        let objects: BTreeMap<String, Value> = ["slow", "a", "b"]
+            .into_iter()
+            .map(|n| (n.to_string(), ingressroute(n)))
+            .collect();
+        let (release, released) = watch::channel(false);
+        let written = Arc::new(Mutex::new(Vec::<String>::new()));
+        let apiserver = {
+            let written = written.clone();
+            tower::service_fn(move |req: Request<kube::client::Body>| {
+                let (objects, written, mut released) =
+                    (objects.clone(), written.clone(), released.clone());
+                async move {
+                    // …/namespaces/team/ingressroutes/<name>/status
+                    let name = req
+                        .uri()
+                        .path()
+                        .rsplit('/')
+                        .nth(1)
+                        .unwrap_or("")
+                        .to_string();
+                    let body = req.into_body().collect().await?.to_bytes();
+                    let patch: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    if name == "slow" {
+                        let _ = released.wait_for(|r| *r).await;
+                    }
+                    let mut object = objects.get(&name).cloned().unwrap_or_default();
+                    object["status"] = patch["status"].clone();
+                    written.lock().unwrap().push(name);
+                    Ok::<_, kube::Error>(Response::new(kube::client::Body::from(
+                        serde_json::to_vec(&object).unwrap_or_default(),
+                    )))
+                }
+            })
+        };
+        let state = Arc::new(Mutex::new(ClusterState::default()));
+        for name in ["slow", "a"] {
+            let p = prepare(Kind::IngressRouteV1beta1, ingressroute(name)).unwrap();
+            lock(&state).apply(p);
+        }
+        let resource = ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("contour.heptio.com", "v1beta1", "IngressRoute"),
+            "ingressroutes",
+        );
+        let ctx = WriterContext {
+            client: Client::new(apiserver, "default"),
+            state: state.clone(),
+            resources: Arc::new(Mutex::new(BTreeMap::from([(
+                Kind::IngressRouteV1beta1,
+                resource,
+            )]))),
+            metrics: Metrics::default(),
+            rate: 1000.0,
+            burst: 100,
+            concurrency: 4,
+        };
+        let (built_tx, built) = watch::channel(Some(build(&state, 1)));
+        let (_leader_tx, leader) = watch::channel(true);
+        let (_lb_tx, load_balancer) = watch::channel(None);
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let writer = tokio::spawn(write_loop(
+            ctx,
+            WriterInputs {
+                built,
+                leader,
+                load_balancer,
+                shutdown,
+            },
+        ));
+        let wait_for = |name: &'static str| {
+            let written = written.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !written.lock().unwrap().iter().any(|n| n == name) {
+                    assert!(Instant::now() < deadline, "{name} was never written");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        };
+        wait_for("a").await;
+        // A new object, a new build, while `slow` still hangs.
+        let p = prepare(Kind::IngressRouteV1beta1, ingressroute("b")).unwrap();
+        lock(&state).apply(p);
+        built_tx.send_replace(Some(build(&state, 2)));
+        wait_for("b").await;
+        assert!(!written.lock().unwrap().iter().any(|n| n == "slow"));
+        release.send_replace(true);
+        wait_for("slow").await;
+        shutdown_tx.send_replace(true);
+        writer.await.unwrap();
+        // Each status written once: `slow`, in flight during the second build, was not sent again.
+        let mut all = written.lock().unwrap().clone();
+        all.sort();
+        assert_eq!(all, ["a", "b", "slow"]);
+    }
 
     #[test]
     fn token_bucket_allows_the_burst_then_paces() {
