@@ -346,6 +346,23 @@ fn main() {
         common::quantile(&propagation, 1.0),
         propagation.len()
     );
+    // Envoy's own time applying configuration (its `update_duration` histograms: percentiles
+    // over every update since it started, most of them the creates above). Printed, not recorded.
+    let envoy_stats = rt.block_on(async {
+        let url = format!(
+            "http://127.0.0.1:{}/stats?filter=update_duration",
+            ports.admin
+        );
+        http.get(url).send().await?.text().await
+    });
+    match envoy_stats {
+        Ok(text) => {
+            for line in text.lines().filter(|l| l.contains("update_duration")) {
+                println!("envoy {line}");
+            }
+        }
+        Err(e) => println!("envoy statistics not read: {e}"),
+    }
 
     // 4. Status throughput: a burst of new routes.
     let first = base + sizes.propagation_samples;
