@@ -266,25 +266,27 @@ fn plan_statuses(
     fn rejected<'b>((r, x): (&'b ObjectRef, &'b Rejected)) -> Candidate<'b> {
         (r, Verdict::Rejected(x), x.generation)
     }
-    let verdicts: Vec<Candidate<'_>> = match only {
-        Some(r) => built
-            .dag
-            .statuses
-            .get_key_value(r)
-            .map(dag)
-            .into_iter()
-            .chain(built.rejected.get_key_value(r).map(rejected))
-            .collect(),
-        None => built
-            .dag
-            .statuses
-            .iter()
-            .map(dag)
-            .chain(built.rejected.iter().map(rejected))
-            .collect(),
+    // One object's verdict, or every object's (walked, not collected: a plan runs per build).
+    let verdicts: Box<dyn Iterator<Item = Candidate<'_>> + '_> = match only {
+        Some(r) => Box::new(
+            built
+                .dag
+                .statuses
+                .get_key_value(r)
+                .map(dag)
+                .into_iter()
+                .chain(built.rejected.get_key_value(r).map(rejected)),
+        ),
+        None => Box::new(
+            built
+                .dag
+                .statuses
+                .iter()
+                .map(dag)
+                .chain(built.rejected.iter().map(rejected)),
+        ),
     };
     verdicts
-        .into_iter()
         .filter(|(r, _, _)| writes_status(r.kind))
         .filter_map(|(r, verdict, generation)| {
             // Gone, or changed since this build (the next build has the current verdict).
