@@ -6,7 +6,7 @@
 //! the lock only to apply one event.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use serde_json::Value;
@@ -16,7 +16,7 @@ use crate::manifest::{Document, decode_value};
 use crate::store::{AnyObject, Snapshot};
 use crate::validate::FieldError;
 
-use super::status::ObservedStatus;
+use super::status::{ObservedStatus, writes_status};
 
 /// The field manager sluice writes status with.
 pub const FIELD_MANAGER: &str = "sluice";
@@ -156,6 +156,10 @@ pub struct ClusterState {
     entries: HashMap<ObjectRef, Entry>,
     rejected: BTreeMap<ObjectRef, Rejected>,
     synced: BTreeSet<Kind>,
+    /// Objects with a status sluice writes whose [`Observed`] changed (or that were removed)
+    /// since the status writer last took them: what it must plan again besides the objects
+    /// whose verdict changed.
+    observed_changes: HashSet<ObjectRef>,
 }
 
 impl ClusterState {
@@ -175,8 +179,23 @@ impl ClusterState {
     /// Records what a status write returned, so the writer does not write it again before the
     /// watch event arrives.
     pub fn set_observed(&mut self, obj: &ObjectRef, observed: Observed) {
-        if let Some(e) = self.entries.get_mut(obj) {
+        if let Some(e) = self.entries.get_mut(obj)
+            && e.observed != observed
+        {
             e.observed = observed;
+            self.observed_changed(obj);
+        }
+    }
+
+    /// Takes the objects whose observed status changed since the last call (see
+    /// [`Self::observed`]); only kinds whose status sluice writes are recorded.
+    pub fn take_observed_changes(&mut self) -> HashSet<ObjectRef> {
+        std::mem::take(&mut self.observed_changes)
+    }
+
+    fn observed_changed(&mut self, obj: &ObjectRef) {
+        if writes_status(obj.kind) && !self.observed_changes.contains(obj) {
+            self.observed_changes.insert(obj.clone());
         }
     }
 
@@ -187,10 +206,11 @@ impl ClusterState {
 
     /// Adds or updates one object. Returns whether routing input changed (a rebuild is needed).
     pub fn apply(&mut self, p: Prepared) -> bool {
-        let changed = self
-            .entries
-            .get(&p.object)
-            .is_none_or(|e| e.fingerprint != p.fingerprint);
+        let previous = self.entries.get(&p.object);
+        let changed = previous.is_none_or(|e| e.fingerprint != p.fingerprint);
+        if previous.is_none_or(|e| e.observed != p.observed) {
+            self.observed_changed(&p.object);
+        }
         self.entries.insert(
             p.object.clone(),
             Entry {
@@ -220,6 +240,9 @@ impl ClusterState {
     /// Removes one object. Returns whether it was there.
     pub fn delete(&mut self, obj: &ObjectRef) -> bool {
         let had = self.entries.remove(obj).is_some();
+        if had {
+            self.observed_changed(obj);
+        }
         self.rejected.remove(obj);
         self.snapshot.remove(obj.kind, &obj.key) || had
     }
@@ -350,6 +373,34 @@ mod tests {
             st.observed(&r).unwrap().status,
             Some(ObservedStatus::new(&json!({"currentStatus": "orphaned"})))
         );
+    }
+
+    #[test]
+    fn the_writer_learns_which_observed_statuses_changed() {
+        let mut st = ClusterState::default();
+        let r = ObjectRef::new(Kind::RouteV1alpha1, "team", "r");
+        st.apply(prepare(Kind::RouteV1alpha1, mk_route("r", "1", json!("/"))).unwrap());
+        let svc = json!({"apiVersion": "v1", "kind": "Service",
+                         "metadata": {"name": "web", "namespace": "team"}, "spec": {"ports": [{"port": 80}]}});
+        st.apply(prepare(Kind::Service, svc).unwrap());
+        // New objects are changes; Services have no status sluice writes.
+        assert_eq!(st.take_observed_changes(), HashSet::from([r.clone()]));
+        assert!(st.take_observed_changes().is_empty());
+        // A new resourceVersion with the same status and generation is not a change.
+        st.apply(prepare(Kind::RouteV1alpha1, mk_route("r", "2", json!("/"))).unwrap());
+        assert!(st.take_observed_changes().is_empty());
+        // A status update is, whether from the watch or from a write's answer.
+        let mut v = mk_route("r", "3", json!("/"));
+        v["status"] = json!({"currentStatus": "orphaned"});
+        st.apply(prepare(Kind::RouteV1alpha1, v).unwrap());
+        assert_eq!(st.take_observed_changes(), HashSet::from([r.clone()]));
+        st.set_observed(&r, Observed::default());
+        assert_eq!(st.take_observed_changes(), HashSet::from([r.clone()]));
+        st.set_observed(&r, Observed::default());
+        assert!(st.take_observed_changes().is_empty());
+        // So is a deletion.
+        st.delete(&r);
+        assert_eq!(st.take_observed_changes(), HashSet::from([r]));
     }
 
     #[test]

@@ -1,22 +1,24 @@
-//! The status writer: the leader's only job. After every published build (and on becoming leader,
-//! and when the load-balancer address changes) it plans a status for every routing object
-//! ([`super::status::plan`]) and writes only those that differ from what the cluster holds.
+//! The status writer: the leader's only job. On becoming leader and when the load-balancer address
+//! changes it plans a status for every routing object ([`super::status::plan`]); after every other
+//! published build, for the objects whose verdict or observed status changed since its last plan.
+//! It writes only those that differ from what the cluster holds.
 //!
 //! Writes are server-side applies on the status subresource with field manager `sluice` and
 //! `force` (sluice is the only writer of these fields; forcing takes them over from a previous
 //! owner such as an older sluice or a human `kubectl edit --subresource status`). Requests go through
 //! a token bucket ([`RateLimit`], 500 writes/s, bursts of 1,000 by default, `--status-write-qps`
-//! and `--status-write-burst`) with up to 16 writes in flight (`--status-write-concurrency`), so a
+//! and `--status-write-burst`) with up to 64 writes in flight (`--status-write-concurrency`), so a
 //! burst of 1,000 new objects gets its statuses within a second while a full resync of a very big
 //! cluster is still paced. A failed write (409 Conflict, 429, 5xx, timeouts) is retried
 //! with exponential backoff — re-planned from the latest state each time, so a retry never writes a
 //! stale status; a 404 means the object is gone and is dropped.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use imbl::ordmap::DiffItem;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
@@ -117,12 +119,15 @@ pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
     // Objects whose write failed, held back until `retry_at`.
     let mut held: HashSet<ObjectRef> = HashSet::new();
     let mut retry_at: Option<Instant> = None;
-    let mut queue: VecDeque<(ObjectRef, Value)> = VecDeque::new();
+    let mut queue = Queue::default();
     let mut pass = Pass {
         reported: true,
         ..Pass::default()
     };
     let mut replan = true;
+    // The next plan covers every object (at start, on a lease or load-balancer change, after a
+    // backoff); otherwise it covers what changed since the last one.
+    let mut full = true;
     // What the last plan was made from.
     let mut planned_from: Option<(Arc<Built>, Option<LoadBalancer>)> = None;
     loop {
@@ -134,28 +139,61 @@ pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
             replan = false;
             let built = inputs.built.borrow_and_update().clone();
             let lb = inputs.load_balancer.borrow_and_update().clone();
-            queue.clear();
-            planned_from = None;
-            if let (true, Some(built)) = (leading, built) {
-                for (obj, status) in plan_statuses(&ctx, &built, lb.as_ref(), None) {
-                    if busy.contains(&obj) {
-                        skipped.insert(obj);
-                    } else if !held.contains(&obj) {
-                        queue.push_back((obj, status));
+            let observed_changes = lock(&ctx.state).take_observed_changes();
+            match (leading, built) {
+                (true, Some(built)) => {
+                    let since = planned_from
+                        .take()
+                        .filter(|(_, prev_lb)| !full && *prev_lb == lb)
+                        .map(|(prev, _)| prev);
+                    let planned = match since {
+                        // Only objects whose verdict or observed status changed since the last
+                        // plan can plan differently: a plan of every object per build was most
+                        // of sluice's CPU while hundreds of objects were being created.
+                        Some(prev) => {
+                            let changed = changed_since(&prev, &built, observed_changes);
+                            for obj in &changed {
+                                queue.remove(obj);
+                            }
+                            plan_statuses(&ctx, &built, lb.as_ref(), Some(&changed))
+                        }
+                        None => {
+                            queue.clear();
+                            plan_statuses(&ctx, &built, lb.as_ref(), None)
+                        }
+                    };
+                    for (obj, status) in planned {
+                        if busy.contains(&obj) {
+                            skipped.insert(obj);
+                        } else if !held.contains(&obj) {
+                            queue.push(obj, status);
+                        }
                     }
+                    if full || pass.reported {
+                        pass = Pass {
+                            build: built.version,
+                            objects: built.dag.statuses.len() + built.rejected.len(),
+                            planned: queue.len(),
+                            ..Pass::default()
+                        };
+                    } else {
+                        pass.build = built.version;
+                        pass.objects = built.dag.statuses.len() + built.rejected.len();
+                        pass.planned = pass.written + pass.failed + in_flight.len() + queue.len();
+                    }
+                    full = false;
+                    planned_from = Some((built, lb));
                 }
-                pass = Pass {
-                    build: built.version,
-                    objects: built.dag.statuses.len() + built.rejected.len(),
-                    planned: queue.len(),
-                    ..Pass::default()
-                };
-                planned_from = Some((built, lb));
+                _ => {
+                    queue.clear();
+                    planned_from = None;
+                    full = true;
+                }
             }
         }
         // Start what the free slots allow; a replica that lost the lease starts nothing.
         while leading && in_flight.len() < concurrency {
-            let Some((obj, status)) = queue.pop_front() else {
+            let Some((obj, status)) = queue.pop() else {
                 break;
             };
             let wait = limiter.take(Instant::now());
@@ -221,18 +259,24 @@ pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
                     && !held.contains(&obj)
                     && let Some((built, lb)) = &planned_from
                 {
-                    let again = plan_statuses(&ctx, built, lb.as_ref(), Some(&obj));
+                    let again = plan_statuses(&ctx, built, lb.as_ref(), Some(&[obj]));
                     pass.planned += again.len();
-                    queue.extend(again);
+                    for (obj, status) in again {
+                        queue.push(obj, status);
+                    }
                 }
             }
             _ = retry => {
                 retry_at = None;
                 held.clear();
                 replan = true;
+                full = true;
             }
             _ = changed(&mut inputs.built) => replan = true,
-            _ = changed(&mut inputs.leader) => replan = true,
+            _ = changed(&mut inputs.leader) => {
+                replan = true;
+                full = true;
+            }
             _ = changed(&mut inputs.load_balancer) => replan = true,
             _ = changed(&mut inputs.shutdown) => {}
         }
@@ -246,13 +290,82 @@ async fn changed<T>(rx: &mut watch::Receiver<T>) {
     }
 }
 
+/// Planned writes in the order they were planned; planning an object again replaces its write.
+#[derive(Default)]
+struct Queue {
+    order: VecDeque<ObjectRef>,
+    writes: HashMap<ObjectRef, Value>,
+}
+
+impl Queue {
+    fn push(&mut self, obj: ObjectRef, status: Value) {
+        if self.writes.insert(obj.clone(), status).is_none() {
+            self.order.push_back(obj);
+        }
+    }
+
+    fn remove(&mut self, obj: &ObjectRef) {
+        self.writes.remove(obj);
+    }
+
+    fn pop(&mut self) -> Option<(ObjectRef, Value)> {
+        while let Some(obj) = self.order.pop_front() {
+            if let Some(status) = self.writes.remove(&obj) {
+                return Some((obj, status));
+            }
+        }
+        None
+    }
+
+    fn clear(&mut self) {
+        self.order.clear();
+        self.writes.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.writes.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+}
+
+/// The objects whose plan may differ between a plan made from `prev` and one from `built` (with
+/// the same load-balancer address): those whose verdict differs (a diff of the two builds'
+/// persistent status maps, which steps over what an incremental build shares), every object
+/// that does not decode (few), and those whose observed status changed in between.
+fn changed_since(
+    prev: &Built,
+    built: &Built,
+    mut observed_changes: HashSet<ObjectRef>,
+) -> Vec<ObjectRef> {
+    if !Arc::ptr_eq(&prev.dag, &built.dag) {
+        for item in prev.dag.statuses.diff(&built.dag.statuses) {
+            let r = match item {
+                DiffItem::Add(r, _) | DiffItem::Remove(r, _) => r,
+                DiffItem::Update { new: (r, _), .. } => r,
+            };
+            if !observed_changes.contains(r) {
+                observed_changes.insert(r.clone());
+            }
+        }
+    }
+    for r in prev.rejected.keys().chain(built.rejected.keys()) {
+        if !observed_changes.contains(r) {
+            observed_changes.insert(r.clone());
+        }
+    }
+    observed_changes.into_iter().collect()
+}
+
 /// The status of every routing object of one build that differs from what the cluster holds
-/// (of `only` that object).
+/// (of the `only` objects).
 fn plan_statuses(
     ctx: &WriterContext,
     built: &Built,
     lb: Option<&LoadBalancer>,
-    only: Option<&ObjectRef>,
+    only: Option<&[ObjectRef]>,
 ) -> Vec<(ObjectRef, Value)> {
     let now = k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
@@ -266,17 +379,17 @@ fn plan_statuses(
     fn rejected<'b>((r, x): (&'b ObjectRef, &'b Rejected)) -> Candidate<'b> {
         (r, Verdict::Rejected(x), x.generation)
     }
-    // One object's verdict, or every object's (walked, not collected: a plan runs per build).
+    // Some objects' verdicts, or every object's (walked, not collected: a plan runs per build).
     let verdicts: Box<dyn Iterator<Item = Candidate<'_>> + '_> = match only {
-        Some(r) => Box::new(
+        Some(only) => Box::new(only.iter().flat_map(|r| {
             built
                 .dag
                 .statuses
                 .get_key_value(r)
                 .map(dag)
                 .into_iter()
-                .chain(built.rejected.get_key_value(r).map(rejected)),
-        ),
+                .chain(built.rejected.get_key_value(r).map(rejected))
+        })),
         None => Box::new(
             built
                 .dag
@@ -372,17 +485,20 @@ mod tests {
         })
     }
 
-    /// A slow write does not hold back the writes of later builds: with a write of `slow` hanging
-    /// in the apiserver, the status of an object created afterwards is still written.
-    #[tokio::test]
-    async fn a_slow_write_does_not_hold_back_later_builds() {
+    /// An apiserver that answers status applies of `names` (namespace `team`) with the object
+    /// carrying the applied status, records each write's object name, and holds a write of `slow`
+    /// until `released` is true.
+    fn mock_apiserver(
+        names: &[&str],
+        slow: &'static str,
+        released: watch::Receiver<bool>,
+    ) -> (Client, Arc<Mutex<Vec<String>>>) {
         use axum::http::{Request, Response};
         use http_body_util::BodyExt;
-        let objects: BTreeMap<String, Value> = ["slow", "a", "b"]
-            .into_iter()
+        let objects: BTreeMap<String, Value> = names
+            .iter()
             .map(|n| (n.to_string(), ingressroute(n)))
             .collect();
-        let (release, released) = watch::channel(false);
         let written = Arc::new(Mutex::new(Vec::<String>::new()));
         let apiserver = {
             let written = written.clone();
@@ -400,7 +516,7 @@ mod tests {
                         .to_string();
                     let body = req.into_body().collect().await?.to_bytes();
                     let patch: Value = serde_json::from_slice(&body).unwrap_or_default();
-                    if name == "slow" {
+                    if name == slow {
                         let _ = released.wait_for(|r| *r).await;
                     }
                     let mut object = objects.get(&name).cloned().unwrap_or_default();
@@ -412,17 +528,24 @@ mod tests {
                 }
             })
         };
-        let state = Arc::new(Mutex::new(ClusterState::default()));
-        for name in ["slow", "a"] {
-            let p = prepare(Kind::IngressRouteV1beta1, ingressroute(name)).unwrap();
-            lock(&state).apply(p);
-        }
+        (Client::new(apiserver, "default"), written)
+    }
+
+    /// The writer over `state` as leader, from build 1 of it.
+    fn spawn_writer(
+        client: Client,
+        state: &Arc<Mutex<ClusterState>>,
+    ) -> (
+        watch::Sender<Option<Arc<Built>>>,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    ) {
         let resource = ApiResource::from_gvk_with_plural(
             &kube::core::GroupVersionKind::gvk("contour.heptio.com", "v1beta1", "IngressRoute"),
             "ingressroutes",
         );
         let ctx = WriterContext {
-            client: Client::new(apiserver, "default"),
+            client,
             state: state.clone(),
             resources: Arc::new(Mutex::new(BTreeMap::from([(
                 Kind::IngressRouteV1beta1,
@@ -433,44 +556,149 @@ mod tests {
             burst: 100,
             concurrency: 4,
         };
-        let (built_tx, built) = watch::channel(Some(build(&state, 1)));
-        let (_leader_tx, leader) = watch::channel(true);
-        let (_lb_tx, load_balancer) = watch::channel(None);
+        let (built_tx, built) = watch::channel(Some(build(state, 1)));
+        let (leader_tx, leader) = watch::channel(true);
+        let (lb_tx, load_balancer) = watch::channel(None);
         let (shutdown_tx, shutdown) = watch::channel(false);
-        let writer = tokio::spawn(write_loop(
-            ctx,
-            WriterInputs {
-                built,
-                leader,
-                load_balancer,
-                shutdown,
-            },
-        ));
-        let wait_for = |name: &'static str| {
-            let written = written.clone();
-            async move {
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !written.lock().unwrap().iter().any(|n| n == name) {
-                    assert!(Instant::now() < deadline, "{name} was never written");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        };
-        wait_for("a").await;
+        let writer = tokio::spawn(async move {
+            write_loop(
+                ctx,
+                WriterInputs {
+                    built,
+                    leader,
+                    load_balancer,
+                    shutdown,
+                },
+            )
+            .await;
+            drop((leader_tx, lb_tx));
+        });
+        (built_tx, shutdown_tx, writer)
+    }
+
+    /// Waits until `name` was written `times` times.
+    async fn written_times(written: &Mutex<Vec<String>>, name: &str, times: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while written
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|n| *n == name)
+            .count()
+            < times
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{name} was not written {times} times"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// A slow write does not hold back the writes of later builds: with a write of `slow` hanging
+    /// in the apiserver, the status of an object created afterwards is still written.
+    #[tokio::test]
+    async fn a_slow_write_does_not_hold_back_later_builds() {
+        let (release, released) = watch::channel(false);
+        let (client, written) = mock_apiserver(&["slow", "a", "b"], "slow", released);
+        let state = Arc::new(Mutex::new(ClusterState::default()));
+        for name in ["slow", "a"] {
+            let p = prepare(Kind::IngressRouteV1beta1, ingressroute(name)).unwrap();
+            lock(&state).apply(p);
+        }
+        let (built_tx, shutdown_tx, writer) = spawn_writer(client, &state);
+        written_times(&written, "a", 1).await;
         // A new object, a new build, while `slow` still hangs.
         let p = prepare(Kind::IngressRouteV1beta1, ingressroute("b")).unwrap();
         lock(&state).apply(p);
         built_tx.send_replace(Some(build(&state, 2)));
-        wait_for("b").await;
+        written_times(&written, "b", 1).await;
         assert!(!written.lock().unwrap().iter().any(|n| n == "slow"));
         release.send_replace(true);
-        wait_for("slow").await;
+        written_times(&written, "slow", 1).await;
         shutdown_tx.send_replace(true);
         writer.await.unwrap();
         // Each status written once: `slow`, in flight during the second build, was not sent again.
         let mut all = written.lock().unwrap().clone();
         all.sort();
         assert_eq!(all, ["a", "b", "slow"]);
+    }
+
+    /// A plan after a build covers the objects whose verdict changed and those whose observed
+    /// status changed: a status edited by someone else is written again at the next build even
+    /// though its verdict did not change, and nothing else is written again.
+    #[tokio::test]
+    async fn a_status_edited_in_the_cluster_is_corrected_at_the_next_build() {
+        let (_release, released) = watch::channel(false);
+        let (client, written) = mock_apiserver(&["a", "b"], "", released);
+        let state = Arc::new(Mutex::new(ClusterState::default()));
+        for name in ["a", "b"] {
+            let p = prepare(Kind::IngressRouteV1beta1, ingressroute(name)).unwrap();
+            lock(&state).apply(p);
+        }
+        let (built_tx, shutdown_tx, writer) = spawn_writer(client, &state);
+        written_times(&written, "a", 1).await;
+        written_times(&written, "b", 1).await;
+        // Someone edits a's status (the watch delivers it); then an unrelated change is built.
+        let mut edited = ingressroute("a");
+        edited["status"] = serde_json::json!({"currentStatus": "orphaned", "description": "x"});
+        lock(&state).apply(prepare(Kind::IngressRouteV1beta1, edited).unwrap());
+        let p = prepare(Kind::IngressRouteV1beta1, ingressroute("c")).unwrap();
+        lock(&state).apply(p);
+        built_tx.send_replace(Some(build(&state, 2)));
+        written_times(&written, "a", 2).await;
+        written_times(&written, "c", 1).await;
+        // And a build with nothing new writes nothing.
+        built_tx.send_replace(Some(build(&state, 3)));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        shutdown_tx.send_replace(true);
+        writer.await.unwrap();
+        let mut all = written.lock().unwrap().clone();
+        all.sort();
+        assert_eq!(all, ["a", "a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_plan_after_a_build_looks_only_at_what_changed() {
+        use crate::dag::{Dag, ObjectStatus, State};
+        let r = |n: &str| ObjectRef::new(Kind::IngressRouteV1beta1, "team", n);
+        let valid = ObjectStatus {
+            state: State::Valid,
+            description: "valid IngressRoute".into(),
+            messages: Vec::new(),
+            generation: Some(1),
+        };
+        let mut dag = Dag::default();
+        for i in 0..1000 {
+            dag.statuses.insert(r(&format!("r{i}")), valid.clone());
+        }
+        let built = |dag: Dag, rejected: BTreeMap<ObjectRef, Rejected>| Built {
+            version: 1,
+            snapshot: Default::default(),
+            dag: Arc::new(dag),
+            rejected: Arc::new(rejected),
+        };
+        let prev = built(dag.clone(), BTreeMap::new());
+        // The next build: r7's verdict changed, r8 is gone, `bad` does not decode.
+        let mut next = dag;
+        next.statuses.insert(
+            r("r7"),
+            ObjectStatus {
+                generation: Some(2),
+                ..valid
+            },
+        );
+        next.statuses.remove(&r("r8"));
+        let bad = Rejected {
+            error: crate::validate::FieldError::new("spec", "InvalidSpec", "not an object"),
+            generation: Some(1),
+        };
+        let next = built(next, BTreeMap::from([(r("bad"), bad)]));
+        let mut got = changed_since(&prev, &next, HashSet::from([r("r9"), r("r7")]));
+        got.sort();
+        assert_eq!(got, [r("bad"), r("r7"), r("r8"), r("r9")]);
+        // The same build again: only what was observed.
+        assert_eq!(changed_since(&next, &next, HashSet::new()), [r("bad")]);
     }
 
     #[test]
