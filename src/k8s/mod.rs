@@ -77,8 +77,10 @@ pub struct Config {
     pub lease_name: String,
     pub lease: LeaseTimings,
     pub load_balancer: LoadBalancerSource,
-    /// Coalescing window of the rebuild loop.
+    /// Coalescing window of the rebuild loop after a quiet period, and how wide sustained churn
+    /// may make it (see [`rebuild::Debounce`]).
     pub debounce: Duration,
+    pub max_debounce: Duration,
     /// Status writes per second (average) and burst.
     pub status_qps: f64,
     pub status_burst: u32,
@@ -97,6 +99,7 @@ impl Config {
             lease: LeaseTimings::default(),
             load_balancer: LoadBalancerSource::None,
             debounce: Duration::from_millis(100),
+            max_debounce: Duration::from_millis(400),
             status_qps: DEFAULT_STATUS_QPS,
             status_burst: DEFAULT_STATUS_BURST,
             status_concurrency: DEFAULT_STATUS_CONCURRENCY as usize,
@@ -195,6 +198,7 @@ impl Cluster {
                 publish,
                 required: found.keys().copied().collect(),
                 window: config.debounce,
+                max_window: config.max_debounce,
                 metrics: metrics.clone(),
             },
             built_tx,

@@ -35,30 +35,59 @@ pub struct Built {
 }
 
 /// When the next build may run.
+///
+/// The first change after a quiet period is built at once. A change that arrives within the
+/// window of the previous build waits for the window's end, and then the window doubles (up to
+/// `max`): under sustained churn (a deploy of hundreds of objects) sluice builds, pushes to every
+/// Envoy and plans statuses a few times per second instead of ten, which leaves the CPU to the
+/// apiserver and to Envoy, whose every route configuration update costs it time in proportion to
+/// all of its hosts. A change after a quiet window resets it.
 #[derive(Clone, Debug)]
 pub struct Debounce {
+    base: Duration,
+    max: Duration,
     window: Duration,
     last_build: Option<Instant>,
+    /// The next build was held back by the window (a burst): widen the window after it.
+    held: bool,
 }
 
 impl Debounce {
-    pub fn new(window: Duration) -> Self {
+    pub fn new(base: Duration, max: Duration) -> Self {
         Debounce {
-            window,
+            base,
+            max: max.max(base),
+            window: base,
             last_build: None,
+            held: false,
         }
     }
 
     /// How long to wait before building for a change seen at `now`.
-    pub fn delay(&self, now: Instant) -> Duration {
+    pub fn delay(&mut self, now: Instant) -> Duration {
         match self.last_build {
-            None => Duration::ZERO,
-            Some(t) => (t + self.window).saturating_duration_since(now),
+            Some(t) if now < t + self.window => {
+                self.held = true;
+                t + self.window - now
+            }
+            _ => {
+                // Quiet for a whole window: back to the base window, build at once.
+                self.window = self.base;
+                Duration::ZERO
+            }
         }
     }
 
     pub fn built_at(&mut self, t: Instant) {
         self.last_build = Some(t);
+        if std::mem::take(&mut self.held) {
+            self.window = (self.window * 2).min(self.max);
+        }
+    }
+
+    /// The current window.
+    pub fn window(&self) -> Duration {
+        self.window
     }
 }
 
@@ -80,13 +109,15 @@ pub struct RebuildContext {
     pub publish: Publisher,
     /// Kinds whose initial list must be complete before the first build.
     pub required: Vec<Kind>,
+    /// The debounce window after a quiet period, and how wide sustained churn may make it.
     pub window: Duration,
+    pub max_window: Duration,
     pub metrics: Metrics,
 }
 
 /// Runs until the task is aborted.
 pub async fn rebuild_loop(mut ctx: RebuildContext, out: watch::Sender<Option<Arc<Built>>>) {
-    let mut debounce = Debounce::new(ctx.window);
+    let mut debounce = Debounce::new(ctx.window, ctx.max_window);
     let mut version = 0u64;
     let mut waiting_logged = false;
     loop {
@@ -142,6 +173,7 @@ pub async fn rebuild_loop(mut ctx: RebuildContext, out: watch::Sender<Option<Arc
             clusters = dag.clusters.len(),
             statuses = dag.statuses.len(),
             build_ms = started.elapsed().as_millis() as u64,
+            window_ms = debounce.window().as_millis() as u64,
             "published a new build"
         );
         out.send_replace(Some(Arc::new(Built {
@@ -159,17 +191,49 @@ mod tests {
 
     #[test]
     fn first_change_builds_at_once_then_bursts_wait_for_the_window() {
-        let window = Duration::from_millis(100);
-        let mut d = Debounce::new(window);
+        let ms = Duration::from_millis;
+        let mut d = Debounce::new(ms(100), ms(400));
         let t0 = Instant::now();
         assert_eq!(d.delay(t0), Duration::ZERO);
         d.built_at(t0);
-        assert_eq!(
-            d.delay(t0 + Duration::from_millis(30)),
-            Duration::from_millis(70)
-        );
-        assert_eq!(d.delay(t0 + Duration::from_millis(100)), Duration::ZERO);
+        assert_eq!(d.delay(t0 + ms(30)), ms(70));
+        assert_eq!(d.delay(t0 + ms(100)), Duration::ZERO);
         assert_eq!(d.delay(t0 + Duration::from_secs(5)), Duration::ZERO);
+        assert_eq!(d.window(), ms(100));
+    }
+
+    #[test]
+    fn sustained_churn_widens_the_window_up_to_the_maximum_and_quiet_resets_it() {
+        let ms = Duration::from_millis;
+        let mut d = Debounce::new(ms(100), ms(400));
+        let mut t = Instant::now();
+        // A change every 10 ms: each build waits for the window, which doubles after it.
+        d.built_at(t);
+        let mut gaps = Vec::new();
+        for _ in 0..5 {
+            let wait = d.delay(t + ms(10));
+            let next = t + ms(10) + wait;
+            d.built_at(next);
+            gaps.push(next - t);
+            t = next;
+        }
+        assert_eq!(gaps, vec![ms(100), ms(200), ms(400), ms(400), ms(400)]);
+        // A change after a quiet window is built at once, and the window is the base again.
+        assert_eq!(d.delay(t + ms(500)), Duration::ZERO);
+        d.built_at(t + ms(500));
+        assert_eq!(d.window(), ms(100));
+        assert_eq!(d.delay(t + ms(550)), ms(50));
+    }
+
+    #[test]
+    fn a_maximum_below_the_base_window_is_the_base_window() {
+        let ms = Duration::from_millis;
+        let mut d = Debounce::new(ms(100), ms(10));
+        let t = Instant::now();
+        d.built_at(t);
+        let wait = d.delay(t + ms(1));
+        d.built_at(t + ms(1) + wait);
+        assert_eq!(d.window(), ms(100));
     }
 
     #[tokio::test]
@@ -188,6 +252,7 @@ mod tests {
             publish: build_only(dag::Options::default()),
             required: vec![Kind::Service],
             window: Duration::from_millis(100),
+            max_window: Duration::from_millis(100),
             metrics: metrics.clone(),
         };
         let task = tokio::spawn(rebuild_loop(ctx, tx));
