@@ -65,7 +65,7 @@ pub const DEFAULT_STATUS_QPS: f64 = 500.0;
 /// Status writes allowed at once above the average.
 pub const DEFAULT_STATUS_BURST: u32 = 1000;
 /// Status writes in flight at once.
-pub const DEFAULT_STATUS_CONCURRENCY: u32 = 16;
+pub const DEFAULT_STATUS_CONCURRENCY: u32 = 64;
 
 /// Settings of cluster mode.
 #[derive(Clone, Debug)]
