@@ -21,7 +21,9 @@
 //!    (`rss_mib_10k`; `rss_peak_mib_10k` is the high-water mark of this process and of a fresh
 //!    sluice started over the full cluster, whichever is higher).
 //!
-//! Every load is bounded; every wait has a deadline.
+//! Every load is bounded; every wait has a deadline. During the burst it also prints the CPU time
+//! each program used and the apiserver's latency histograms; `BENCH_PERF=FILE` records a CPU
+//! profile of sluice during the burst (`perf record`).
 
 mod common;
 #[allow(dead_code)]
@@ -177,6 +179,158 @@ async fn wait_valid(client: kube::Client, phase: &str, count: usize, timeout: Du
     }
 }
 
+/// The apiserver's latency histograms for what the benchmark measures, as cumulative counts per
+/// bucket bound and series: `apiserver_request_duration_seconds` of IngressRoutes (by verb and
+/// subresource: the creates and sluice's status applies) and
+/// `apiserver_admission_webhook_admission_duration_seconds` (by webhook and operation).
+async fn apiserver_latency(client: &kube::Client) -> BTreeMap<String, Vec<(f64, f64)>> {
+    let req = axum::http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    let text = match client.request_text(req).await {
+        Ok(t) => t,
+        Err(e) => {
+            println!("apiserver metrics not read: {e}");
+            return BTreeMap::new();
+        }
+    };
+    let label = |line: &str, name: &str| -> String {
+        let pat = format!("{name}=\"");
+        line.find(&pat)
+            .and_then(|i| {
+                let rest = &line[i + pat.len()..];
+                rest.find('"').map(|j| rest[..j].to_string())
+            })
+            .unwrap_or_default()
+    };
+    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for line in text.lines() {
+        let key = if line.starts_with("apiserver_request_duration_seconds_bucket{")
+            && line.contains("resource=\"ingressroutes\"")
+        {
+            let sub = label(line, "subresource");
+            format!(
+                "{} ingressroutes{}{sub}",
+                label(line, "verb"),
+                if sub.is_empty() { "" } else { "/" }
+            )
+        } else if line.starts_with("apiserver_admission_webhook_admission_duration_seconds_bucket{")
+        {
+            format!(
+                "webhook {} {}",
+                label(line, "name"),
+                label(line, "operation")
+            )
+        } else {
+            continue;
+        };
+        let le = label(line, "le");
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().unwrap_or(f64::NAN)
+        };
+        let count: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0.0);
+        let buckets = series.entry(key).or_default();
+        // The same series may appear once per other label (rejected, code…): add them up.
+        match buckets.iter_mut().find(|(b, _)| *b == le) {
+            Some((_, c)) => *c += count,
+            None => buckets.push((le, count)),
+        }
+    }
+    for b in series.values_mut() {
+        b.sort_by(|x, y| x.0.total_cmp(&y.0));
+    }
+    series
+}
+
+/// Prints, per series, the requests between two readings of [`apiserver_latency`] and the bucket
+/// bounds their p50 and p99 fall under.
+fn print_latency_between(
+    what: &str,
+    before: &BTreeMap<String, Vec<(f64, f64)>>,
+    after: &BTreeMap<String, Vec<(f64, f64)>>,
+) {
+    for (key, buckets) in after {
+        let earlier = before.get(key);
+        let diff: Vec<(f64, f64)> = buckets
+            .iter()
+            .map(|(le, c)| {
+                let was = earlier
+                    .and_then(|b| b.iter().find(|(l, _)| l == le))
+                    .map_or(0.0, |(_, c)| *c);
+                (*le, c - was)
+            })
+            .collect();
+        let total = diff.last().map_or(0.0, |(_, c)| *c);
+        if total < 1.0 {
+            continue;
+        }
+        let bound = |q: f64| {
+            let le = diff
+                .iter()
+                .find(|(_, c)| *c >= q * total)
+                .map_or(f64::INFINITY, |(le, _)| *le);
+            if le.is_finite() {
+                format!("≤ {:.0} ms", le * 1e3)
+            } else {
+                "> largest bucket".into()
+            }
+        };
+        println!(
+            "apiserver {what}: {key}: {total} requests, p50 {}, p99 {}",
+            bound(0.5),
+            bound(0.99)
+        );
+    }
+}
+
+/// CPU seconds (user + system) used so far by each running program of the machine, by its
+/// command name (`sluice`, `envoy`, `kube-apiserver`, `etcd`, the benchmark itself…), summed over
+/// its processes. Clock ticks are taken as 100 per second, Linux's value on x86-64.
+fn cpu_by_program() -> BTreeMap<String, f64> {
+    let mut cpu = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return cpu;
+    };
+    for entry in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid … utime stime: fields 14 and 15, counted after the comm.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        *cpu.entry(comm).or_insert(0.0) += (ticks(11) + ticks(12)) / 100.0;
+    }
+    cpu
+}
+
+/// Prints the CPU seconds each program used between two readings of [`cpu_by_program`] (those
+/// above 0.1 s).
+fn print_cpu_between(what: &str, before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) {
+    let mut used: Vec<(f64, &String)> = after
+        .iter()
+        .map(|(comm, t)| (t - before.get(comm).copied().unwrap_or(0.0), comm))
+        .filter(|(d, _)| *d > 0.1)
+        .collect();
+    used.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let list: Vec<String> = used.iter().map(|(d, c)| format!("{c} {d:.1}")).collect();
+    println!("CPU seconds {what}: {}", list.join(", "));
+}
+
 /// A field of a process's /proc status in MiB (VmRSS, VmHWM, RssAnon, RssFile).
 fn status_mib(pid: u32, name: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
@@ -322,6 +476,12 @@ fn main() {
         .unwrap();
     let base = sizes.routes / 2;
     let mut propagation = Vec::new();
+    // The apiserver's answer to each create (admission included): the part of propagation before
+    // sluice can see the object.
+    let mut create_latency = Vec::new();
+    // Per route: when its create was sent (Unix seconds), its host, the create's answer and the
+    // first 200 (ms after sending), to set beside sluice's log.
+    let mut timeline = String::from("sent_unix_s\thost\tcreate_ms\tfirst_200_ms\n");
     rt.block_on(async {
         // Envoy holds the routes that exist.
         first_200(&http, ports.http, &host(1)).await;
@@ -330,11 +490,23 @@ fn main() {
             let ir = route_for(i, sizes.services, "prop");
             let api: Api<IngressRoute> = Api::namespaced(client.clone(), &namespace_of(i));
             let start = Instant::now();
+            let wall = std::time::SystemTime::now();
             api.create(&PostParams::default(), &ir)
                 .await
                 .expect("create");
+            create_latency.push(ms(start.elapsed()));
             let done = first_200(&http, ports.http, &host(i)).await;
             propagation.push(ms(done - start));
+            let unix = wall
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64();
+            timeline.push_str(&format!(
+                "{unix:.6}\t{}\t{:.3}\t{:.3}\n",
+                host(i),
+                create_latency.last().unwrap_or(&0.0),
+                ms(done - start)
+            ));
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
@@ -345,6 +517,11 @@ fn main() {
          p99 {prop_p99:.1} ms, max {:.1} ms ({} routes)",
         common::quantile(&propagation, 1.0),
         propagation.len()
+    );
+    println!(
+        "of which the create's answer (apiserver with admission): p50 {:.1} ms, p99 {:.1} ms",
+        common::quantile(&create_latency, 0.5),
+        common::quantile(&create_latency, 0.99),
     );
     // Envoy's own time applying listeners, clusters and the HTTP route configuration (its
     // `update_duration` histograms: percentiles over every update since it started, most of them
@@ -380,10 +557,43 @@ fn main() {
             sizes.burst,
             Duration::from_secs(300),
         ));
+        let latency_before = apiserver_latency(&client).await;
+        let writes_before = sluice.writes();
+        let cpu_before = cpu_by_program();
+        // `BENCH_PERF=FILE`: a CPU profile of sluice during the burst (`perf report -i FILE`).
+        let perf = std::env::var_os("BENCH_PERF").map(|out| {
+            std::process::Command::new("perf")
+                .args(["record", "-F", "499", "--call-graph", "dwarf,16384", "-p"])
+                .arg(pid.to_string())
+                .arg("-o")
+                .arg(out)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("perf record")
+        });
         let start = Instant::now();
         create_all(&client, burst).await;
         let created = Instant::now();
         let done = waiter.await.expect("status watcher");
+        // Where the time went: the apiserver's side of the creates, the admission calls and
+        // sluice's status applies during the burst (bucket bounds, so coarse).
+        print_cpu_between("during the burst", &cpu_before, &cpu_by_program());
+        if let Some(mut perf) = perf {
+            // SIGINT makes perf write its file and exit.
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &perf.id().to_string()])
+                .status();
+            let _ = perf.wait();
+        }
+        print_latency_between(
+            "during the burst",
+            &latency_before,
+            &apiserver_latency(&client).await,
+        );
+        println!(
+            "status writes by sluice during the burst: {}",
+            sluice.writes() - writes_before
+        );
         (
             done.saturating_duration_since(created).as_secs_f64(),
             (done - start).as_secs_f64(),
@@ -438,6 +648,16 @@ fn main() {
     drop(envoy);
     let mut sluice = sluice;
     sluice.terminate();
+    // Its log (every build with its time and debounce window, every status write), for a look
+    // at where the time went; the control plane's work directory is removed at the end.
+    let _ = std::fs::write(
+        common::results_path().with_file_name("cluster-propagation.tsv"),
+        &timeline,
+    );
+    let log_copy = common::results_path().with_file_name("cluster-sluice.log");
+    if std::fs::write(&log_copy, sluice.log_text()).is_ok() {
+        println!("sluice's log: {}", log_copy.display());
+    }
 
     // A fresh sluice over the full cluster: the initial list and first build are the peak.
     let ports2 = support::Ports::new();
