@@ -25,8 +25,9 @@ pub const FIELD_MANAGER: &str = "sluice";
 #[derive(Clone, Debug)]
 pub struct Prepared {
     pub object: ObjectRef,
-    /// Hash of everything routing can read (status, resourceVersion and managedFields excluded):
-    /// an event that changes only those does not trigger a rebuild.
+    /// Hash of everything routing can read (status, resourceVersion, managedFields and the
+    /// metadata `prepare` drops excluded): an event that changes only those does not trigger a
+    /// rebuild.
     pub fingerprint: u64,
     pub observed: Observed,
     /// The typed object, or why it does not decode.
@@ -55,7 +56,9 @@ pub enum PrepareError {
 }
 
 /// Turns one watched object (as JSON) into a [`Prepared`]: drops what sluice never reads
-/// (managedFields, the last-applied annotation), takes the status aside and decodes the rest.
+/// (managedFields, the last-applied annotation, and the labels and annotations of kinds whose
+/// labels and annotations nothing reads: [`reads_labels`], [`reads_annotations`]), takes the
+/// status aside and decodes the rest.
 /// `api_version`/`kind` are those of the watched resource (list items may omit them).
 pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
     let Value::Object(map) = &mut value else {
@@ -74,7 +77,12 @@ pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
         if let Some(Value::Array(fields)) = meta.remove("managedFields") {
             sluice_owns_status = fields.iter().any(owns_status);
         }
-        if let Some(Value::Object(ann)) = meta.get_mut("annotations") {
+        if !reads_labels(kind) {
+            meta.remove("labels");
+        }
+        if !reads_annotations(kind) {
+            meta.remove("annotations");
+        } else if let Some(Value::Object(ann)) = meta.get_mut("annotations") {
             ann.remove("kubectl.kubernetes.io/last-applied-configuration");
         }
         generation = meta.get("generation").and_then(Value::as_i64);
@@ -103,6 +111,22 @@ pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
             "{api_version} {kind}"
         ))),
     }
+}
+
+/// Whether sluice reads the labels of objects of this kind: only an EndpointSlice's
+/// (`kubernetes.io/service-name` ties it to its Service). Everything else's labels (Argo CD's,
+/// Helm's, `app.kubernetes.io/*`) are dropped when the object is stored: at 10k IngressRoutes a
+/// label map is ~5 MB of memory, and a label-only change then triggers no rebuild. Code that starts
+/// reading the labels of another kind must add it here.
+pub fn reads_labels(kind: Kind) -> bool {
+    matches!(kind, Kind::EndpointSlice)
+}
+
+/// Whether sluice reads the annotations of objects of this kind: an Ingress's (the class
+/// annotation) and an IngressClass's (the default-class annotation). Like [`reads_labels`], code
+/// that starts reading another kind's annotations must add it here.
+pub fn reads_annotations(kind: Kind) -> bool {
+    matches!(kind, Kind::Ingress | Kind::IngressClass)
 }
 
 /// Whether one managedFields entry is sluice's, on the status subresource, owning something.
@@ -304,9 +328,64 @@ mod tests {
         let Ok(AnyObject::RouteV1alpha1(r)) = &p.decoded else {
             panic!("not decoded: {:?}", p.decoded)
         };
-        let ann = r.metadata.annotations.as_ref().unwrap();
-        assert_eq!(ann.keys().collect::<Vec<_>>(), vec!["keep"]);
+        assert!(r.metadata.annotations.is_none());
         assert!(r.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn prepare_keeps_only_the_labels_and_annotations_sluice_reads() {
+        let meta = json!({
+            "name": "x", "namespace": "team",
+            "labels": {"app.kubernetes.io/name": "shop", "kubernetes.io/service-name": "web"},
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{…}",
+                "kubernetes.io/ingress.class": "sluice",
+                "argocd.argoproj.io/tracking-id": "shop:networking/Ingress:team/x"
+            }
+        });
+        let ingress = json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta.clone(),
+            "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}
+        });
+        let Ok(AnyObject::Ingress(i)) = prepare(Kind::Ingress, ingress).unwrap().decoded else {
+            panic!("Ingress not decoded")
+        };
+        assert!(i.metadata.labels.is_none());
+        let ann = i.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            ann.keys().collect::<Vec<_>>(),
+            vec![
+                "argocd.argoproj.io/tracking-id",
+                "kubernetes.io/ingress.class"
+            ]
+        );
+
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": meta.clone(),
+            "addressType": "IPv4", "endpoints": []
+        });
+        let Ok(AnyObject::EndpointSlice(e)) = prepare(Kind::EndpointSlice, slice).unwrap().decoded
+        else {
+            panic!("EndpointSlice not decoded")
+        };
+        assert_eq!(e.metadata.labels.as_ref().unwrap().len(), 2);
+        assert!(e.metadata.annotations.is_none());
+
+        let ir = json!({
+            "apiVersion": "contour.heptio.com/v1beta1", "kind": "IngressRoute", "metadata": meta,
+            "spec": {"virtualhost": {"fqdn": "a.example.com"},
+                     "routes": [{"match": "/", "services": [{"name": "web", "port": 80}]}]}
+        });
+        let p = prepare(Kind::IngressRouteV1beta1, ir.clone()).unwrap();
+        let Ok(AnyObject::IngressRouteV1beta1(r)) = &p.decoded else {
+            panic!("IngressRoute not decoded")
+        };
+        assert!(r.metadata.labels.is_none() && r.metadata.annotations.is_none());
+        // A label-only change is no change to routing.
+        let mut relabelled = ir;
+        relabelled["metadata"]["labels"] = json!({"app.kubernetes.io/version": "2"});
+        let q = prepare(Kind::IngressRouteV1beta1, relabelled).unwrap();
+        assert_eq!(p.fingerprint, q.fingerprint);
     }
 
     #[test]
