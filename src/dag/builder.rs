@@ -523,6 +523,7 @@ impl<'a> Builder<'a> {
                 .map(|(host, a)| {
                     let mut v = a.vhost;
                     v.routes.sort_by(route_precedence);
+                    v.routes = super::exact_vec(std::mem::take(&mut v.routes));
                     (host, Arc::new(v))
                 }),
         );

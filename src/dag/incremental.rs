@@ -92,7 +92,10 @@ impl Incremental {
             for l in &links {
                 self.holders.entry(l.clone()).or_default().push(obj.clone());
             }
-            self.links.insert(obj, links);
+            self.links.insert(obj, super::exact_vec(links));
+        }
+        for holders in self.holders.values_mut() {
+            *holders = super::exact_vec(std::mem::take(holders));
         }
         self.cluster_users.clear();
         self.secret_users.clear();

@@ -63,6 +63,19 @@ pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
     b.finish()
 }
 
+/// `v` with no spare capacity, in a fresh allocation when it had some. For vectors the model and
+/// its indexes keep for as long as a build lives: pushing one element at a time leaves room for
+/// four, and `shrink_to_fit` may keep the block (mimalloc keeps a block reallocated to half its
+/// size or more).
+pub(crate) fn exact_vec<T>(v: Vec<T>) -> Vec<T> {
+    if v.capacity() == v.len() {
+        return v;
+    }
+    let mut exact = Vec::with_capacity(v.len());
+    exact.extend(v);
+    exact
+}
+
 /// Runs every processor over the builder's routing objects.
 fn run(b: &mut Builder<'_>) {
     ingressroute::claim_hosts(b);
@@ -72,4 +85,21 @@ fn run(b: &mut Builder<'_>) {
     ingressroute::build_v1(b);
     route::build_routes(b);
     ingress::build_ingresses(b);
+}
+
+#[cfg(test)]
+mod exact_vec_tests {
+    #[test]
+    fn exact_vec_keeps_the_elements_and_drops_spare_room() {
+        let mut v = Vec::new();
+        v.push("a".to_string());
+        v.push("b".to_string());
+        v.push("c".to_string());
+        assert!(v.capacity() > 3);
+        let e = super::exact_vec(v);
+        assert_eq!(e, ["a", "b", "c"]);
+        assert_eq!(e.capacity(), 3);
+        let empty: Vec<u8> = super::exact_vec(Vec::with_capacity(8));
+        assert_eq!(empty.capacity(), 0);
+    }
 }
