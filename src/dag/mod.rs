@@ -91,11 +91,8 @@ fn run(b: &mut Builder<'_>) {
 mod exact_vec_tests {
     #[test]
     fn exact_vec_keeps_the_elements_and_drops_spare_room() {
-        let mut v = Vec::new();
-        v.push("a".to_string());
-        v.push("b".to_string());
-        v.push("c".to_string());
-        assert!(v.capacity() > 3);
+        let mut v = Vec::with_capacity(8);
+        v.extend(["a", "b", "c"].map(String::from));
         let e = super::exact_vec(v);
         assert_eq!(e, ["a", "b", "c"]);
         assert_eq!(e.capacity(), 3);
