@@ -472,6 +472,14 @@ mod tests {
         })
     }
 
+    /// Stores root IngressRoutes with these names, as the watch would.
+    fn add_routes(state: &Mutex<ClusterState>, names: &[&str]) {
+        for name in names {
+            let p = prepare(Kind::IngressRouteV1beta1, ingressroute(name)).unwrap();
+            lock(state).apply(p);
+        }
+    }
+
     /// The build of whatever `state` holds.
     fn build(state: &Mutex<ClusterState>, version: u64) -> Arc<Built> {
         let st = lock(state);
@@ -602,15 +610,11 @@ mod tests {
         let (release, released) = watch::channel(false);
         let (client, written) = mock_apiserver(&["slow", "a", "b"], "slow", released);
         let state = Arc::new(Mutex::new(ClusterState::default()));
-        for name in ["slow", "a"] {
-            let p = prepare(Kind::IngressRouteV1beta1, ingressroute(name)).unwrap();
-            lock(&state).apply(p);
-        }
+        add_routes(&state, &["slow", "a"]);
         let (built_tx, shutdown_tx, writer) = spawn_writer(client, &state);
         written_times(&written, "a", 1).await;
         // A new object, a new build, while `slow` still hangs.
-        let p = prepare(Kind::IngressRouteV1beta1, ingressroute("b")).unwrap();
-        lock(&state).apply(p);
+        add_routes(&state, &["b"]);
         built_tx.send_replace(Some(build(&state, 2)));
         written_times(&written, "b", 1).await;
         assert!(!written.lock().unwrap().iter().any(|n| n == "slow"));
@@ -632,10 +636,7 @@ mod tests {
         let (_release, released) = watch::channel(false);
         let (client, written) = mock_apiserver(&["a", "b"], "", released);
         let state = Arc::new(Mutex::new(ClusterState::default()));
-        for name in ["a", "b"] {
-            let p = prepare(Kind::IngressRouteV1beta1, ingressroute(name)).unwrap();
-            lock(&state).apply(p);
-        }
+        add_routes(&state, &["a", "b"]);
         let (built_tx, shutdown_tx, writer) = spawn_writer(client, &state);
         written_times(&written, "a", 1).await;
         written_times(&written, "b", 1).await;
