@@ -67,9 +67,58 @@ pub enum DecodeError {
     MissingTypeMeta(&'static str),
 }
 
+/// A field of a manifest that the schema of its kind does not have: sluice does not read it.
+/// Usually a misspelt field name, or a field of another version of the kind (`prefixRewrite` of
+/// `projectcontour.io/v1` in a `contour.heptio.com/v1beta1` IngressRoute). The object is used
+/// without it, and the field is reported rather than silently dropped (in a cluster, the API
+/// server refuses or drops such fields before sluice sees the object).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnknownField {
+    pub at: Source,
+    pub object: ObjectRef,
+    /// Where the field is, as in other messages: `spec.routes[0].prefixRewrite`.
+    pub path: String,
+}
+
+impl UnknownField {
+    /// The message without the location (for reports that name the object already).
+    pub fn message(&self) -> String {
+        format!(
+            "unknown field {}: {} {} has no such field, so it has no effect; check its spelling and the apiVersion",
+            self.path,
+            self.object.kind.kind(),
+            self.object.kind.api_version()
+        )
+    }
+}
+
+impl std::fmt::Display for UnknownField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.at, self.object, self.message())
+    }
+}
+
+/// What [`load_paths`] read: every document, and the fields of decoded objects that sluice does
+/// not read.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub documents: Vec<(Source, Document)>,
+    pub unknown_fields: Vec<UnknownField>,
+}
+
 /// Decodes one JSON value. Ok(None): a kind sluice does not read. Err(Rejected-style FieldError)
 /// is carried in [`Document::Rejected`] by [`decode_document`].
 pub fn decode_value(value: Value) -> Result<Document, DecodeError> {
+    decode_value_noting(value, None)
+}
+
+/// [`decode_value`], also noting the path of every field the kind's schema does not have in
+/// `unknown` (when given). Cluster mode does not ask: the API server has already dropped such
+/// fields from what it stores.
+pub fn decode_value_noting(
+    value: Value,
+    unknown: Option<&mut Vec<String>>,
+) -> Result<Document, DecodeError> {
     let Value::Object(mut map) = value else {
         return Err(DecodeError::NotAMapping);
     };
@@ -112,22 +161,23 @@ pub fn decode_value(value: Value) -> Result<Document, DecodeError> {
         });
     }
     let value = Value::Object(map);
+    let u = unknown;
     let decoded = match kind {
-        Kind::Ingress => typed(value).map(AnyObject::Ingress),
-        Kind::IngressClass => typed(value).map(AnyObject::IngressClass),
-        Kind::IngressRouteV1beta1 => typed(value).map(AnyObject::IngressRouteV1beta1),
-        Kind::IngressRouteV1 => typed(value).map(AnyObject::IngressRouteV1),
-        Kind::RouteV1alpha1 => typed(value).map(AnyObject::RouteV1alpha1),
-        Kind::Service => typed(value).map(AnyObject::Service),
-        Kind::EndpointSlice => typed(value).map(AnyObject::EndpointSlice),
-        Kind::Secret => typed(value).map(AnyObject::Secret),
-        Kind::GatewayClass => typed(value).map(AnyObject::GatewayClass),
-        Kind::Gateway => typed(value).map(AnyObject::Gateway),
-        Kind::HttpRoute => typed(value).map(AnyObject::HttpRoute),
-        Kind::GrpcRoute => typed(value).map(AnyObject::GrpcRoute),
-        Kind::TlsRoute => typed(value).map(AnyObject::TlsRoute),
-        Kind::TcpRoute => typed(value).map(AnyObject::TcpRoute),
-        Kind::ReferenceGrant => typed(value).map(AnyObject::ReferenceGrant),
+        Kind::Ingress => typed(value, u).map(AnyObject::Ingress),
+        Kind::IngressClass => typed(value, u).map(AnyObject::IngressClass),
+        Kind::IngressRouteV1beta1 => typed(value, u).map(AnyObject::IngressRouteV1beta1),
+        Kind::IngressRouteV1 => typed(value, u).map(AnyObject::IngressRouteV1),
+        Kind::RouteV1alpha1 => typed(value, u).map(AnyObject::RouteV1alpha1),
+        Kind::Service => typed(value, u).map(AnyObject::Service),
+        Kind::EndpointSlice => typed(value, u).map(AnyObject::EndpointSlice),
+        Kind::Secret => typed(value, u).map(AnyObject::Secret),
+        Kind::GatewayClass => typed(value, u).map(AnyObject::GatewayClass),
+        Kind::Gateway => typed(value, u).map(AnyObject::Gateway),
+        Kind::HttpRoute => typed(value, u).map(AnyObject::HttpRoute),
+        Kind::GrpcRoute => typed(value, u).map(AnyObject::GrpcRoute),
+        Kind::TlsRoute => typed(value, u).map(AnyObject::TlsRoute),
+        Kind::TcpRoute => typed(value, u).map(AnyObject::TcpRoute),
+        Kind::ReferenceGrant => typed(value, u).map(AnyObject::ReferenceGrant),
     };
     Ok(match decoded {
         Ok(obj) => Document::Object(obj),
@@ -135,21 +185,62 @@ pub fn decode_value(value: Value) -> Result<Document, DecodeError> {
     })
 }
 
-/// Deserializes with the failing field's path in the error.
-fn typed<T: DeserializeOwned>(value: Value) -> Result<Arc<T>, FieldError> {
-    serde_path_to_error::deserialize(value)
+/// Deserializes with the failing field's path in the error; notes the paths of fields the type
+/// does not have in `unknown`, when given.
+fn typed<T: DeserializeOwned>(
+    value: Value,
+    unknown: Option<&mut Vec<String>>,
+) -> Result<Arc<T>, FieldError> {
+    let field_error = |e: serde_path_to_error::Error<serde_json::Error>| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        FieldError::spec(path, e.into_inner().to_string())
+    };
+    let Some(unknown) = unknown else {
+        return serde_path_to_error::deserialize(value)
+            .map(Arc::new)
+            .map_err(field_error);
+    };
+    let mut track = serde_path_to_error::Track::new();
+    let de = serde_path_to_error::Deserializer::new(value, &mut track);
+    let result = serde_ignored::deserialize(de, |path| {
+        let path = field_path(&path);
+        // Read by `decode_value` itself; the typed objects of custom kinds skip them.
+        if path != "apiVersion" && path != "kind" {
+            unknown.push(path);
+        }
+    });
+    result
         .map(Arc::new)
-        .map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            FieldError::spec(path, e.into_inner().to_string())
-        })
+        .map_err(|e| field_error(serde_path_to_error::Error::new(track.path(), e)))
+}
+
+/// A path of `serde_ignored` written as sluice's messages write paths: `spec.routes[0].name`.
+fn field_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => match field_path(parent) {
+            p if p.is_empty() => key.clone(),
+            p => format!("{p}.{key}"),
+        },
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => field_path(parent),
+    }
 }
 
 /// Splits a text into documents (YAML, which includes JSON) and decodes each. `kind: List` documents
 /// are expanded into their items.
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<(Source, Document)>, LoadError> {
-    let mut out = Vec::new();
+    let mut out = Loaded::default();
+    parse_into(file, text, &mut out)?;
+    Ok(out.documents)
+}
+
+/// [`parse_documents`] into `out`, with the unknown fields of each decoded object.
+fn parse_into(file: &str, text: &str, out: &mut Loaded) -> Result<(), LoadError> {
     for (index, de) in serde_norway::Deserializer::from_str(text).enumerate() {
         let source = Source {
             file: file.to_string(),
@@ -172,14 +263,25 @@ pub fn parse_documents(file: &str, text: &str) -> Result<Vec<(Source, Document)>
             _ => vec![value],
         };
         for item in items {
-            let doc = decode_value(item).map_err(|e| LoadError::Syntax {
-                at: source.clone(),
-                message: e.to_string(),
-            })?;
-            out.push((source.clone(), doc));
+            let mut unknown = Vec::new();
+            let doc =
+                decode_value_noting(item, Some(&mut unknown)).map_err(|e| LoadError::Syntax {
+                    at: source.clone(),
+                    message: e.to_string(),
+                })?;
+            if let Document::Object(obj) = &doc {
+                let object = obj.object_ref();
+                out.unknown_fields
+                    .extend(unknown.into_iter().map(|path| UnknownField {
+                        at: source.clone(),
+                        object: object.clone(),
+                        path,
+                    }));
+            }
+            out.documents.push((source.clone(), doc));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Whether a file name looks like a manifest.
@@ -237,8 +339,8 @@ pub fn manifest_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
 }
 
 /// Reads and decodes every manifest under the given paths (`-` reads stdin).
-pub fn load_paths(paths: &[String]) -> Result<Vec<(Source, Document)>, LoadError> {
-    let mut out = Vec::new();
+pub fn load_paths(paths: &[String]) -> Result<Loaded, LoadError> {
+    let mut out = Loaded::default();
     for p in paths {
         if p == "-" {
             let mut text = String::new();
@@ -248,7 +350,7 @@ pub fn load_paths(paths: &[String]) -> Result<Vec<(Source, Document)>, LoadError
                     source: e,
                 }
             })?;
-            out.extend(parse_documents("-", &text)?);
+            parse_into("-", &text, &mut out)?;
             continue;
         }
         for file in manifest_files(Path::new(p))? {
@@ -257,7 +359,7 @@ pub fn load_paths(paths: &[String]) -> Result<Vec<(Source, Document)>, LoadError
                 path: name.clone(),
                 source: e,
             })?;
-            out.extend(parse_documents(&name, &text)?);
+            parse_into(&name, &text, &mut out)?;
         }
     }
     Ok(out)
@@ -312,6 +414,88 @@ items:
             }
             d => panic!("{d:?}"),
         }
+    }
+
+    #[test]
+    fn unknown_fields_are_noted_with_their_paths_and_the_object_is_kept() {
+        let text = r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: web, namespace: shop, labelz: {a: b}}
+spec:
+  virtualhost: {fqdn: web.example.com}
+  routes:
+  - match: /
+    services: [{name: web, port: 80}]
+  - match: /app
+    prefixRewrite: /
+    services: [{name: web, port: 80, wieght: 10}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: ing}
+spec:
+  rulez: []
+  rules:
+  - http:
+      paths:
+      - path: /
+        pathType: Prefix
+        backend: {service: {name: web, port: {number: 80}}}
+"#;
+        let mut loaded = Loaded::default();
+        parse_into("f.yaml", text, &mut loaded).unwrap();
+        let paths: Vec<(String, &str)> = loaded
+            .unknown_fields
+            .iter()
+            .map(|u| (u.object.to_string(), u.path.as_str()))
+            .collect();
+        let ir = "IngressRoute shop/web".to_string();
+        assert_eq!(
+            paths,
+            vec![
+                (ir.clone(), "metadata.labelz"),
+                (ir.clone(), "spec.routes[1].prefixRewrite"),
+                (ir, "spec.routes[1].services[0].wieght"),
+                ("Ingress default/ing".to_string(), "spec.rulez"),
+            ]
+        );
+        let u = &loaded.unknown_fields[1];
+        assert_eq!(u.at.index, 0);
+        assert_eq!(
+            u.to_string(),
+            "f.yaml (document 0): IngressRoute shop/web: unknown field \
+             spec.routes[1].prefixRewrite: IngressRoute contour.heptio.com/v1beta1 has no such \
+             field, so it has no effect; check its spelling and the apiVersion"
+        );
+        // Both objects are used, without the unknown fields.
+        assert!(
+            loaded
+                .documents
+                .iter()
+                .all(|(_, d)| matches!(d, Document::Object(_)))
+        );
+        // The same documents without noting decode to the same objects.
+        let plain = parse_documents("f.yaml", text).unwrap();
+        assert_eq!(format!("{plain:?}"), format!("{:?}", loaded.documents));
+    }
+
+    #[test]
+    fn documents_without_unknown_fields_note_nothing_and_errors_keep_their_path() {
+        let mut loaded = Loaded::default();
+        let ok = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"s","namespace":"n","labels":{"a":"b"}},"spec":{"ports":[{"port":80}]}}"#;
+        parse_into("ok.json", ok, &mut loaded).unwrap();
+        assert_eq!(loaded.unknown_fields, vec![]);
+        let bad = r#"{"apiVersion":"contour.heptio.com/v1beta1","kind":"IngressRoute","metadata":{"name":"x"},"spec":{"extra":1,"routes":[{"match":"/","services":[{"name":"a","port":"eighty"}]}]}}"#;
+        parse_into("bad.json", bad, &mut loaded).unwrap();
+        match &loaded.documents[1].1 {
+            Document::Rejected { error, .. } => {
+                assert_eq!(error.path, "spec.routes[0].services[0].port")
+            }
+            d => panic!("{d:?}"),
+        }
+        // A rejected document's unknown fields are not reported: its error is.
+        assert_eq!(loaded.unknown_fields, vec![]);
     }
 
     #[test]

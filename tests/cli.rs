@@ -148,6 +148,37 @@ fn orphans_are_a_warning_not_a_failure() {
 }
 
 #[test]
+fn an_unknown_field_is_a_warning_naming_its_path_not_a_failure() {
+    // `prefixRewrite` is a field of projectcontour.io/v1, not of contour.heptio.com/v1beta1.
+    let root = "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {name: web}\nspec:\n  virtualhost: {fqdn: web.example.com}\n  routes:\n  - match: /\n    prefixRewrite: /app\n    services: [{name: app, port: 80}]\n";
+    let input = format!("{SERVICE}---\n{root}");
+    let out = sluice(&["validate", "-f", "-"], Some(&input));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("ok       IngressRoute default/web"), "{text}");
+    assert!(
+        text.contains(
+            "warning: unknown field spec.routes[0].prefixRewrite: IngressRoute \
+             contour.heptio.com/v1beta1 has no such field, so it has no effect"
+        ),
+        "{text}"
+    );
+    // `sluice routes` says it on stderr and prints the table.
+    let out = sluice(&["routes", "-f", "-"], Some(&input));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("warning: - (document 1): IngressRoute default/web: unknown field spec.routes[0].prefixRewrite"),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("web.example.com"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
 fn unreadable_input_exits_2_naming_file_and_document() {
     let out = sluice(&["validate", "-f", "no/such/file.yaml"], None);
     assert_eq!(out.status.code(), Some(2));

@@ -40,9 +40,12 @@ pub struct StandaloneConfig {
 /// reported as warnings.
 pub fn load_manifests(dir: &Path, ingress_class: &str) -> Result<Snapshot, Vec<String>> {
     let docs = load_paths(&[dir.display().to_string()]).map_err(|e| vec![e.to_string()])?;
+    for u in &docs.unknown_fields {
+        tracing::warn!(at = %u.at, object = %u.object, "{}", u.message());
+    }
     let mut errors = Vec::new();
     let mut objects = Vec::new();
-    for (source, doc) in docs {
+    for (source, doc) in docs.documents {
         match doc {
             Document::Object(obj) => {
                 let verdict = validate::validate_object_for_class(&obj, ingress_class);
@@ -246,6 +249,18 @@ mod tests {
             "{}",
             errs[0]
         );
+    }
+
+    #[test]
+    fn an_object_with_an_unknown_field_is_loaded_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("svc.yaml"),
+            "apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec:\n  portz: 1\n  ports: [{port: 80}]\n",
+        )
+        .unwrap();
+        let snap = load_manifests(dir.path(), "sluice").unwrap();
+        assert_eq!(snap.services.len(), 1);
     }
 
     #[test]

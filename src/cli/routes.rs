@@ -44,7 +44,10 @@ pub fn run(args: RoutesArgs) -> u8 {
             return 2;
         }
     };
-    let objects = docs.into_iter().filter_map(|(_, d)| match d {
+    for u in &docs.unknown_fields {
+        eprintln!("warning: {u}");
+    }
+    let objects = docs.documents.into_iter().filter_map(|(_, d)| match d {
         Document::Object(o) => Some(o),
         _ => None,
     });

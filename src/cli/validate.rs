@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::api::ObjectRef;
 use crate::dag::{self, State};
-use crate::manifest::{Document, Source, load_paths};
+use crate::manifest::{Document, Loaded, Source, load_paths};
 use crate::store::Snapshot;
 use crate::validate::validate_object_for_class;
 
@@ -60,11 +60,29 @@ pub fn validate_documents(
     docs: Vec<(Source, Document)>,
     options: &dag::Options,
 ) -> Vec<ObjectReport> {
+    validate_loaded(
+        Loaded {
+            documents: docs,
+            unknown_fields: Vec::new(),
+        },
+        options,
+    )
+}
+
+/// [`validate_documents`], with each unknown field as a warning on its object's report.
+pub fn validate_loaded(loaded: Loaded, options: &dag::Options) -> Vec<ObjectReport> {
+    let mut unknown: BTreeMap<(Source, ObjectRef), Vec<String>> = BTreeMap::new();
+    for u in &loaded.unknown_fields {
+        unknown
+            .entry((u.at.clone(), u.object.clone()))
+            .or_default()
+            .push(u.message());
+    }
     let mut order: Vec<ObjectRef> = Vec::new();
     let mut reports: BTreeMap<ObjectRef, ObjectReport> = BTreeMap::new();
     let mut objects = Vec::new();
-    for (source, doc) in docs {
-        let (object, allowed, mut messages, warnings) = match doc {
+    for (source, doc) in loaded.documents {
+        let (object, allowed, mut messages, mut warnings) = match doc {
             Document::Skipped { .. } => continue,
             Document::Rejected { object, error } => {
                 (object, false, vec![error.to_string()], Vec::new())
@@ -77,6 +95,9 @@ pub fn validate_documents(
                 (r, verdict.allowed(), msgs, verdict.warnings)
             }
         };
+        if let Some(fields) = unknown.remove(&(source.clone(), object.clone())) {
+            warnings.extend(fields);
+        }
         if let Some(previous) = reports.get(&object) {
             if let Some(prev) = &previous.source {
                 messages.push(format!(
@@ -159,7 +180,7 @@ pub fn run(args: ValidateArgs) -> u8 {
         }
     };
     let options = args.routing.dag_options();
-    let reports = validate_documents(docs, &options);
+    let reports = validate_loaded(docs, &options);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let result = match args.output {
