@@ -192,6 +192,8 @@ impl Incremental {
                         h.retain(|o| o != obj);
                         if h.is_empty() {
                             self.holders.remove(l);
+                        } else {
+                            *h = super::exact_vec(std::mem::take(h));
                         }
                     }
                 }
@@ -199,10 +201,14 @@ impl Incremental {
             }
             if let Some(new) = object_links(next, obj) {
                 for l in &new {
-                    self.holders.entry(l.clone()).or_default().push(obj.clone());
+                    let holders = self.holders.entry(l.clone()).or_default();
+                    // Kept at exact size, as `build_full` leaves them: these live as long as the
+                    // object does, and most links have one or two holders.
+                    holders.reserve_exact(1);
+                    holders.push(obj.clone());
                 }
                 queue.extend(new.iter().cloned());
-                self.links.insert(obj.clone(), new);
+                self.links.insert(obj.clone(), super::exact_vec(new));
             }
         }
         // Everything connected to them.

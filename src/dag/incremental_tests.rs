@@ -126,6 +126,21 @@ fn check(step: usize, got: &Dag, want: &Dag) {
 /// Runs `steps` random changes over the golden objects, as the pipeline would: routing changes
 /// go through [`Incremental::build`]; a change of EndpointSlices alone takes the pipeline's
 /// endpoint fast path (the model is kept, [`Incremental::endpoints_changed`] notes it).
+/// The index's vectors live as long as their objects: full and partial builds keep them at their
+/// exact size (no room left over from pushes).
+fn assert_index_exact(step: usize, inc: &Incremental) {
+    for (obj, links) in &inc.links {
+        assert_eq!(links.len(), links.capacity(), "step {step}: links of {obj}");
+    }
+    for (link, holders) in &inc.holders {
+        assert_eq!(
+            holders.len(),
+            holders.capacity(),
+            "step {step}: holders of {link:?}"
+        );
+    }
+}
+
 fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
     let pool = pool();
     let routing: Vec<&AnyObject> = pool.iter().filter(|o| is_routing(o)).collect();
@@ -188,6 +203,7 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
         }
         let (got, kind) = inc.build(Some((&prev.0, &prev.1)), &store);
         check(step, &got, &want);
+        assert_index_exact(step, &inc);
         match kind {
             BuildKind::Full => full += 1,
             BuildKind::Partial { .. } => partial += 1,
