@@ -80,8 +80,21 @@ fn json_output_has_one_line_per_routing_object_with_the_documented_keys() {
             "messages",
             "name",
             "namespace",
-            "status"
+            "status",
+            "warnings"
         ]
+    );
+    // Seed 000 writes the deprecated `service:`: a warning, not a denial.
+    assert_eq!(
+        google["warnings"][0],
+        "spec.routes[0].service is deprecated; use services"
+    );
+    // `warnings` is there only when there are some.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["allowed"] == true && l.get("warnings").is_none()),
+        "{lines:#?}"
     );
     assert_eq!(google["apiVersion"], "contour.heptio.com/v1beta1");
     assert_eq!(google["allowed"], true);
@@ -162,6 +175,20 @@ fn an_unknown_field_is_a_warning_naming_its_path_not_a_failure() {
              contour.heptio.com/v1beta1 has no such field, so it has no effect"
         ),
         "{text}"
+    );
+    // JSON lines carry it under `warnings` (a key present only when there are warnings).
+    let out = sluice(&["validate", "-o", "json", "-f", "-"], Some(&input));
+    let lines = json_lines(&out);
+    let web = find(&lines, "IngressRoute", "default", "web");
+    assert_eq!(web["status"], "valid");
+    let warnings = web["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap()
+            .starts_with("unknown field spec.routes[0].prefixRewrite:"),
+        "{warnings:?}"
     );
     // `sluice routes` says it on stderr and prints the table.
     let out = sluice(&["routes", "-f", "-"], Some(&input));

@@ -50,7 +50,8 @@ pub struct ObjectReport {
     pub messages: Vec<String>,
     #[serde(skip)]
     pub source: Option<Source>,
-    #[serde(skip)]
+    /// Deprecated spellings and fields sluice does not read; in JSON only when there are any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
 
