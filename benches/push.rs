@@ -8,9 +8,11 @@
 //! resulting push is measured, split into the rebuild (`Pipeline::publish`: dag::build, translate,
 //! encode) and the push (diff against what the client holds, encode, HTTP/2, decode).
 //!
-//! Two kinds of change: a routing object (a root IngressRoute's route changes → the route
-//! configuration is pushed) and an EndpointSlice (a pod address changes → one load assignment is
-//! pushed).
+//! Three kinds of change: a routing object (a root IngressRoute's route changes → the route
+//! configuration is pushed), an EndpointSlice (a pod address changes → one load assignment is
+//! pushed), and a Service (a vertex's Service is deleted, then created again → its route answers
+//! 503, then routes again: the route configuration is pushed each time; keys
+//! `change_push_service_*`).
 //!
 //! `cargo bench --bench push` runs 10k objects; any other way (`cargo test --all-targets`) a smoke
 //! run with 500 objects that records nothing.
@@ -224,6 +226,7 @@ fn main() {
 
     let mut route_samples = Vec::new();
     let mut endpoint_samples = Vec::new();
+    let mut service_samples = Vec::new();
     for n in 0..changes {
         // A routing object changes.
         let i = (n * 7919) % (objects * 2 / 5);
@@ -262,9 +265,31 @@ fn main() {
             total_ms: (push.at - start).as_secs_f64() * 1e3,
         });
         std::thread::sleep(Duration::from_millis(20));
+
+        // A Service goes (its route answers 503), then comes back: the route configuration
+        // changes both times. A vertex's Service, in another namespace than its root.
+        let key = ObjKey::new(format!("app-{}", i % 100), format!("vertex-svc-{i}"));
+        let svc = snap.services.get(&key).expect("synthetic Service").clone();
+        for present in [false, true] {
+            if present {
+                snap.services.insert(key.clone(), svc.clone());
+            } else {
+                snap.services.remove(&key);
+            }
+            let start = Instant::now();
+            pipeline.publish(&snap);
+            let built = Instant::now();
+            let push = rt.block_on(next_push(&mut rx, ResourceType::Route));
+            service_samples.push(Sample {
+                build_ms: (built - start).as_secs_f64() * 1e3,
+                total_ms: (push.at - start).as_secs_f64() * 1e3,
+            });
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
     let (route_p50, route_p99) = report("routing object change", &route_samples);
     let (ep_p50, ep_p99) = report("endpoint change", &endpoint_samples);
+    let (svc_p50, svc_p99) = report("Service change", &service_samples);
     if !smoke {
         let mut r = serde_json::Map::new();
         r.insert("change_push_ms_10k".into(), common::round3(route_p50));
@@ -273,6 +298,11 @@ fn main() {
         r.insert(
             "change_push_endpoint_p99_ms_10k".into(),
             common::round3(ep_p99),
+        );
+        r.insert("change_push_service_ms_10k".into(), common::round3(svc_p50));
+        r.insert(
+            "change_push_service_p99_ms_10k".into(),
+            common::round3(svc_p99),
         );
         common::write_results(r);
     }

@@ -446,7 +446,7 @@ mod tests {
         });
         let p = Pipeline::new(dag::Options::default(), translate::Options::default());
         p.publish(&s);
-        // A Service changes: full build.
+        // A Service changes: the routing objects of its namespace are built again.
         let key = s.services.keys().next().unwrap().clone();
         let mut svc = (**s.services.get(&key).unwrap()).clone();
         let mut ports = svc.ports.into_vec();
@@ -456,7 +456,9 @@ mod tests {
         });
         svc.ports = ports.into();
         s.services.insert(key.clone(), Arc::new(svc.clone()));
-        assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
+        let (_, path) = p.publish_counted(&s);
+        assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
+        assert_eq!(**p.xds().borrow(), *full(&s));
         // The same content again in a new object: nothing changed.
         s.services.insert(key, Arc::new(svc));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
@@ -472,6 +474,18 @@ mod tests {
         assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
         assert_eq!(**p.xds().borrow(), *full(&s));
         assert!(dag.statuses.len() < 20);
+        // An IngressClass comes: full build.
+        let class = k8s_openapi::api::networking::v1::IngressClass {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("other".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        s.ingress_classes
+            .insert(ObjKey::new("", "other"), Arc::new(class));
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
+        assert_eq!(**p.xds().borrow(), *full(&s));
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //! new links. The parts' virtual hosts and statuses replace the previous ones; clusters and
 //! secrets are the ones the virtual hosts use, counted by user.
 //!
-//! A change to Services, Secrets or IngressClasses, or to more routing objects than
-//! [`MAX_CHANGED_FRACTION`] of them, is built in full. EndpointSlice changes are taken into account
+//! A change to a Service or a Secret changes the routing objects of its namespace: a routing
+//! object reads the Services and TLS Secrets of its own namespace only. A change to IngressClasses,
+//! or to more routing objects than [`MAX_CHANGED_FRACTION`] of them, is built in full. EndpointSlice changes are taken into account
 //! by refreshing the endpoints of the affected Services' clusters (the endpoint fast path of the
 //! pipeline leaves the model's endpoints alone; [`Incremental::endpoints_changed`] records them).
 //!
@@ -127,12 +128,20 @@ impl Incremental {
     /// Services whose EndpointSlices changed.
     fn changed_objects(&mut self, prev: &Snapshot, next: &Snapshot) -> Option<Vec<ObjectRef>> {
         use crate::store::same_objects;
-        if !same_objects(&prev.services, &next.services)
-            || !same_objects(&prev.secrets, &next.secrets)
-            || !same_objects(&prev.ingress_classes, &next.ingress_classes)
-        {
+        if !same_objects(&prev.ingress_classes, &next.ingress_classes) {
             return None;
         }
+        // A routing object reads Services and TLS Secrets of its own namespace only (a delegated
+        // route's backends are its vertex's): a change to one rebuilds the routing objects of its
+        // namespace, and through their links what they share hosts and delegations with.
+        let mut namespaces: BTreeSet<String> = BTreeSet::new();
+        let mut note_namespace = |key: &ObjKey| {
+            if !namespaces.contains(key.namespace.as_str()) {
+                namespaces.insert(key.namespace.to_string());
+            }
+        };
+        diff_keys(&prev.services, &next.services, &mut note_namespace);
+        diff_keys(&prev.secrets, &next.secrets, &mut note_namespace);
         let mut services = BTreeSet::new();
         crate::store::each_change(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
             for slice in [a, b].into_iter().flatten() {
@@ -167,6 +176,13 @@ impl Incremental {
             &next.routes_v1alpha1,
             note(c, Kind::RouteV1alpha1),
         );
+        for ns in &namespaces {
+            routing_objects_in(next, ns, &mut changed);
+        }
+        if !namespaces.is_empty() {
+            changed.sort_unstable();
+            changed.dedup();
+        }
         let total = routing_objects(next).max(routing_objects(prev));
         if changed.len() as f64 > total as f64 * MAX_CHANGED_FRACTION {
             return None;
@@ -357,6 +373,25 @@ fn routing_objects(s: &Snapshot) -> usize {
         + s.ingressroutes_v1beta1.len()
         + s.ingressroutes_v1.len()
         + s.routes_v1alpha1.len()
+}
+
+/// Pushes every routing object of namespace `ns` in `s`.
+fn routing_objects_in(s: &Snapshot, ns: &str, out: &mut Vec<ObjectRef>) {
+    fn of<T>(objects: &Objects<T>, kind: Kind, ns: &str, out: &mut Vec<ObjectRef>) {
+        for (key, _) in objects.range(ObjKey::new(ns, "")..) {
+            if key.namespace != ns {
+                break;
+            }
+            out.push(ObjectRef {
+                kind,
+                key: key.clone(),
+            });
+        }
+    }
+    of(&s.ingresses, Kind::Ingress, ns, out);
+    of(&s.ingressroutes_v1beta1, Kind::IngressRouteV1beta1, ns, out);
+    of(&s.ingressroutes_v1, Kind::IngressRouteV1, ns, out);
+    of(&s.routes_v1alpha1, Kind::RouteV1alpha1, ns, out);
 }
 
 fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&ObjKey)) {

@@ -149,6 +149,8 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
         .filter(|o| o.kind() == Kind::EndpointSlice)
         .collect();
     let services: Vec<&AnyObject> = pool.iter().filter(|o| o.kind() == Kind::Service).collect();
+    let secrets: Vec<&AnyObject> = pool.iter().filter(|o| o.kind() == Kind::Secret).collect();
+    assert!(!secrets.is_empty(), "TLS Secrets in the golden cases");
     let mut rng = Rng(seed);
     let mut store = Snapshot::from_objects(
         pool.iter()
@@ -162,7 +164,7 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
     for step in 0..steps {
         let endpoints_only = rng.next(8) == 0;
         for _ in 0..=rng.next(3) {
-            match rng.next(if endpoints_only { 1 } else { 12 }) {
+            match rng.next(if endpoints_only { 1 } else { 13 }) {
                 0 => {
                     // An EndpointSlice added back, replaced by another version, or removed.
                     let s = slices[rng.next(slices.len())];
@@ -180,7 +182,15 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
                         store.insert(s.clone());
                     }
                 }
-                2..=5 => {
+                2 => {
+                    let s = secrets[rng.next(secrets.len())];
+                    if rng.next(3) == 0 {
+                        store.remove(Kind::Secret, &s.key());
+                    } else {
+                        store.insert(s.clone());
+                    }
+                }
+                3..=5 => {
                     let present: Vec<ObjectRef> = routing
                         .iter()
                         .map(|o| o.object_ref())
@@ -285,14 +295,93 @@ fn a_change_rebuilds_only_the_objects_it_can_affect() {
 }
 
 #[test]
-fn service_and_secret_changes_build_in_full() {
+fn a_service_or_secret_change_rebuilds_the_routing_objects_of_its_namespace() {
+    let options = Options::default();
+    // 400 roots in team-0..99, their vertices in app-0..99, Ingresses in ing-*.
+    let store = crate::synth::snapshot(crate::synth::Shape {
+        routing_objects: 1000,
+        endpoints_per_service: 2,
+        unrelated_secrets: 10,
+    });
+    let mut inc = Incremental::new(options.clone());
+    let mut prev = (store.clone(), inc.build_full(&store));
+    let in_namespace = |s: &Snapshot, ns: &str| {
+        let mut v = Vec::new();
+        routing_objects_in(s, ns, &mut v);
+        v.len()
+    };
+    let mut step = |next: Snapshot, namespace: &str, prev: &mut (Snapshot, Dag)| {
+        let (got, kind) = inc.build(Some((&prev.0, &prev.1)), &next);
+        assert_eq!(got, crate::dag::build(&next, &options), "{namespace}");
+        let BuildKind::Partial { objects } = kind else {
+            panic!("{namespace}: {kind:?}");
+        };
+        // The namespace's routing objects, and the objects they reach (a vertex's root).
+        let own = in_namespace(&next, namespace);
+        assert!(
+            own > 0 && objects >= own && objects <= 3 * own,
+            "{objects} for {own}"
+        );
+        *prev = (next, got);
+    };
+
+    // A root's Service goes: its route answers 503 and its status says why.
+    let mut next = prev.0.clone();
+    let svc = ObjKey::new("team-3", "root-svc-3");
+    assert!(next.services.remove(&svc).is_some());
+    step(next, "team-3", &mut prev);
+    let root = ObjectRef::new(Kind::IngressRouteV1beta1, "team-3", "root-3");
+    assert!(
+        prev.1.statuses[&root]
+            .messages
+            .iter()
+            .any(|m| m.message.contains("root-svc-3")),
+        "{:?}",
+        prev.1.statuses[&root]
+    );
+    // It comes back.
+    let mut next = prev.0.clone();
+    next.services
+        .insert(svc.clone(), store.services[&svc].clone());
+    step(next, "team-3", &mut prev);
+    assert_eq!(prev.1, crate::dag::build(&store, &options));
+
+    // A vertex's Service (another namespace than its root's) changes its port.
+    let mut next = prev.0.clone();
+    let vsvc = ObjKey::new("app-5", "vertex-svc-5");
+    let mut ports = (*store.services[&vsvc]).clone();
+    ports.ports[0].port = 8080;
+    next.services.insert(vsvc, Arc::new(ports));
+    step(next, "app-5", &mut prev);
+
+    // A root's TLS Secret goes, then comes back.
+    let secret = ObjKey::new("team-10", "tls-10");
+    let mut next = prev.0.clone();
+    assert!(next.secrets.remove(&secret).is_some());
+    step(next, "team-10", &mut prev);
+    // Without its certificate the host is not served over HTTPS (nor, as it asks for TLS, at all).
+    assert!(
+        prev.1
+            .vhosts
+            .get("host-10.example.com")
+            .is_none_or(|v| v.tls.is_none())
+    );
+    let mut next = prev.0.clone();
+    next.secrets
+        .insert(secret.clone(), store.secrets[&secret].clone());
+    step(next, "team-10", &mut prev);
+    assert!(prev.1.vhosts["host-10.example.com"].tls.is_some());
+}
+
+#[test]
+fn an_ingress_class_change_builds_in_full() {
     let pool = pool();
     let store = Snapshot::from_objects(pool.iter().cloned());
     let mut inc = Incremental::new(Options::default());
     let dag = inc.build_full(&store);
     let mut next = store.clone();
-    let key = next.services.keys().next().unwrap().clone();
-    next.services.remove(&key);
+    let key = next.ingress_classes.keys().next().unwrap().clone();
+    next.ingress_classes.remove(&key);
     let (got, kind) = inc.build(Some((&store, &dag)), &next);
     assert_eq!(kind, BuildKind::Full);
     assert_eq!(got, crate::dag::build(&next, &Options::default()));
