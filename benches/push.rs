@@ -12,7 +12,7 @@
 //! configuration is pushed), an EndpointSlice (a pod address changes → one load assignment is
 //! pushed), and a Service (a vertex's Service is deleted, then created again → its route answers
 //! 503, then routes again: the route configuration is pushed each time; keys
-//! `change_push_service_*`).
+//! `change_push_service_{deleted,created}_*`).
 //!
 //! `cargo bench --bench push` runs 10k objects; any other way (`cargo test --all-targets`) a smoke
 //! run with 500 objects that records nothing.
@@ -226,7 +226,8 @@ fn main() {
 
     let mut route_samples = Vec::new();
     let mut endpoint_samples = Vec::new();
-    let mut service_samples = Vec::new();
+    // [deleted, created]
+    let mut service_samples = [Vec::new(), Vec::new()];
     for n in 0..changes {
         // A routing object changes.
         let i = (n * 7919) % (objects * 2 / 5);
@@ -280,7 +281,7 @@ fn main() {
             pipeline.publish(&snap);
             let built = Instant::now();
             let push = rt.block_on(next_push(&mut rx, ResourceType::Route));
-            service_samples.push(Sample {
+            service_samples[usize::from(present)].push(Sample {
                 build_ms: (built - start).as_secs_f64() * 1e3,
                 total_ms: (push.at - start).as_secs_f64() * 1e3,
             });
@@ -289,7 +290,8 @@ fn main() {
     }
     let (route_p50, route_p99) = report("routing object change", &route_samples);
     let (ep_p50, ep_p99) = report("endpoint change", &endpoint_samples);
-    let (svc_p50, svc_p99) = report("Service change", &service_samples);
+    let (gone_p50, gone_p99) = report("Service deleted", &service_samples[0]);
+    let (back_p50, back_p99) = report("Service created", &service_samples[1]);
     if !smoke {
         let mut r = serde_json::Map::new();
         r.insert("change_push_ms_10k".into(), common::round3(route_p50));
@@ -299,11 +301,19 @@ fn main() {
             "change_push_endpoint_p99_ms_10k".into(),
             common::round3(ep_p99),
         );
-        r.insert("change_push_service_ms_10k".into(), common::round3(svc_p50));
-        r.insert(
-            "change_push_service_p99_ms_10k".into(),
-            common::round3(svc_p99),
-        );
+        for (what, p50, p99) in [
+            ("deleted", gone_p50, gone_p99),
+            ("created", back_p50, back_p99),
+        ] {
+            r.insert(
+                format!("change_push_service_{what}_ms_10k"),
+                common::round3(p50),
+            );
+            r.insert(
+                format!("change_push_service_{what}_p99_ms_10k"),
+                common::round3(p99),
+            );
+        }
         common::write_results(r);
     }
 }
