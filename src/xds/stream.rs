@@ -510,12 +510,19 @@ impl Stream {
         let mut kept = false;
         if !routes_settled {
             let st = &self.types[&t];
-            for (n, body) in &st.sent_bodies {
-                if st.in_scope(n) && st.sent.contains_key(n) && !want.contains_key(n) {
-                    want.insert(n.clone(), body.clone());
-                    kept = true;
-                }
-            }
+            // What was sent and is no longer wanted: one walk over both sorted maps (a lookup per
+            // sent resource cost O(n log n) string comparisons at every computation of the
+            // make-before-break window).
+            let gone: Vec<(String, Arc<Resource>)> = merge_join(st.sent_bodies.iter(), want.iter())
+                .filter_map(|j| match j {
+                    Joined::Left(n, body) if st.in_scope(n) && st.sent.contains_key(n) => {
+                        Some((n.clone(), Arc::clone(body)))
+                    }
+                    _ => None,
+                })
+                .collect();
+            kept = !gone.is_empty();
+            want.extend(gone);
         }
         (want, kept)
     }
@@ -678,9 +685,9 @@ impl Stream {
 }
 
 /// One step of a walk over two sequences sorted by the same names ([`merge_join`]): a name only
-/// the left one holds (its value), only the right one holds (the name), or both (name, values).
+/// the left one holds (name, value), only the right one holds (the name), or both (name, values).
 enum Joined<'a, A, B> {
-    Left(&'a A),
+    Left(&'a String, &'a A),
     Right(&'a String),
     Both(&'a String, &'a A, &'a B),
 }
@@ -693,7 +700,7 @@ fn merge_join<'a, A: 'a, B: 'a>(
     let (mut a, mut b) = (a.peekable(), b.peekable());
     std::iter::from_fn(move || match (a.peek(), b.peek()) {
         (Some((an, _)), Some((bn, _))) => Some(match an.as_str().cmp(bn.as_str()) {
-            std::cmp::Ordering::Less => a.next().map(|(_, x)| Joined::Left(x))?,
+            std::cmp::Ordering::Less => a.next().map(|(n, x)| Joined::Left(n, x))?,
             std::cmp::Ordering::Greater => b.next().map(|(n, _)| Joined::Right(n))?,
             std::cmp::Ordering::Equal => {
                 let (n, x) = a.next()?;
@@ -701,7 +708,7 @@ fn merge_join<'a, A: 'a, B: 'a>(
                 Joined::Both(n, x, y)
             }
         }),
-        (Some(_), None) => a.next().map(|(_, x)| Joined::Left(x)),
+        (Some(_), None) => a.next().map(|(n, x)| Joined::Left(n, x)),
         (None, Some(_)) => b.next().map(|(n, _)| Joined::Right(n)),
         (None, None) => None,
     })
@@ -718,7 +725,7 @@ fn diff(
     let mut removed = BTreeSet::new();
     for j in merge_join(desired.iter(), sent.iter()) {
         match j {
-            Joined::Left(r) => changed.push(Arc::clone(r)),
+            Joined::Left(_, r) => changed.push(Arc::clone(r)),
             Joined::Both(_, r, v) if r.version != *v => changed.push(Arc::clone(r)),
             Joined::Both(..) => {}
             Joined::Right(n) => {
