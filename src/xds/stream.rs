@@ -495,7 +495,15 @@ impl Stream {
         }
         // Every cluster is EDS: Envoy asks for the endpoints of each one it accepted.
         self.walked();
-        cds.acked.keys().all(|n| eds.subscribed && eds.in_scope(n))
+        if !eds.subscribed {
+            return cds.acked.is_empty();
+        }
+        // Both sorted: one walk, not a lookup per cluster.
+        let mut names = eds.names.iter().peekable();
+        cds.acked.keys().all(|n| {
+            while names.next_if(|m| m.as_str() < n.as_str()).is_some() {}
+            names.peek().is_some_and(|m| *m == n)
+        })
     }
 
     /// What the client should hold of type `t`, including resources kept for make-before-break
