@@ -141,6 +141,17 @@ fn assert_index_exact(step: usize, inc: &Incremental) {
     }
 }
 
+/// One of `objects` added back, replaced by another version (EndpointSlices have two), or, one
+/// time in three, removed.
+fn add_or_remove(store: &mut Snapshot, rng: &mut Rng, objects: &[&AnyObject]) {
+    let o = objects[rng.next(objects.len())];
+    if rng.next(3) == 0 {
+        store.remove(o.kind(), &o.key());
+    } else {
+        store.insert(o.clone());
+    }
+}
+
 fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
     let pool = pool();
     let routing: Vec<&AnyObject> = pool.iter().filter(|o| is_routing(o)).collect();
@@ -165,31 +176,9 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
         let endpoints_only = rng.next(8) == 0;
         for _ in 0..=rng.next(3) {
             match rng.next(if endpoints_only { 1 } else { 13 }) {
-                0 => {
-                    // An EndpointSlice added back, replaced by another version, or removed.
-                    let s = slices[rng.next(slices.len())];
-                    if rng.next(3) == 0 {
-                        store.remove(Kind::EndpointSlice, &s.key());
-                    } else {
-                        store.insert(s.clone());
-                    }
-                }
-                1 => {
-                    let s = services[rng.next(services.len())];
-                    if rng.next(3) == 0 {
-                        store.remove(Kind::Service, &s.key());
-                    } else {
-                        store.insert(s.clone());
-                    }
-                }
-                2 => {
-                    let s = secrets[rng.next(secrets.len())];
-                    if rng.next(3) == 0 {
-                        store.remove(Kind::Secret, &s.key());
-                    } else {
-                        store.insert(s.clone());
-                    }
-                }
+                0 => add_or_remove(&mut store, &mut rng, &slices),
+                1 => add_or_remove(&mut store, &mut rng, &services),
+                2 => add_or_remove(&mut store, &mut rng, &secrets),
                 3..=5 => {
                     let present: Vec<ObjectRef> = routing
                         .iter()
