@@ -56,22 +56,8 @@ pub struct ObjectReport {
 }
 
 /// Validates decoded documents; returns one report per routing object (and per object the admission
-/// rules deny), in input order.
-pub fn validate_documents(
-    docs: Vec<(Source, Document)>,
-    options: &dag::Options,
-) -> Vec<ObjectReport> {
-    validate_loaded(
-        Loaded {
-            documents: docs,
-            unknown_fields: Vec::new(),
-        },
-        options,
-    )
-}
-
-/// [`validate_documents`], with each unknown field as a warning on its object's report.
-pub fn validate_loaded(loaded: Loaded, options: &dag::Options) -> Vec<ObjectReport> {
+/// rules deny), in input order. Each unknown field is a warning on its object's report.
+pub fn validate_documents(loaded: Loaded, options: &dag::Options) -> Vec<ObjectReport> {
     let mut unknown: BTreeMap<(Source, ObjectRef), Vec<String>> = BTreeMap::new();
     for u in &loaded.unknown_fields {
         unknown
@@ -181,7 +167,7 @@ pub fn run(args: ValidateArgs) -> u8 {
         }
     };
     let options = args.routing.dag_options();
-    let reports = validate_loaded(docs, &options);
+    let reports = validate_documents(docs, &options);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let result = match args.output {

@@ -15,10 +15,11 @@
 //! secrets are the ones the virtual hosts use, counted by user.
 //!
 //! A change to a Service or a Secret changes the routing objects of its namespace: a routing
-//! object reads the Services and TLS Secrets of its own namespace only. A change to IngressClasses,
-//! or to more routing objects than [`MAX_CHANGED_FRACTION`] of them, is built in full. EndpointSlice changes are taken into account
-//! by refreshing the endpoints of the affected Services' clusters (the endpoint fast path of the
-//! pipeline leaves the model's endpoints alone; [`Incremental::endpoints_changed`] records them).
+//! object reads the Services and TLS Secrets of its own namespace only. A change to
+//! IngressClasses, or to more routing objects than [`MAX_CHANGED_FRACTION`] of them, is built in
+//! full. EndpointSlice changes are taken into account by refreshing the endpoints of the affected
+//! Services' clusters (the endpoint fast path of the pipeline leaves the model's endpoints alone;
+//! [`Incremental::endpoints_changed`] records them).
 //!
 //! Tests compare every incremental build with a full build of the same snapshot.
 

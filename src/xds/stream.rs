@@ -499,11 +499,8 @@ impl Stream {
             return cds.acked.is_empty();
         }
         // Both sorted: one walk, not a lookup per cluster.
-        let mut names = eds.names.iter().peekable();
-        cds.acked.keys().all(|n| {
-            while names.next_if(|m| m.as_str() < n.as_str()).is_some() {}
-            names.peek().is_some_and(|m| *m == n)
-        })
+        !merge_join(cds.acked.iter(), eds.names.iter().map(|n| (n, &())))
+            .any(|j| matches!(j, Joined::Left(..)))
     }
 
     /// What the client should hold of type `t`, including resources kept for make-before-break
