@@ -52,6 +52,19 @@ struct Prev {
     http_vhosts: Map<String, Arc<[u8]>>,
 }
 
+/// What the HTTPS listener's filter chain of a host is made of (besides the host name, which is
+/// the model's key): its TLS settings and TCP proxy; None for a host without TLS, which has no
+/// chain. A change of a TLS host's HTTP routes leaves it alone (they are in the host's own route
+/// configuration).
+fn tls_chain(
+    v: Option<&VirtualHost>,
+) -> Option<(
+    &crate::dag::VhostTls,
+    &Option<Vec<crate::dag::WeightedCluster>>,
+)> {
+    v.and_then(|v| Some((v.tls.as_ref()?, &v.tcp_proxy)))
+}
+
 /// Whether a host has its own HTTPS route configuration (TLS hosts that route HTTP).
 fn has_https_routes(v: &VirtualHost) -> bool {
     v.tls.is_some() && v.tcp_proxy.is_none()
@@ -101,7 +114,7 @@ impl Encoder {
             }
         }
         // The TLS listener has one filter chain per TLS host, naming its secret: it changes only
-        // with a TLS host or a secret.
+        // with what a host's chain is made of ([`tls_chain`]) or a secret.
         let mut tls_changed = prev.is_none() || secrets.changed();
 
         let mut routes = Patch::new(ResourceType::Route, prev_type(ResourceType::Route));
@@ -126,8 +139,7 @@ impl Encoder {
                     new: (_, n),
                 } => (h, Some(&**o), Some(&**n)),
             };
-            tls_changed |=
-                old.is_some_and(|v| v.tls.is_some()) || new.is_some_and(|v| v.tls.is_some());
+            tls_changed |= tls_chain(old) != tls_chain(new);
             match new.filter(|v| has_https_routes(v)) {
                 Some(v) => {
                     let pb = route::build_https_route_config(v);
@@ -470,6 +482,41 @@ mod tests {
             before.version(ResourceType::Secret),
             after.version(ResourceType::Secret)
         );
+    }
+
+    #[test]
+    fn a_tls_hosts_route_change_leaves_the_tls_listener_alone() {
+        let options = Options::default();
+        let mut store = synth::snapshot(synth::Shape {
+            routing_objects: 30,
+            endpoints_per_service: 1,
+            unrelated_secrets: 0,
+        });
+        let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
+        let mut encoder = Encoder::new(options.clone());
+        let dag = Arc::new(incremental.build_full(&store));
+        let (before, _) = encoder.encode(&dag);
+        let (key, root) = store
+            .ingressroutes_v1beta1
+            .iter()
+            .find(|(_, r)| r.spec.virtualhost.as_ref().is_some_and(|v| v.tls.is_some()))
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .expect("a TLS root");
+        let mut changed = (*root).clone();
+        changed.spec.routes[0].match_ = "/moved".into();
+        let prev_store = store.clone();
+        store.ingressroutes_v1beta1.insert(key, Arc::new(changed));
+        let next = Arc::new(incremental.build(Some((&prev_store, &dag)), &store).0);
+        let (after, _) = encoder.encode(&next);
+        assert_eq!(after, full(&next, &options));
+        assert_ne!(
+            before.version(ResourceType::Route),
+            after.version(ResourceType::Route)
+        );
+        assert!(Arc::ptr_eq(
+            before.shared(ResourceType::Listener).unwrap(),
+            after.shared(ResourceType::Listener).unwrap()
+        ));
     }
 
     #[test]
