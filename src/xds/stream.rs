@@ -166,6 +166,11 @@ pub struct Stream {
     stats: Arc<Stats>,
     /// Types to look at on the next pump.
     dirty: BTreeSet<ResourceType>,
+    /// The acknowledged clusters and the endpoint subscription ([`TypeState::scope_gen`]) for
+    /// which [`Stream::clusters_settled`] last found every cluster's endpoints requested: the walk
+    /// over both is not repeated while neither changed. Weak, so a replaced set is freed; the
+    /// allocation it points to is not reused while the `Weak` lives, so `ptr_eq` cannot be fooled.
+    endpoints_requested: Option<(std::sync::Weak<BTreeMap<String, String>>, u64)>,
     /// Types whose set was computed, in order (tests check what a request costs).
     #[cfg(test)]
     computed_log: Vec<ResourceType>,
@@ -187,6 +192,7 @@ impl Stream {
             nonce_seq: 0,
             stats,
             dirty: BTreeSet::new(),
+            endpoints_requested: None,
             #[cfg(test)]
             computed_log: Vec::new(),
             #[cfg(test)]
@@ -481,7 +487,7 @@ impl Stream {
     }
 
     /// Clusters acknowledged and their endpoints requested and acknowledged.
-    fn clusters_settled(&self) -> bool {
+    fn clusters_settled(&mut self) -> bool {
         let cds = &self.types[&ResourceType::Cluster];
         let eds = &self.types[&ResourceType::Endpoint];
         if cds.in_flight.is_some() || eds.in_flight.is_some() {
@@ -494,13 +500,23 @@ impl Stream {
             return true;
         }
         // Every cluster is EDS: Envoy asks for the endpoints of each one it accepted.
-        self.walked();
         if !eds.subscribed {
             return cds.acked.is_empty();
         }
+        if let Some((acked, scope)) = &self.endpoints_requested
+            && std::sync::Weak::ptr_eq(acked, &Arc::downgrade(&cds.acked))
+            && *scope == eds.scope_gen
+        {
+            return true;
+        }
+        self.walked();
         // Both sorted: one walk, not a lookup per cluster.
-        !merge_join(cds.acked.iter(), eds.names.iter().map(|n| (n, &())))
-            .any(|j| matches!(j, Joined::Left(..)))
+        let requested = !merge_join(cds.acked.iter(), eds.names.iter().map(|n| (n, &())))
+            .any(|j| matches!(j, Joined::Left(..)));
+        if requested {
+            self.endpoints_requested = Some((Arc::downgrade(&cds.acked), eds.scope_gen));
+        }
+        requested
     }
 
     /// What the client should hold of type `t`, including resources kept for make-before-break
