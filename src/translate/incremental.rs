@@ -441,10 +441,12 @@ mod tests {
         assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
     }
 
-    #[test]
-    fn the_tls_listener_follows_a_hosts_tls_settings() {
-        // Only a host's TLS settings change: no secret changes, yet the listener's filter chain
-        // for that host does.
+    /// The xDS snapshots before and after `change` is applied to a TLS root of a small synthetic
+    /// cluster (model built incrementally, as in a running sluice); checks that the incremental
+    /// encoding equals a full one.
+    fn tls_root_changed(
+        change: impl FnOnce(&mut crate::api::heptio_v1beta1::IngressRoute),
+    ) -> (Snapshot, Snapshot) {
         let options = Options::default();
         let mut store = synth::snapshot(synth::Shape {
             routing_objects: 30,
@@ -462,18 +464,27 @@ mod tests {
             .map(|(k, r)| (k.clone(), r.clone()))
             .expect("a TLS root");
         let mut changed = (*root).clone();
-        changed
-            .spec
-            .virtualhost
-            .as_mut()
-            .and_then(|v| v.tls.as_mut())
-            .unwrap()
-            .minimum_protocol_version = Some(crate::api::TlsVersion::V1_3);
+        change(&mut changed);
         let prev_store = store.clone();
         store.ingressroutes_v1beta1.insert(key, Arc::new(changed));
         let next = Arc::new(incremental.build(Some((&prev_store, &dag)), &store).0);
         let (after, _) = encoder.encode(&next);
         assert_eq!(after, full(&next, &options));
+        (before, after)
+    }
+
+    #[test]
+    fn the_tls_listener_follows_a_hosts_tls_settings() {
+        // Only a host's TLS settings change: no secret changes, yet the listener's filter chain
+        // for that host does.
+        let (before, after) = tls_root_changed(|root| {
+            root.spec
+                .virtualhost
+                .as_mut()
+                .and_then(|v| v.tls.as_mut())
+                .unwrap()
+                .minimum_protocol_version = Some(crate::api::TlsVersion::V1_3);
+        });
         assert_ne!(
             before.version(ResourceType::Listener),
             after.version(ResourceType::Listener)
@@ -486,29 +497,7 @@ mod tests {
 
     #[test]
     fn a_tls_hosts_route_change_leaves_the_tls_listener_alone() {
-        let options = Options::default();
-        let mut store = synth::snapshot(synth::Shape {
-            routing_objects: 30,
-            endpoints_per_service: 1,
-            unrelated_secrets: 0,
-        });
-        let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
-        let mut encoder = Encoder::new(options.clone());
-        let dag = Arc::new(incremental.build_full(&store));
-        let (before, _) = encoder.encode(&dag);
-        let (key, root) = store
-            .ingressroutes_v1beta1
-            .iter()
-            .find(|(_, r)| r.spec.virtualhost.as_ref().is_some_and(|v| v.tls.is_some()))
-            .map(|(k, r)| (k.clone(), r.clone()))
-            .expect("a TLS root");
-        let mut changed = (*root).clone();
-        changed.spec.routes[0].match_ = "/moved".into();
-        let prev_store = store.clone();
-        store.ingressroutes_v1beta1.insert(key, Arc::new(changed));
-        let next = Arc::new(incremental.build(Some((&prev_store, &dag)), &store).0);
-        let (after, _) = encoder.encode(&next);
-        assert_eq!(after, full(&next, &options));
+        let (before, after) = tls_root_changed(|root| root.spec.routes[0].match_ = "/moved".into());
         assert_ne!(
             before.version(ResourceType::Route),
             after.version(ResourceType::Route)
