@@ -13,6 +13,8 @@ pub mod k8s;
 pub mod manifest;
 pub mod store;
 pub mod synth;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod translate;
 pub mod validate;
 pub mod webhook;

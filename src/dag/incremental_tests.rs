@@ -3,18 +3,8 @@
 use super::*;
 use crate::manifest::{Document, parse_documents};
 use crate::store::AnyObject;
+use crate::test_rng::Rng;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-
-/// Deterministic pseudo-random numbers (xorshift), so failures reproduce.
-pub(crate) struct Rng(pub(crate) u64);
-impl Rng {
-    pub(crate) fn next(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 /// Every object of the golden DAG cases: roots, vertices, delegation chains and cycles in both
 /// IngressRoute versions, Routes, Ingresses of several classes, TLS, fqdn and path conflicts. The
@@ -144,8 +134,8 @@ fn assert_index_exact(step: usize, inc: &Incremental) {
 /// One of `objects` added back, replaced by another version (EndpointSlices have two), or, one
 /// time in three, removed.
 fn add_or_remove(store: &mut Snapshot, rng: &mut Rng, objects: &[&AnyObject]) {
-    let o = objects[rng.next(objects.len())];
-    if rng.next(3) == 0 {
+    let o = objects[rng.below(objects.len())];
+    if rng.below(3) == 0 {
         store.remove(o.kind(), &o.key());
     } else {
         store.insert(o.clone());
@@ -165,7 +155,7 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
     let mut rng = Rng(seed);
     let mut store = Snapshot::from_objects(
         pool.iter()
-            .filter(|o| !is_routing(o) || rng.next(2) == 0)
+            .filter(|o| !is_routing(o) || rng.below(2) == 0)
             .cloned(),
     );
     let mut inc = Incremental::new(options.clone());
@@ -173,9 +163,9 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
     assert_eq!(prev.1, crate::dag::build(&store, &options));
     let (mut partial, mut full) = (0, 0);
     for step in 0..steps {
-        let endpoints_only = rng.next(8) == 0;
-        for _ in 0..=rng.next(3) {
-            match rng.next(if endpoints_only { 1 } else { 13 }) {
+        let endpoints_only = rng.below(8) == 0;
+        for _ in 0..=rng.below(3) {
+            match rng.below(if endpoints_only { 1 } else { 13 }) {
                 0 => add_or_remove(&mut store, &mut rng, &slices),
                 1 => add_or_remove(&mut store, &mut rng, &services),
                 2 => add_or_remove(&mut store, &mut rng, &secrets),
@@ -186,11 +176,11 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
                         .filter(|r| object_links(&store, r).is_some())
                         .collect();
                     if !present.is_empty() {
-                        let r = &present[rng.next(present.len())];
+                        let r = &present[rng.below(present.len())];
                         store.remove(r.kind, &r.key);
                     }
                 }
-                _ => store.insert(routing[rng.next(routing.len())].clone()),
+                _ => store.insert(routing[rng.below(routing.len())].clone()),
             }
         }
         let want = crate::dag::build(&store, &options);

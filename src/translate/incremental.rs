@@ -29,7 +29,7 @@ use super::{
     build_secret, https_route_config_name, listener, route,
 };
 use crate::dag::{Dag, Map, VirtualHost};
-use crate::xds::cache::{Resource, Snapshot, TypeSnapshot};
+use crate::xds::cache::{Edit, Resource, Snapshot, TypeSnapshot};
 
 /// Field number of `RouteConfiguration.virtual_hosts`.
 const VIRTUAL_HOSTS_FIELD: u32 = 2;
@@ -219,12 +219,13 @@ pub struct Retired(
 );
 
 /// The resources of one type: the previous snapshot's, with changes applied. Until the first
-/// change nothing is copied, and a type without changes is the previous `Arc<TypeSnapshot>`.
+/// change nothing is copied, and a type without changes is the previous `Arc<TypeSnapshot>`; a
+/// changed type shares every unchanged resource's node with the previous one ([`Edit`]).
 struct Patch<'p> {
     type_url: String,
     prev: Option<&'p Arc<TypeSnapshot>>,
     /// The previous resources with the changes so far; None until something changed.
-    changed: Option<BTreeMap<String, Arc<Resource>>>,
+    changed: Option<Edit>,
 }
 
 impl<'p> Patch<'p> {
@@ -238,7 +239,7 @@ impl<'p> Patch<'p> {
 
     fn get(&self, name: &str) -> Option<&Arc<Resource>> {
         match &self.changed {
-            Some(resources) => resources.get(name),
+            Some(edit) => edit.get(name),
             None => self.prev?.resources.get(name),
         }
     }
@@ -251,10 +252,10 @@ impl<'p> Patch<'p> {
         self.changed.is_some()
     }
 
-    fn resources(&mut self) -> &mut BTreeMap<String, Arc<Resource>> {
+    fn edit(&mut self) -> &mut Edit {
         let prev = self.prev;
         self.changed
-            .get_or_insert_with(|| prev.map(|p| p.resources.clone()).unwrap_or_default())
+            .get_or_insert_with(|| prev.map(|p| p.edit()).unwrap_or_default())
     }
 
     fn add<T: Message + Name>(&mut self, name: &str, message: &T) {
@@ -270,21 +271,21 @@ impl<'p> Patch<'p> {
             type_url: self.type_url.clone(),
             value,
         };
-        let resource = Arc::new(Resource::new(name.to_string(), body));
-        self.resources().insert(name.to_string(), resource);
+        self.edit()
+            .insert(Arc::new(Resource::new(name.to_string(), body)));
     }
 
     fn remove(&mut self, name: &str) {
         if self.has(name) {
-            self.resources().remove(name);
+            self.edit().remove(name);
         }
     }
 
     fn finish(self) -> Arc<TypeSnapshot> {
         match (self.changed, self.prev) {
-            (Some(resources), _) => Arc::new(TypeSnapshot::new(resources)),
+            (Some(edit), _) => Arc::new(edit.finish()),
             (None, Some(prev)) => prev.clone(),
-            (None, None) => Arc::new(TypeSnapshot::new(BTreeMap::new())),
+            (None, None) => Arc::new(TypeSnapshot::default()),
         }
     }
 }
@@ -294,6 +295,7 @@ mod tests {
     use super::*;
     use crate::store::Snapshot as Store;
     use crate::synth;
+    use crate::test_rng::Rng;
 
     fn full(dag: &Dag, options: &Options) -> Snapshot {
         Snapshot::from_resources(&crate::translate::build(dag, options))
@@ -301,17 +303,6 @@ mod tests {
 
     fn build(store: &Store) -> Arc<Dag> {
         Arc::new(crate::dag::build(store, &crate::dag::Options::default()))
-    }
-
-    /// Deterministic pseudo-random numbers (xorshift), so failures reproduce.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            (self.0 % n as u64) as usize
-        }
     }
 
     /// `obj` under another namespace/name.
@@ -337,9 +328,9 @@ mod tests {
             return;
         }
         let keys: Vec<crate::api::ObjKey> = map.keys().cloned().collect();
-        let victim = keys[rng.next(keys.len())].clone();
-        let donor = keys[rng.next(keys.len())].clone();
-        let target = match rng.next(4) {
+        let victim = keys[rng.below(keys.len())].clone();
+        let donor = keys[rng.below(keys.len())].clone();
+        let target = match rng.below(4) {
             0 => {
                 map.remove(&victim);
                 return;
@@ -353,7 +344,7 @@ mod tests {
 
     /// Changes one object of a random routing-relevant kind.
     fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
-        match rng.next(5) {
+        match rng.below(5) {
             0 => shuffle(&mut store.ingressroutes_v1beta1, rng, fresh, renamed),
             1 => shuffle(&mut store.ingresses, rng, fresh, renamed),
             // Stored Services and slices hold no name of their own.
@@ -403,7 +394,7 @@ mod tests {
                 }
             }
             previous = Some(got);
-            for _ in 0..=rng.next(3) {
+            for _ in 0..=rng.below(3) {
                 mutate(&mut store, &mut rng, step);
             }
         }

@@ -492,7 +492,8 @@ spec: {controller: example.com/o}
     /// Every replacement follows the changed roots to the index a build from scratch gives.
     #[test]
     fn replacing_follows_changes_as_a_build_from_scratch_would() {
-        use crate::dag::incremental::tests::{Rng, is_routing, pool};
+        use crate::dag::incremental::tests::{is_routing, pool};
+        use crate::test_rng::Rng;
         let pool = pool();
         let routing: Vec<_> = pool.iter().filter(|o| is_routing(o)).collect();
         for options in [
@@ -505,14 +506,14 @@ spec: {controller: example.com/o}
             let mut rng = Rng(0x1dea_5eed);
             let mut store = Snapshot::from_objects(
                 pool.iter()
-                    .filter(|o| !is_routing(o) || rng.next(2) == 0)
+                    .filter(|o| !is_routing(o) || rng.below(2) == 0)
                     .cloned(),
             );
             let handle = IndexHandle::from_snapshot(&store, options.clone());
             for step in 0..400 {
-                for _ in 0..=rng.next(3) {
-                    let o = routing[rng.next(routing.len())];
-                    if rng.next(3) == 0 {
+                for _ in 0..=rng.below(3) {
+                    let o = routing[rng.below(routing.len())];
+                    if rng.below(3) == 0 {
                         store.remove(o.kind(), &o.key());
                     } else {
                         store.insert(o.clone());

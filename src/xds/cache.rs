@@ -3,9 +3,16 @@
 //! content hashes, so an endpoint change leaves the cluster version alone, and a restarted sluice
 //! computes the same versions for the same objects (Envoy reconnecting with known versions gets
 //! nothing it already has).
+//!
+//! The resources of a type are a persistent B-tree ([`ResourceMap`]): a snapshot derived from
+//! another by a few changed resources ([`TypeSnapshot::edit`]) shares every other node with it,
+//! costs O(changes · log n) to make, and xDS streams find what changed between the two by
+//! skipping the shared nodes ([`imbl::OrdMap::diff`]). The version of a type is kept up to date
+//! the same way: it is a sum over its resources ([`SetHash`]), so a change adjusts it by the
+//! resources that changed instead of hashing all of them again.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
@@ -13,32 +20,144 @@ use sha2::{Digest, Sha256};
 
 use crate::translate::{ResourceType, Resources};
 
+/// The resources of one type by name (a persistent map: clones share structure).
+pub type ResourceMap = imbl::OrdMap<String, Arc<Resource>>;
+
 /// One encoded resource.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resource {
     pub name: String,
-    /// Hash of the encoded bytes.
+    /// Hash of the name and the encoded bytes.
     pub version: String,
     pub body: Any,
+    /// What the resource adds to the version of a set holding it ([`SetHash`]).
+    part: SetHash,
 }
 
 impl Resource {
-    /// A resource from its encoded body; the version is the hash of the bytes.
+    /// A resource from its encoded body; the version is the hash of the name and the bytes.
     pub fn new(name: String, body: Any) -> Resource {
+        let digest = content_hash(&name, &body.value);
         Resource {
-            version: short_hash(&body.value),
+            version: hex8(&digest),
+            part: SetHash::of_digest(&digest),
             name,
             body,
         }
     }
+
+    /// A resource a client says it holds at `version` (delta xDS `initial_resource_versions`),
+    /// of which sluice has no body: it only stands for what the client holds, never sent.
+    pub fn known(name: String, version: String) -> Resource {
+        Resource {
+            name,
+            version,
+            body: Any::default(),
+            part: SetHash::default(),
+        }
+    }
+
+    /// Whether this is a [`Resource::known`], with no body to send.
+    pub fn is_known_only(&self) -> bool {
+        self.body.type_url.is_empty()
+    }
+}
+
+/// The version of a set of resources as a sum, modulo 2^64 in each of four lanes, of a 256-bit
+/// content hash of each member (its name and bytes): adding or removing a member adds or
+/// subtracts its hash, so a set's version follows a change in O(1) per changed resource, and the
+/// same members give the same version in any order. Finding two sets with equal sums takes
+/// thousands of chosen resources and a generalized-birthday search over 256 bits; equal versions
+/// are only ever trusted together with equal sizes ([`Snapshot::sharing_types_of`]) or confirmed
+/// by comparing the resources ([`Snapshot::same_as`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetHash([u64; 4]);
+
+impl SetHash {
+    fn of_digest(digest: &[u8; 32]) -> SetHash {
+        let lane = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&digest[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(b)
+        };
+        SetHash([lane(0), lane(1), lane(2), lane(3)])
+    }
+
+    fn add(&mut self, r: &Resource) {
+        for (a, b) in self.0.iter_mut().zip(r.part.0) {
+            *a = a.wrapping_add(b);
+        }
+    }
+
+    fn sub(&mut self, r: &Resource) {
+        for (a, b) in self.0.iter_mut().zip(r.part.0) {
+            *a = a.wrapping_sub(b);
+        }
+    }
+
+    /// The sum of every resource's part.
+    pub fn of<'a>(resources: impl IntoIterator<Item = &'a Arc<Resource>>) -> SetHash {
+        let mut sum = SetHash::default();
+        for r in resources {
+            sum.add(r);
+        }
+        sum
+    }
+
+    /// The version string: 16 hex digits of a hash of the sum.
+    pub fn version(&self) -> String {
+        let mut h = Sha256::new();
+        for lane in self.0 {
+            h.update(lane.to_le_bytes());
+        }
+        hex8(&h.finalize())
+    }
 }
 
 /// All resources of one type.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TypeSnapshot {
-    /// Hash over every (name, version) of the type.
+    /// The version of the set ([`SetHash`]).
     pub version: String,
-    pub resources: BTreeMap<String, Arc<Resource>>,
+    pub resources: ResourceMap,
+    sum: SetHash,
+}
+
+/// A [`TypeSnapshot`] being derived from another: inserts and removals keep the set's sum.
+#[derive(Clone, Debug, Default)]
+pub struct Edit {
+    resources: ResourceMap,
+    sum: SetHash,
+}
+
+impl Edit {
+    /// The resource of that name, as edited so far.
+    pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
+        self.resources.get(name)
+    }
+
+    /// Adds a resource or replaces the one of its name.
+    pub fn insert(&mut self, r: Arc<Resource>) {
+        self.sum.add(&r);
+        if let Some(old) = self.resources.insert(r.name.clone(), r) {
+            self.sum.sub(&old);
+        }
+    }
+
+    /// Removes the resource of that name, if any.
+    pub fn remove(&mut self, name: &str) {
+        if let Some(old) = self.resources.remove(name) {
+            self.sum.sub(&old);
+        }
+    }
+
+    pub fn finish(self) -> TypeSnapshot {
+        TypeSnapshot {
+            version: self.sum.version(),
+            resources: self.resources,
+            sum: self.sum,
+        }
+    }
 }
 
 /// Every resource sluice serves at one moment. Types are shared between snapshots that differ
@@ -54,13 +173,21 @@ pub struct Snapshot {
 /// hosts, which every routing change hashes again (630 KB at 6,000 hosts: 0.39 → 0.11 ms).
 const LARGE: usize = 64 << 10;
 
-/// The content version of encoded bytes. Which hash depends on the length only, so equal bytes
-/// always get equal versions, whichever way they were encoded.
-fn short_hash(bytes: &[u8]) -> String {
+/// The content hash of a resource: its name and encoded bytes. Which hash depends on the length
+/// only, so equal bytes always get equal versions, whichever way they were encoded.
+fn content_hash(name: &str, bytes: &[u8]) -> [u8; 32] {
     if bytes.len() >= LARGE {
-        hex8(blake3::hash(bytes).as_bytes())
+        let mut h = blake3::Hasher::new();
+        h.update(name.as_bytes());
+        h.update(&[0]);
+        h.update(bytes);
+        *h.finalize().as_bytes()
     } else {
-        hex8(&Sha256::digest(bytes))
+        let mut h = Sha256::new();
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(bytes);
+        h.finalize().into()
     }
 }
 
@@ -75,24 +202,34 @@ fn hex8(digest: &[u8]) -> String {
     out
 }
 
-/// The version of a set of (name, version) pairs.
-pub fn set_version<'a>(entries: impl IntoIterator<Item = (&'a String, &'a String)>) -> String {
-    let mut h = Sha256::new();
-    for (n, v) in entries {
-        h.update(n.as_bytes());
-        h.update([0]);
-        h.update(v.as_bytes());
-        h.update([0]);
+/// The version of a set of resources (the same as a [`TypeSnapshot`] of them would have).
+pub fn set_version<'a>(resources: impl IntoIterator<Item = &'a Arc<Resource>>) -> String {
+    SetHash::of(resources).version()
+}
+
+impl Default for TypeSnapshot {
+    /// No resources (with the version of the empty set).
+    fn default() -> TypeSnapshot {
+        Edit::default().finish()
     }
-    hex8(&h.finalize())
 }
 
 impl TypeSnapshot {
     /// The resources of one type, with the version of the set.
-    pub fn new(resources: BTreeMap<String, Arc<Resource>>) -> TypeSnapshot {
+    pub fn new(resources: ResourceMap) -> TypeSnapshot {
+        let sum = SetHash::of(resources.values());
         TypeSnapshot {
-            version: set_version(resources.iter().map(|(n, r)| (n, &r.version))),
+            version: sum.version(),
             resources,
+            sum,
+        }
+    }
+
+    /// An edit starting from these resources (nothing is copied).
+    pub fn edit(&self) -> Edit {
+        Edit {
+            resources: self.resources.clone(),
+            sum: self.sum,
         }
     }
 }
@@ -146,7 +283,7 @@ impl Snapshot {
     pub fn from_resources(resources: &Resources) -> Snapshot {
         fn typed<T: Message + Name>(items: &[T], name: impl Fn(&T) -> &str) -> Arc<TypeSnapshot> {
             let type_url = T::type_url();
-            let resources: BTreeMap<String, Arc<Resource>> = items
+            let resources: ResourceMap = items
                 .iter()
                 .map(|r| {
                     let body = Any {
@@ -186,23 +323,19 @@ impl Snapshot {
     }
 
     /// This snapshot with the resources of type `t` in `items` replaced (or added), by name; every
-    /// other type is shared with `self`, not copied.
+    /// other type is shared with `self`, not copied, and so are the unchanged resources of `t`.
     pub fn with_replaced(&self, t: ResourceType, items: Vec<(String, Any)>) -> Snapshot {
         let mut types = self.types.clone();
-        let mut ts = types
-            .get(&t)
-            .map(|ts| TypeSnapshot::clone(ts))
-            .unwrap_or_default();
+        let mut edit = types.get(&t).map(|ts| ts.edit()).unwrap_or_default();
         for (name, body) in items {
-            ts.resources
-                .insert(name.clone(), Arc::new(Resource::new(name, body)));
+            edit.insert(Arc::new(Resource::new(name, body)));
         }
-        types.insert(t, Arc::new(TypeSnapshot::new(ts.resources)));
+        types.insert(t, Arc::new(edit.finish()));
         Snapshot { types }
     }
 
     fn type_snapshot(items: BTreeMap<String, Any>) -> Arc<TypeSnapshot> {
-        let resources: BTreeMap<String, Arc<Resource>> = items
+        let resources: ResourceMap = items
             .into_iter()
             .map(|(name, body)| (name.clone(), Arc::new(Resource::new(name, body))))
             .collect();
@@ -210,8 +343,8 @@ impl Snapshot {
     }
 
     /// The resources of one type (empty when the snapshot has none).
-    pub fn of(&self, t: ResourceType) -> &BTreeMap<String, Arc<Resource>> {
-        static EMPTY: BTreeMap<String, Arc<Resource>> = BTreeMap::new();
+    pub fn of(&self, t: ResourceType) -> &ResourceMap {
+        static EMPTY: LazyLock<ResourceMap> = LazyLock::new(ResourceMap::new);
         self.types.get(&t).map(|s| &s.resources).unwrap_or(&EMPTY)
     }
 
@@ -299,6 +432,65 @@ mod tests {
         assert_ne!(version(&big), version(&other));
         assert_ne!(version(&big), version(&big[..LARGE - 1]));
         assert_eq!(version(&big).len(), 16);
+    }
+
+    /// A type derived by edits has the version (and the resources) of the same set built from
+    /// nothing, whatever was inserted, replaced and removed in between, and shares the nodes of
+    /// what it did not change.
+    #[test]
+    fn edited_types_are_versioned_like_fresh_ones() {
+        let mut rng = crate::test_rng::Rng(0x2545_f491_4f6c_dd1d);
+        let r = |n: u64, v: u64| Arc::new(Resource::new(format!("r{n}"), mk_any(&v.to_le_bytes())));
+        let mut current = TypeSnapshot::new((0..300).map(|n| (format!("r{n}"), r(n, 0))).collect());
+        for _ in 0..200 {
+            let mut edit = current.edit();
+            for _ in 0..rng.below(4) {
+                let n = rng.next() % 400;
+                match rng.below(3) {
+                    0 => edit.remove(&format!("r{n}")),
+                    _ => edit.insert(r(n, rng.next() % 3)),
+                }
+            }
+            let edited = edit.finish();
+            let fresh = TypeSnapshot::new(
+                edited
+                    .resources
+                    .iter()
+                    .map(|(n, r)| (n.clone(), Arc::new(Resource::clone(r))))
+                    .collect(),
+            );
+            assert_eq!(edited, fresh);
+            assert_eq!(edited.version, set_version(fresh.resources.values()));
+            assert_eq!(
+                edited.version == current.version,
+                edited.resources == current.resources
+            );
+            current = edited;
+        }
+        assert_eq!(
+            TypeSnapshot::default(),
+            TypeSnapshot::new(ResourceMap::new())
+        );
+    }
+
+    /// The same bytes under another name are another resource: a set whose members swapped their
+    /// contents has another version.
+    #[test]
+    fn a_sets_version_depends_on_which_name_holds_what() {
+        let set = |a: &[u8], b: &[u8]| {
+            TypeSnapshot::new(ResourceMap::from(vec![
+                (
+                    "a".to_string(),
+                    Arc::new(Resource::new("a".into(), mk_any(a))),
+                ),
+                (
+                    "b".to_string(),
+                    Arc::new(Resource::new("b".into(), mk_any(b))),
+                ),
+            ]))
+        };
+        assert_ne!(set(b"1", b"2").version, set(b"2", b"1").version);
+        assert_eq!(set(b"1", b"2").version, set(b"1", b"2").version);
     }
 
     #[test]

@@ -33,7 +33,9 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     Resource as DeltaResource,
 };
 
-use super::cache::{Resource, Snapshot, TypeSnapshot, set_version};
+use imbl::ordmap::DiffItem;
+
+use super::cache::{Resource, ResourceMap, Snapshot, TypeSnapshot, set_version};
 use crate::translate::ResourceType;
 
 /// Counters shared by every stream of a server (exported on `/metrics` by [`register_stats`]).
@@ -80,15 +82,11 @@ pub enum Response {
     Delta(DeltaDiscoveryResponse),
 }
 
-/// What the client holds of one type: name → version. Shared between what was sent and the
-/// response in flight (copied on write).
-type Versions = Arc<BTreeMap<String, String>>;
-
 #[derive(Debug)]
 struct InFlight {
     nonce: String,
     /// What the client holds once it accepts this response.
-    state_after: Versions,
+    state_after: ResourceMap,
     /// What the response was computed from.
     basis: Basis,
 }
@@ -129,12 +127,13 @@ struct TypeState {
     names: BTreeSet<String>,
     /// Counts changes of `wildcard` and `names`.
     scope_gen: u64,
-    /// What the client holds if it accepted everything sent (name → version).
-    sent: Versions,
-    /// Bodies of what was sent, to keep serving them during make-before-break.
-    sent_bodies: BTreeMap<String, Arc<Resource>>,
-    /// What the client acknowledged.
-    acked: Versions,
+    /// What the client holds if it accepted everything sent: the resources sent (their bodies are
+    /// served again during make-before-break) and, for a reconnecting delta client, what it said
+    /// it holds ([`Resource::known`]). A persistent map, shared with the snapshot it was computed
+    /// from: keeping it and comparing it with the next set cost what changed, not the set's size.
+    sent: ResourceMap,
+    /// What the client acknowledged (the same kind of map).
+    acked: ResourceMap,
     /// What `acked` was computed from, when it is exactly such a computation without kept
     /// resources (None when unknown).
     acked_basis: Option<Basis>,
@@ -148,6 +147,11 @@ struct TypeState {
     last_nacked: bool,
     /// What the last computation of this type's set was based on (None: never computed).
     computed: Option<Basis>,
+    /// The snapshot's resources of the type when every one of their names was last found
+    /// subscribed, with the subscription ([`TypeState::scope_gen`]) then: a named subscription
+    /// covering them all (Envoy asks for the endpoints of every cluster by name) is then served
+    /// the snapshot's map itself, and a later snapshot needs a look at its added names only.
+    covered: Option<(ResourceMap, u64)>,
 }
 
 impl TypeState {
@@ -168,9 +172,9 @@ pub struct Stream {
     dirty: BTreeSet<ResourceType>,
     /// The acknowledged clusters and the endpoint subscription ([`TypeState::scope_gen`]) for
     /// which [`Stream::clusters_settled`] last found every cluster's endpoints requested: the walk
-    /// over both is not repeated while neither changed. Weak, so a replaced set is freed; the
-    /// allocation it points to is not reused while the `Weak` lives, so `ptr_eq` cannot be fooled.
-    endpoints_requested: Option<(std::sync::Weak<BTreeMap<String, String>>, u64)>,
+    /// over both is not repeated while neither changed (the map held shares its nodes with the
+    /// acknowledged one, and holding it keeps `ptr_eq` from being fooled by a reused allocation).
+    endpoints_requested: Option<(ResourceMap, u64)>,
     /// Types whose set was computed, in order (tests check what a request costs).
     #[cfg(test)]
     computed_log: Vec<ResourceType>,
@@ -249,9 +253,8 @@ impl Stream {
                     if !changed.is_empty() {
                         let eds = self.st(ResourceType::Endpoint);
                         eds.must_respond = true;
-                        let sent = Arc::make_mut(&mut eds.sent);
                         for n in changed {
-                            sent.remove(&n);
+                            eds.sent.remove(&n);
                         }
                         self.dirty.insert(ResourceType::Endpoint);
                     }
@@ -336,13 +339,13 @@ impl Stream {
                 st.wildcard = req.resource_names_subscribe.is_empty() && t.wildcard_by_default();
                 st.scope_gen += 1;
                 // Sorted so that the state does not depend on HashMap order.
-                let known: BTreeMap<String, String> = req
-                    .initial_resource_versions
-                    .iter()
-                    .map(|(n, v)| (n.clone(), v.clone()))
-                    .collect();
-                Arc::make_mut(&mut st.sent).extend(known.clone());
-                Arc::make_mut(&mut st.acked).extend(known);
+                let known: BTreeMap<&String, &String> =
+                    req.initial_resource_versions.iter().collect();
+                for (n, v) in known {
+                    let r = Arc::new(Resource::known(n.clone(), v.clone()));
+                    st.sent.insert(n.clone(), r.clone());
+                    st.acked.insert(n.clone(), r);
+                }
                 st.acked_basis = None;
             }
         } else {
@@ -382,12 +385,9 @@ impl Stream {
                 .cloned()
                 .collect();
             if !gone.is_empty() {
-                let sent = Arc::make_mut(&mut st.sent);
-                let acked = Arc::make_mut(&mut st.acked);
                 for n in gone {
-                    sent.remove(&n);
-                    acked.remove(&n);
-                    st.sent_bodies.remove(&n);
+                    st.sent.remove(&n);
+                    st.acked.remove(&n);
                 }
                 st.acked_basis = None;
             }
@@ -439,21 +439,44 @@ impl Stream {
                 .is_some_and(|b| !b.kept && b.is_current(st, snap.shared(t)))
     }
 
-    /// What the client should hold of type `t` from the snapshot alone.
-    fn base(&self, t: ResourceType, snap: &Snapshot) -> BTreeMap<String, Arc<Resource>> {
-        let st = &self.types[&t];
+    /// What the client should hold of type `t` from the snapshot alone: the snapshot's map itself
+    /// when every name in it is in scope (no copy), else the subscribed names that exist.
+    fn base(&mut self, t: ResourceType, snap: &Snapshot) -> ResourceMap {
         let all = snap.of(t);
-        if st.wildcard {
+        if self.types[&t].wildcard || self.covered(t, all) {
             return all.clone();
         }
-        // The subscribed names that exist: one walk over both sorted sets, not a lookup per
-        // resource.
-        merge_join(st.names.iter().map(|n| (n, &())), all.iter())
+        let st = &self.types[&t];
+        // One walk over both sorted sets, not a lookup per resource.
+        join(st.names.iter(), all.iter())
             .filter_map(|j| match j {
-                Joined::Both(n, _, r) => Some((n.clone(), Arc::clone(r))),
+                Joined::Both(n, r) => Some((n.clone(), Arc::clone(r))),
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether every name in `all` is subscribed by name. Remembered for the map and the
+    /// subscription: for a later map only the names it added need a look (shared nodes are
+    /// skipped), so an endpoint change costs the changed endpoints, not 10k lookups.
+    fn covered(&mut self, t: ResourceType, all: &ResourceMap) -> bool {
+        let st = self.types.get_mut(&t).expect("every type has a state");
+        let covered = match &st.covered {
+            Some((seen, scope)) if *scope == st.scope_gen => {
+                seen.ptr_eq(all)
+                    || seen.diff(all).all(|d| match d {
+                        DiffItem::Add(n, _) => st.names.contains(n),
+                        _ => true,
+                    })
+            }
+            _ => {
+                #[cfg(test)]
+                self.walks.set(self.walks.get() + 1);
+                !join(st.names.iter(), all.iter()).any(|j| matches!(j, Joined::ResourceOnly))
+            }
+        };
+        st.covered = covered.then(|| (all.clone(), st.scope_gen));
+        covered
     }
 
     /// Listeners and routes acknowledged at the snapshot's content.
@@ -482,7 +505,7 @@ impl Stream {
                     .iter()
                     .filter(|(n, _)| st.in_scope(n))
                     .map(|(n, r)| (n, &r.version))
-                    .eq(st.acked.iter())
+                    .eq(st.acked.iter().map(|(n, r)| (n, &r.version)))
             })
     }
 
@@ -504,17 +527,17 @@ impl Stream {
             return cds.acked.is_empty();
         }
         if let Some((acked, scope)) = &self.endpoints_requested
-            && std::sync::Weak::ptr_eq(acked, &Arc::downgrade(&cds.acked))
+            && acked.ptr_eq(&cds.acked)
             && *scope == eds.scope_gen
         {
             return true;
         }
         self.walked();
         // Both sorted: one walk, not a lookup per cluster.
-        let requested = !merge_join(cds.acked.iter(), eds.names.iter().map(|n| (n, &())))
-            .any(|j| matches!(j, Joined::Left(..)));
+        let requested =
+            !join(eds.names.iter(), cds.acked.iter()).any(|j| matches!(j, Joined::ResourceOnly));
         if requested {
-            self.endpoints_requested = Some((Arc::downgrade(&cds.acked), eds.scope_gen));
+            self.endpoints_requested = Some((cds.acked.clone(), eds.scope_gen));
         }
         requested
     }
@@ -522,28 +545,30 @@ impl Stream {
     /// What the client should hold of type `t`, including resources kept for make-before-break
     /// unless `routes_settled`; and whether any were kept.
     fn desired(
-        &self,
+        &mut self,
         t: ResourceType,
         snap: &Snapshot,
         routes_settled: bool,
-    ) -> (BTreeMap<String, Arc<Resource>>, bool) {
+    ) -> (ResourceMap, bool) {
         let mut want = self.base(t, snap);
         let mut kept = false;
         if !routes_settled {
             let st = &self.types[&t];
-            // What was sent and is no longer wanted: one walk over both sorted maps (a lookup per
-            // sent resource cost O(n log n) string comparisons at every computation of the
-            // make-before-break window).
-            let gone: Vec<(String, Arc<Resource>)> = merge_join(st.sent_bodies.iter(), want.iter())
-                .filter_map(|j| match j {
-                    Joined::Left(n, body) if st.in_scope(n) && st.sent.contains_key(n) => {
-                        Some((n.clone(), Arc::clone(body)))
+            // What was sent and is no longer wanted (the nodes both maps share are skipped).
+            let gone: Vec<Arc<Resource>> = st
+                .sent
+                .diff(&want)
+                .filter_map(|d| match d {
+                    DiffItem::Remove(n, r) if st.in_scope(n) && !r.is_known_only() => {
+                        Some(Arc::clone(r))
                     }
                     _ => None,
                 })
                 .collect();
             kept = !gone.is_empty();
-            want.extend(gone);
+            for r in gone {
+                want.insert(r.name.clone(), r);
+            }
         }
         (want, kept)
     }
@@ -609,23 +634,14 @@ impl Stream {
     }
 
     /// Records a response of type `t` sent with `nonce`, after which the client holds `desired`.
-    fn sent(
-        &mut self,
-        t: ResourceType,
-        nonce: String,
-        versions: BTreeMap<String, String>,
-        desired: BTreeMap<String, Arc<Resource>>,
-        basis: Basis,
-    ) {
-        let versions = Arc::new(versions);
+    fn sent(&mut self, t: ResourceType, nonce: String, desired: ResourceMap, basis: Basis) {
         let st = self.st(t);
         st.in_flight = Some(InFlight {
             nonce: nonce.clone(),
-            state_after: versions.clone(),
+            state_after: desired.clone(),
             basis,
         });
-        st.sent = versions;
-        st.sent_bodies = desired;
+        st.sent = desired;
         st.last_nonce = nonce;
         st.must_respond = false;
         st.new_names.clear();
@@ -634,37 +650,30 @@ impl Stream {
     fn sotw_response(
         &mut self,
         t: ResourceType,
-        desired: BTreeMap<String, Arc<Resource>>,
+        desired: ResourceMap,
         basis: Basis,
     ) -> Option<Response> {
         let st = &self.types[&t];
-        let unchanged = desired
-            .iter()
-            .map(|(n, r)| (n, &r.version))
-            .eq(st.sent.iter());
-        if unchanged && !st.must_respond {
+        let (changed, removed) = diff(&desired, &st.sent);
+        if changed.is_empty() && removed.is_empty() && !st.must_respond {
             return None;
         }
-        let versions: BTreeMap<String, String> = desired
-            .iter()
-            .map(|(n, r)| (n.clone(), r.version.clone()))
-            .collect();
         let nonce = self.next_nonce();
         let resp = DiscoveryResponse {
-            version_info: set_version_of(&versions, &basis),
+            version_info: set_version_of(&desired, &basis),
             resources: desired.values().map(|r| r.body.clone()).collect(),
             type_url: t.type_url(),
             nonce: nonce.clone(),
             ..Default::default()
         };
-        self.sent(t, nonce, versions, desired, basis);
+        self.sent(t, nonce, desired, basis);
         Some(Response::Sotw(resp))
     }
 
     fn delta_response(
         &mut self,
         t: ResourceType,
-        desired: BTreeMap<String, Arc<Resource>>,
+        desired: ResourceMap,
         basis: Basis,
     ) -> Option<Response> {
         let st = &self.types[&t];
@@ -680,12 +689,8 @@ impl Stream {
             return None;
         }
         let nonce = self.next_nonce();
-        let versions: BTreeMap<String, String> = desired
-            .iter()
-            .map(|(n, r)| (n.clone(), r.version.clone()))
-            .collect();
         let resp = DeltaDiscoveryResponse {
-            system_version_info: set_version_of(&versions, &basis),
+            system_version_info: set_version_of(&desired, &basis),
             resources: changed
                 .iter()
                 .map(|r| DeltaResource {
@@ -700,56 +705,56 @@ impl Stream {
             nonce: nonce.clone(),
             ..Default::default()
         };
-        self.sent(t, nonce, versions, desired, basis);
+        self.sent(t, nonce, desired, basis);
         Some(Response::Delta(resp))
     }
 }
 
-/// One step of a walk over two sequences sorted by the same names ([`merge_join`]): a name only
-/// the left one holds (name, value), only the right one holds (the name), or both (name, values).
-enum Joined<'a, A, B> {
-    Left(&'a String, &'a A),
-    Right(&'a String),
-    Both(&'a String, &'a A, &'a B),
+/// One step of a walk over subscribed names and resources sorted by the same names ([`join`]): a
+/// name with no resource, a resource whose name is not subscribed, or both (name, resource).
+enum Joined<'a, B> {
+    NameOnly,
+    ResourceOnly,
+    Both(&'a String, &'a B),
 }
 
-/// Walks two sequences sorted by name side by side: each name once, with what either side holds.
-fn merge_join<'a, A: 'a, B: 'a>(
-    a: impl Iterator<Item = (&'a String, &'a A)>,
-    b: impl Iterator<Item = (&'a String, &'a B)>,
-) -> impl Iterator<Item = Joined<'a, A, B>> {
-    let (mut a, mut b) = (a.peekable(), b.peekable());
+/// Walks sorted names and a map sorted by name side by side: each name once.
+fn join<'a, B: 'a>(
+    names: impl Iterator<Item = &'a String>,
+    map: impl Iterator<Item = (&'a String, &'a B)>,
+) -> impl Iterator<Item = Joined<'a, B>> {
+    let (mut a, mut b) = (names.peekable(), map.peekable());
     std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some((an, _)), Some((bn, _))) => Some(match an.as_str().cmp(bn.as_str()) {
-            std::cmp::Ordering::Less => a.next().map(|(n, x)| Joined::Left(n, x))?,
-            std::cmp::Ordering::Greater => b.next().map(|(n, _)| Joined::Right(n))?,
+        (Some(an), Some((bn, _))) => Some(match an.as_str().cmp(bn.as_str()) {
+            std::cmp::Ordering::Less => a.next().map(|_| Joined::NameOnly)?,
+            std::cmp::Ordering::Greater => b.next().map(|_| Joined::ResourceOnly)?,
             std::cmp::Ordering::Equal => {
-                let (n, x) = a.next()?;
-                let (_, y) = b.next()?;
-                Joined::Both(n, x, y)
+                a.next()?;
+                let (n, y) = b.next()?;
+                Joined::Both(n, y)
             }
         }),
-        (Some(_), None) => a.next().map(|(n, x)| Joined::Left(n, x)),
-        (None, Some(_)) => b.next().map(|(n, _)| Joined::Right(n)),
+        (Some(_), None) => a.next().map(|_| Joined::NameOnly),
+        (None, Some(_)) => b.next().map(|_| Joined::ResourceOnly),
         (None, None) => None,
     })
 }
 
-/// What a delta response carries against what the client holds: the resources of `desired` whose
-/// version differs from `sent` (or that `sent` lacks), and the names of `sent` that `desired`
-/// lacks. One walk over both (they are sorted by name), not a lookup per resource.
-fn diff(
-    desired: &BTreeMap<String, Arc<Resource>>,
-    sent: &BTreeMap<String, String>,
-) -> (Vec<Arc<Resource>>, BTreeSet<String>) {
+/// What a response carries against what the client holds: the resources of `desired` whose
+/// version differs from `sent`'s (or that `sent` lacks), and the names of `sent` that `desired`
+/// lacks, in name order. The maps' shared nodes are skipped: the cost is what changed.
+fn diff(desired: &ResourceMap, sent: &ResourceMap) -> (Vec<Arc<Resource>>, BTreeSet<String>) {
     let mut changed = Vec::new();
     let mut removed = BTreeSet::new();
-    for j in merge_join(desired.iter(), sent.iter()) {
-        match j {
-            Joined::Left(_, r) => changed.push(Arc::clone(r)),
-            Joined::Both(_, r, v) if r.version != *v => changed.push(Arc::clone(r)),
-            Joined::Both(..) => {}
-            Joined::Right(n) => {
+    for d in sent.diff(desired) {
+        match d {
+            DiffItem::Add(_, r) => changed.push(Arc::clone(r)),
+            DiffItem::Update {
+                old: (_, old),
+                new: (_, r),
+            } if old.version != r.version => changed.push(Arc::clone(r)),
+            DiffItem::Update { .. } => {}
+            DiffItem::Remove(n, _) => {
                 removed.insert(n.clone());
             }
         }
@@ -757,14 +762,15 @@ fn diff(
     (changed, removed)
 }
 
-/// The names held in both `before` and `after` at different versions (one walk over both).
-fn changed_versions(
-    before: &BTreeMap<String, String>,
-    after: &BTreeMap<String, String>,
-) -> Vec<String> {
-    merge_join(before.iter(), after.iter())
-        .filter_map(|j| match j {
-            Joined::Both(n, a, b) if a != b => Some(n.clone()),
+/// The names held in both `before` and `after` at different versions.
+fn changed_versions(before: &ResourceMap, after: &ResourceMap) -> Vec<String> {
+    before
+        .diff(after)
+        .filter_map(|d| match d {
+            DiffItem::Update {
+                old: (n, a),
+                new: (_, b),
+            } if a.version != b.version => Some(n.clone()),
             _ => None,
         })
         .collect()
@@ -772,14 +778,14 @@ fn changed_versions(
 
 /// The version of a set of resources ([`set_version`]): when the set is exactly the snapshot's
 /// resources of the type (same count, nothing kept, every name in scope), the snapshot's own
-/// version, which is the same hash already computed.
-fn set_version_of(versions: &BTreeMap<String, String>, basis: &Basis) -> String {
+/// version, which is the same sum already kept.
+fn set_version_of(desired: &ResourceMap, basis: &Basis) -> String {
     match &basis.snapshot {
-        Some(s) if !basis.kept && s.resources.len() == versions.len() => {
-            debug_assert_eq!(s.version, set_version(versions.iter()));
+        Some(s) if !basis.kept && s.resources.len() == desired.len() => {
+            debug_assert_eq!(s.version, set_version(desired.values()));
             s.version.clone()
         }
-        _ => set_version(versions.iter()),
+        _ => set_version(desired.values()),
     }
 }
 

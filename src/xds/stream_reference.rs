@@ -375,7 +375,7 @@ impl RefStream {
             return None;
         }
         let nonce = self.next_nonce();
-        let version_info = set_version(versions.iter());
+        let version_info = set_version(desired.values());
         let resp = DiscoveryResponse {
             version_info,
             resources: desired.values().map(|r| r.body.clone()).collect(),
@@ -428,7 +428,7 @@ impl RefStream {
             .map(|(n, r)| (n.clone(), r.version.clone()))
             .collect();
         let resp = DeltaDiscoveryResponse {
-            system_version_info: set_version(versions.iter()),
+            system_version_info: set_version(desired.values()),
             resources: changed
                 .iter()
                 .map(|r| DeltaResource {

@@ -4,6 +4,7 @@ use envoy_types::pb::google::protobuf::Any;
 use envoy_types::pb::google::rpc::Status;
 
 use super::*;
+use crate::test_rng::Rng;
 use ResourceType::{Cluster as C, Endpoint as E, Listener as L, Route as R, Secret as S};
 
 fn mk_snap(items: &[(ResourceType, &[(&str, &str)])]) -> Snapshot {
@@ -206,7 +207,7 @@ fn sotw_reconnect_gets_a_full_answer() {
     let _old = mk_synced_sotw(&snap, Arc::default());
     let mut s = Stream::new(Mode::Sotw, Arc::default());
     let mut req = mk_sotw(C, &[], "");
-    req.version_info = set_version([(&"a".to_string(), &snap.of(C)["a"].version)]);
+    req.version_info = set_version([&snap.of(C)["a"]]);
     let out = sotw(&s.on_sotw_request(&req, &snap));
     assert_eq!(out, vec![(C, "1".into(), strs(&["cluster-a"]))]);
 }
@@ -375,37 +376,6 @@ fn unknown_types_are_not_answered() {
     assert!(s.on_sotw_request(&req, &Snapshot::default()).is_empty());
 }
 
-/// A small deterministic pseudo-random generator (xorshift64) for the differential tests.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn subset(&mut self, of: &[&str], percent: u64) -> Vec<String> {
-        of.iter()
-            .filter(|_| self.chance(percent))
-            .map(|s| s.to_string())
-            .collect()
-    }
-}
-
 /// The names the differential tests use per type (a few more than any snapshot holds).
 fn universe(t: ResourceType) -> &'static [&'static str] {
     match t {
@@ -417,6 +387,14 @@ fn universe(t: ResourceType) -> &'static [&'static str] {
 
 /// Random resources of type `t`: each name present with some chance, in one of a few contents
 /// (so a new snapshot often holds the same version of a resource).
+/// Each of `of` with a chance of `percent` in 100.
+fn subset(rng: &mut Rng, of: &[&str], percent: u64) -> Vec<String> {
+    of.iter()
+        .filter(|_| rng.chance(percent))
+        .map(|s| s.to_string())
+        .collect()
+}
+
 fn random_items(rng: &mut Rng, t: ResourceType) -> Vec<(String, Any)> {
     let u = universe(t);
     let names = &u[..u.len() - 1];
@@ -471,7 +449,7 @@ fn random_names(rng: &mut Rng, t: ResourceType, snap: &Snapshot) -> Vec<String> 
     match rng.below(6) {
         0 => vec![],
         1 => vec!["*".to_string()],
-        2 => rng.subset(universe(t), 50),
+        2 => subset(rng, universe(t), 50),
         _ => match t {
             E => snap.of(C).keys().cloned().collect(),
             C | L => vec![],
@@ -788,44 +766,49 @@ mod reference;
 /// The one-walk comparisons against what a lookup per name gives, over random sets.
 #[test]
 fn walked_diffs_match_lookups() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for _ in 0..300 {
-        let mut set = |n: u64| -> BTreeMap<String, String> {
-            (0..next() % n)
-                .map(|_| (format!("r{}", next() % 40), format!("v{}", next() % 3)))
+        let mut set = |n: usize| -> BTreeMap<String, String> {
+            (0..rng.below(n))
+                .map(|_| (format!("r{}", rng.below(40)), format!("v{}", rng.below(3))))
                 .collect()
         };
         let (a, b) = (set(30), set(30));
-        let desired: BTreeMap<String, Arc<Resource>> = a
-            .iter()
-            .map(|(n, v)| {
-                let mut r = Resource::new(n.clone(), Any::default());
-                r.version = v.clone();
-                (n.clone(), Arc::new(r))
-            })
-            .collect();
-        let (changed, removed) = diff(&desired, &b);
-        let changed: Vec<&str> = changed.iter().map(|r| r.name.as_str()).collect();
-        let expect_changed: Vec<&str> = a
-            .iter()
-            .filter(|(n, v)| b.get(*n) != Some(*v))
-            .map(|(n, _)| n.as_str())
-            .collect();
-        assert_eq!(changed, expect_changed);
-        let expect_removed: BTreeSet<String> =
-            b.keys().filter(|n| !a.contains_key(*n)).cloned().collect();
-        assert_eq!(removed, expect_removed);
-        let expect_versions: Vec<String> = a
-            .iter()
-            .filter(|(n, v)| b.get(*n).is_some_and(|bv| bv != *v))
-            .map(|(n, _)| n.clone())
-            .collect();
-        assert_eq!(changed_versions(&a, &b), expect_versions);
+        let map = |m: &BTreeMap<String, String>| -> ResourceMap {
+            m.iter()
+                .map(|(n, v)| (n.clone(), Arc::new(Resource::known(n.clone(), v.clone()))))
+                .collect()
+        };
+        let desired = map(&a);
+        // `b` built on its own, and `b` derived from `desired` by edits (sharing its nodes):
+        // both walks must find the same differences.
+        let mut derived = desired.clone();
+        for n in a.keys().filter(|n| !b.contains_key(*n)) {
+            derived.remove(n);
+        }
+        for (n, v) in &b {
+            if a.get(n) != Some(v) {
+                derived.insert(n.clone(), Arc::new(Resource::known(n.clone(), v.clone())));
+            }
+        }
+        for sent in [map(&b), derived] {
+            let (changed, removed) = diff(&desired, &sent);
+            let changed: Vec<&str> = changed.iter().map(|r| r.name.as_str()).collect();
+            let expect_changed: Vec<&str> = a
+                .iter()
+                .filter(|(n, v)| b.get(*n) != Some(*v))
+                .map(|(n, _)| n.as_str())
+                .collect();
+            assert_eq!(changed, expect_changed);
+            let expect_removed: BTreeSet<String> =
+                b.keys().filter(|n| !a.contains_key(*n)).cloned().collect();
+            assert_eq!(removed, expect_removed);
+            let expect_versions: Vec<String> = a
+                .iter()
+                .filter(|(n, v)| b.get(*n).is_some_and(|bv| bv != *v))
+                .map(|(n, _)| n.clone())
+                .collect();
+            assert_eq!(changed_versions(&desired, &sent), expect_versions);
+        }
     }
 }
