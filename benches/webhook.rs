@@ -13,6 +13,12 @@
 //! A full run merges its numbers into target/bench/results.json (keys `webhook_*`), as the other
 //! benchmarks do.
 //!
+//! Steal time: on a virtual machine the hypervisor may run other guests on the cores this one
+//! thinks it has; a request in flight then waits for its thread to get a core back. The benchmark
+//! reads the machine's steal time (/proc/stat) around every one-second block and prints the
+//! blocks' p99 apart for seconds with less and with more than 1% of the CPU time stolen
+//! (`webhook_steal_pct` records the average), so a tail that comes from the host shows as such.
+//!
 //! Open loop: one request is started every 1/rate seconds whatever the previous ones do (HTTP/2,
 //! one connection, as the API server's webhook client does). Latency is measured per request from
 //! just before it is sent to the last byte of the answer. Everything is bounded: the run stops
@@ -292,7 +298,7 @@ fn run_both(
     ca_pem: &str,
     cert: &std::path::Path,
     key: &std::path::Path,
-) -> Vec<Result> {
+) -> (Vec<Result>, Vec<Block>) {
     // The servers on their own runtime (as in `sluice serve`), the client on another.
     let server_threads: usize = std::env::var("BENCH_SERVER_THREADS")
         .ok()
@@ -319,6 +325,7 @@ fn run_both(
     let body = Arc::new(mk_review());
     let mut latencies: Vec<Vec<Duration>> = vec![Vec::new(), Vec::new()];
     let mut errors = [0usize; 2];
+    let mut blocks = Vec::new();
     client_rt.block_on(async {
         let client = reqwest::Client::builder()
             .use_rustls_tls()
@@ -337,7 +344,17 @@ fn run_both(
         }
         for block in 0..2 * args.seconds as usize {
             let i = block % 2;
-            let (l, e) = load(&client, &targets[i].url, Arc::clone(&body), args.rate, 1).await;
+            let before = cpu_ticks();
+            let (mut l, e) = load(&client, &targets[i].url, Arc::clone(&body), args.rate, 1).await;
+            let stolen = match (before, cpu_ticks()) {
+                (Some(a), Some(b)) => Some(b.since(&a)),
+                _ => None,
+            };
+            l.sort();
+            blocks.push(Block {
+                p99: percentile(&l, 99.0),
+                stolen,
+            });
             latencies[i].extend(l);
             errors[i] += e;
         }
@@ -361,7 +378,83 @@ fn run_both(
             max: sorted.last().copied().unwrap_or_default(),
         });
     }
-    out
+    (out, blocks)
+}
+
+/// One second of load against one index size: its p99, and the share of the machine's CPU time
+/// the hypervisor gave to other guests meanwhile (steal; None where /proc/stat is not readable).
+struct Block {
+    p99: Duration,
+    stolen: Option<f64>,
+}
+
+/// The machine's CPU time so far from /proc/stat, in clock ticks: (steal, all).
+struct Ticks {
+    steal: u64,
+    all: u64,
+}
+
+impl Ticks {
+    /// The share of the CPU time between `earlier` and `self` that was stolen.
+    fn since(&self, earlier: &Ticks) -> f64 {
+        let all = self.all.saturating_sub(earlier.all).max(1);
+        self.steal.saturating_sub(earlier.steal) as f64 / all as f64
+    }
+}
+
+fn cpu_ticks() -> Option<Ticks> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    // "cpu  user nice system idle iowait irq softirq steal guest guest_nice"
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(Ticks {
+        steal: *fields.get(7)?,
+        all: fields.iter().sum(),
+    })
+}
+
+/// How the tail follows the VM's steal time: the blocks' p99 (median over blocks) for the
+/// seconds with less than 1% of the CPU time stolen and for the others.
+fn print_steal(blocks: &[Block]) -> Option<f64> {
+    let measured: Vec<(f64, Duration)> = blocks
+        .iter()
+        .filter_map(|b| Some((b.stolen?, b.p99)))
+        .collect();
+    if measured.is_empty() {
+        println!("steal time: not readable here (/proc/stat)");
+        return None;
+    }
+    let mean = measured.iter().map(|m| m.0).sum::<f64>() / measured.len() as f64;
+    println!(
+        "steal time (CPU time the hypervisor gave to other guests) during the load: {:.1}% on average",
+        mean * 100.0
+    );
+    for (label, quiet) in [("< 1% stolen", true), (">= 1% stolen", false)] {
+        let mut p99s: Vec<Duration> = measured
+            .iter()
+            .filter(|m| (m.0 < 0.01) == quiet)
+            .map(|m| m.1)
+            .collect();
+        p99s.sort();
+        if p99s.is_empty() {
+            println!("  seconds with {label}: none");
+        } else {
+            println!(
+                "  seconds with {label}: {:>2}, their p99 median {:.3} ms, range {:.3}-{:.3} ms",
+                p99s.len(),
+                p99s[p99s.len() / 2].as_secs_f64() * 1e3,
+                p99s[0].as_secs_f64() * 1e3,
+                p99s[p99s.len() - 1].as_secs_f64() * 1e3,
+            );
+        }
+    }
+    Some(mean)
 }
 
 fn main() {
@@ -372,7 +465,7 @@ fn main() {
         "webhook benchmark: {} req/s for {} s (after {} s warm-up) per index size, in alternating 1 s blocks, HTTPS over loopback",
         args.rate, args.seconds, args.warmup
     );
-    let results = run_both(&args, &ca_pem, &cert, &key);
+    let (results, blocks) = run_both(&args, &ca_pem, &cert, &key);
     for r in &results {
         println!(
             "index {:>6} objects: {} requests, {} errors, p50 {:>8.3} ms, p99 {:>8.3} ms, p99.9 {:>8.3} ms, max {:>8.3} ms",
@@ -395,6 +488,7 @@ fn main() {
     println!(
         "ratio 10k/10: p50 {ratio50:.2}, p99 {ratio:.2} (target: p99 <= 2 ms, p99 ratio <= 1.2)"
     );
+    let steal = print_steal(&blocks);
     let runs = if args.smoke { 1 } else { 5 };
     let large = large_review_ms(&mk_review(), runs);
     println!("one review of a ~3 MB IngressRoute (no network): {large:.1} ms (median of {runs})");
@@ -412,6 +506,12 @@ fn main() {
             "webhook_p99_ratio_10k_10".into(),
             json!((ratio * 100.0).round() / 100.0),
         );
+        if let Some(steal) = steal {
+            new.insert(
+                "webhook_steal_pct".into(),
+                json!((steal * 1000.0).round() / 10.0),
+            );
+        }
         common::write_results(new);
     }
 }
