@@ -61,6 +61,29 @@ impl Resource {
     pub fn is_known_only(&self) -> bool {
         self.body.type_url.is_empty()
     }
+
+    /// A resource with a chosen version string and content hash, as a collision search would
+    /// produce them (tests only).
+    #[cfg(test)]
+    pub(crate) fn crafted(name: &str, version: &str, lanes: [u64; 4], body: Any) -> Resource {
+        Resource {
+            name: name.to_string(),
+            version: version.to_string(),
+            body,
+            part: SetHash(lanes),
+        }
+    }
+
+    /// Whether both hold the same content: the whole 256-bit content hash is compared, not the
+    /// 64 bits the version string shows, so two contents a tenant crafted to share a version
+    /// still differ. A [`Resource::known`] has only the client's version string to compare.
+    pub fn same_content(&self, other: &Resource) -> bool {
+        if self.is_known_only() || other.is_known_only() {
+            self.version == other.version
+        } else {
+            self.part == other.part
+        }
+    }
 }
 
 /// The version of a set of resources as a sum, modulo 2^64 in each of four lanes, of a 256-bit
@@ -68,8 +91,8 @@ impl Resource {
 /// subtracts its hash, so a set's version follows a change in O(1) per changed resource, and the
 /// same members give the same version in any order. Finding two sets with equal sums takes
 /// thousands of chosen resources and a generalized-birthday search over 256 bits; equal versions
-/// are only ever trusted together with equal sizes ([`Snapshot::sharing_types_of`]) or confirmed
-/// by comparing the resources ([`Snapshot::same_as`]).
+/// are therefore never trusted alone: they are confirmed by each resource's own hash
+/// ([`Snapshot::sharing_types_of`]) or by comparing the resources ([`Snapshot::same_as`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetHash([u64; 4]);
 
@@ -202,6 +225,18 @@ fn hex8(digest: &[u8]) -> String {
     out
 }
 
+/// Whether both maps hold the same names with the same contents ([`Resource::same_content`]);
+/// nodes the maps share are not looked into.
+fn same_contents(a: &ResourceMap, b: &ResourceMap) -> bool {
+    a.diff(b).all(|d| match d {
+        imbl::ordmap::DiffItem::Update {
+            old: (_, x),
+            new: (_, y),
+        } => x.same_content(y),
+        _ => false,
+    })
+}
+
 /// The version of a set of resources (the same as a [`TypeSnapshot`] of them would have).
 pub fn set_version<'a>(resources: impl IntoIterator<Item = &'a Arc<Resource>>) -> String {
     SetHash::of(resources).version()
@@ -260,17 +295,19 @@ impl Snapshot {
             })
     }
 
-    /// This snapshot with each type whose version equals `other`'s taken from `other` (the same
-    /// `Arc`). Versions are content hashes, so such a type holds the same resources; sharing it
-    /// lets xDS streams see at a glance that the type did not change. (The pipeline's endpoint
-    /// fast path publishes load assignments the encoder later computes again: without this, the
-    /// next routing change would look like a change of every load assignment.)
+    /// This snapshot with each type that holds the same resources as `other`'s taken from `other`
+    /// (the same `Arc`); sharing it lets xDS streams see at a glance that the type did not change.
+    /// (The pipeline's endpoint fast path publishes load assignments the encoder later computes
+    /// again: without this, the next routing change would look like a change of every load
+    /// assignment.) Equal set versions select the candidates; each resource's content hash then
+    /// confirms them, as a sum of hashes is easier to collide on purpose than the hashes are.
     pub fn sharing_types_of(mut self, other: &Snapshot) -> Snapshot {
         for (t, mine) in self.types.iter_mut() {
             if let Some(theirs) = other.types.get(t)
                 && !Arc::ptr_eq(mine, theirs)
                 && mine.version == theirs.version
                 && mine.resources.len() == theirs.resources.len()
+                && same_contents(&mine.resources, &theirs.resources)
             {
                 *mine = theirs.clone();
             }
@@ -385,6 +422,51 @@ mod tests {
             Snapshot::from_resources(&resources),
             Snapshot::from_encoded(resources.encode())
         );
+    }
+
+    fn crafted(name: &str, lanes: [u64; 4], body: &[u8]) -> (String, Arc<Resource>) {
+        let r = Resource::crafted(name, "0000000000000000", lanes, mk_any(body));
+        (name.to_string(), Arc::new(r))
+    }
+
+    /// Two sets of the same size whose hash sums collide are still told apart.
+    #[test]
+    fn a_collision_of_set_versions_is_not_taken_for_equal_content() {
+        let snap = |members: Vec<(String, Arc<Resource>)>| Snapshot {
+            types: BTreeMap::from([(
+                ResourceType::Cluster,
+                Arc::new(TypeSnapshot::new(ResourceMap::from(members))),
+            )]),
+        };
+        let published = snap(vec![
+            crafted("a", [1, 5, 0, 0], b"a1"),
+            crafted("b", [2, 0, 7, 0], b"b1"),
+        ]);
+        let colliding = snap(vec![
+            crafted("a", [3, 5, 7, 0], b"a2"),
+            crafted("b", [0, 0, 0, 0], b"b2"),
+        ]);
+        assert_eq!(
+            colliding.version(ResourceType::Cluster),
+            published.version(ResourceType::Cluster)
+        );
+        let next = colliding.sharing_types_of(&published);
+        assert!(!Arc::ptr_eq(
+            next.shared(ResourceType::Cluster).unwrap(),
+            published.shared(ResourceType::Cluster).unwrap()
+        ));
+        assert_eq!(next.of(ResourceType::Cluster)["a"].body.value, b"a2");
+        assert!(!next.same_as(&published));
+        // Equal content still shares.
+        let equal = snap(vec![
+            crafted("a", [1, 5, 0, 0], b"a1"),
+            crafted("b", [2, 0, 7, 0], b"b1"),
+        ]);
+        let next = equal.sharing_types_of(&published);
+        assert!(Arc::ptr_eq(
+            next.shared(ResourceType::Cluster).unwrap(),
+            published.shared(ResourceType::Cluster).unwrap()
+        ));
     }
 
     #[test]

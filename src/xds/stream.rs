@@ -741,7 +741,7 @@ fn join<'a, B: 'a>(
 }
 
 /// What a response carries against what the client holds: the resources of `desired` whose
-/// version differs from `sent`'s (or that `sent` lacks), and the names of `sent` that `desired`
+/// content differs from `sent`'s (or that `sent` lacks), and the names of `sent` that `desired`
 /// lacks, in name order. The maps' shared nodes are skipped: the cost is what changed.
 fn diff(desired: &ResourceMap, sent: &ResourceMap) -> (Vec<Arc<Resource>>, BTreeSet<String>) {
     let mut changed = Vec::new();
@@ -752,7 +752,7 @@ fn diff(desired: &ResourceMap, sent: &ResourceMap) -> (Vec<Arc<Resource>>, BTree
             DiffItem::Update {
                 old: (_, old),
                 new: (_, r),
-            } if old.version != r.version => changed.push(Arc::clone(r)),
+            } if !old.same_content(r) => changed.push(Arc::clone(r)),
             DiffItem::Update { .. } => {}
             DiffItem::Remove(n, _) => {
                 removed.insert(n.clone());
@@ -762,7 +762,7 @@ fn diff(desired: &ResourceMap, sent: &ResourceMap) -> (Vec<Arc<Resource>>, BTree
     (changed, removed)
 }
 
-/// The names held in both `before` and `after` at different versions.
+/// The names held in both `before` and `after` with different contents.
 fn changed_versions(before: &ResourceMap, after: &ResourceMap) -> Vec<String> {
     before
         .diff(after)
@@ -770,7 +770,7 @@ fn changed_versions(before: &ResourceMap, after: &ResourceMap) -> Vec<String> {
             DiffItem::Update {
                 old: (n, a),
                 new: (_, b),
-            } if a.version != b.version => Some(n.clone()),
+            } if !a.same_content(b) => Some(n.clone()),
             _ => None,
         })
         .collect()

@@ -812,3 +812,31 @@ fn walked_diffs_match_lookups() {
         }
     }
 }
+
+/// A resource whose new content shows the same 64-bit version string as what the client holds
+/// (a collision a tenant could search for) is still sent; one the client only announced by
+/// version (delta `initial_resource_versions`) is compared by that version.
+#[test]
+fn a_version_string_collision_is_still_sent() {
+    let body = |b: &[u8]| Any {
+        type_url: "t".into(),
+        value: b.to_vec(),
+    };
+    let held = Resource::crafted("r", "00ff00ff00ff00ff", [1, 2, 3, 4], body(b"old"));
+    let new = Resource::crafted("r", "00ff00ff00ff00ff", [9, 2, 3, 4], body(b"new"));
+    let one =
+        |r: Resource| -> ResourceMap { ResourceMap::from(vec![("r".to_string(), Arc::new(r))]) };
+    let (changed, removed) = diff(&one(new.clone()), &one(held.clone()));
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].body.value, b"new");
+    assert!(removed.is_empty());
+    assert_eq!(changed_versions(&one(held), &one(new.clone())), ["r"]);
+    let announced = Resource::known("r".into(), "00ff00ff00ff00ff".into());
+    assert!(
+        diff(&one(new.clone()), &one(announced.clone()))
+            .0
+            .is_empty()
+    );
+    let announced_other = Resource::known("r".into(), "1111111111111111".into());
+    assert_eq!(diff(&one(new), &one(announced_other)).0.len(), 1);
+}
