@@ -10,8 +10,9 @@
 //! - a cluster, load assignment, secret or TLS host's route configuration whose part of the model
 //!   is unchanged is not translated, encoded or even visited: the previous snapshot's
 //!   `Arc<Resource>` is kept;
-//! - the HTTP route configuration (every host) is assembled from each host's encoded bytes, and
-//!   only changed hosts are translated and encoded;
+//! - in the HTTP route configuration (every host) only changed hosts are translated and encoded,
+//!   and spliced into the previous configuration's bytes ([`Layout`]): the unchanged hosts' bytes
+//!   are copied in runs, not encoded, assembled or compared again;
 //! - a type none of whose resources changed keeps the previous `Arc<TypeSnapshot>`, which xDS
 //!   streams recognise without looking inside.
 
@@ -28,7 +29,7 @@ use super::{
     HTTP_ROUTE_CONFIG, HTTPS_LISTENER, Options, ResourceType, build_cluster, build_load_assignment,
     build_secret, https_route_config_name, listener, route,
 };
-use crate::dag::{Dag, Map, VirtualHost};
+use crate::dag::{Dag, VirtualHost};
 use crate::xds::cache::{Edit, Resource, Snapshot, TypeSnapshot};
 
 /// Field number of `RouteConfiguration.virtual_hosts`.
@@ -47,9 +48,115 @@ pub struct Encoder {
 struct Prev {
     dag: Arc<Dag>,
     snapshot: Snapshot,
-    /// The encoded `VirtualHost` of each host in the HTTP route configuration, by host name (the
-    /// order of the model's hosts, which is the configuration's order).
-    http_vhosts: Map<String, Arc<[u8]>>,
+    /// Where each host's `VirtualHost` is in the bytes of the snapshot's HTTP route configuration.
+    http: Layout,
+}
+
+/// The layout of an encoded HTTP route configuration: its name field, then one entry per host
+/// (field key, length, encoded `VirtualHost`) in the order of the model's hosts, which is the
+/// configuration's order. A change of a few hosts is spliced into the previous bytes: the entries
+/// between changed hosts are copied in runs, not encoded or assembled again.
+#[derive(Debug, Default)]
+struct Layout {
+    entries: Vec<Entry>,
+    /// The length of the bytes described (the head and every entry).
+    len: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    host: Box<str>,
+    /// Where the entry starts, and its length: key, length varint and body.
+    start: usize,
+    len: usize,
+    /// The length of the body (the encoded `VirtualHost`), the last bytes of the entry.
+    body: usize,
+}
+
+impl Entry {
+    fn end(&self) -> usize {
+        self.start + self.len
+    }
+}
+
+impl Layout {
+    /// The encoded `VirtualHost` of `host` in `bytes` (the configuration this layout describes).
+    fn body<'b>(&self, bytes: &'b [u8], host: &str) -> Option<&'b [u8]> {
+        let i = self
+            .entries
+            .binary_search_by(|e| (*e.host).cmp(host))
+            .ok()?;
+        let e = &self.entries[i];
+        bytes.get(e.end() - e.body..e.end())
+    }
+
+    /// `old` (the configuration this layout describes) with `edits` applied: a host with bytes
+    /// is put (added or replaced), a host with None removed. The layout then describes the result.
+    fn splice(&mut self, old: &[u8], edits: BTreeMap<String, Option<Vec<u8>>>) -> Vec<u8> {
+        let head = self.entries.first().map_or(old.len(), |e| e.start);
+        let added: usize = edits.values().flatten().map(|b| b.len() + 8).sum();
+        let mut out = Vec::with_capacity(old.len() + added);
+        out.extend_from_slice(&old[..head]);
+        // Where each edit falls among the old entries (edits are in host order, as entries are).
+        let places: Vec<(usize, bool)> = edits
+            .keys()
+            .map(
+                |h| match self.entries.binary_search_by(|e| (*e.host).cmp(h)) {
+                    Ok(i) => (i, true),
+                    Err(i) => (i, false),
+                },
+            )
+            .collect();
+        let mut kept = std::mem::take(&mut self.entries)
+            .into_iter()
+            .enumerate()
+            .peekable();
+        let mut entries = Vec::with_capacity(kept.len() + edits.len());
+        for ((host, edit), (at, found)) in edits.into_iter().zip(places) {
+            carry(old, &mut out, &mut kept, &mut entries, at);
+            if found {
+                kept.next();
+            }
+            if let Some(body) = edit {
+                let start = out.len();
+                encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, &mut out);
+                encode_varint(body.len() as u64, &mut out);
+                out.extend_from_slice(&body);
+                entries.push(Entry {
+                    host: host.into_boxed_str(),
+                    start,
+                    len: out.len() - start,
+                    body: body.len(),
+                });
+            }
+        }
+        carry(old, &mut out, &mut kept, &mut entries, usize::MAX);
+        self.entries = entries;
+        self.len = out.len();
+        out
+    }
+}
+
+/// Moves the old entries before index `to` from `kept` to `entries`, and their bytes from `old`
+/// to `out` in one copy.
+fn carry(
+    old: &[u8],
+    out: &mut Vec<u8>,
+    kept: &mut std::iter::Peekable<std::iter::Enumerate<std::vec::IntoIter<Entry>>>,
+    entries: &mut Vec<Entry>,
+    to: usize,
+) {
+    let mut run: Option<(usize, usize)> = None;
+    while let Some((_, mut e)) = kept.next_if(|(i, _)| *i < to) {
+        let from = run.map_or(e.start, |(from, _)| from);
+        run = Some((from, e.end()));
+        // The run is copied to the end of `out` below.
+        e.start = out.len() + (e.start - from);
+        entries.push(e);
+    }
+    if let Some((from, to)) = run {
+        out.extend_from_slice(&old[from..to]);
+    }
 }
 
 /// What the HTTPS listener's filter chain of a host is made of (besides the host name, which is
@@ -82,9 +189,25 @@ impl Encoder {
     /// decides where to free it: it can be large).
     pub fn encode(&mut self, dag: &Arc<Dag>) -> (Snapshot, Retired) {
         let empty = Dag::default();
+        let mut layout = self
+            .prev
+            .as_mut()
+            .map(|p| std::mem::take(&mut p.http))
+            .unwrap_or_default();
         let prev = self.prev.as_ref();
         let prev_dag = prev.map_or(&empty, |p| p.dag.as_ref());
         let prev_type = |t: ResourceType| prev.and_then(|p| p.snapshot.shared(t));
+        // The previous HTTP route configuration's bytes, which `layout` describes. Should they not
+        // match (an earlier encode stopped half-way), every host is encoded again.
+        let head = http_route_config_head();
+        let mut old_http = prev
+            .and_then(|p| p.snapshot.of(ResourceType::Route).get(HTTP_ROUTE_CONFIG))
+            .map_or(&head[..], |r| &r.body.value[..]);
+        let reset = old_http.len() != layout.len.max(head.len());
+        if reset {
+            layout = Layout::default();
+            old_http = &head;
+        }
 
         let mut clusters = Patch::new(ResourceType::Cluster, prev_type(ResourceType::Cluster));
         let mut endpoints = Patch::new(ResourceType::Endpoint, prev_type(ResourceType::Endpoint));
@@ -119,17 +242,15 @@ impl Encoder {
 
         let mut routes = Patch::new(ResourceType::Route, prev_type(ResourceType::Route));
         let fallback = dag.vhosts.get("*").map(|v| &**v);
-        let mut http_vhosts = prev.map(|p| p.http_vhosts.clone()).unwrap_or_default();
-        let mut http_changed = false;
-        // Encodes a host into `http_vhosts`; true when its bytes changed.
-        let set_http = |http_vhosts: &mut Map<String, Arc<[u8]>>, v: &VirtualHost| {
-            let bytes: Arc<[u8]> = route::build_http_vhost(v, fallback).encode_to_vec().into();
-            let changed = http_vhosts.get(&v.host) != Some(&bytes);
-            if changed {
-                http_vhosts.insert(v.host.clone(), bytes);
+        // Changed hosts of the HTTP route configuration: bytes to put, or None to remove.
+        let mut http_edits: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+        let mut set_http = |v: &VirtualHost| {
+            let bytes = route::build_http_vhost(v, fallback).encode_to_vec();
+            if layout.body(old_http, &v.host) != Some(&bytes[..]) {
+                http_edits.insert(v.host.clone(), Some(bytes));
             }
-            changed
         };
+        let mut removed_http = Vec::new();
         for item in prev_dag.vhosts.diff(&dag.vhosts) {
             let (host, old, new) = match item {
                 DiffItem::Remove(h, v) => (h, Some(&**v), None),
@@ -151,20 +272,33 @@ impl Encoder {
                 None => {}
             }
             match new.filter(|v| v.tcp_proxy.is_none()) {
-                Some(v) => http_changed |= set_http(&mut http_vhosts, v),
-                None => http_changed |= http_vhosts.remove(host).is_some(),
+                Some(v) => set_http(v),
+                None => removed_http.push(host),
             }
         }
-        // A wildcard host's HTTP routes end with those of the catch-all host `*`.
-        if prev_dag.vhosts.get("*") != dag.vhosts.get("*") {
+        // A wildcard host's HTTP routes end with those of the catch-all host `*`; after a reset
+        // every host is encoded.
+        let catch_all_changed = prev_dag.vhosts.get("*") != dag.vhosts.get("*");
+        if reset || catch_all_changed {
             for v in dag.vhosts.values() {
-                if v.host.starts_with("*.") && v.tcp_proxy.is_none() {
-                    http_changed |= set_http(&mut http_vhosts, v);
+                if (reset || v.host.starts_with("*.")) && v.tcp_proxy.is_none() {
+                    set_http(v);
                 }
             }
         }
-        if http_changed || !routes.has(HTTP_ROUTE_CONFIG) {
-            routes.add_encoded(HTTP_ROUTE_CONFIG, http_route_config(&http_vhosts));
+        for host in removed_http {
+            if layout.body(old_http, host).is_some() {
+                http_edits.insert(host.clone(), None);
+            }
+        }
+        if !http_edits.is_empty() || !routes.has(HTTP_ROUTE_CONFIG) {
+            let bytes = layout.splice(old_http, http_edits);
+            if reset {
+                routes.add_encoded(HTTP_ROUTE_CONFIG, bytes);
+            } else {
+                // Different entries make different bytes: no need to compare them.
+                routes.put_encoded(HTTP_ROUTE_CONFIG, bytes);
+            }
         }
 
         let mut listeners = Patch::new(ResourceType::Listener, prev_type(ResourceType::Listener));
@@ -187,29 +321,20 @@ impl Encoder {
         let retired = self.prev.replace(Prev {
             dag: dag.clone(),
             snapshot: snapshot.clone(),
-            http_vhosts,
+            http: layout,
         });
         (snapshot, Retired(retired))
     }
 }
 
-/// The HTTP route configuration from each host's encoded `VirtualHost`, in order: what prost
-/// writes for the message, its name (field 1), then each virtual host (field 2); no other field
-/// is set.
-fn http_route_config(hosts: &Map<String, Arc<[u8]>>) -> Vec<u8> {
-    let head = RouteConfiguration {
+/// The start of the HTTP route configuration's bytes, before its virtual hosts (field 2): what
+/// prost writes for its name (field 1); no other field is set.
+fn http_route_config_head() -> Vec<u8> {
+    RouteConfiguration {
         name: HTTP_ROUTE_CONFIG.to_string(),
         ..Default::default()
-    };
-    let body_len: usize = hosts.values().map(|b| b.len() + 8).sum();
-    let mut buf = Vec::with_capacity(head.encoded_len() + body_len);
-    head.encode_raw(&mut buf);
-    for b in hosts.values() {
-        encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, &mut buf);
-        encode_varint(b.len() as u64, &mut buf);
-        buf.extend_from_slice(b);
     }
-    buf
+    .encode_to_vec()
 }
 
 /// What the encoder held of a previous model, handed back by [`Encoder::encode`].
@@ -267,6 +392,11 @@ impl<'p> Patch<'p> {
         if self.get(name).is_some_and(|r| r.body.value == value) {
             return;
         }
+        self.put_encoded(name, value);
+    }
+
+    /// Adds or replaces a resource the caller knows to differ from the one held.
+    fn put_encoded(&mut self, name: &str, value: Vec<u8>) {
         let body = Any {
             type_url: self.type_url.clone(),
             value,
@@ -398,6 +528,89 @@ mod tests {
                 mutate(&mut store, &mut rng, step);
             }
         }
+    }
+
+    /// The HTTP route configuration of `hosts` (host → encoded `VirtualHost`) assembled from
+    /// nothing, as prost would encode it.
+    fn assembled(hosts: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+        let mut config = RouteConfiguration {
+            name: HTTP_ROUTE_CONFIG.to_string(),
+            ..Default::default()
+        };
+        for body in hosts.values() {
+            let v = envoy_types::pb::envoy::config::route::v3::VirtualHost::decode(&body[..]);
+            config.virtual_hosts.push(v.unwrap());
+        }
+        config.encode_to_vec()
+    }
+
+    #[test]
+    fn a_splice_makes_the_bytes_an_assembly_from_nothing_makes() {
+        let vhost = |host: &str, n: usize| {
+            envoy_types::pb::envoy::config::route::v3::VirtualHost {
+                name: host.to_string(),
+                // Bodies from 1 to ~300 bytes: length varints of one and two bytes.
+                domains: (0..n).map(|i| format!("{host}-{i}")).collect(),
+                ..Default::default()
+            }
+            .encode_to_vec()
+        };
+        let mut rng = Rng(0x5eed_0000_5011_ce00);
+        let mut want: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        let mut layout = Layout::default();
+        let mut bytes = http_route_config_head();
+        for step in 0..300 {
+            // Up to four edits at random places: first, last, middle, new hosts, removals.
+            let mut edits = BTreeMap::new();
+            for _ in 0..=rng.below(4) {
+                let host = format!("h{:02}", rng.below(40));
+                if rng.below(3) == 0 {
+                    if want.remove(&host).is_some() {
+                        edits.insert(host, None);
+                    }
+                } else {
+                    let body = vhost(&host, rng.below(25));
+                    want.insert(host.clone(), body.clone());
+                    edits.insert(host, Some(body));
+                }
+            }
+            bytes = layout.splice(&bytes, edits);
+            assert_eq!(bytes, assembled(&want), "step {step}");
+            assert_eq!(layout.len, bytes.len());
+            for (host, body) in &want {
+                assert_eq!(
+                    layout.body(&bytes, host),
+                    Some(&body[..]),
+                    "step {step}: {host}"
+                );
+            }
+            assert_eq!(layout.entries.len(), want.len());
+        }
+    }
+
+    #[test]
+    fn a_layout_that_does_not_match_the_bytes_is_rebuilt() {
+        // An encode stopped half-way (a panic caught by the pipeline's lock) leaves the layout
+        // taken; the next encode must not splice into bytes it cannot describe.
+        let options = Options::default();
+        let mut store = synth::snapshot(synth::Shape {
+            routing_objects: 40,
+            endpoints_per_service: 1,
+            unrelated_secrets: 0,
+        });
+        let mut encoder = Encoder::new(options.clone());
+        let dag = build(&store);
+        encoder.encode(&dag);
+        encoder.prev.as_mut().unwrap().http = Layout::default();
+        let mut rng = Rng(0x5eed_0000_0000_0042);
+        mutate(&mut store, &mut rng, 1);
+        mutate(&mut store, &mut rng, 2);
+        let dag = build(&store);
+        assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
+        // And the encoder goes on splicing from there.
+        mutate(&mut store, &mut rng, 3);
+        let dag = build(&store);
+        assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
     }
 
     fn ingress(name: &str, host: Option<&str>, path: &str) -> crate::store::AnyObject {
