@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod server;
 pub mod stream;
+pub mod wire;
 
 pub use cache::{Resource, Snapshot};
 pub use server::{AdsServer, serve};

@@ -4,23 +4,20 @@
 //! stream, so any number of Envoys follow the same state.
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    aggregated_discovery_service_server::{
-        AggregatedDiscoveryService, AggregatedDiscoveryServiceServer,
-    },
-};
-use futures::Stream as FutureStream;
+use std::task::{Context, Poll};
+
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::{BoxFuture, StdError, http};
 use tonic::transport::ServerTlsConfig;
 use tonic::{Request, Status, Streaming};
 
 use super::cache::Snapshot;
 use super::stream::{Mode, Response, Stats, Stream};
+use super::wire::{DeltaResponse, SotwResponse};
 
 /// The ADS service.
 #[derive(Clone)]
@@ -102,19 +99,13 @@ impl AdsServer {
     }
 }
 
-type BoxStream<T> = Pin<Box<dyn FutureStream<Item = Result<T, Status>> + Send + 'static>>;
-
-#[tonic::async_trait]
-impl AggregatedDiscoveryService for AdsServer {
-    type StreamAggregatedResourcesStream = BoxStream<DiscoveryResponse>;
-    type DeltaAggregatedResourcesStream = BoxStream<DeltaDiscoveryResponse>;
-
-    async fn stream_aggregated_resources(
+impl AdsServer {
+    fn stream_sotw(
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
-    ) -> Result<tonic::Response<Self::StreamAggregatedResourcesStream>, Status> {
+    ) -> ResponseStream<SotwResponse> {
         tracing::info!(peer = ?request.remote_addr(), "xDS stream opened (state of the world)");
-        let out = self.spawn(
+        self.spawn(
             Mode::Sotw,
             request.into_inner(),
             Stream::on_sotw_request,
@@ -122,16 +113,15 @@ impl AggregatedDiscoveryService for AdsServer {
                 Response::Sotw(d) => Some(d),
                 Response::Delta(_) => None,
             },
-        );
-        Ok(tonic::Response::new(Box::pin(out)))
+        )
     }
 
-    async fn delta_aggregated_resources(
+    fn stream_delta(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> Result<tonic::Response<Self::DeltaAggregatedResourcesStream>, Status> {
+    ) -> ResponseStream<DeltaResponse> {
         tracing::info!(peer = ?request.remote_addr(), "xDS stream opened (delta)");
-        let out = self.spawn(
+        self.spawn(
             Mode::Delta,
             request.into_inner(),
             Stream::on_delta_request,
@@ -139,12 +129,92 @@ impl AggregatedDiscoveryService for AdsServer {
                 Response::Delta(d) => Some(d),
                 Response::Sotw(_) => None,
             },
-        );
-        Ok(tonic::Response::new(Box::pin(out)))
+        )
     }
 }
 
-/// Why the xDS server could not run.
+type ResponseStream<T> = ReceiverStream<Result<T, Status>>;
+
+/// The gRPC service `envoy.service.discovery.v3.AggregatedDiscoveryService` (ADS), both methods.
+/// It is written here rather than generated so that responses go out as [`SotwResponse`] and
+/// [`DeltaResponse`], which encode the snapshot's resources in place: the generated service's
+/// messages would need a copy of every resource per response (docs/xds.md, "Cost per change").
+#[derive(Clone)]
+pub struct AdsService(AdsServer);
+
+impl AdsService {
+    pub fn new(server: AdsServer) -> AdsService {
+        AdsService(server)
+    }
+}
+
+const SERVICE_NAME: &str = "envoy.service.discovery.v3.AggregatedDiscoveryService";
+const SOTW_PATH: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources";
+const DELTA_PATH: &str =
+    "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources";
+
+impl tonic::server::NamedService for AdsService {
+    const NAME: &'static str = SERVICE_NAME;
+}
+
+struct SotwMethod(AdsServer);
+struct DeltaMethod(AdsServer);
+
+impl tonic::server::StreamingService<DiscoveryRequest> for SotwMethod {
+    type Response = SotwResponse;
+    type ResponseStream = ResponseStream<SotwResponse>;
+    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
+
+    fn call(&mut self, request: Request<Streaming<DiscoveryRequest>>) -> Self::Future {
+        let out = self.0.stream_sotw(request);
+        Box::pin(async move { Ok(tonic::Response::new(out)) })
+    }
+}
+
+impl tonic::server::StreamingService<DeltaDiscoveryRequest> for DeltaMethod {
+    type Response = DeltaResponse;
+    type ResponseStream = ResponseStream<DeltaResponse>;
+    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
+
+    fn call(&mut self, request: Request<Streaming<DeltaDiscoveryRequest>>) -> Self::Future {
+        let out = self.0.stream_delta(request);
+        Box::pin(async move { Ok(tonic::Response::new(out)) })
+    }
+}
+
+impl<B> tonic::codegen::Service<http::Request<B>> for AdsService
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let server = self.0.clone();
+        match req.uri().path() {
+            SOTW_PATH => Box::pin(async move {
+                let codec = tonic_prost::ProstCodec::<SotwResponse, DiscoveryRequest>::default();
+                let mut grpc = tonic::server::Grpc::new(codec);
+                Ok(grpc.streaming(SotwMethod(server), req).await)
+            }),
+            DELTA_PATH => Box::pin(async move {
+                let codec =
+                    tonic_prost::ProstCodec::<DeltaResponse, DeltaDiscoveryRequest>::default();
+                let mut grpc = tonic::server::Grpc::new(codec);
+                Ok(grpc.streaming(DeltaMethod(server), req).await)
+            }),
+            _ => Box::pin(async move { Ok(Status::unimplemented("").into_http()) }),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("xDS server on {address}: {source}")]
@@ -179,7 +249,7 @@ pub async fn serve(
         builder = builder.tls_config(tls).map_err(ServeError::Tls)?;
     }
     builder
-        .add_service(AggregatedDiscoveryServiceServer::new(server))
+        .add_service(AdsService::new(server))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await?;
     Ok(())
@@ -188,6 +258,22 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use tokio_stream::StreamExt;
+
+    #[tokio::test]
+    async fn an_unknown_method_is_unimplemented() {
+        use std::sync::Arc;
+        use tonic::codegen::{Service, http};
+        let (_snapshots, rx) = tokio::sync::watch::channel(Arc::new(super::Snapshot::default()));
+        let (_shutdown, stop) = tokio::sync::watch::channel(false);
+        let mut service = super::AdsService::new(super::AdsServer::new(rx, stop));
+        let request = http::Request::builder()
+            .uri("/envoy.service.discovery.v3.AggregatedDiscoveryService/FetchAggregated")
+            .body(tonic::body::Body::empty())
+            .unwrap();
+        let response = service.call(request).await.unwrap();
+        let code = tonic::Code::Unimplemented as i32;
+        assert_eq!(response.headers()["grpc-status"], code.to_string().as_str());
+    }
 
     #[tokio::test]
     async fn accepted_connections_have_nagle_off() {

@@ -28,14 +28,12 @@ use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    Resource as DeltaResource,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 use imbl::ordmap::DiffItem;
 
 use super::cache::{Resource, ResourceMap, Snapshot, TypeSnapshot, set_version};
+use super::wire::{DeltaResponse, SotwResponse};
 use crate::translate::ResourceType;
 
 /// Counters shared by every stream of a server (exported on `/metrics` by [`register_stats`]).
@@ -78,8 +76,8 @@ pub enum Mode {
 /// What the state machine asks the transport to send.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Response {
-    Sotw(DiscoveryResponse),
-    Delta(DeltaDiscoveryResponse),
+    Sotw(SotwResponse),
+    Delta(DeltaResponse),
 }
 
 #[derive(Debug)]
@@ -659,12 +657,11 @@ impl Stream {
             return None;
         }
         let nonce = self.next_nonce();
-        let resp = DiscoveryResponse {
+        let resp = SotwResponse {
             version_info: set_version_of(&desired, &basis),
-            resources: desired.values().map(|r| r.body.clone()).collect(),
+            resources: desired.values().cloned().collect(),
             type_url: t.type_url(),
             nonce: nonce.clone(),
-            ..Default::default()
         };
         self.sent(t, nonce, desired, basis);
         Some(Response::Sotw(resp))
@@ -689,21 +686,12 @@ impl Stream {
             return None;
         }
         let nonce = self.next_nonce();
-        let resp = DeltaDiscoveryResponse {
+        let resp = DeltaResponse {
             system_version_info: set_version_of(&desired, &basis),
-            resources: changed
-                .iter()
-                .map(|r| DeltaResource {
-                    name: r.name.clone(),
-                    version: r.version.clone(),
-                    resource: Some(r.body.clone()),
-                    ..Default::default()
-                })
-                .collect(),
+            resources: changed,
             type_url: t.type_url(),
             removed_resources: removed.into_iter().collect(),
             nonce: nonce.clone(),
-            ..Default::default()
         };
         self.sent(t, nonce, desired, basis);
         Some(Response::Delta(resp))

@@ -5,14 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::service::discovery::v3::{
-    DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse,
-    Resource as DeltaResource,
-};
+use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 use super::super::{Mode, Response, Stats};
 use crate::translate::ResourceType;
 use crate::xds::cache::{Resource, Snapshot, TypeSnapshot, set_version};
+use crate::xds::wire::{DeltaResponse, SotwResponse};
 
 #[derive(Debug)]
 struct InFlight {
@@ -376,12 +374,11 @@ impl RefStream {
         }
         let nonce = self.next_nonce();
         let version_info = set_version(desired.values());
-        let resp = DiscoveryResponse {
+        let resp = SotwResponse {
             version_info,
-            resources: desired.values().map(|r| r.body.clone()).collect(),
+            resources: desired.values().cloned().collect(),
             type_url: t.type_url(),
             nonce: nonce.clone(),
-            ..Default::default()
         };
         let st = self.st(t);
         st.in_flight = Some(InFlight {
@@ -427,21 +424,12 @@ impl RefStream {
             .iter()
             .map(|(n, r)| (n.clone(), r.version.clone()))
             .collect();
-        let resp = DeltaDiscoveryResponse {
+        let resp = DeltaResponse {
             system_version_info: set_version(desired.values()),
-            resources: changed
-                .iter()
-                .map(|r| DeltaResource {
-                    name: r.name.clone(),
-                    version: r.version.clone(),
-                    resource: Some(r.body.clone()),
-                    ..Default::default()
-                })
-                .collect(),
+            resources: changed,
             type_url: t.type_url(),
             removed_resources: removed.into_iter().collect(),
             nonce: nonce.clone(),
-            ..Default::default()
         };
         let st = self.st(t);
         st.in_flight = Some(InFlight {

@@ -73,7 +73,7 @@ fn sotw(out: &[Response]) -> Vec<(ResourceType, String, Vec<String>)> {
                 d.nonce.clone(),
                 d.resources
                     .iter()
-                    .map(|a| String::from_utf8(a.value.clone()).unwrap())
+                    .map(|r| String::from_utf8(r.body.value.clone()).unwrap())
                     .collect(),
             ),
             Response::Delta(_) => panic!("delta response on a SotW stream"),
@@ -90,7 +90,7 @@ fn delta(out: &[Response]) -> Vec<(ResourceType, String, Vec<String>, Vec<String
                 d.nonce.clone(),
                 d.resources
                     .iter()
-                    .map(|r| String::from_utf8(r.resource.as_ref().unwrap().value.clone()).unwrap())
+                    .map(|r| String::from_utf8(r.body.value.clone()).unwrap())
                     .collect(),
                 d.removed_resources.clone(),
             ),
