@@ -90,6 +90,26 @@ fn string_len(tag: u32, value: &String) -> usize {
     }
 }
 
+/// The `prost::Message` methods of a message that is only ever encoded: decoding skips every
+/// field, and clearing resets it to its default.
+macro_rules! encode_only {
+    () => {
+        fn merge_field(
+            &mut self,
+            tag: u32,
+            wire_type: WireType,
+            buf: &mut impl Buf,
+            ctx: DecodeContext,
+        ) -> Result<(), DecodeError> {
+            prost::encoding::skip_field(wire_type, tag, buf, ctx)
+        }
+
+        fn clear(&mut self) {
+            *self = Self::default();
+        }
+    };
+}
+
 // Field numbers of envoy.service.discovery.v3.DiscoveryResponse.
 const SOTW_VERSION_INFO: u32 = 1;
 const SOTW_RESOURCES: u32 = 2;
@@ -106,15 +126,7 @@ impl Message for SotwResponse {
         put_string(SOTW_NONCE, &self.nonce, buf);
     }
 
-    fn merge_field(
-        &mut self,
-        tag: u32,
-        wire_type: WireType,
-        buf: &mut impl Buf,
-        ctx: DecodeContext,
-    ) -> Result<(), DecodeError> {
-        prost::encoding::skip_field(wire_type, tag, buf, ctx)
-    }
+    encode_only!();
 
     fn encoded_len(&self) -> usize {
         string_len(SOTW_VERSION_INFO, &self.version_info)
@@ -125,10 +137,6 @@ impl Message for SotwResponse {
                 .sum::<usize>()
             + string_len(SOTW_TYPE_URL, &self.type_url)
             + string_len(SOTW_NONCE, &self.nonce)
-    }
-
-    fn clear(&mut self) {
-        *self = SotwResponse::default();
     }
 }
 
@@ -166,15 +174,7 @@ impl Message for DeltaResponse {
         }
     }
 
-    fn merge_field(
-        &mut self,
-        tag: u32,
-        wire_type: WireType,
-        buf: &mut impl Buf,
-        ctx: DecodeContext,
-    ) -> Result<(), DecodeError> {
-        prost::encoding::skip_field(wire_type, tag, buf, ctx)
-    }
+    encode_only!();
 
     fn encoded_len(&self) -> usize {
         string_len(DELTA_SYSTEM_VERSION_INFO, &self.system_version_info)
@@ -189,10 +189,6 @@ impl Message for DeltaResponse {
             + string_len(DELTA_TYPE_URL, &self.type_url)
             + string_len(DELTA_NONCE, &self.nonce)
             + string::encoded_len_repeated(DELTA_REMOVED_RESOURCES, &self.removed_resources)
-    }
-
-    fn clear(&mut self) {
-        *self = DeltaResponse::default();
     }
 }
 
