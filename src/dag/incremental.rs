@@ -268,23 +268,34 @@ impl Incremental {
             return None;
         }
 
-        // The previous model with that part replaced.
+        // The previous model with that part replaced. An entry the part rebuilt equal to the
+        // one held is left alone: an edit of a persistent map copies the path to the entry
+        // (cloning the keys of its nodes), and an untouched entry keeps the tree nodes shared
+        // with the previous model, which the encoder's diff then steps over.
         let mut dag = prev.clone();
         let mut unused = Vec::new();
         for h in &hosts {
+            let rebuilt = part.vhosts.get(*h);
+            if rebuilt.is_some() && dag.vhosts.get(*h) == rebuilt {
+                continue;
+            }
             if let Some(old) = dag.vhosts.remove(*h) {
                 self.count_users(&old, -1, &mut unused);
             }
-        }
-        for (h, v) in &part.vhosts {
-            self.count_users(v, 1, &mut unused);
-            dag.vhosts.insert(h.clone(), v.clone());
+            if let Some(v) = rebuilt {
+                self.count_users(v, 1, &mut unused);
+                dag.vhosts.insert((*h).to_string(), v.clone());
+            }
         }
         for obj in &objects {
-            dag.statuses.remove(obj);
+            if !part.statuses.contains_key(obj) {
+                dag.statuses.remove(obj);
+            }
         }
         for (obj, s) in part.statuses {
-            dag.statuses.insert(obj, s);
+            if dag.statuses.get(&obj) != Some(&s) {
+                dag.statuses.insert(obj, s);
+            }
         }
         for (name, secret) in unused {
             if secret {
@@ -296,10 +307,14 @@ impl Incremental {
             }
         }
         for (name, c) in part.clusters {
-            dag.clusters.insert(name, c);
+            if dag.clusters.get(&name) != Some(&c) {
+                dag.clusters.insert(name, c);
+            }
         }
         for (name, s) in part.secrets {
-            dag.secrets.insert(name, s);
+            if dag.secrets.get(&name) != Some(&s) {
+                dag.secrets.insert(name, s);
+            }
         }
         if !self.refresh_endpoints(&mut dag, next) {
             return None;
