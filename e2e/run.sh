@@ -26,8 +26,7 @@ e2e_log "tools ready in $(( $(date +%s) - t0 ))s: $E2E_BIN"
 
 E2E_PIDS=()
 E2E_WORK="$(mktemp -d /tmp/sluice-e2e.XXXXXX)"
-E2E_HOST_IP=10.213.0.1
-E2E_BACKEND_IP=10.213.0.2
+E2E_HOST_IP="" E2E_BACKEND_IP="" # e2e_netns picks a free 10.213.N.0/30
 E2E_BACKEND_PORTS="9001 9002 9003 9004"
 trap e2e_down EXIT
 trap 'exit 130' INT TERM

@@ -127,7 +127,46 @@ KCFG
 
 # Backends live in a network namespace reached over a veth pair: EndpointSlices cannot carry
 # loopback addresses, and test traffic may only go to loopback or a namespace the test made.
+
+# Removes what a run killed before its teardown (SIGKILL, machine reset) left behind: its
+# namespace "sluice-e2e-PID" with the backends in it, and its veth. A leftover veth still holds
+# the run's subnet and would take this run's backend traffic.
+e2e_reap_stale() {
+	local ns pid
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+		[[ "$ns" =~ ^sluice-e2e-([0-9]+)$ ]] || continue
+		pid="${BASH_REMATCH[1]}"
+		if [[ -r "/proc/$pid/cmdline" ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q 'e2e/run.sh'; then
+			continue # that run is still going
+		fi
+		e2e_log "removing namespace $ns left by an earlier run that did not tear down"
+		local p
+		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+		local host_if="se2e${pid}h"
+		ip link del "${host_if:0:15}" 2>/dev/null || true
+		ip netns del "$ns" 2>/dev/null || true
+	done
+}
+
+# Sets E2E_HOST_IP/E2E_BACKEND_IP to the first 10.213.N.0/30 no interface of this host holds,
+# so a second run on the same machine (or anything else using 10.213/16) does not collide.
+e2e_pick_subnet() {
+	local n used
+	used="$(ip -o -4 addr show 2>/dev/null | awk '{print $4}')"
+	for n in $(seq 0 255); do
+		if ! grep -q "^10\.213\.$n\." <<<"$used"; then
+			E2E_HOST_IP="10.213.$n.1"
+			E2E_BACKEND_IP="10.213.$n.2"
+			return 0
+		fi
+	done
+	e2e_log "no free /30 in 10.213.0.0/16 for the backend namespace"
+	return 1
+}
+
 e2e_netns() {
+	e2e_reap_stale
+	e2e_pick_subnet
 	local ns="sluice-e2e-$$" host_if="se2e$$h" peer_if="se2e$$p"
 	host_if="${host_if:0:15}"; peer_if="${peer_if:0:15}"
 	ip netns add "$ns"
@@ -146,7 +185,12 @@ e2e_netns() {
 			--address "$E2E_BACKEND_IP" --port "$port"
 	done
 	for port in $E2E_BACKEND_PORTS; do
-		e2e_wait 30 "backend $port" curl -fsS --max-time 2 "http://$E2E_BACKEND_IP:$port/healthz"
+		if ! e2e_wait 30 "backend $port" curl -fsS --noproxy '*' --max-time 2 \
+			"http://$E2E_BACKEND_IP:$port/healthz"; then
+			e2e_log "backend-$port log:"; cat "$E2E_WORK/backend-$port.log" >&2 || true
+			ip -o -4 addr show >&2 || true
+			return 1
+		fi
 	done
 }
 
