@@ -125,6 +125,10 @@ struct TypeState {
     names: BTreeSet<String>,
     /// Counts changes of `wildcard` and `names`.
     scope_gen: u64,
+    /// Counts the changes of `wildcard` and `names` that may take a name out of scope (a name
+    /// unsubscribed, the wildcard dropped). What was found subscribed stays subscribed while this
+    /// is unchanged, however many names were added.
+    narrowed: u64,
     /// What the client holds if it accepted everything sent: the resources sent (their bodies are
     /// served again during make-before-break) and, for a reconnecting delta client, what it said
     /// it holds ([`Resource::known`]). A persistent map, shared with the snapshot it was computed
@@ -146,7 +150,7 @@ struct TypeState {
     /// What the last computation of this type's set was based on (None: never computed).
     computed: Option<Basis>,
     /// The snapshot's resources of the type when every one of their names was last found
-    /// subscribed, with the subscription ([`TypeState::scope_gen`]) then: a named subscription
+    /// subscribed, with [`TypeState::narrowed`] then: a named subscription
     /// covering them all (Envoy asks for the endpoints of every cluster by name) is then served
     /// the snapshot's map itself, and a later snapshot needs a look at its added names only.
     covered: Option<(ResourceMap, u64)>,
@@ -168,15 +172,17 @@ pub struct Stream {
     stats: Arc<Stats>,
     /// Types to look at on the next pump.
     dirty: BTreeSet<ResourceType>,
-    /// The acknowledged clusters and the endpoint subscription ([`TypeState::scope_gen`]) for
-    /// which [`Stream::clusters_settled`] last found every cluster's endpoints requested: the walk
-    /// over both is not repeated while neither changed (the map held shares its nodes with the
-    /// acknowledged one, and holding it keeps `ptr_eq` from being fooled by a reused allocation).
+    /// The acknowledged clusters (and the endpoint subscription's [`TypeState::narrowed`]) for
+    /// which [`Stream::clusters_settled`] last found every cluster's endpoints requested: while no
+    /// name left the subscription, a later acknowledged set needs a look at its added clusters
+    /// only (the map held shares its nodes with the acknowledged one, so the diff skips what both
+    /// hold, and holding it keeps `ptr_eq` from being fooled by a reused allocation).
     endpoints_requested: Option<(ResourceMap, u64)>,
     /// Types whose set was computed, in order (tests check what a request costs).
     #[cfg(test)]
     computed_log: Vec<ResourceType>,
-    /// Walks over all resources of a type outside computing a set (same purpose).
+    /// Resources visited by walks over all resources of a type outside computing a set (same
+    /// purpose).
     #[cfg(test)]
     walks: std::cell::Cell<usize>,
 }
@@ -211,13 +217,14 @@ impl Stream {
         self.types.entry(t).or_default()
     }
 
+    /// Counts a walk over `n` resources (tests check what a request costs).
     #[cfg(test)]
-    fn walked(&self) {
-        self.walks.set(self.walks.get() + 1);
+    fn walked(&self, n: usize) {
+        self.walks.set(self.walks.get() + n);
     }
 
     #[cfg(not(test))]
-    fn walked(&self) {}
+    fn walked(&self, _n: usize) {}
 
     /// Handles an ACK or NACK of the in-flight response of `t`. Returns false for a stale nonce.
     fn settle(&mut self, t: ResourceType, nonce: &str, error: Option<String>) -> bool {
@@ -245,9 +252,8 @@ impl Stream {
                 let before = std::mem::replace(&mut st.acked, f.state_after);
                 if t == ResourceType::Cluster {
                     // A changed cluster is rebuilt by Envoy and warms again: give it its
-                    // endpoints again.
+                    // endpoints again. (A diff of maps that share their unchanged nodes.)
                     let changed = changed_versions(&before, &st.acked);
-                    self.walked();
                     if !changed.is_empty() {
                         let eds = self.st(ResourceType::Endpoint);
                         eds.must_respond = true;
@@ -305,6 +311,9 @@ impl Stream {
         let names: BTreeSet<String> = names.into_iter().filter(|n| n != "*").collect();
         if names != st.names || wildcard != st.wildcard {
             st.must_respond = true;
+            if (st.wildcard && !wildcard) || !names.is_superset(&st.names) {
+                st.narrowed += 1;
+            }
             st.names = names;
             st.wildcard = wildcard;
             st.scope_gen += 1;
@@ -366,9 +375,11 @@ impl Stream {
             if n == "*" {
                 st.wildcard = false;
                 st.scope_gen += 1;
+                st.narrowed += 1;
             } else {
                 if st.names.remove(n) {
                     st.scope_gen += 1;
+                    st.narrowed += 1;
                 }
                 st.new_names.remove(n);
             }
@@ -454,13 +465,14 @@ impl Stream {
             .collect()
     }
 
-    /// Whether every name in `all` is subscribed by name. Remembered for the map and the
-    /// subscription: for a later map only the names it added need a look (shared nodes are
-    /// skipped), so an endpoint change costs the changed endpoints, not 10k lookups.
+    /// Whether every name in `all` is subscribed by name. Remembered for the map while no name
+    /// left the subscription ([`TypeState::narrowed`]): for a later map only the names it added
+    /// need a look (shared nodes are skipped), so an endpoint change, or a new cluster whose
+    /// endpoints Envoy then requests, costs what changed, not 10k lookups.
     fn covered(&mut self, t: ResourceType, all: &ResourceMap) -> bool {
         let st = self.types.get_mut(&t).expect("every type has a state");
         let covered = match &st.covered {
-            Some((seen, scope)) if *scope == st.scope_gen => {
+            Some((seen, narrowed)) if *narrowed == st.narrowed => {
                 seen.ptr_eq(all)
                     || seen.diff(all).all(|d| match d {
                         DiffItem::Add(n, _) => st.names.contains(n),
@@ -469,11 +481,20 @@ impl Stream {
             }
             _ => {
                 #[cfg(test)]
-                self.walks.set(self.walks.get() + 1);
-                !join(st.names.iter(), all.iter()).any(|j| matches!(j, Joined::ResourceOnly))
+                self.walks.set(self.walks.get() + all.len());
+                let covered =
+                    !join(st.names.iter(), all.iter()).any(|j| matches!(j, Joined::ResourceOnly));
+                if !covered {
+                    st.covered = None;
+                }
+                covered
             }
         };
-        st.covered = covered.then(|| (all.clone(), st.scope_gen));
+        // A map found not covered leaves what was found before: its names are still subscribed
+        // (nothing left the subscription), so the next look is again at the names added only.
+        if covered {
+            st.covered = Some((all.clone(), st.narrowed));
+        }
         covered
     }
 
@@ -498,7 +519,7 @@ impl Stream {
                     // Acknowledged exactly the snapshot's set, computed from these resources.
                     return true;
                 }
-                self.walked();
+                self.walked(snap.of(t).len());
                 snap.of(t)
                     .iter()
                     .filter(|(n, _)| st.in_scope(n))
@@ -524,18 +545,25 @@ impl Stream {
         if !eds.subscribed {
             return cds.acked.is_empty();
         }
-        if let Some((acked, scope)) = &self.endpoints_requested
-            && acked.ptr_eq(&cds.acked)
-            && *scope == eds.scope_gen
-        {
-            return true;
-        }
-        self.walked();
-        // Both sorted: one walk, not a lookup per cluster.
-        let requested =
-            !join(eds.names.iter(), cds.acked.iter()).any(|j| matches!(j, Joined::ResourceOnly));
+        let requested = match &self.endpoints_requested {
+            Some((acked, narrowed)) if *narrowed == eds.narrowed => {
+                // Every cluster of `acked` was requested, and no name has left the subscription
+                // since: only the clusters added need a look (shared nodes are skipped), so a
+                // Service coming or going costs its clusters, not a walk over 10k names.
+                acked.ptr_eq(&cds.acked)
+                    || acked.diff(&cds.acked).all(|d| match d {
+                        DiffItem::Add(n, _) => eds.names.contains(n),
+                        _ => true,
+                    })
+            }
+            _ => {
+                self.walked(cds.acked.len());
+                // Both sorted: one walk, not a lookup per cluster.
+                !join(eds.names.iter(), cds.acked.iter()).any(|j| matches!(j, Joined::ResourceOnly))
+            }
+        };
         if requested {
-            self.endpoints_requested = Some((cds.acked.clone(), eds.scope_gen));
+            self.endpoints_requested = Some((cds.acked.clone(), eds.narrowed));
         }
         requested
     }

@@ -758,6 +758,87 @@ fn acks_on_a_large_stream_compute_nothing() {
     }
 }
 
+#[test]
+fn a_new_cluster_and_its_endpoints_walk_nothing_on_a_large_stream() {
+    let snap = big_world(10_000);
+    let eps: Vec<&str> = snap.of(E).keys().map(String::as_str).collect();
+    let names = BTreeMap::from([
+        (C, vec![]),
+        (E, eps.clone()),
+        (L, vec![]),
+        (R, vec!["http"]),
+    ]);
+    let any = |t: ResourceType, v: &str| Any {
+        type_url: t.type_url(),
+        value: v.as_bytes().to_vec(),
+    };
+    for mode in [Mode::Sotw, Mode::Delta] {
+        let mut s = Stream::new(mode, Arc::default());
+        let mut out = Vec::new();
+        for t in [C, L, E, R] {
+            out.extend(request(&mut s, t, &names[&t], "", &snap));
+        }
+        ack_all(&mut s, out, &names, &snap);
+        s.walks.set(0);
+
+        // A Service appears: its cluster, its endpoints and a route to it.
+        let next = snap
+            .with_replaced(C, vec![("cnew".into(), any(C, "cds-cnew"))])
+            .with_replaced(E, vec![("cnew".into(), any(E, "eds-cnew"))])
+            .with_replaced(R, vec![("http".into(), any(R, "routes-2"))]);
+        let out = s.on_snapshot(&next);
+        let sent: Vec<ResourceType> = out.iter().map(|r| response_nonce(r).0).collect();
+        assert_eq!(sent, vec![C], "{mode:?}: the cluster goes first");
+        // Envoy accepts the cluster; the route waits until the cluster's endpoints are asked for.
+        let (_, nonce) = response_nonce(&out[0]);
+        let out = request(&mut s, C, &[], &nonce, &next);
+        assert!(
+            out.is_empty(),
+            "{mode:?}: sent before the endpoints were requested"
+        );
+        let mut with_new = eps.clone();
+        with_new.push("cnew");
+        let out = match mode {
+            Mode::Sotw => {
+                let nonce = s.types[&E].last_nonce.clone();
+                s.on_sotw_request(&mk_sotw(E, &with_new, &nonce), &next)
+            }
+            Mode::Delta => s.on_delta_request(&mk_delta(E, &["cnew"], &[], ""), &next),
+        };
+        let names = BTreeMap::from([(C, vec![]), (E, with_new), (L, vec![]), (R, vec!["http"])]);
+        let acked = ack_all(&mut s, out, &names, &next);
+        assert!(
+            acked.contains(&E) && acked.contains(&R),
+            "{mode:?}: {acked:?}"
+        );
+        assert_eq!(
+            s.types[&R].acked["http"].body.value,
+            b"routes-2".to_vec(),
+            "{mode:?}"
+        );
+        // Only names were added to the endpoint subscription: what was found requested before
+        // still is, and the new cluster alone is looked at. (Whether the one route configuration
+        // is acknowledged is a walk over the route configurations, 1 here.)
+        assert!(
+            s.walks.get() < 10,
+            "{mode:?}: walks visited {} resources",
+            s.walks.get()
+        );
+
+        // Endpoints of an acknowledged cluster unsubscribed: that is found (routes wait again).
+        if mode == Mode::Delta {
+            let out = s.on_delta_request(&mk_delta(E, &[], &["c1"], ""), &next);
+            assert!(out.is_empty(), "{out:?}");
+            let last = next.with_replaced(R, vec![("http".into(), any(R, "routes-3"))]);
+            let out = s.on_snapshot(&last);
+            assert!(
+                out.is_empty(),
+                "routes sent though c1's endpoints are not requested"
+            );
+        }
+    }
+}
+
 /// The stream algorithm as it was before types were skipped by their basis: the oracle of the
 /// differential tests.
 #[path = "stream_reference.rs"]
