@@ -215,6 +215,7 @@ where
     }
 }
 
+/// Why the xDS server could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("xDS server on {address}: {source}")]
