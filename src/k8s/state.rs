@@ -174,10 +174,19 @@ struct Entry {
 }
 
 /// The live state: snapshot + per-object bookkeeping.
+///
+/// Every stored object (decoded or rejected) has a fingerprint; only objects of kinds whose
+/// status sluice writes ([`writes_status`]) keep their [`Observed`] too. The two live in separate
+/// maps because most watched objects are Services and EndpointSlices: at 10k routing objects a
+/// single map of fingerprint and observed status for all ~30k objects was ~9 MiB of hash table,
+/// mostly empty room for an `Observed` nothing reads (half of that now).
 #[derive(Debug, Default)]
 pub struct ClusterState {
     snapshot: Snapshot,
+    /// Objects of kinds whose status sluice writes: fingerprint and observed status.
     entries: HashMap<ObjectRef, Entry>,
+    /// Objects of every other kind: fingerprint only.
+    fingerprints: HashMap<ObjectRef, u64>,
     rejected: BTreeMap<ObjectRef, Rejected>,
     synced: BTreeSet<Kind>,
     /// Objects with a status sluice writes whose [`Observed`] changed (or that were removed)
@@ -196,6 +205,8 @@ impl ClusterState {
         &self.rejected
     }
 
+    /// What the status writer knows of a stored object of a kind whose status sluice writes
+    /// (`None` for other kinds, whose status sluice neither reads nor writes).
     pub fn observed(&self, obj: &ObjectRef) -> Option<&Observed> {
         self.entries.get(obj).map(|e| &e.observed)
     }
@@ -230,18 +241,22 @@ impl ClusterState {
 
     /// Adds or updates one object. Returns whether routing input changed (a rebuild is needed).
     pub fn apply(&mut self, p: Prepared) -> bool {
-        let previous = self.entries.get(&p.object);
-        let changed = previous.is_none_or(|e| e.fingerprint != p.fingerprint);
-        if previous.is_none_or(|e| e.observed != p.observed) {
-            self.observed_changed(&p.object);
-        }
-        self.entries.insert(
-            p.object.clone(),
-            Entry {
-                fingerprint: p.fingerprint,
-                observed: p.observed.clone(),
-            },
-        );
+        let generation = p.observed.generation;
+        let changed = if writes_status(p.object.kind) {
+            if self.entries.get(&p.object).is_none_or(|e| e.observed != p.observed) {
+                self.observed_changed(&p.object);
+            }
+            let previous = self.entries.insert(
+                p.object.clone(),
+                Entry {
+                    fingerprint: p.fingerprint,
+                    observed: p.observed,
+                },
+            );
+            previous.is_none_or(|e| e.fingerprint != p.fingerprint)
+        } else {
+            self.fingerprints.insert(p.object.clone(), p.fingerprint) != Some(p.fingerprint)
+        };
         match p.decoded {
             Ok(obj) => {
                 self.rejected.remove(&p.object);
@@ -251,10 +266,7 @@ impl ClusterState {
                 self.snapshot.remove(p.object.kind, &p.object.key);
                 self.rejected.insert(
                     p.object,
-                    Rejected {
-                        error,
-                        generation: p.observed.generation,
-                    },
+                    Rejected { error, generation },
                 );
             }
         }
@@ -263,7 +275,11 @@ impl ClusterState {
 
     /// Removes one object. Returns whether it was there.
     pub fn delete(&mut self, obj: &ObjectRef) -> bool {
-        let had = self.entries.remove(obj).is_some();
+        let had = if writes_status(obj.kind) {
+            self.entries.remove(obj).is_some()
+        } else {
+            self.fingerprints.remove(obj).is_some()
+        };
         if had {
             self.observed_changed(obj);
         }
@@ -275,9 +291,12 @@ impl ClusterState {
     /// whether anything changed.
     pub fn replace_kind(&mut self, kind: Kind, items: Vec<Prepared>) -> bool {
         let listed: BTreeSet<ObjKey> = items.iter().map(|p| p.object.key.clone()).collect();
-        let stale: Vec<ObjectRef> = self
-            .entries
-            .keys()
+        let stored: Box<dyn Iterator<Item = &ObjectRef>> = if writes_status(kind) {
+            Box::new(self.entries.keys())
+        } else {
+            Box::new(self.fingerprints.keys())
+        };
+        let stale: Vec<ObjectRef> = stored
             .filter(|r| r.kind == kind && !listed.contains(&r.key))
             .cloned()
             .collect();
@@ -510,6 +529,39 @@ mod tests {
         assert!(st.delete(&r));
         assert!(st.rejected().is_empty() && st.observed(&r).is_none());
         assert!(!st.delete(&r));
+    }
+
+    #[test]
+    fn kinds_without_a_status_keep_a_fingerprint_only() {
+        let svc = |name: &str, rv: &str, port: Value| {
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": name, "namespace": "team", "resourceVersion": rv},
+                   "spec": {"ports": [{"port": port}]}})
+        };
+        let mut st = ClusterState::default();
+        let a = ObjectRef::new(Kind::Service, "team", "a");
+        assert!(st.apply(prepare(Kind::Service, svc("a", "1", json!(80))).unwrap()));
+        assert!(st.observed(&a).is_none());
+        assert!(st.take_observed_changes().is_empty());
+        // Same content at a new resourceVersion: no rebuild; new content: a rebuild.
+        assert!(!st.apply(prepare(Kind::Service, svc("a", "2", json!(80))).unwrap()));
+        assert!(st.apply(prepare(Kind::Service, svc("a", "3", json!(81))).unwrap()));
+        // One that does not decode is rejected, then recovers.
+        assert!(st.apply(prepare(Kind::Service, svc("a", "4", json!("eighty"))).unwrap()));
+        assert!(st.snapshot().services.is_empty() && st.rejected().contains_key(&a));
+        assert!(st.apply(prepare(Kind::Service, svc("a", "5", json!(81))).unwrap()));
+        assert!(st.rejected().is_empty());
+        // A listing without it drops it, and only it.
+        st.apply(prepare(Kind::RouteV1alpha1, mk_route("a", "1", json!("/"))).unwrap());
+        let listing = vec![prepare(Kind::Service, svc("b", "1", json!(80))).unwrap()];
+        assert!(st.replace_kind(Kind::Service, listing.clone()));
+        let services: Vec<_> = st.snapshot().services.keys().map(|k| k.name.clone()).collect();
+        assert_eq!(services, vec!["b"]);
+        assert_eq!(st.snapshot().routes_v1alpha1.len(), 1);
+        assert!(!st.replace_kind(Kind::Service, listing));
+        let b = ObjectRef::new(Kind::Service, "team", "b");
+        assert!(st.delete(&b) && !st.delete(&b));
+        assert!(st.snapshot().services.is_empty());
     }
 
     #[test]
