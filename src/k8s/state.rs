@@ -260,7 +260,11 @@ impl ClusterState {
     pub fn apply(&mut self, p: Prepared) -> bool {
         let generation = p.observed.generation;
         let changed = if writes_status(p.object.kind) {
-            if self.entries.get(&p.object).is_none_or(|e| e.observed != p.observed) {
+            if self
+                .entries
+                .get(&p.object)
+                .is_none_or(|e| e.observed != p.observed)
+            {
                 self.observed_changed(&p.object);
             }
             let previous = self.entries.insert(
@@ -281,10 +285,8 @@ impl ClusterState {
             }
             Err(error) => {
                 self.snapshot.remove(p.object.kind, &p.object.key);
-                self.rejected.insert(
-                    p.object,
-                    Rejected { error, generation },
-                );
+                self.rejected
+                    .insert(p.object, Rejected { error, generation });
             }
         }
         changed
@@ -609,7 +611,12 @@ mod tests {
         st.apply(prepare(Kind::RouteV1alpha1, mk_route("a", "1", json!("/"))).unwrap());
         let listing = vec![prepare(Kind::Service, svc("b", "1", json!(80))).unwrap()];
         assert!(st.replace_kind(Kind::Service, listing.clone()));
-        let services: Vec<_> = st.snapshot().services.keys().map(|k| k.name.clone()).collect();
+        let services: Vec<_> = st
+            .snapshot()
+            .services
+            .keys()
+            .map(|k| k.name.clone())
+            .collect();
         assert_eq!(services, vec!["b"]);
         assert_eq!(st.snapshot().routes_v1alpha1.len(), 1);
         assert!(!st.replace_kind(Kind::Service, listing));
