@@ -36,12 +36,13 @@ pub fn https_route_config_name(host: &str) -> String {
 /// HTTPS unless they permit insecure requests.
 pub fn build_http_route_config(dag: &Dag) -> RouteConfiguration {
     let fallback = dag.vhosts.get("*").map(|v| &**v);
-    let virtual_hosts = dag
-        .vhosts
-        .values()
-        .filter(|v| v.tcp_proxy.is_none())
-        .map(|v| build_http_vhost(v, fallback))
-        .collect();
+    let virtual_hosts = super::collect_sized(
+        dag.vhosts.len(),
+        dag.vhosts
+            .values()
+            .filter(|v| v.tcp_proxy.is_none())
+            .map(|v| build_http_vhost(v, fallback)),
+    );
     RouteConfiguration {
         name: HTTP_ROUTE_CONFIG.to_string(),
         virtual_hosts,
