@@ -341,10 +341,9 @@ fn status_mib(pid: u32, name: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// Where a process's anonymous resident memory is, from /proc/PID/smaps: mappings of 64 MiB or
-/// more (mimalloc reserves its arenas in such), smaller anonymous mappings (thread stacks,
-/// mimalloc's own metadata, large blocks mapped alone), the brk heap (glibc's malloc, which C code
-/// linked into sluice uses), and the thread count.
+/// Where a process's anonymous resident memory is, from /proc/PID/smaps: anonymous mappings
+/// (jemalloc's extents, its metadata and thread stacks), the brk heap (glibc's malloc, which C
+/// code linked into sluice would use), and the thread count.
 fn anon_breakdown(pid: u32) -> String {
     let Ok(smaps) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) else {
         return "smaps not readable".into();
@@ -353,33 +352,30 @@ fn anon_breakdown(pid: u32) -> String {
         l.strip_prefix(field)
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
     };
-    let (mut large, mut small, mut small_n, mut heap) = (0.0, 0.0, 0, 0.0);
-    let mut current: Option<(u64, String)> = None;
+    let (mut mapped, mut mapped_n, mut heap) = (0.0, 0, 0.0);
+    let mut current: Option<String> = None;
     for line in smaps.lines() {
         let mut words = line.split_whitespace();
         let first = words.next().unwrap_or("");
         if let Some((a, b)) = first.split_once('-')
-            && let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))
+            && u64::from_str_radix(a, 16).is_ok()
+            && u64::from_str_radix(b, 16).is_ok()
         {
-            let path = words.nth(4).unwrap_or("").to_string();
-            current = Some((b - a, path));
-        } else if let (Some(anon), Some((size, path))) = (kb(line, "Anonymous:"), &current) {
+            current = Some(words.nth(4).unwrap_or("").to_string());
+        } else if let (Some(anon), Some(path)) = (kb(line, "Anonymous:"), &current) {
             let mib = anon / 1024.0;
             if path == "[heap]" {
                 heap += mib;
-            } else if *size >= 64 << 20 {
-                large += mib;
             } else if anon > 0.0 {
-                small += mib;
-                small_n += 1;
+                mapped += mib;
+                mapped_n += 1;
             }
         }
     }
     let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
     format!(
-        "anonymous in mappings ≥ 64 MiB (mimalloc's arenas) {large:.1} MiB, in {small_n} smaller \
-         mappings (thread stacks, allocator metadata) {small:.1} MiB, brk heap {heap:.1} MiB; \
-         {threads} threads"
+        "anonymous in {mapped_n} mappings (jemalloc's extents and metadata, thread stacks) \
+         {mapped:.1} MiB, brk heap {heap:.1} MiB; {threads} threads"
     )
 }
 

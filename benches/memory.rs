@@ -1,5 +1,5 @@
 //! Where sluice's memory goes (not a test): live heap bytes of each part of a running control
-//! plane, measured in-process with a counting allocator over mimalloc (the allocator the binary
+//! plane, measured in-process with a counting allocator over jemalloc (the allocator the binary
 //! uses), for the synthetic cluster of the cluster benchmark's size.
 //!
 //!     cargo bench --bench memory -- [--objects 10000]
@@ -30,13 +30,13 @@ use sluice::synth::{self, Shape};
 use sluice::translate;
 use sluice::webhook::IndexHandle;
 
-/// Counts live heap bytes (allocated minus freed) over mimalloc.
+/// Counts live heap bytes (allocated minus freed) over jemalloc.
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
-static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static INNER: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-// SAFETY: every call is forwarded unchanged to mimalloc; only a counter is updated besides.
+// SAFETY: every call is forwarded unchanged to jemalloc; only a counter is updated besides.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
@@ -297,8 +297,9 @@ fn main() {
     });
     rows.push(("growth after one more change", size));
     let rss_busy = rss_mib();
-    // The pipeline gives freed memory back once it has been quiet for a while.
-    std::thread::sleep(sluice::app::RELEASE_MEMORY_AFTER + std::time::Duration::from_millis(500));
+    // jemalloc's background thread gives freed pages back over its dirty decay (1 s,
+    // .cargo/config.toml).
+    std::thread::sleep(std::time::Duration::from_millis(2500));
 
     println!(
         "memory benchmark: {objects} routing objects ({} in the store), live heap bytes per part",

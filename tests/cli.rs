@@ -312,3 +312,27 @@ fn crds_prints_what_crds_dir_holds() {
     }
     assert_eq!(String::from_utf8_lossy(&out.stdout), want);
 }
+
+/// The binary runs on jemalloc with the configuration of .cargo/config.toml built in (a
+/// background thread returning freed pages, two arenas): without it an idle sluice keeps freed
+/// memory resident (docs/cluster-mode.md). jemalloc prints its options at exit when asked to.
+#[test]
+fn the_binary_carries_its_allocator_configuration() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .expect("sluice runs");
+    assert!(out.status.success());
+    let stats = String::from_utf8_lossy(&out.stderr);
+    for option in [
+        "opt.background_thread: true",
+        "opt.narenas: 2",
+        "opt.dirty_decay_ms: 1000",
+    ] {
+        assert!(
+            stats.contains(option),
+            "{option} missing from jemalloc's statistics:\n{stats}"
+        );
+    }
+}

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 // The allocator the sluice binary uses (src/main.rs), so in-process measurements match it.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// `cargo bench` passes `--bench`; run any other way (`cargo test --all-targets` runs benchmarks in
 /// the test profile) a benchmark does a short smoke run and records nothing.

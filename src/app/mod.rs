@@ -7,7 +7,6 @@ pub mod cluster;
 pub mod standalone;
 
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
-use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -194,47 +193,10 @@ struct Garbage {
     retired: Option<translate::incremental::Retired>,
 }
 
-/// How long the pipeline must have been quiet before freed memory is given back
-/// ([`release_freed_memory`]).
-pub const RELEASE_MEMORY_AFTER: Duration = Duration::from_secs(2);
-
-/// Lets the allocator give freed memory back to the operating system now. mimalloc (the sluice
-/// binary's allocator) keeps the pages a build freed committed for its purge delay (1 s) and
-/// purges them only when it next takes or frees a page; a sluice that went quiet after a build
-/// kept a build's worth of freed memory resident. Taking and freeing one large block, after the
-/// delay, is such an event. Waiting for the burst to be over keeps rebuilds within a burst from
-/// faulting their memory in again. Harmless with any other allocator.
-fn release_freed_memory() {
-    drop(std::hint::black_box(Vec::<u8>::with_capacity(8 << 20)));
-}
-
-/// The drop thread: drops what arrives, and calls `release` once `quiet` has passed without
-/// anything arriving after something was dropped. Returns when every sender is gone.
-fn drop_loop(rx: mpsc::Receiver<Box<dyn Send>>, quiet: Duration, release: impl Fn()) {
-    let mut freed = false;
-    loop {
-        let next = if freed {
-            rx.recv_timeout(quiet)
-        } else {
-            rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
-        };
-        match next {
-            Ok(value) => {
-                drop(value);
-                freed = true;
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                release();
-                freed = false;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
-        }
-    }
-}
-
 /// Drops `value` on a background thread (values dropped there are freed in order). Freeing a
 /// model of 10k objects takes tens of milliseconds, which a change's push should not wait for.
-/// The same thread releases memory when things are quiet ([`release_freed_memory`]).
+/// The allocator's own background thread gives the freed pages back to the operating system
+/// (jemalloc's dirty decay, .cargo/config.toml).
 fn drop_later<T: Send + 'static>(value: T) {
     type Boxed = Box<dyn Send>;
     static DROPPER: OnceLock<Option<Mutex<mpsc::Sender<Boxed>>>> = OnceLock::new();
@@ -242,7 +204,7 @@ fn drop_later<T: Send + 'static>(value: T) {
         let (tx, rx) = mpsc::channel::<Boxed>();
         std::thread::Builder::new()
             .name("sluice-drop".into())
-            .spawn(move || drop_loop(rx, RELEASE_MEMORY_AFTER, release_freed_memory))
+            .spawn(move || rx.into_iter().for_each(drop))
             .ok()
             .map(|_| Mutex::new(tx))
     });
@@ -507,39 +469,5 @@ mod tests {
         let a = xds_rx.borrow_and_update().clone();
         let b = other.xds().borrow().clone();
         assert_ne!(a, b);
-    }
-
-    #[test]
-    fn memory_is_released_once_drops_stop() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let releases = Arc::new(AtomicUsize::new(0));
-        let (tx, rx) = mpsc::channel::<Box<dyn Send>>();
-        let counter = Arc::clone(&releases);
-        let quiet = Duration::from_millis(50);
-        let thread = std::thread::spawn(move || {
-            drop_loop(rx, quiet, || {
-                counter.fetch_add(1, Ordering::SeqCst);
-            })
-        });
-        // Nothing dropped yet: nothing to release.
-        std::thread::sleep(quiet * 4);
-        assert_eq!(releases.load(Ordering::SeqCst), 0);
-        // A burst of drops: one release after it (bounded wait).
-        for _ in 0..3 {
-            tx.send(Box::new(vec![0u8; 1024])).unwrap();
-        }
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while releases.load(Ordering::SeqCst) == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no release after the drops"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // Quiet again: no further release until something else is dropped.
-        std::thread::sleep(quiet * 4);
-        assert_eq!(releases.load(Ordering::SeqCst), 1);
-        drop(tx);
-        thread.join().unwrap();
     }
 }

@@ -65,8 +65,8 @@ pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
 
 /// `v` with no spare capacity, in a fresh allocation when it had some. For vectors the model and
 /// its indexes keep for as long as a build lives: pushing one element at a time leaves room for
-/// four, and `shrink_to_fit` may keep the block (mimalloc keeps a block reallocated to half its
-/// size or more).
+/// four, and `shrink_to_fit` may keep the block (an allocator may keep a block reallocated to
+/// half its size or more in place).
 pub(crate) fn exact_vec<T>(v: Vec<T>) -> Vec<T> {
     if v.capacity() == v.len() {
         return v;
