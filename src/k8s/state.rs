@@ -70,9 +70,9 @@ const UNREAD_METADATA: [&str; 6] = [
 ];
 
 /// Turns one watched object (as JSON) into a [`Prepared`]: drops what sluice never reads
-/// (managedFields, [`UNREAD_METADATA`], the last-applied annotation, and the labels and annotations of kinds whose
-/// labels and annotations nothing reads: [`reads_labels`], [`reads_annotations`]), takes the
-/// status aside and decodes the rest.
+/// (managedFields, [`UNREAD_METADATA`], the last-applied annotation, and the labels and
+/// annotations of kinds whose labels and annotations nothing reads: [`reads_labels`],
+/// [`reads_annotations`]), takes the status aside and decodes the rest.
 /// `api_version`/`kind` are those of the watched resource (list items may omit them).
 pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
     let Value::Object(map) = &mut value else {
