@@ -1,22 +1,34 @@
-//! The full rebuild a change triggers, over synthetic clusters: `dag::build`, then
-//! `translate::build`, then `xds::Snapshot::from_resources` (what `Pipeline::publish` does), with
-//! each phase timed on its own so the profile is visible. Prints the times at 1k and 10k routing
-//! objects and the 10k/1k ratio (linear scaling gives ~10; O(n²) would give ~100). Writes its keys
-//! into target/bench/results.json.
+//! The full rebuild of the routing model and its Envoy resources over synthetic clusters, timed
+//! phase by phase so the profile is visible:
 //!
-//! Each iteration replaces the previous iteration's model and xDS snapshot, which are then dropped,
-//! as a long-running sluice drops the previous state when it publishes a new one; the drop is timed
-//! as its own phase and counted in the total.
+//! - **sluice's path** (the `dag_build_ms_10k` key): `dag::build`, then
+//!   `translate::incremental::Encoder::encode` from nothing, as `Pipeline::publish` does at start-up
+//!   (each resource is translated and encoded in turn, clusters on a second thread), then the drop
+//!   of the previous iteration's model, snapshot and encoder.
+//! - **a full rebuild in a running sluice**: the same, with the encoder holding the previous model
+//!   (what an IngressClass change causes): every resource is encoded again and compared with the
+//!   bytes it replaces.
+//! - **every proto at once**: `translate::build` (every resource as an envoy-types message) then
+//!   `xds::Snapshot::from_resources`, the path of the tests and the empty start-up snapshot; kept
+//!   for comparison with earlier rounds, whose `dag_build_ms_10k` it was.
+//!
+//! Each iteration replaces the previous iteration's results, which are then dropped, as a
+//! long-running sluice drops the previous state when it publishes a new one (on another thread);
+//! the drop is timed as its own phase and counted in the total. Prints the times at 1k and 10k
+//! routing objects and the 10k/1k ratio (linear scaling gives ~10; O(n²) would give ~100). Writes
+//! its keys into target/bench/results.json.
 //!
 //! `cargo bench --bench dag` runs the full sizes. Run any other way (`cargo test --all-targets` runs
 //! it in the test profile) it does a small smoke run so the benchmark cannot rot, and records nothing.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use sluice::dag::{self, Dag, Options};
 use sluice::synth::{Shape, snapshot};
+use sluice::translate::incremental::Encoder;
 use sluice::{translate, xds};
 
 /// Per-phase times of one iteration, in ms.
@@ -32,12 +44,35 @@ struct Times {
 /// Median of each phase on its own (so the phases need not add up to the total exactly).
 #[derive(Clone, Copy, Default)]
 struct Medians {
-    dag_only: f64,
     dag: f64,
     translate: f64,
     encode: f64,
     drop: f64,
     total: f64,
+}
+
+impl Medians {
+    fn of(times: &[Times]) -> Medians {
+        let phase = |f: fn(&Times) -> f64| median(times.iter().map(f).collect());
+        Medians {
+            dag: phase(|t| t.dag),
+            translate: phase(|t| t.translate),
+            encode: phase(|t| t.encode),
+            drop: phase(|t| t.drop),
+            total: phase(|t| t.total),
+        }
+    }
+}
+
+/// The medians of one size.
+struct Row {
+    dag_only: f64,
+    /// sluice's path, from nothing.
+    sluice: Medians,
+    /// sluice's path with the encoder holding the previous model.
+    running: Medians,
+    /// `translate::build` + `Snapshot::from_resources`.
+    all_protos: Medians,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -49,7 +84,11 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-fn row(n: usize, runs: usize) -> Medians {
+fn ms(a: Instant, b: Instant) -> f64 {
+    (b - a).as_secs_f64() * 1e3
+}
+
+fn row(n: usize, runs: usize) -> Row {
     let snap = snapshot(Shape {
         routing_objects: n,
         endpoints_per_service: 5,
@@ -76,15 +115,68 @@ fn row(n: usize, runs: usize) -> Medians {
     );
     drop(prev);
 
-    // The full rebuild, phase by phase, replacing (and so dropping) the previous result.
+    // sluice's path from nothing: a new encoder each time, as at start-up. (Translation and
+    // encoding are one phase here, timed as `encode`.)
+    let fresh = || {
+        let d = Arc::new(dag::build(&snap, &options));
+        let mut encoder = Encoder::new(translate_options.clone());
+        let (x, retired) = encoder.encode(&d);
+        (encoder, x, retired)
+    };
+    let mut prev = fresh();
+    assert!(
+        !prev.1.of(translate::ResourceType::Cluster).is_empty(),
+        "synthetic cluster has clusters"
+    );
+    let sluice: Vec<Times> = (0..runs)
+        .map(|_| {
+            let t0 = Instant::now();
+            let d = Arc::new(dag::build(&snap, &options));
+            let t1 = Instant::now();
+            let mut encoder = Encoder::new(translate_options.clone());
+            let (x, retired) = encoder.encode(&d);
+            let t2 = Instant::now();
+            drop(d);
+            prev = std::hint::black_box((encoder, x, retired));
+            let t3 = Instant::now();
+            Times {
+                dag: ms(t0, t1),
+                translate: 0.0,
+                encode: ms(t1, t2),
+                drop: ms(t2, t3),
+                total: ms(t0, t3),
+            }
+        })
+        .collect();
+
+    // A full rebuild in a running sluice: the encoder holds the previous model.
+    let (mut encoder, mut prev_xds, _) = prev;
+    let running: Vec<Times> = (0..runs)
+        .map(|_| {
+            let t0 = Instant::now();
+            let d = Arc::new(dag::build(&snap, &options));
+            let t1 = Instant::now();
+            let (x, retired) = encoder.encode(&d);
+            let t2 = Instant::now();
+            drop((d, retired));
+            prev_xds = std::hint::black_box(x);
+            let t3 = Instant::now();
+            Times {
+                dag: ms(t0, t1),
+                translate: 0.0,
+                encode: ms(t1, t2),
+                drop: ms(t2, t3),
+                total: ms(t0, t3),
+            }
+        })
+        .collect();
+    drop((encoder, prev_xds));
+
+    // Every proto at once, replacing (and so dropping) the previous result.
     let mut prev_dag = dag::build(&snap, &options);
     let mut prev_xds =
         xds::Snapshot::from_resources(&translate::build(&prev_dag, &translate_options));
-    assert!(
-        !prev_xds.of(translate::ResourceType::Cluster).is_empty(),
-        "synthetic cluster has clusters"
-    );
-    let times: Vec<Times> = (0..runs)
+    let all_protos: Vec<Times> = (0..runs)
         .map(|_| {
             let t0 = Instant::now();
             let d = dag::build(&snap, &options);
@@ -97,7 +189,6 @@ fn row(n: usize, runs: usize) -> Medians {
             prev_dag = std::hint::black_box(d);
             prev_xds = std::hint::black_box(x);
             let t4 = Instant::now();
-            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
             Times {
                 dag: ms(t0, t1),
                 translate: ms(t1, t2),
@@ -108,14 +199,12 @@ fn row(n: usize, runs: usize) -> Medians {
         })
         .collect();
     drop((prev_dag, prev_xds));
-    let phase = |f: fn(&Times) -> f64| median(times.iter().map(f).collect());
-    let m = Medians {
+
+    let r = Row {
         dag_only,
-        dag: phase(|t| t.dag),
-        translate: phase(|t| t.translate),
-        encode: phase(|t| t.encode),
-        drop: phase(|t| t.drop),
-        total: phase(|t| t.total),
+        sluice: Medians::of(&sluice),
+        running: Medians::of(&running),
+        all_protos: Medians::of(&all_protos),
     };
     println!(
         "{n:>6} routing objects, {:>6} services, {:>6} endpoints (median of {runs}):",
@@ -123,14 +212,24 @@ fn row(n: usize, runs: usize) -> Medians {
         endpoints
     );
     println!(
-        "  dag::build alone                      {:8.2} ms",
-        m.dag_only
+        "  dag::build alone                              {:8.2} ms",
+        r.dag_only
     );
+    for (what, m) in [
+        ("full rebuild, sluice's path, from nothing    ", r.sluice),
+        ("full rebuild, sluice's path, running         ", r.running),
+    ] {
+        println!(
+            "  {what}{:8.2} ms = dag {:.2} + translate and encode {:.2} + drop previous {:.2}",
+            m.total, m.dag, m.encode, m.drop
+        );
+    }
+    let m = r.all_protos;
     println!(
-        "  full rebuild                          {:8.2} ms = dag {:.2} + translate {:.2} + encode {:.2} + drop previous {:.2}",
+        "  full rebuild, every proto at once             {:8.2} ms = dag {:.2} + translate {:.2} + encode {:.2} + drop previous {:.2}",
         m.total, m.dag, m.translate, m.encode, m.drop
     );
-    m
+    r
 }
 
 fn main() {
@@ -153,7 +252,7 @@ fn main() {
     let a = row(small, runs);
     let b = row(large, runs);
     let factor = large / small;
-    let ratio = b.total / a.total;
+    let ratio = b.sluice.total / a.sluice.total;
     let dag_ratio = b.dag_only / a.dag_only;
     println!(
         "scaling {large}/{small} ({factor}x objects): full rebuild {ratio:.1}x time, dag::build alone {dag_ratio:.1}x"
@@ -161,9 +260,14 @@ fn main() {
     if !smoke {
         let r2 = |v: f64| serde_json::json!((v * 100.0).round() / 100.0);
         let mut results = serde_json::Map::new();
-        results.insert("dag_build_ms_10k".into(), r2(b.total));
+        results.insert("dag_build_ms_10k".into(), r2(b.sluice.total));
         results.insert("dag_only_build_ms_10k".into(), r2(b.dag_only));
-        results.insert("translate_ms_10k".into(), r2(b.translate + b.encode));
+        results.insert("translate_ms_10k".into(), r2(b.sluice.encode));
+        results.insert("full_rebuild_running_ms_10k".into(), r2(b.running.total));
+        results.insert(
+            "full_rebuild_all_protos_ms_10k".into(),
+            r2(b.all_protos.total),
+        );
         results.insert("dag_scaling_ratio_10k_1k".into(), r2(ratio));
         results.insert("dag_only_scaling_ratio_10k_1k".into(), r2(dag_ratio));
         common::write_results(results);
