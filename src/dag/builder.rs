@@ -49,6 +49,20 @@ struct StatusAcc {
     generation: Option<i64>,
 }
 
+/// What a partial build indexed of the backing snapshot's Services and EndpointSlices.
+#[derive(Default)]
+struct PartialIndex {
+    /// Namespaces all of whose Services and EndpointSlices are indexed.
+    namespaces: HashSet<String>,
+    /// Services indexed one at a time (with their EndpointSlices), by namespace.
+    services: HashMap<String, HashSet<String>>,
+}
+
+/// A partial build indexes this many Services of a namespace one at a time (each a pass over
+/// the namespace's EndpointSlices, comparing names); the next one indexes the whole namespace
+/// (a pass hashing every Service and EndpointSlice of it).
+const ONE_BY_ONE: usize = 4;
+
 struct HostClaim {
     owner: ObjectRef,
     created: Option<Time>,
@@ -109,9 +123,9 @@ pub struct Builder<'a> {
     owners: HashMap<String, ObjectRef>,
     services: HashMap<(&'a str, &'a str), &'a ServicePorts>,
     slices_by_service: HashMap<(&'a str, &'a str), Slices<'a>>,
-    /// The namespaces whose Services and EndpointSlices `services` and `slices_by_service` hold;
-    /// None when they hold all of them.
-    indexed: Option<HashSet<String>>,
+    /// What of the backing snapshot's Services and EndpointSlices `services` and
+    /// `slices_by_service` hold; None when they hold all of them.
+    indexed: Option<PartialIndex>,
     /// IngressRoutes (v1beta1, v1) that break their single-object rules, found by
     /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
     /// them again.
@@ -136,11 +150,12 @@ impl<'a> Builder<'a> {
     }
 
     /// A builder over the routing objects of `part`, looking up everything else in `whole`
-    /// (an incremental build of the part of the objects a change affects). Services and
-    /// EndpointSlices are indexed one namespace at a time, when a backend first names it.
+    /// (an incremental build of the part of the objects a change affects). Services and their
+    /// EndpointSlices are indexed when a backend first names them: one at a time for the first
+    /// few of a namespace, then the whole namespace.
     pub fn partial(part: &'a Snapshot, whole: &'a Snapshot, options: &'a Options) -> Self {
         let mut b = Builder::empty(part, whole, options);
-        b.indexed = Some(HashSet::new());
+        b.indexed = Some(PartialIndex::default());
         b
     }
 
@@ -185,28 +200,57 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// Indexes the Services and EndpointSlices of a namespace, unless they already are.
-    fn index_namespace(&mut self, namespace: &str) {
-        let Some(indexed) = &mut self.indexed else {
+    /// Indexes a Service and its EndpointSlices, unless they already are (a partial build).
+    fn index_service(&mut self, namespace: &str, service: &str) {
+        let Some(index) = &mut self.indexed else {
             return;
         };
-        if !indexed.insert(namespace.to_string()) {
+        if index.namespaces.contains(namespace) {
+            return;
+        }
+        let one_by_one = index.services.entry_ref(namespace).or_default();
+        if one_by_one.contains(service) {
             return;
         }
         let whole = self.backing;
         let start = ObjKey::new(namespace, "");
+        let in_namespace = |k: &ObjKey| k.namespace == namespace;
+        if one_by_one.len() < ONE_BY_ONE {
+            one_by_one.insert(service.to_string());
+            if let Some((k, svc)) = whole
+                .services
+                .get_key_value(&ObjKey::new(namespace, service))
+            {
+                self.services
+                    .insert((k.namespace.as_str(), k.name.as_str()), svc.as_ref());
+            }
+            for (k, slice) in whole.endpoint_slices.range(start..) {
+                if !in_namespace(k) {
+                    break;
+                }
+                if slice.service.as_deref() == Some(service) {
+                    self.add_slice(k, slice);
+                }
+            }
+            return;
+        }
+        // The whole namespace, once, but for the slices of the Services already indexed.
+        let done = index.services.remove(namespace).unwrap_or_default();
+        index.namespaces.insert(namespace.to_string());
         for (k, svc) in whole.services.range(start.clone()..) {
-            if k.namespace != namespace {
+            if !in_namespace(k) {
                 break;
             }
             self.services
                 .insert((k.namespace.as_str(), k.name.as_str()), svc.as_ref());
         }
         for (k, slice) in whole.endpoint_slices.range(start..) {
-            if k.namespace != namespace {
+            if !in_namespace(k) {
                 break;
             }
-            self.add_slice(k, slice);
+            if !slice.service.as_deref().is_some_and(|s| done.contains(s)) {
+                self.add_slice(k, slice);
+            }
         }
     }
 
@@ -377,7 +421,7 @@ impl<'a> Builder<'a> {
     /// The error is the status message for the referring object.
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<String, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
-        self.index_namespace(b.namespace);
+        self.index_service(b.namespace, b.service);
         let Some(&svc) = self.services.get(&(b.namespace, b.service)) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,

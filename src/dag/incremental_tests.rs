@@ -413,3 +413,65 @@ fn every_change_to_a_large_snapshot_is_rebuilt_and_pushed() {
         }
     }
 }
+
+#[test]
+fn a_partial_build_indexes_services_one_by_one_then_their_namespace() {
+    // A root forwarding to k Services of its namespace, k on both sides of the number indexed
+    // one by one; every Service has an EndpointSlice, one of them two, and slices of other
+    // Services sit between them in key order.
+    let objects = |k: usize, path: &str| {
+        let mut yaml = String::new();
+        for s in 0..8 {
+            yaml.push_str(&format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: s{s}, namespace: ns}}\n\
+                 spec: {{ports: [{{name: http, port: 80}}]}}\n---\n"
+            ));
+            let slices: &[&str] = if s == 1 { &["a", "z"] } else { &["m"] };
+            for (n, suffix) in slices.iter().enumerate() {
+                yaml.push_str(&format!(
+                    "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+                     metadata: {{name: {suffix}-s{s}, namespace: ns, labels: {{kubernetes.io/service-name: s{s}}}}}\n\
+                     addressType: IPv4\nports: [{{name: http, port: 8080}}]\n\
+                     endpoints: [{{addresses: [10.0.{s}.{n}], conditions: {{ready: true}}}}]\n---\n"
+                ));
+            }
+        }
+        let services: Vec<String> = (0..k)
+            .map(|s| format!("{{name: s{s}, port: 80}}"))
+            .collect();
+        yaml.push_str(&format!(
+            "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
+             metadata: {{name: root, namespace: ns}}\n\
+             spec:\n  virtualhost: {{fqdn: one.example.com}}\n  routes:\n\
+             \x20 - match: {path}\n    services: [{}]\n",
+            services.join(", ")
+        ));
+        // Other roots, so that the change is a small part of the routing objects.
+        for r in 0..8 {
+            yaml.push_str(&format!(
+                "---\napiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
+                 metadata: {{name: other-{r}, namespace: other}}\n\
+                 spec:\n  virtualhost: {{fqdn: other-{r}.example.com}}\n  routes:\n\
+                 \x20 - match: /\n    services: [{{name: none, port: 80}}]\n"
+            ));
+        }
+        let docs = parse_documents("test.yaml", &yaml).expect("test objects parse");
+        Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
+            Document::Object(o) => Some(o),
+            _ => None,
+        }))
+    };
+    let options = Options::default();
+    for k in [1, 3, 4, 5, 8] {
+        let before = objects(k, "/");
+        let after = objects(k, "/moved");
+        let mut inc = Incremental::new(options.clone());
+        let dag = inc.build_full(&before);
+        let (got, kind) = inc.build(Some((&before, &dag)), &after);
+        assert!(matches!(kind, BuildKind::Partial { .. }), "{k}: {kind:?}");
+        let want = crate::dag::build(&after, &options);
+        assert_eq!(got, want, "{k} Services");
+        let endpoints: usize = got.clusters.values().map(|c| c.endpoints.len()).sum();
+        assert_eq!(endpoints, k + usize::from(k > 1), "{k} Services");
+    }
+}
