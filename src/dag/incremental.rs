@@ -439,54 +439,96 @@ fn routing_links(s: &Snapshot) -> impl Iterator<Item = (ObjectRef, Vec<Link>)> +
     refs.filter_map(|r| object_links(s, &r).map(|l| (r, l)))
 }
 
+/// A link as a routing object names it, borrowed from the object (a host in any letter case).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum LinkRef<'a> {
+    Host(&'a str),
+    /// namespace, name
+    IngressRoute(&'a str, &'a str),
+}
+
+impl LinkRef<'_> {
+    fn to_link(self) -> Link {
+        match self {
+            LinkRef::Host(h) => host_link(h),
+            LinkRef::IngressRoute(ns, name) => Link::IngressRoute(ObjKey::new(ns, name)),
+        }
+    }
+}
+
+/// The links of an IngressRoute (either API version): its own name, the names it delegates to,
+/// its fqdn.
+pub(super) fn ingressroute_links<'a>(
+    key: &'a ObjKey,
+    delegates: impl Iterator<Item = &'a crate::api::Delegate>,
+    fqdn: Option<&'a str>,
+    f: &mut impl FnMut(LinkRef<'a>),
+) {
+    f(LinkRef::IngressRoute(&key.namespace, &key.name));
+    for d in delegates {
+        let ns = d
+            .namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(&key.namespace);
+        f(LinkRef::IngressRoute(ns, &d.name));
+    }
+    if let Some(h) = fqdn {
+        f(LinkRef::Host(h));
+    }
+}
+
+/// The links of an Ingress: its TLS hosts, its rules' hosts (the catch-all host for a rule
+/// without one) and the catch-all host for a default backend; repeats possible.
+pub(super) fn ingress_links<'a>(
+    o: &'a k8s_openapi::api::networking::v1::Ingress,
+    f: &mut impl FnMut(LinkRef<'a>),
+) {
+    let Some(spec) = &o.spec else {
+        return;
+    };
+    for tls in spec.tls.iter().flatten() {
+        for h in tls.hosts.iter().flatten() {
+            f(LinkRef::Host(h));
+        }
+    }
+    for rule in spec.rules.iter().flatten() {
+        let host = rule.host.as_deref().filter(|h| !h.is_empty());
+        f(LinkRef::Host(
+            host.unwrap_or(super::ingress::CATCH_ALL_HOST),
+        ));
+    }
+    if spec.default_backend.is_some() {
+        f(LinkRef::Host(super::ingress::CATCH_ALL_HOST));
+    }
+}
+
 /// The links of one routing object of the snapshot; None when it is not there.
 fn object_links(s: &Snapshot, obj: &ObjectRef) -> Option<Vec<Link>> {
     let key = &obj.key;
-    let delegates = |routes: &mut dyn Iterator<Item = Option<&crate::api::Delegate>>| {
-        let mut links = vec![Link::IngressRoute(key.clone())];
-        for d in routes.flatten() {
-            links.push(Link::IngressRoute(super::ingressroute::delegate_key(
-                &key.namespace,
-                d,
-            )));
-        }
-        links
-    };
-    let links = match obj.kind {
+    let mut links = Vec::new();
+    let mut push = |l: LinkRef<'_>| links.push(l.to_link());
+    match obj.kind {
         Kind::IngressRouteV1beta1 => {
             let o = s.ingressroutes_v1beta1.get(key)?;
-            let mut links = delegates(&mut o.spec.routes.iter().map(|r| r.delegate.as_ref()));
-            links.extend(o.spec.virtualhost.as_ref().map(|v| host_link(&v.fqdn)));
-            links
+            let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+            let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
+            ingressroute_links(key, delegates, fqdn, &mut push);
         }
         Kind::IngressRouteV1 => {
             let o = s.ingressroutes_v1.get(key)?;
-            let mut links = delegates(&mut o.spec.routes.iter().map(|r| r.delegate.as_ref()));
-            links.extend(o.spec.virtualhost.as_ref().map(|v| host_link(&v.fqdn)));
-            links
+            let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+            let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
+            ingressroute_links(key, delegates, fqdn, &mut push);
         }
-        Kind::RouteV1alpha1 => vec![host_link(&s.routes_v1alpha1.get(key)?.spec.host)],
+        Kind::RouteV1alpha1 => push(LinkRef::Host(&s.routes_v1alpha1.get(key)?.spec.host)),
         Kind::Ingress => {
-            let o = s.ingresses.get(key)?;
-            let mut links = Vec::new();
-            if let Some(spec) = &o.spec {
-                for tls in spec.tls.iter().flatten() {
-                    links.extend(tls.hosts.iter().flatten().map(|h| host_link(h)));
-                }
-                for rule in spec.rules.iter().flatten() {
-                    let host = rule.host.as_deref().filter(|h| !h.is_empty());
-                    links.push(host_link(host.unwrap_or(super::ingress::CATCH_ALL_HOST)));
-                }
-                if spec.default_backend.is_some() {
-                    links.push(host_link(super::ingress::CATCH_ALL_HOST));
-                }
-            }
+            ingress_links(s.ingresses.get(key)?, &mut push);
             links.sort();
             links.dedup();
-            links
         }
         _ => return None,
-    };
+    }
     Some(links)
 }
 

@@ -17,6 +17,7 @@ pub mod ingress;
 pub mod ingressroute;
 pub mod lookup;
 pub mod model;
+mod parallel;
 pub mod route;
 pub mod table;
 
@@ -58,6 +59,20 @@ impl Options {
 
 /// Builds the routing model and all statuses from one snapshot.
 pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
+    let objects = snapshot.ingresses.len()
+        + snapshot.ingressroutes_v1beta1.len()
+        + snapshot.ingressroutes_v1.len()
+        + snapshot.routes_v1alpha1.len();
+    if objects >= parallel::PARALLEL_OBJECTS
+        && let Some(dag) = parallel::build(snapshot, options)
+    {
+        return dag;
+    }
+    build_on_one_thread(snapshot, options)
+}
+
+/// [`build`] on the calling thread.
+pub fn build_on_one_thread(snapshot: &Snapshot, options: &Options) -> Dag {
     let mut b = Builder::new(snapshot, options);
     run(&mut b);
     b.finish()

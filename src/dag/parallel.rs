@@ -1,0 +1,261 @@
+//! A full `dag::build` of a large snapshot on two threads.
+//!
+//! Routing objects affect each other only through their links (hosts and IngressRoute names, see
+//! [`super::incremental`]), and `dag::build` of the whole snapshot equals the union of
+//! `dag::build` of each connected part, with Services, EndpointSlices and Secrets looked up in
+//! the whole snapshot: the property incremental builds stand on. So the connected parts are
+//! dealt into two halves of about the same number of objects, each half is built on its own
+//! thread, and the two models are merged. The halves hold different hosts and objects; a cluster
+//! or secret both use is the same in both (it comes from the same Service or Secret). Should a
+//! merge find otherwise, the snapshot is built on one thread instead.
+
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashMap};
+
+use super::incremental::{LinkRef, ingress_links, ingressroute_links};
+use super::model::*;
+use super::{Builder, Options};
+use crate::store::Snapshot;
+
+/// Snapshots with at least this many routing objects are built on two threads (a thread and
+/// the partition cost well under a millisecond; building 2,000 objects, several).
+pub const PARALLEL_OBJECTS: usize = 2_000;
+
+/// The model of `snapshot` built in two halves on two threads; None when the halves do not
+/// merge as they should (the caller then builds on one thread).
+pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
+    let [a, b] = halves(snapshot);
+    let (a, b) = std::thread::scope(|scope| {
+        let other = scope.spawn(|| build_part(&b, snapshot, options));
+        let here = build_part(&a, snapshot, options);
+        let other = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (here, other)
+    });
+    let merged = Dag {
+        vhosts: merge(a.vhosts, b.vhosts, Shared::Refused)?,
+        clusters: merge(a.clusters, b.clusters, Shared::IfEqual)?,
+        secrets: merge(a.secrets, b.secrets, Shared::IfEqual)?,
+        statuses: merge(a.statuses, b.statuses, Shared::Refused)?,
+    };
+    Some(merged)
+}
+
+fn build_part(part: &Snapshot, whole: &Snapshot, options: &Options) -> Dag {
+    let mut b = Builder::partial(part, whole, options);
+    super::run(&mut b);
+    b.finish()
+}
+
+/// The routing objects of `snapshot` in two snapshots of whole connected parts, of about the
+/// same number of objects.
+///
+/// Objects are joined through the hashes of their links, not the links themselves (no copy of a
+/// name): two different links with one hash join parts that need not be, which still leaves
+/// every half a union of whole parts.
+fn halves(snapshot: &Snapshot) -> [Snapshot; 2] {
+    let s = snapshot;
+    let hasher = DefaultHashBuilder::default();
+    let hash = |l: LinkRef<'_>| match l {
+        LinkRef::Host(h) if h.bytes().any(|c| c.is_ascii_uppercase()) => {
+            hasher.hash_one((0u8, h.to_ascii_lowercase().as_str()))
+        }
+        LinkRef::Host(h) => hasher.hash_one((0u8, h)),
+        LinkRef::IngressRoute(ns, name) => hasher.hash_one((1u8, ns, name)),
+    };
+    // Union-find over the objects (in the order below: Ingresses, IngressRoutes of both
+    // versions, Routes), joined through the links they share.
+    let objects = s.ingresses.len()
+        + s.ingressroutes_v1beta1.len()
+        + s.ingressroutes_v1.len()
+        + s.routes_v1alpha1.len();
+    let mut parts = Parts::new(objects);
+    let mut i = 0;
+    for o in s.ingresses.values() {
+        ingress_links(o, &mut |l| parts.join(i, hash(l)));
+        i += 1;
+    }
+    for (key, o) in &s.ingressroutes_v1beta1 {
+        let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+        let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
+        ingressroute_links(key, delegates, fqdn, &mut |l| parts.join(i, hash(l)));
+        i += 1;
+    }
+    for (key, o) in &s.ingressroutes_v1 {
+        let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+        let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
+        ingressroute_links(key, delegates, fqdn, &mut |l| parts.join(i, hash(l)));
+        i += 1;
+    }
+    for o in s.routes_v1alpha1.values() {
+        parts.join(i, hash(LinkRef::Host(&o.spec.host)));
+        i += 1;
+    }
+    let roots: Vec<usize> = (0..objects).map(|i| parts.root(i)).collect();
+    let mut sizes: HashMap<usize, usize> = HashMap::new();
+    for &r in &roots {
+        *sizes.entry(r).or_default() += 1;
+    }
+    // The largest parts first, each to the smaller half.
+    let mut components: Vec<(usize, usize)> = sizes.into_iter().collect();
+    components.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut side: HashMap<usize, usize> = HashMap::with_capacity(components.len());
+    let mut filled = [0usize; 2];
+    for (r, size) in components {
+        let half = usize::from(filled[1] < filled[0]);
+        filled[half] += size;
+        side.insert(r, half);
+    }
+    // Each object to its half, in the same order.
+    let mut sides = roots.iter().map(|r| side[r]);
+    let mut halves = [Snapshot::default(), Snapshot::default()];
+    for (k, o) in &s.ingresses {
+        let h = sides.next().unwrap_or_default();
+        halves[h].ingresses.insert(k.clone(), o.clone());
+    }
+    for (k, o) in &s.ingressroutes_v1beta1 {
+        let h = sides.next().unwrap_or_default();
+        halves[h].ingressroutes_v1beta1.insert(k.clone(), o.clone());
+    }
+    for (k, o) in &s.ingressroutes_v1 {
+        let h = sides.next().unwrap_or_default();
+        halves[h].ingressroutes_v1.insert(k.clone(), o.clone());
+    }
+    for (k, o) in &s.routes_v1alpha1 {
+        let h = sides.next().unwrap_or_default();
+        halves[h].routes_v1alpha1.insert(k.clone(), o.clone());
+    }
+    halves
+}
+
+/// Connected parts of objects (union-find by index).
+struct Parts {
+    parent: Vec<usize>,
+    /// The first object seen with each link hash.
+    holder: HashMap<u64, usize>,
+}
+
+impl Parts {
+    fn new(objects: usize) -> Parts {
+        Parts {
+            parent: (0..objects).collect(),
+            holder: HashMap::with_capacity(objects * 2),
+        }
+    }
+
+    fn root(&mut self, mut i: usize) -> usize {
+        while self.parent[i] != i {
+            self.parent[i] = self.parent[self.parent[i]];
+            i = self.parent[i];
+        }
+        i
+    }
+
+    /// Object `i` has the link of hash `link`.
+    fn join(&mut self, i: usize, link: u64) {
+        let first = *self.holder.entry(link).or_insert(i);
+        let (x, y) = (self.root(i), self.root(first));
+        if x != y {
+            self.parent[x.max(y)] = x.min(y);
+        }
+    }
+}
+
+/// What two halves may both hold under one key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shared {
+    /// Nothing: a key in both is a mistake.
+    Refused,
+    /// The same value (a cluster or secret both halves use).
+    IfEqual,
+}
+
+/// The union of two maps; None when a key is in both and `shared` does not allow it.
+fn merge<K: Ord + Clone, V: Clone + PartialEq>(
+    a: Map<K, V>,
+    b: Map<K, V>,
+    shared: Shared,
+) -> Option<Map<K, V>> {
+    let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    for (k, v) in small {
+        match big.get(&k) {
+            None => {
+                big.insert(k, v);
+            }
+            Some(held) if shared == Shared::IfEqual && *held == v => {}
+            Some(_) => {
+                tracing::warn!("the halves of a parallel build overlap; building on one thread");
+                return None;
+            }
+        }
+    }
+    Some(big)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dag::incremental::tests::{is_routing, pool};
+    use crate::test_rng::Rng;
+
+    fn routing_objects(s: &Snapshot) -> usize {
+        s.ingresses.len()
+            + s.ingressroutes_v1beta1.len()
+            + s.ingressroutes_v1.len()
+            + s.routes_v1alpha1.len()
+    }
+
+    #[test]
+    fn the_halves_of_the_golden_objects_build_what_one_thread_builds() {
+        // Every golden case's objects at once (they reuse names and hosts, so they delegate to
+        // each other and conflict), in random subsets, with and without root namespaces.
+        let pool = pool();
+        let root_namespaces = Options {
+            root_namespaces: vec!["prod".into(), "default".into()],
+            ..Options::default()
+        };
+        let mut split = 0;
+        for seed in 1..=40u64 {
+            let mut rng = Rng(0x5eed_0000 ^ seed);
+            let store = Snapshot::from_objects(
+                pool.iter()
+                    .filter(|o| !is_routing(o) || rng.below(3) != 0)
+                    .cloned(),
+            );
+            let [a, b] = halves(&store);
+            assert_eq!(
+                routing_objects(&a) + routing_objects(&b),
+                routing_objects(&store),
+                "seed {seed}: every object in one half"
+            );
+            split += usize::from(routing_objects(&a) > 0 && routing_objects(&b) > 0);
+            for options in [&Options::default(), &root_namespaces] {
+                assert_eq!(
+                    build(&store, options),
+                    Some(super::super::build_on_one_thread(&store, options)),
+                    "seed {seed}"
+                );
+            }
+        }
+        assert!(split > 30, "{split} of 40 snapshots split in two");
+    }
+
+    #[test]
+    fn a_large_snapshot_is_built_on_two_threads_to_the_same_model() {
+        let store = crate::synth::snapshot(crate::synth::Shape {
+            routing_objects: PARALLEL_OBJECTS + 500,
+            endpoints_per_service: 2,
+            unrelated_secrets: 10,
+        });
+        let [a, b] = halves(&store);
+        let (a, b) = (routing_objects(&a), routing_objects(&b));
+        assert!(a.abs_diff(b) <= 10, "halves of {a} and {b} objects");
+        let options = Options::default();
+        assert_eq!(
+            super::super::build(&store, &options),
+            super::super::build_on_one_thread(&store, &options)
+        );
+    }
+}
