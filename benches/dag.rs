@@ -88,6 +88,18 @@ fn ms(a: Instant, b: Instant) -> f64 {
     (b - a).as_secs_f64() * 1e3
 }
 
+/// The times of a rebuild on sluice's path: started at `t0`, model built at `t1`, translated and
+/// encoded (one phase there, timed as `encode`) at `t2`, previous state dropped at `t3`.
+fn sluice_times(t0: Instant, t1: Instant, t2: Instant, t3: Instant) -> Times {
+    Times {
+        dag: ms(t0, t1),
+        translate: 0.0,
+        encode: ms(t1, t2),
+        drop: ms(t2, t3),
+        total: ms(t0, t3),
+    }
+}
+
 fn row(n: usize, runs: usize) -> Row {
     let snap = snapshot(Shape {
         routing_objects: n,
@@ -139,13 +151,7 @@ fn row(n: usize, runs: usize) -> Row {
             drop(d);
             prev = std::hint::black_box((encoder, x, retired));
             let t3 = Instant::now();
-            Times {
-                dag: ms(t0, t1),
-                translate: 0.0,
-                encode: ms(t1, t2),
-                drop: ms(t2, t3),
-                total: ms(t0, t3),
-            }
+            sluice_times(t0, t1, t2, t3)
         })
         .collect();
 
@@ -161,13 +167,7 @@ fn row(n: usize, runs: usize) -> Row {
             drop((d, retired));
             prev_xds = std::hint::black_box(x);
             let t3 = Instant::now();
-            Times {
-                dag: ms(t0, t1),
-                translate: 0.0,
-                encode: ms(t1, t2),
-                drop: ms(t2, t3),
-                total: ms(t0, t3),
-            }
+            sluice_times(t0, t1, t2, t3)
         })
         .collect();
     drop((encoder, prev_xds));

@@ -16,7 +16,7 @@ use hashbrown::{DefaultHashBuilder, HashMap};
 use super::incremental::{LinkRef, ingress_links, ingressroute_links};
 use super::model::*;
 use super::{Builder, Options};
-use crate::store::Snapshot;
+use crate::store::{Objects, Snapshot};
 
 /// Snapshots with at least this many routing objects are built on two threads (a thread and
 /// the partition cost well under a millisecond; building 2,000 objects, several).
@@ -109,25 +109,44 @@ fn halves(snapshot: &Snapshot) -> [Snapshot; 2] {
         side.insert(r, half);
     }
     // Each object to its half, in the same order.
+    fn deal<T>(
+        from: &Objects<T>,
+        sides: &mut impl Iterator<Item = usize>,
+        to: [&mut Objects<T>; 2],
+    ) {
+        let [a, b] = to;
+        for (k, o) in from {
+            let half = if sides.next() == Some(1) {
+                &mut *b
+            } else {
+                &mut *a
+            };
+            half.insert(k.clone(), o.clone());
+        }
+    }
     let mut sides = roots.iter().map(|r| side[r]);
-    let mut halves = [Snapshot::default(), Snapshot::default()];
-    for (k, o) in &s.ingresses {
-        let h = sides.next().unwrap_or_default();
-        halves[h].ingresses.insert(k.clone(), o.clone());
-    }
-    for (k, o) in &s.ingressroutes_v1beta1 {
-        let h = sides.next().unwrap_or_default();
-        halves[h].ingressroutes_v1beta1.insert(k.clone(), o.clone());
-    }
-    for (k, o) in &s.ingressroutes_v1 {
-        let h = sides.next().unwrap_or_default();
-        halves[h].ingressroutes_v1.insert(k.clone(), o.clone());
-    }
-    for (k, o) in &s.routes_v1alpha1 {
-        let h = sides.next().unwrap_or_default();
-        halves[h].routes_v1alpha1.insert(k.clone(), o.clone());
-    }
-    halves
+    let [mut a, mut b] = [Snapshot::default(), Snapshot::default()];
+    deal(
+        &s.ingresses,
+        &mut sides,
+        [&mut a.ingresses, &mut b.ingresses],
+    );
+    deal(
+        &s.ingressroutes_v1beta1,
+        &mut sides,
+        [&mut a.ingressroutes_v1beta1, &mut b.ingressroutes_v1beta1],
+    );
+    deal(
+        &s.ingressroutes_v1,
+        &mut sides,
+        [&mut a.ingressroutes_v1, &mut b.ingressroutes_v1],
+    );
+    deal(
+        &s.routes_v1alpha1,
+        &mut sides,
+        [&mut a.routes_v1alpha1, &mut b.routes_v1alpha1],
+    );
+    [a, b]
 }
 
 /// Connected parts of objects (union-find by index).
