@@ -328,6 +328,15 @@ impl Snapshot {
         }
     }
 
+    /// Number of routing objects held: Ingresses, IngressRoutes of both versions and Routes (the
+    /// objects `dag::build` builds).
+    pub fn routing_objects(&self) -> usize {
+        self.ingresses.len()
+            + self.ingressroutes_v1beta1.len()
+            + self.ingressroutes_v1.len()
+            + self.routes_v1alpha1.len()
+    }
+
     /// Number of objects held, all kinds together.
     pub fn len(&self) -> usize {
         self.ingresses.len()

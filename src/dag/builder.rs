@@ -160,10 +160,7 @@ impl<'a> Builder<'a> {
     }
 
     fn empty(snapshot: &'a Snapshot, backing: &'a Snapshot, options: &'a Options) -> Self {
-        let routing_objects = snapshot.ingresses.len()
-            + snapshot.ingressroutes_v1beta1.len()
-            + snapshot.ingressroutes_v1.len()
-            + snapshot.routes_v1alpha1.len();
+        let routing_objects = snapshot.routing_objects();
         Builder {
             snapshot,
             backing,

@@ -184,7 +184,7 @@ impl Incremental {
             changed.sort_unstable();
             changed.dedup();
         }
-        let total = routing_objects(next).max(routing_objects(prev));
+        let total = next.routing_objects().max(prev.routing_objects());
         if changed.len() as f64 > total as f64 * MAX_CHANGED_FRACTION {
             return None;
         }
@@ -384,13 +384,6 @@ fn count(users: &mut HashMap<String, u32>, name: &str, by: i32) -> bool {
     false
 }
 
-fn routing_objects(s: &Snapshot) -> usize {
-    s.ingresses.len()
-        + s.ingressroutes_v1beta1.len()
-        + s.ingressroutes_v1.len()
-        + s.routes_v1alpha1.len()
-}
-
 /// Pushes every routing object of namespace `ns` in `s`.
 fn routing_objects_in(s: &Snapshot, ns: &str, out: &mut Vec<ObjectRef>) {
     fn of<T>(objects: &Objects<T>, kind: Kind, ns: &str, out: &mut Vec<ObjectRef>) {
@@ -466,11 +459,7 @@ pub(super) fn ingressroute_links<'a>(
 ) {
     f(LinkRef::IngressRoute(&key.namespace, &key.name));
     for d in delegates {
-        let ns = d
-            .namespace
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .unwrap_or(&key.namespace);
+        let ns = super::ingressroute::delegate_namespace(&key.namespace, d);
         f(LinkRef::IngressRoute(ns, &d.name));
     }
     if let Some(h) = fqdn {

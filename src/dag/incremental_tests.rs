@@ -254,7 +254,7 @@ fn a_change_rebuilds_only_the_objects_it_can_affect() {
     let BuildKind::Partial { objects } = kind else {
         panic!("{kind:?}");
     };
-    assert!(objects < routing_objects(&next) / 2, "{objects} rebuilt");
+    assert!(objects < next.routing_objects() / 2, "{objects} rebuilt");
     let r = ObjectRef {
         kind: Kind::IngressRouteV1beta1,
         key: key.clone(),

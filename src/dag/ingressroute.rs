@@ -231,12 +231,16 @@ fn build_version<'s, T, F>(
 }
 
 pub(super) fn delegate_key(own_ns: &str, d: &Delegate) -> ObjKey {
-    let ns = d
-        .namespace
+    ObjKey::new(delegate_namespace(own_ns, d), d.name.clone())
+}
+
+/// The namespace a delegation names: its own, or the delegating object's (`own_ns`) when it
+/// names none.
+pub(super) fn delegate_namespace<'a>(own_ns: &'a str, d: &'a Delegate) -> &'a str {
+    d.namespace
         .as_deref()
         .filter(|n| !n.is_empty())
-        .unwrap_or(own_ns);
-    ObjKey::new(ns, d.name.clone())
+        .unwrap_or(own_ns)
 }
 
 /// Lowers a v1beta1 IngressRoute (valid by its own rules) for the walk.

@@ -59,11 +59,7 @@ impl Options {
 
 /// Builds the routing model and all statuses from one snapshot.
 pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
-    let objects = snapshot.ingresses.len()
-        + snapshot.ingressroutes_v1beta1.len()
-        + snapshot.ingressroutes_v1.len()
-        + snapshot.routes_v1alpha1.len();
-    if objects >= parallel::PARALLEL_OBJECTS
+    if snapshot.routing_objects() >= parallel::PARALLEL_OBJECTS
         && let Some(dag) = parallel::build(snapshot, options)
     {
         return dag;
