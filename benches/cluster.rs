@@ -404,6 +404,26 @@ async fn first_200(http: &reqwest::Client, port: u16, host: &str) -> Instant {
     }
 }
 
+/// One gauge of Envoy's admin statistics, if Envoy has it.
+async fn envoy_gauge(http: &reqwest::Client, admin: u16, name: &str) -> Option<f64> {
+    let text = http
+        .get(format!("http://127.0.0.1:{admin}/stats"))
+        .query(&[("filter", format!("^{}$", name.replace('.', "\\.")))])
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix(name)?
+            .strip_prefix(": ")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -519,7 +539,8 @@ fn main() {
     let mut create_latency = Vec::new();
     // Per route: when its create was sent (Unix seconds), its host, the create's answer and the
     // first 200 (ms after sending), to set beside sluice's log.
-    let mut timeline = String::from("sent_unix_s\thost\tcreate_ms\tfirst_200_ms\n");
+    let mut timeline =
+        String::from("sent_unix_s\thost\tcreate_ms\tenvoy_applied_ms\tfirst_200_ms\n");
     rt.block_on(async {
         // Envoy holds the routes that exist.
         first_200(&http, ports.http, &host(1)).await;
@@ -539,8 +560,17 @@ fn main() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()
                 .as_secs_f64();
+            // When Envoy finished applying its last HTTP route configuration (its
+            // `update_time` gauge, ms since the epoch), relative to the create.
+            let applied = envoy_gauge(
+                &http,
+                ports.admin,
+                "http.ingress_http.rds.ingress_http.update_time",
+            )
+            .await
+            .map_or(f64::NAN, |t| t - unix * 1e3);
             timeline.push_str(&format!(
-                "{unix:.6}\t{}\t{:.3}\t{:.3}\n",
+                "{unix:.6}\t{}\t{:.3}\t{applied:.1}\t{:.3}\n",
                 host(i),
                 create_latency.last().unwrap_or(&0.0),
                 ms(done - start)

@@ -118,6 +118,14 @@ impl ResourceType {
     pub fn wildcard_by_default(self) -> bool {
         matches!(self, ResourceType::Cluster | ResourceType::Listener)
     }
+
+    /// Whether a state-of-the-world response of this type carries every resource the client
+    /// holds (listeners, clusters: one left out is deleted), rather than only the ones that
+    /// changed (routes, endpoints, secrets: one left out is kept as it was). The xDS protocol's
+    /// "Grouping Resources into Responses".
+    pub fn sotw_sends_every_resource(self) -> bool {
+        matches!(self, ResourceType::Cluster | ResourceType::Listener)
+    }
 }
 
 impl Resources {

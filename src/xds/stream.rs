@@ -6,6 +6,9 @@
 //! - SotW: a request whose nonce is not the latest sent for its type is stale and ignored; a
 //!   request with the latest nonce ACKs (or, with `error_detail`, NACKs) it. A NACK is logged and
 //!   counted and nothing is resent: the client keeps its last good config until the next change.
+//!   Listener and cluster responses carry every resource of the set; route, endpoint and secret
+//!   responses only those the client lacks or holds in another version (the protocol's grouping
+//!   rule: what a response leaves out, the client keeps).
 //! - Delta: subscribe/unsubscribe are always applied; only added or changed resources are sent,
 //!   and names the client holds that are gone are listed as removed. `initial_resource_versions`
 //!   of a reconnecting client count as already sent.
@@ -296,7 +299,13 @@ impl Stream {
             return Vec::new();
         };
         if req.response_nonce.is_empty() {
-            self.st(t).must_respond = true;
+            let st = self.st(t);
+            st.must_respond = true;
+            // A client that has seen no response of the type holds none of it (responses of
+            // routes, endpoints and secrets carry only what it lacks).
+            if !st.sent.is_empty() {
+                st.sent = ResourceMap::new();
+            }
         } else {
             let error = req.error_detail.as_ref().map(|e| e.message.clone());
             if !self.settle(t, &req.response_nonce, error) {
@@ -685,9 +694,17 @@ impl Stream {
             return None;
         }
         let nonce = self.next_nonce();
+        let resources = if t.sotw_sends_every_resource() {
+            desired.values().cloned().collect()
+        } else {
+            // What the client lacks or holds in another version: the 500 unchanged route
+            // configurations of as many TLS hosts are not sent (and decoded by Envoy) again
+            // because one host changed.
+            changed
+        };
         let resp = SotwResponse {
             version_info: set_version_of(&desired, &basis),
-            resources: desired.values().cloned().collect(),
+            resources,
             type_url: t.type_url(),
             nonce: nonce.clone(),
         };

@@ -1,6 +1,7 @@
 //! The stream algorithm as it was before types were skipped by their basis (every request looked
 //! at every type, in full): the oracle of the differential tests in `stream_tests.rs`. Test-only;
-//! not to be changed.
+//! changed only with the protocol rules it states (as for SotW responses of routes, endpoints and
+//! secrets carrying only what changed), never for speed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -138,7 +139,10 @@ impl RefStream {
             return Vec::new();
         };
         if req.response_nonce.is_empty() {
-            self.st(t).must_respond = true;
+            let st = self.st(t);
+            st.must_respond = true;
+            st.sent.clear();
+            st.sent_bodies.clear();
         } else {
             let error = req.error_detail.as_ref().map(|e| e.message.clone());
             if !self.settle(t, &req.response_nonce, error) {
@@ -372,11 +376,16 @@ impl RefStream {
         if versions == st.sent && !st.must_respond {
             return None;
         }
+        let resources = desired
+            .iter()
+            .filter(|(n, r)| t.sotw_sends_every_resource() || st.sent.get(*n) != Some(&r.version))
+            .map(|(_, r)| r.clone())
+            .collect();
         let nonce = self.next_nonce();
         let version_info = set_version(desired.values());
         let resp = SotwResponse {
             version_info,
-            resources: desired.values().cloned().collect(),
+            resources,
             type_url: t.type_url(),
             nonce: nonce.clone(),
         };

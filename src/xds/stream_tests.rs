@@ -227,7 +227,8 @@ fn sotw_make_before_break_keeps_old_clusters_until_routes_moved() {
     let n = out[0].1.clone();
     assert!(sotw(&s.on_sotw_request(&mk_sotw(C, &[], &n), &next)).is_empty());
     let out = sotw(&s.on_sotw_request(&mk_sotw(E, &["a", "b"], "2"), &next));
-    assert_eq!((out[0].0, out[0].2.clone()), (E, strs(&["eps-a", "eps-b"])));
+    // The client holds a's endpoints already: b's alone go out.
+    assert_eq!((out[0].0, out[0].2.clone()), (E, strs(&["eps-b"])));
     let n = out[0].1.clone();
     let out = sotw(&s.on_sotw_request(&mk_sotw(E, &["a", "b"], &n), &next));
     assert_eq!((out[0].0, out[0].2.clone()), (R, strs(&["routes->b"])));
@@ -237,10 +238,11 @@ fn sotw_make_before_break_keeps_old_clusters_until_routes_moved() {
     assert_eq!((out[0].0, out[0].2.clone()), (C, strs(&["cluster-b"])));
     let n = out[0].1.clone();
     assert!(sotw(&s.on_sotw_request(&mk_sotw(C, &[], &n), &next)).is_empty());
-    // Envoy drops a's endpoint subscription: it is answered with b's alone.
+    // Envoy drops a's endpoint subscription: it is answered, with nothing to add (b's
+    // endpoints are held already).
     let eds_nonce = s.types[&E].last_nonce.clone();
     let out = sotw(&s.on_sotw_request(&mk_sotw(E, &["b"], &eds_nonce), &next));
-    assert_eq!((out[0].0, out[0].2.clone()), (E, strs(&["eps-b"])));
+    assert_eq!((out[0].0, out[0].2.clone()), (E, vec![]));
 }
 
 #[test]
@@ -251,7 +253,83 @@ fn sotw_named_subscription_change_is_answered() {
     assert_eq!(out[0].2, strs(&["secret-1"]));
     let n = out[0].1.clone();
     let out = sotw(&s.on_sotw_request(&mk_sotw(S, &["ns/one", "ns/two"], &n), &snap));
-    assert_eq!(out[0].2, strs(&["secret-1", "secret-2"]));
+    assert_eq!(
+        out[0].2,
+        strs(&["secret-2"]),
+        "the newly requested secret alone"
+    );
+}
+
+#[test]
+fn sotw_responses_of_routes_carry_only_what_changed_and_of_listeners_everything() {
+    let world = |https_a: &str, listener: &str| {
+        mk_snap(&[
+            (C, &[("a", "cluster-a")]),
+            (E, &[("a", "eps-a")]),
+            (
+                L,
+                &[
+                    ("ingress_http", "listener-http"),
+                    ("ingress_https", listener),
+                ],
+            ),
+            (
+                R,
+                &[
+                    ("https/a.example.com", https_a),
+                    ("https/b.example.com", "routes-b"),
+                    ("ingress_http", "routes-http"),
+                ],
+            ),
+        ])
+    };
+    let routes = ["https/a.example.com", "https/b.example.com", "ingress_http"];
+    let snap = world("routes-a", "listener-https");
+    let mut s = Stream::new(Mode::Sotw, Arc::default());
+    let n = sotw(&s.on_sotw_request(&mk_sotw(C, &[], ""), &snap))[0]
+        .1
+        .clone();
+    assert!(sotw(&s.on_sotw_request(&mk_sotw(L, &[], ""), &snap)).is_empty());
+    assert!(sotw(&s.on_sotw_request(&mk_sotw(C, &[], &n), &snap)).is_empty());
+    let n = sotw(&s.on_sotw_request(&mk_sotw(E, &["a"], ""), &snap))[0]
+        .1
+        .clone();
+    let out = sotw(&s.on_sotw_request(&mk_sotw(E, &["a"], &n), &snap));
+    assert_eq!(out[0].0, L);
+    let n = out[0].1.clone();
+    assert!(sotw(&s.on_sotw_request(&mk_sotw(L, &[], &n), &snap)).is_empty());
+    // The first answer carries every requested route configuration.
+    let out = sotw(&s.on_sotw_request(&mk_sotw(R, &routes, ""), &snap));
+    assert_eq!(out[0].2, strs(&["routes-a", "routes-b", "routes-http"]));
+    let n = out[0].1.clone();
+    assert!(sotw(&s.on_sotw_request(&mk_sotw(R, &routes, &n), &snap)).is_empty());
+
+    // One host's routes change: its configuration alone goes out, at the new set's version.
+    let next = world("routes-a2", "listener-https");
+    let out = s.on_snapshot(&next);
+    let Response::Sotw(r) = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(sotw(&out)[0].2, strs(&["routes-a2"]));
+    assert_eq!(r.version_info, next.shared(R).unwrap().version);
+    let n = r.nonce.clone();
+    assert!(sotw(&s.on_sotw_request(&mk_sotw(R, &routes, &n), &next)).is_empty());
+
+    // A listener change still carries every listener: one left out would be deleted.
+    let third = world("routes-a2", "listener-https-2");
+    let out = sotw(&s.on_snapshot(&third));
+    assert_eq!(
+        (out[0].0, out[0].2.clone()),
+        (L, strs(&["listener-http", "listener-https-2"]))
+    );
+
+    // A request without a nonce (a client that saw no response of the type) gets everything.
+    let mut fresh = mk_sotw(R, &routes, "");
+    fresh.version_info = r.version_info.clone();
+    let n = out[0].1.clone();
+    assert!(sotw(&s.on_sotw_request(&mk_sotw(L, &[], &n), &third)).is_empty());
+    let out = sotw(&s.on_sotw_request(&fresh, &third));
+    assert_eq!(out[0].2, strs(&["routes-a2", "routes-b", "routes-http"]));
 }
 
 #[test]
