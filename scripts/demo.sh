@@ -75,8 +75,9 @@ pids+=($!)
 echo "==> Starting Envoy"
 "$sluice" bootstrap --xds-address "127.0.0.1:$XDS_PORT" --admin-port "$ADMIN_PORT" \
     --node-id demo --out "$run_dir/bootstrap.json"
-"$envoy" -c "$run_dir/bootstrap.json" --concurrency 1 --disable-hot-restart --log-level warn \
-    >"$run_dir/envoy.log" 2>&1 &
+# --ignore-unknown-dynamic-fields: docs/xds.md "Running Envoy".
+"$envoy" -c "$run_dir/bootstrap.json" --concurrency 1 --disable-hot-restart \
+    --ignore-unknown-dynamic-fields --log-level warn >"$run_dir/envoy.log" 2>&1 &
 pids+=($!)
 
 # Wait (bounded) until Envoy serves the demo routes.

@@ -282,3 +282,120 @@ fn envoy_validates_the_generated_bootstraps() {
         );
     }
 }
+
+/// docs/xds.md "Running Envoy" recommends `--ignore-unknown-dynamic-fields`, which spares Envoy a
+/// walk over every field of every xDS resource it receives. What sluice relies on: Envoy still
+/// checks dynamic configuration against its constraints and refuses what breaks them (so a bad
+/// push is a NACK, not a half-applied route table). A route configuration over RDS whose
+/// virtual host has no domains is refused, beside a good one that is applied.
+#[test]
+fn the_recommended_envoy_flag_keeps_constraint_validation_of_dynamic_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = envoy_support::free_port();
+    let path = |f: &str| dir.path().join(f).display().to_string();
+    let listener = |name: &str, port: u16| {
+        format!(
+            r#"
+- "@type": type.googleapis.com/envoy.config.listener.v3.Listener
+  name: {name}
+  address: {{socket_address: {{address: 127.0.0.1, port_value: {port}}}}}
+  filter_chains:
+  - filters:
+    - name: envoy.filters.network.http_connection_manager
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+        stat_prefix: {name}
+        http_filters:
+        - name: envoy.filters.http.router
+          typed_config: {{"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}
+        rds:
+          route_config_name: {name}
+          config_source: {{path_config_source: {{path: {rds}}}, resource_api_version: V3}}
+"#,
+            rds = path(&format!("{name}.yaml"))
+        )
+    };
+    let routes = |name: &str, domains: &str| {
+        format!(
+            r#"resources:
+- "@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration
+  name: {name}
+  virtual_hosts:
+  - name: {name}
+    domains: {domains}
+    routes: [{{match: {{prefix: "/"}}, direct_response: {{status: 200}}}}]
+"#
+        )
+    };
+    std::fs::write(path("good.yaml"), routes("good", r#"["good.example"]"#)).unwrap();
+    std::fs::write(path("bad.yaml"), routes("bad", "[]")).unwrap();
+    std::fs::write(
+        path("lds.yaml"),
+        format!(
+            "resources:{}{}",
+            listener("good", envoy_support::free_port()),
+            listener("bad", envoy_support::free_port())
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        path("bootstrap.yaml"),
+        format!(
+            "node: {{id: t, cluster: t}}\n\
+             admin: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}}}\n\
+             dynamic_resources:\n  \
+               lds_config: {{path_config_source: {{path: {}}}, resource_api_version: V3}}\n",
+            path("lds.yaml")
+        ),
+    )
+    .unwrap();
+    let mut envoy = std::process::Command::new(envoy_support::envoy_bin())
+        .args(["-c", &path("bootstrap.yaml")])
+        .args(["--ignore-unknown-dynamic-fields", "--disable-hot-restart"])
+        .args(["--concurrency", "1", "--base-id", &admin.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        // Envoy's log, unbuffered (a `--log-path` file is flushed every few seconds).
+        .stderr(std::fs::File::create(path("envoy.log")).unwrap())
+        .spawn()
+        .expect("start envoy");
+    let stat = |name: &str| -> Option<u64> {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "2", "--noproxy", "*"])
+            .arg(format!(
+                "http://127.0.0.1:{admin}/stats?filter=^{}$",
+                name.replace('.', "\\.")
+            ))
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(": ")?
+                .trim()
+                .parse()
+                .ok()
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (mut good, mut bad) = (None, None);
+    while std::time::Instant::now() < deadline {
+        good = stat("http.good.rds.good.update_success");
+        bad = stat("http.bad.rds.bad.update_rejected");
+        if good >= Some(1) && bad >= Some(1) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = envoy.kill();
+    let _ = envoy.wait();
+    let log = std::fs::read_to_string(path("envoy.log")).unwrap_or_default();
+    assert!(
+        good >= Some(1) && bad >= Some(1),
+        "good route configuration applied {good:?} times, bad one refused {bad:?} times:\n{log}"
+    );
+    assert!(
+        log.contains("value must contain at least 1 item"),
+        "Envoy's log names the broken constraint:\n{log}"
+    );
+    assert_eq!(stat("http.bad.rds.bad.update_success"), None);
+}

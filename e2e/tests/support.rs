@@ -452,6 +452,8 @@ impl Envoy {
             .args([
                 "--concurrency",
                 "1",
+                // As docs/xds.md "Running Envoy" recommends.
+                "--ignore-unknown-dynamic-fields",
                 "--disable-hot-restart",
                 "--drain-time-s",
                 "1",

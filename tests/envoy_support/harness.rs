@@ -124,6 +124,8 @@ impl Harness {
             .arg("-c")
             .arg(&bootstrap_path)
             .args(["--concurrency", "1", "--disable-hot-restart"])
+            // As docs/xds.md "Running Envoy" recommends.
+            .arg("--ignore-unknown-dynamic-fields")
             .args(["--log-level", "info", "--drain-time-s", "1"])
             .arg("--log-path")
             .arg(dir.path().join("envoy.log"))
