@@ -14,13 +14,14 @@ pub const XDS_CLUSTER: &str = "sluice_xds";
 /// Admin socket when neither --admin-port nor --admin-socket is given.
 pub const DEFAULT_ADMIN_SOCKET: &str = "/tmp/envoy-admin.sock";
 
-/// Flavour of the ADS stream.
+/// Flavour of the ADS stream. Delta is the default: a change sends only what changed, and Envoy
+/// applied a new route sooner with it than with state of the world (docs/xds.md, "Bootstrap").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum XdsProtocol {
-    /// State of the world: every response carries the full set of a type.
-    #[default]
+    /// State of the world: listener and cluster responses carry the full set of their type.
     Sotw,
     /// Incremental: only changed and removed resources are sent.
+    #[default]
     Delta,
 }
 
@@ -54,7 +55,7 @@ pub struct BootstrapArgs {
     #[arg(long, default_value = "sluice")]
     pub node_cluster: String,
     /// xDS flavour Envoy speaks to sluice.
-    #[arg(long, value_enum, default_value_t = XdsProtocol::Sotw)]
+    #[arg(long, value_enum, default_value_t = XdsProtocol::Delta)]
     pub xds_protocol: XdsProtocol,
 }
 
@@ -190,7 +191,7 @@ mod tests {
             admin_socket: None,
             node_id: "envoy".into(),
             node_cluster: "sluice".into(),
-            xds_protocol: XdsProtocol::Sotw,
+            xds_protocol: XdsProtocol::default(),
         }
     }
 
@@ -218,7 +219,10 @@ mod tests {
     #[test]
     fn plain_bootstrap_uses_ads_and_an_admin_socket() {
         let b = build_bootstrap(&mk_args("127.0.0.1:8001")).unwrap();
-        assert_eq!(b["dynamic_resources"]["ads_config"]["api_type"], "GRPC");
+        assert_eq!(
+            b["dynamic_resources"]["ads_config"]["api_type"],
+            "DELTA_GRPC"
+        );
         assert_eq!(b["dynamic_resources"]["lds_config"]["ads"], json!({}));
         assert_eq!(b["dynamic_resources"]["cds_config"]["ads"], json!({}));
         assert_eq!(b["admin"]["address"]["pipe"]["path"], DEFAULT_ADMIN_SOCKET);
@@ -228,10 +232,32 @@ mod tests {
     }
 
     #[test]
-    fn admin_port_is_loopback_and_mtls_and_delta_are_optional() {
+    fn the_command_line_defaults_to_delta_and_takes_sotw() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let args = [
+                "sluice",
+                "bootstrap",
+                "--xds-address",
+                "127.0.0.1:8001",
+                "--out",
+                "b.json",
+            ];
+            let cli = crate::cli::Cli::try_parse_from(args.iter().chain(extra)).unwrap();
+            match cli.command {
+                crate::cli::Command::Bootstrap(a) => a.xds_protocol,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(parse(&[]), XdsProtocol::Delta);
+        assert_eq!(parse(&["--xds-protocol", "sotw"]), XdsProtocol::Sotw);
+    }
+
+    #[test]
+    fn admin_port_is_loopback_and_mtls_and_sotw_are_optional() {
         let mut a = mk_args("sluice.example:8001");
         a.admin_port = Some(9901);
-        a.xds_protocol = XdsProtocol::Delta;
+        a.xds_protocol = XdsProtocol::Sotw;
         a.xds_ca = Some("/ca.pem".into());
         a.xds_cert = Some("/cert.pem".into());
         a.xds_key = Some("/key.pem".into());
@@ -240,10 +266,7 @@ mod tests {
             b["admin"]["address"]["socket_address"],
             json!({"address": "127.0.0.1", "port_value": 9901})
         );
-        assert_eq!(
-            b["dynamic_resources"]["ads_config"]["api_type"],
-            "DELTA_GRPC"
-        );
+        assert_eq!(b["dynamic_resources"]["ads_config"]["api_type"], "GRPC");
         let c = &b["static_resources"]["clusters"][0];
         assert_eq!(c["type"], "STRICT_DNS");
         let tls = &c["transport_socket"]["typed_config"];
