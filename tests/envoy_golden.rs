@@ -36,12 +36,8 @@ fn model_answer(dag: &dag::Dag, req: &GoldenRequest) -> Option<String> {
         return Some("404".into());
     };
     if vhost.tls.is_some() && !route.permit_insecure {
-        let host = req
-            .host
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
+        // The redirect names the host as the request did, without its port.
+        let host = req.host.split(':').next().unwrap_or_default();
         return Some(format!("301 https://{host}{path}"));
     }
     backend_answer(dag, route)

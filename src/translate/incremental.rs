@@ -12,11 +12,12 @@
 //!   `Arc<Resource>` is kept;
 //! - in the HTTP route configuration (every host) only changed hosts are translated and encoded,
 //!   and spliced into the previous configuration's bytes ([`Layout`]): the unchanged hosts' bytes
-//!   are copied in runs, not encoded, assembled or compared again;
+//!   are copied in runs, not encoded, assembled or compared again; the shared virtual host of the
+//!   hosts that redirect everything to HTTPS is encoded again when one joins or leaves it;
 //! - a type none of whose resources changed keeps the previous `Arc<TypeSnapshot>`, which xDS
 //!   streams recognise without looking inside.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
@@ -52,9 +53,10 @@ struct Prev {
     http: Layout,
 }
 
-/// The layout of an encoded HTTP route configuration: its name field, then one entry per host
-/// (field key, length, encoded `VirtualHost`) in the order of the model's hosts, which is the
-/// configuration's order. A change of a few hosts is spliced into the previous bytes: the bytes
+/// The layout of an encoded HTTP route configuration: its name field, then one entry per virtual
+/// host (field key, length, encoded `VirtualHost`) in the order of their names, which is the
+/// configuration's order: a host's own, named after the host, and the shared
+/// [`route::HTTPS_REDIRECT_VHOST`]. A change of a few hosts is spliced into the previous bytes: the bytes
 /// between changed hosts are copied in runs, not encoded or assembled again, and the content hash
 /// resumes from a copy of the hasher taken before the first changed byte.
 #[derive(Debug)]
@@ -66,6 +68,9 @@ struct Layout {
     /// `every` bytes: `checkpoints[i]` has been fed the first `(i + 1) * every` bytes.
     checkpoints: Vec<blake3::Hasher>,
     every: usize,
+    /// The hosts that are domains of the shared [`route::HTTPS_REDIRECT_VHOST`], in the model's
+    /// order ([`route::redirects_everything`]).
+    redirected: BTreeSet<String>,
 }
 
 impl Default for Layout {
@@ -75,6 +80,7 @@ impl Default for Layout {
             len: 0,
             checkpoints: Vec::new(),
             every: CHECKPOINT_EVERY,
+            redirected: BTreeSet::new(),
         }
     }
 }
@@ -388,7 +394,18 @@ impl Encoder {
         let fallback = dag.vhosts.get("*").map(|v| &**v);
         // Changed hosts of the HTTP route configuration: bytes to put, or None to remove.
         let mut http_edits: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
-        let mut set_http = |v: &VirtualHost| {
+        let redirected_before = layout.redirected.len();
+        let mut redirected_changed = false;
+        let mut set_http = |layout: &mut Layout, v: &VirtualHost| {
+            if route::redirects_everything(v) {
+                // A domain of the shared virtual host; its own goes, if it had one.
+                redirected_changed |= layout.redirected.insert(v.host.clone());
+                if layout.body(old_http, &v.host).is_some() {
+                    http_edits.insert(v.host.clone(), None);
+                }
+                return;
+            }
+            redirected_changed |= layout.redirected.remove(&v.host);
             let bytes = route::build_http_vhost(v, fallback).encode_to_vec();
             if layout.body(old_http, &v.host) != Some(&bytes[..]) {
                 http_edits.insert(v.host.clone(), Some(bytes));
@@ -416,7 +433,7 @@ impl Encoder {
                 None => {}
             }
             match new.filter(|v| v.tcp_proxy.is_none()) {
-                Some(v) => set_http(v),
+                Some(v) => set_http(&mut layout, v),
                 None => removed_http.push(host),
             }
         }
@@ -426,13 +443,24 @@ impl Encoder {
         if reset || catch_all_changed {
             for v in dag.vhosts.values() {
                 if (reset || v.host.starts_with("*.")) && v.tcp_proxy.is_none() {
-                    set_http(v);
+                    set_http(&mut layout, v);
                 }
             }
         }
         for host in removed_http {
+            redirected_changed |= layout.redirected.remove(host);
             if layout.body(old_http, host).is_some() {
                 http_edits.insert(host.clone(), None);
+            }
+        }
+        if redirected_changed {
+            let shared = route::HTTPS_REDIRECT_VHOST.to_string();
+            let bytes = (!layout.redirected.is_empty()).then(|| {
+                route::build_https_redirect_vhost(layout.redirected.iter().map(String::as_str))
+                    .encode_to_vec()
+            });
+            if bytes.is_some() || redirected_before > 0 {
+                http_edits.insert(shared, bytes);
             }
         }
         if !http_edits.is_empty() || !routes.has(HTTP_ROUTE_CONFIG) {
@@ -695,6 +723,9 @@ mod tests {
         // shared: the diff compares every entry).
         let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
         let mut last: Option<(Store, Arc<Dag>)> = None;
+        // Steps after which the hosts sharing the HTTPS redirect's virtual host were others.
+        let mut redirected = BTreeSet::new();
+        let mut redirected_changes = 0;
         for step in 0..150 {
             let dag = match &last {
                 Some((s, d)) if step % 5 != 0 => {
@@ -707,6 +738,11 @@ mod tests {
             let (got, _) = encoder.encode(&dag);
             let want = full(&dag, &options);
             assert_eq!(got, want, "step {step}");
+            let now = &encoder.prev.as_ref().unwrap().http.redirected;
+            if *now != redirected {
+                redirected_changes += 1;
+                redirected = now.clone();
+            }
             if let Some(p) = &previous {
                 // Unchanged types are shared, not copied.
                 for t in ResourceType::ALL {
@@ -723,6 +759,10 @@ mod tests {
                 mutate(&mut store, &mut rng, step);
             }
         }
+        assert!(
+            redirected_changes >= 5,
+            "hosts joined or left the shared HTTPS redirect only {redirected_changes} times"
+        );
     }
 
     /// The HTTP route configuration of `hosts` (host → encoded `VirtualHost`) assembled from

@@ -1,6 +1,12 @@
 //! Route configurations: `ingress_http` (every host, TLS hosts redirecting to HTTPS) and one
 //! `https/<host>` per TLS host (served only on that host's filter chain, so a TLS connection for one
 //! host can never reach another host's routes).
+//!
+//! In `ingress_http`, the TLS hosts whose every plain-HTTP request gets the same 301 to HTTPS
+//! ([`redirects_everything`]) share one virtual host, [`HTTPS_REDIRECT_VHOST`], that names them all
+//! as its domains. Envoy's work on each update of the configuration (decoding, building and freeing
+//! its route table) grows with the number of virtual hosts and routes, not of domains: a cluster
+//! whose hosts mostly serve HTTPS costs Envoy one virtual host for all of them.
 
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, HeaderMatcher, RedirectAction, RetryPolicy, Route as EnvoyRoute,
@@ -32,17 +38,35 @@ pub fn https_route_config_name(host: &str) -> String {
     format!("https/{host}")
 }
 
+/// Name of the virtual host of `ingress_http` shared by the hosts that [redirect every plain-HTTP
+/// request to HTTPS](redirects_everything). No host can have this name (`_` is not allowed in host
+/// names), so it never clashes with a host's own virtual host.
+pub const HTTPS_REDIRECT_VHOST: &str = "https_redirect";
+
 /// The HTTP route configuration: every host that routes HTTP. Routes of TLS hosts answer 301 to
-/// HTTPS unless they permit insecure requests.
+/// HTTPS unless they permit insecure requests. Virtual hosts are in name order: the hosts' own in
+/// the model's order, and [`HTTPS_REDIRECT_VHOST`] where its name sorts among them.
 pub fn build_http_route_config(dag: &Dag) -> RouteConfiguration {
     let fallback = dag.vhosts.get("*").map(|v| &**v);
-    let virtual_hosts = super::collect_sized(
+    let mut redirected = Vec::new();
+    let mut virtual_hosts = super::collect_sized(
         dag.vhosts.len(),
         dag.vhosts
             .values()
             .filter(|v| v.tcp_proxy.is_none())
+            .filter(|v| {
+                let shared = redirects_everything(v);
+                if shared {
+                    redirected.push(v.host.as_str());
+                }
+                !shared
+            })
             .map(|v| build_http_vhost(v, fallback)),
     );
+    if !redirected.is_empty() {
+        let at = virtual_hosts.partition_point(|v| v.name.as_str() < HTTPS_REDIRECT_VHOST);
+        virtual_hosts.insert(at, build_https_redirect_vhost(redirected));
+    }
     RouteConfiguration {
         name: HTTP_ROUTE_CONFIG.to_string(),
         virtual_hosts,
@@ -82,6 +106,40 @@ pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Envo
         name: v.host.clone(),
         domains: vec![v.host.clone()],
         routes,
+        ..Default::default()
+    }
+}
+
+/// Whether every plain-HTTP request for this host gets the same answer, a 301 to HTTPS: a TLS host
+/// (not a wildcard or the catch-all host, whose virtual hosts carry more than their own routes)
+/// none of whose routes permits insecure requests, one of which matches every request (path
+/// prefix `/`, no header conditions). Such a host's own virtual host would be a list of the same
+/// redirect; it is one of the domains of [`HTTPS_REDIRECT_VHOST`] instead, with the same effect.
+pub fn redirects_everything(v: &VirtualHost) -> bool {
+    v.tls.is_some()
+        && v.tcp_proxy.is_none()
+        && !v.host.starts_with('*')
+        && v.routes.iter().all(|r| !r.permit_insecure)
+        && v.routes.iter().any(|r| {
+            r.headers.is_empty()
+                && matches!(&r.path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if p == "/")
+        })
+}
+
+/// The virtual host of the hosts that [redirect everything](redirects_everything): one route, a
+/// 301 to HTTPS for every request. `hosts` in the model's order.
+pub fn build_https_redirect_vhost<'a>(hosts: impl IntoIterator<Item = &'a str>) -> EnvoyVhost {
+    EnvoyVhost {
+        name: HTTPS_REDIRECT_VHOST.to_string(),
+        domains: hosts.into_iter().map(str::to_string).collect(),
+        routes: vec![EnvoyRoute {
+            r#match: Some(RouteMatch {
+                path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
+                ..Default::default()
+            }),
+            action: Some(redirect_to_https()),
+            ..Default::default()
+        }],
         ..Default::default()
     }
 }

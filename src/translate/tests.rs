@@ -465,6 +465,112 @@ fn tls_hosts_get_sni_filter_chains_and_http_redirects() {
 }
 
 #[test]
+fn tls_hosts_that_redirect_everything_share_one_virtual_host() {
+    let tls = |mut v: VirtualHost| {
+        v.tls = Some(VhostTls {
+            secret: "default/cert".to_string(),
+            min_version: TlsVersion::V1_2,
+        });
+        v
+    };
+    let root = || mk_route(PathMatch::prefix("/"), "app");
+    let api = || mk_route(PathMatch::prefix("/api"), "app");
+    let header = HeaderMatch {
+        name: "x-canary".into(),
+        op: HeaderOp::Present,
+    };
+    let dag = mk_dag(
+        vec![
+            // Shared: `/` among its routes, none served insecurely.
+            tls(mk_vhost("b.example.com", vec![api(), root()])),
+            tls(mk_vhost("a.example.com", vec![root()])),
+            tls(mk_vhost(
+                "ingress.example.com",
+                vec![mk_route(PathMatch::StringPrefix("/".into()), "app")],
+            )),
+            // Their own: no route takes every request, or one is served over HTTP.
+            tls(mk_vhost("api-only.example.com", vec![api()])),
+            tls(mk_vhost(
+                "canary.example.com",
+                vec![Route {
+                    headers: vec![header],
+                    ..root()
+                }],
+            )),
+            tls(mk_vhost(
+                "acme.example.com",
+                vec![
+                    Route {
+                        permit_insecure: true,
+                        ..api()
+                    },
+                    root(),
+                ],
+            )),
+            // Its own: a wildcard host carries the catch-all host's routes as well.
+            tls(mk_vhost("*.example.com", vec![root()])),
+            mk_vhost("plain.example.com", vec![root()]),
+            // HTTPS only (TCP proxy): not in the HTTP route configuration at all.
+            VirtualHost {
+                tcp_proxy: Some(vec![WeightedCluster {
+                    cluster: "app".into(),
+                    weight: 1,
+                }]),
+                ..tls(mk_vhost("tcp.example.com", vec![]))
+            },
+        ],
+        vec![mk_cluster("app", 9000)],
+    );
+    let res = build(&dag, &Options::default());
+    let http = http_rc(&res);
+    let names: Vec<&str> = http.virtual_hosts.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "*.example.com",
+            "acme.example.com",
+            "api-only.example.com",
+            "canary.example.com",
+            route::HTTPS_REDIRECT_VHOST,
+            "plain.example.com",
+        ],
+        "virtual hosts in name order"
+    );
+    let shared = &http.virtual_hosts[4];
+    assert_eq!(
+        shared.domains,
+        vec!["a.example.com", "b.example.com", "ingress.example.com"]
+    );
+    let [only] = shared.routes.as_slice() else {
+        panic!("one route: {:?}", shared.routes)
+    };
+    assert_eq!(path_of(only), PathSpecifier::Prefix("/".into()));
+    assert!(headers_of(only).is_empty());
+    match &only.action {
+        Some(Action::Redirect(rd)) => assert_eq!(
+            rd.scheme_rewrite_specifier,
+            Some(
+                envoy_types::pb::envoy::config::route::v3::redirect_action::SchemeRewriteSpecifier::HttpsRedirect(true)
+            )
+        ),
+        other => panic!("not a redirect: {other:?}"),
+    }
+    // Every domain is in exactly one virtual host.
+    let mut domains: Vec<&String> = http.virtual_hosts.iter().flat_map(|v| &v.domains).collect();
+    let count = domains.len();
+    domains.sort();
+    domains.dedup();
+    assert_eq!(domains.len(), count);
+    // Over HTTPS each shared host still has its own routes.
+    let b = res
+        .routes
+        .iter()
+        .find(|r| r.name == "https/b.example.com")
+        .unwrap();
+    assert_eq!(b.virtual_hosts[0].routes.len(), 2);
+}
+
+#[test]
 fn clusters_carry_lb_health_checks_outlier_detection_and_protocols() {
     let mut c = mk_cluster("svc", 9000);
     c.lb = LbStrategy::WeightedLeastRequest;
