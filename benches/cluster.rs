@@ -293,8 +293,13 @@ fn print_latency_between(
 /// command name (`sluice`, `envoy`, `kube-apiserver`, `etcd`, the benchmark itself…), summed over
 /// its processes. Clock ticks are taken as 100 per second, Linux's value on x86-64.
 fn cpu_by_program() -> BTreeMap<String, f64> {
+    cpu_by_name(std::path::Path::new("/proc"))
+}
+
+/// CPU seconds by name of the processes (`/proc`) or threads (`/proc/PID/task`) listed in `dir`.
+fn cpu_by_name(dir: &std::path::Path) -> BTreeMap<String, f64> {
     let mut cpu = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(dir) = std::fs::read_dir(dir) else {
         return cpu;
     };
     for entry in dir.flatten() {
@@ -545,6 +550,10 @@ fn main() {
     // first 200 (ms after sending), to set beside sluice's log.
     let mut timeline =
         String::from("sent_unix_s\thost\tcreate_ms\tenvoy_applied_ms\tfirst_200_ms\n");
+    // Envoy's CPU by thread over the series: its main thread applies each update (and answers the
+    // statistics queries below); its worker serves the requests and frees what the update replaced.
+    let envoy_threads = format!("/proc/{}/task", envoy.pid().expect("envoy runs"));
+    let envoy_cpu_before = cpu_by_name(envoy_threads.as_ref());
     rt.block_on(async {
         // Envoy holds the routes that exist.
         first_200(&http, ports.http, &host(1)).await;
@@ -587,6 +596,19 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+    let envoy_cpu_after = cpu_by_name(envoy_threads.as_ref());
+    let per_create: Vec<String> = envoy_cpu_after
+        .iter()
+        .filter_map(|(thread, s)| {
+            let before = envoy_cpu_before.get(thread).copied().unwrap_or(0.0);
+            let each = (s - before) * 1e3 / propagation.len().max(1) as f64;
+            (each >= 0.05).then(|| format!("{thread} {each:.1}"))
+        })
+        .collect();
+    println!(
+        "Envoy's CPU per create, by thread (ms; the main thread's includes a statistics query): {}",
+        per_create.join(", ")
+    );
     let prop_p50 = common::quantile(&propagation, 0.5);
     let prop_p99 = common::quantile(&propagation, 0.99);
     println!(

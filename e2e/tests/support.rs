@@ -473,6 +473,12 @@ impl Envoy {
         }
     }
 
+    /// The process id while it runs.
+    #[allow(dead_code)] // used by benches/cluster.rs
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
     /// GET through Envoy's HTTP listener with this Host header: (status code, body).
     pub fn get(&self, host: &str, path: &str) -> (u16, String) {
         let out = Command::new("curl")
