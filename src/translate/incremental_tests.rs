@@ -1,0 +1,357 @@
+//! Tests of the incremental encoder: always the same snapshot as a full encode.
+
+use super::*;
+use crate::store::Snapshot as Store;
+use crate::synth;
+use crate::test_rng::Rng;
+
+fn full(dag: &Dag, options: &Options) -> Snapshot {
+    Snapshot::from_resources(&crate::translate::build(dag, options))
+}
+
+fn build(store: &Store) -> Arc<Dag> {
+    Arc::new(crate::dag::build(store, &crate::dag::Options::default()))
+}
+
+/// `obj` under another namespace/name.
+fn renamed<T>(obj: &T, key: &crate::api::ObjKey) -> T
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut value = serde_json::to_value(obj).unwrap();
+    value["metadata"]["name"] = key.name.clone().into();
+    value["metadata"]["namespace"] = key.namespace.clone().into();
+    serde_json::from_value(value).unwrap()
+}
+
+/// Drops one object of `map`, gives it another object's content, or adds a copy of one under
+/// a new name (`copy` makes the object stored under a key from another's).
+fn shuffle<T>(
+    map: &mut crate::store::Objects<T>,
+    rng: &mut Rng,
+    fresh: usize,
+    copy: impl Fn(&T, &crate::api::ObjKey) -> T,
+) {
+    if map.is_empty() {
+        return;
+    }
+    let keys: Vec<crate::api::ObjKey> = map.keys().cloned().collect();
+    let victim = keys[rng.below(keys.len())].clone();
+    let donor = keys[rng.below(keys.len())].clone();
+    let target = match rng.below(4) {
+        0 => {
+            map.remove(&victim);
+            return;
+        }
+        1 => crate::api::ObjKey::new(&victim.namespace, format!("{}-copy{fresh}", victim.name)),
+        _ => victim,
+    };
+    let copied = copy(map[&donor].as_ref(), &target);
+    map.insert(target, Arc::new(copied));
+}
+
+/// Changes one object of a random routing-relevant kind.
+fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
+    match rng.below(5) {
+        0 => shuffle(&mut store.ingressroutes_v1beta1, rng, fresh, renamed),
+        1 => shuffle(&mut store.ingresses, rng, fresh, renamed),
+        // Stored Services and slices hold no name of their own.
+        2 => shuffle(&mut store.services, rng, fresh, |s, _| s.clone()),
+        3 => shuffle(&mut store.endpoint_slices, rng, fresh, |s, _| s.clone()),
+        _ => shuffle(&mut store.secrets, rng, fresh, renamed),
+    }
+}
+
+#[test]
+fn the_same_as_a_full_encode_over_a_sequence_of_changes() {
+    let options = Options::default();
+    let mut store = synth::snapshot(synth::Shape {
+        routing_objects: 120,
+        endpoints_per_service: 2,
+        unrelated_secrets: 2,
+    });
+    let mut encoder = Encoder::new(options.clone());
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut previous: Option<Snapshot> = None;
+    // Models come from the incremental builder, as in a running sluice (they share the
+    // previous model's unchanged tree nodes), and every few steps from a full build (nothing
+    // shared: the diff compares every entry).
+    let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
+    let mut last: Option<(Store, Arc<Dag>)> = None;
+    // Steps after which the hosts sharing the HTTPS redirect's virtual host were others.
+    let mut redirected = BTreeSet::new();
+    let mut redirected_changes = 0;
+    for step in 0..150 {
+        let dag = match &last {
+            Some((s, d)) if step % 5 != 0 => {
+                Arc::new(incremental.build(Some((s, d.as_ref())), &store).0)
+            }
+            _ => Arc::new(incremental.build_full(&store)),
+        };
+        assert_eq!(*dag, *build(&store), "step {step}: the model");
+        last = Some((store.clone(), dag.clone()));
+        let (got, _) = encoder.encode(&dag);
+        let want = full(&dag, &options);
+        assert_eq!(got, want, "step {step}");
+        let now = &encoder.prev.as_ref().unwrap().http.redirected;
+        if *now != redirected {
+            redirected_changes += 1;
+            redirected = now.clone();
+        }
+        if let Some(p) = &previous {
+            // Unchanged types are shared, not copied.
+            for t in ResourceType::ALL {
+                if p.shared(t).map(|a| &a.version) == want.shared(t).map(|a| &a.version) {
+                    assert!(
+                        Arc::ptr_eq(p.shared(t).unwrap(), got.shared(t).unwrap()),
+                        "step {step}: {t:?} unchanged but not shared"
+                    );
+                }
+            }
+        }
+        previous = Some(got);
+        for _ in 0..=rng.below(3) {
+            mutate(&mut store, &mut rng, step);
+        }
+    }
+    assert!(
+        redirected_changes >= 5,
+        "hosts joined or left the shared HTTPS redirect only {redirected_changes} times"
+    );
+}
+
+/// The HTTP route configuration of `hosts` (host → encoded `VirtualHost`) assembled from
+/// nothing, as prost would encode it.
+fn assembled(hosts: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+    let mut config = RouteConfiguration {
+        name: HTTP_ROUTE_CONFIG.to_string(),
+        ..Default::default()
+    };
+    for body in hosts.values() {
+        let v = envoy_types::pb::envoy::config::route::v3::VirtualHost::decode(&body[..]);
+        config.virtual_hosts.push(v.unwrap());
+    }
+    config.encode_to_vec()
+}
+
+#[test]
+fn a_splice_makes_the_bytes_an_assembly_from_nothing_makes() {
+    let vhost = |host: &str, n: usize| {
+        envoy_types::pb::envoy::config::route::v3::VirtualHost {
+            name: host.to_string(),
+            // Bodies from 1 to ~300 bytes: length varints of one and two bytes.
+            domains: (0..n).map(|i| format!("{host}-{i}")).collect(),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let mut rng = Rng(0x5eed_0000_5011_ce00);
+    let mut want: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    // Copies of the hasher every 512 bytes: resuming from them is exercised too.
+    let mut layout = Layout {
+        every: 512,
+        ..Layout::default()
+    };
+    let mut bytes = http_route_config_head();
+    for step in 0..300 {
+        // Edits at random places: first, last, middle, new hosts, removals; a few at a time
+        // (in place), and now and then many (merged).
+        let mut edits = BTreeMap::new();
+        let n = if step % 10 == 9 { 40 } else { 1 + rng.below(4) };
+        for _ in 0..n {
+            let host = format!("h{:02}", rng.below(60));
+            if rng.below(3) == 0 {
+                if want.remove(&host).is_some() {
+                    edits.insert(host, None);
+                }
+            } else {
+                let body = vhost(&host, rng.below(25));
+                want.insert(host.clone(), body.clone());
+                edits.insert(host, Some(body));
+            }
+        }
+        let hasher;
+        (bytes, hasher) = layout.splice("config", &bytes, edits);
+        assert!(bytes == assembled(&want), "step {step}: the bytes");
+        assert_eq!(layout.len, bytes.len());
+        let mut fresh = large_content_hasher("config");
+        fresh.update(&bytes);
+        assert_eq!(hasher.finalize(), fresh.finalize(), "step {step}: the hash");
+        for (host, body) in &want {
+            assert_eq!(
+                layout.body(&bytes, host),
+                Some(&body[..]),
+                "step {step}: {host}"
+            );
+        }
+        assert_eq!(layout.entries.len(), want.len());
+    }
+}
+
+#[test]
+fn a_layout_that_does_not_match_the_bytes_is_rebuilt() {
+    // An encode stopped half-way (a panic caught by the pipeline's lock) leaves the layout
+    // taken; the next encode must not splice into bytes it cannot describe.
+    let options = Options::default();
+    let mut store = synth::snapshot(synth::Shape {
+        routing_objects: 40,
+        endpoints_per_service: 1,
+        unrelated_secrets: 0,
+    });
+    let mut encoder = Encoder::new(options.clone());
+    let dag = build(&store);
+    encoder.encode(&dag);
+    encoder.prev.as_mut().unwrap().http = Layout::default();
+    let mut rng = Rng(0x5eed_0000_0000_0042);
+    mutate(&mut store, &mut rng, 1);
+    mutate(&mut store, &mut rng, 2);
+    let dag = build(&store);
+    assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
+    // And the encoder goes on splicing from there.
+    mutate(&mut store, &mut rng, 3);
+    let dag = build(&store);
+    assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
+}
+
+fn ingress(name: &str, host: Option<&str>, path: &str) -> crate::store::AnyObject {
+    let mut rule = serde_json::json!({"http": {"paths": [{"path": path, "pathType": "Prefix",
+        "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}});
+    if let Some(h) = host {
+        rule["host"] = h.into();
+    }
+    let v = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"ingressClassName": "sluice", "rules": [rule]}});
+    match crate::manifest::decode_value(v) {
+        Ok(crate::manifest::Document::Object(o)) => o,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_wildcard_host_follows_changes_of_the_catch_all_host() {
+    let options = Options::default();
+    let mut store = Store::from_objects([
+        ingress("wild", Some("*.example.com"), "/"),
+        ingress("all", None, "/x"),
+    ]);
+    let mut encoder = Encoder::new(options.clone());
+    let dag = build(&store);
+    assert!(dag.vhosts.contains_key("*") && dag.vhosts.contains_key("*.example.com"));
+    assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
+    // Only the catch-all host changes; the wildcard host's HTTP routes include its routes.
+    store.insert(ingress("all", None, "/y"));
+    let dag = build(&store);
+    assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
+}
+
+/// The xDS snapshots before and after `change` is applied to a TLS root of a small synthetic
+/// cluster (model built incrementally, as in a running sluice); checks that the incremental
+/// encoding equals a full one.
+fn tls_root_changed(
+    change: impl FnOnce(&mut crate::api::heptio_v1beta1::IngressRoute),
+) -> (Snapshot, Snapshot) {
+    let options = Options::default();
+    let mut store = synth::snapshot(synth::Shape {
+        routing_objects: 30,
+        endpoints_per_service: 1,
+        unrelated_secrets: 0,
+    });
+    let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
+    let mut encoder = Encoder::new(options.clone());
+    let dag = Arc::new(incremental.build_full(&store));
+    let (before, _) = encoder.encode(&dag);
+    let (key, root) = store
+        .ingressroutes_v1beta1
+        .iter()
+        .find(|(_, r)| r.spec.virtualhost.as_ref().is_some_and(|v| v.tls.is_some()))
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .expect("a TLS root");
+    let mut changed = (*root).clone();
+    change(&mut changed);
+    let prev_store = store.clone();
+    store.ingressroutes_v1beta1.insert(key, Arc::new(changed));
+    let next = Arc::new(incremental.build(Some((&prev_store, &dag)), &store).0);
+    let (after, _) = encoder.encode(&next);
+    assert_eq!(after, full(&next, &options));
+    (before, after)
+}
+
+#[test]
+fn the_tls_listener_follows_a_hosts_tls_settings() {
+    // Only a host's TLS settings change: no secret changes, yet the listener's filter chain
+    // for that host does.
+    let (before, after) = tls_root_changed(|root| {
+        root.spec
+            .virtualhost
+            .as_mut()
+            .and_then(|v| v.tls.as_mut())
+            .unwrap()
+            .minimum_protocol_version = Some(crate::api::TlsVersion::V1_3);
+    });
+    assert_ne!(
+        before.version(ResourceType::Listener),
+        after.version(ResourceType::Listener)
+    );
+    assert_eq!(
+        before.version(ResourceType::Secret),
+        after.version(ResourceType::Secret)
+    );
+}
+
+#[test]
+fn a_tls_hosts_route_change_leaves_the_tls_listener_alone() {
+    let (before, after) = tls_root_changed(|root| root.spec.routes[0].match_ = "/moved".into());
+    assert_ne!(
+        before.version(ResourceType::Route),
+        after.version(ResourceType::Route)
+    );
+    assert!(Arc::ptr_eq(
+        before.shared(ResourceType::Listener).unwrap(),
+        after.shared(ResourceType::Listener).unwrap()
+    ));
+}
+
+#[test]
+fn an_unchanged_model_shares_every_type() {
+    let options = Options::default();
+    let store = synth::snapshot(synth::Shape {
+        routing_objects: 40,
+        endpoints_per_service: 1,
+        unrelated_secrets: 0,
+    });
+    let mut encoder = Encoder::new(options);
+    let (a, _) = encoder.encode(&build(&store));
+    let (b, _) = encoder.encode(&build(&store));
+    for t in ResourceType::ALL {
+        assert!(
+            Arc::ptr_eq(a.shared(t).unwrap(), b.shared(t).unwrap()),
+            "{t:?}"
+        );
+    }
+    assert!(a.same_as(&b));
+}
+
+#[test]
+fn many_changed_clusters_are_encoded_on_a_second_thread_with_the_same_result() {
+    let options = Options::default();
+    let shape = |routing_objects| synth::Shape {
+        routing_objects,
+        endpoints_per_service: 1,
+        unrelated_secrets: 0,
+    };
+    let large = build(&synth::snapshot(shape(3 * PARALLEL_CLUSTERS)));
+    let small = build(&synth::snapshot(shape(PARALLEL_CLUSTERS / 10)));
+    assert!(
+        large.clusters.len() >= small.clusters.len() + PARALLEL_CLUSTERS,
+        "{} clusters, then {}",
+        large.clusters.len(),
+        small.clusters.len()
+    );
+    let mut encoder = Encoder::new(options.clone());
+    // From nothing (clusters added), to fewer (removed), back to many (added again).
+    for dag in [&large, &small, &large] {
+        let (snapshot, _) = encoder.encode(dag);
+        assert_eq!(snapshot, full(dag, &options));
+    }
+}
