@@ -14,9 +14,10 @@ use sha2::{Digest, Sha256};
 
 use super::Options;
 use super::model::*;
+use super::parallel::Half;
 use crate::api::status::reason;
-use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
-use crate::store::{ServicePortRef, ServicePorts, SliceEndpoints, Snapshot};
+use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
+use crate::store::{Objects, ServicePortRef, ServicePorts, SliceEndpoints, Snapshot};
 
 pub use crate::store::SERVICE_NAME_LABEL;
 /// Host header of active health checks when the object names none.
@@ -130,13 +131,15 @@ pub struct Builder<'a> {
     /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
     /// them again.
     pub(super) invalid_ingressroutes: Option<[HashSet<&'a ObjKey>; 2]>,
+    /// In a parallel build, the routing objects of `snapshot` this builder builds; None: all.
+    half: Option<Half<'a>>,
     hasher: DefaultHashBuilder,
 }
 
 impl<'a> Builder<'a> {
     /// A builder over every routing object of `snapshot`.
     pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
-        let mut b = Builder::empty(snapshot, snapshot, options);
+        let mut b = Builder::empty(snapshot, snapshot, options, snapshot.routing_objects());
         b.services.reserve(snapshot.services.len());
         b.slices_by_service.reserve(snapshot.endpoint_slices.len());
         for (k, svc) in &snapshot.services {
@@ -154,13 +157,27 @@ impl<'a> Builder<'a> {
     /// EndpointSlices are indexed when a backend first names them: one at a time for the first
     /// few of a namespace, then the whole namespace.
     pub fn partial(part: &'a Snapshot, whole: &'a Snapshot, options: &'a Options) -> Self {
-        let mut b = Builder::empty(part, whole, options);
+        let mut b = Builder::empty(part, whole, options, part.routing_objects());
         b.indexed = Some(PartialIndex::default());
         b
     }
 
-    fn empty(snapshot: &'a Snapshot, backing: &'a Snapshot, options: &'a Options) -> Self {
-        let routing_objects = snapshot.routing_objects();
+    /// A builder over one half of the routing objects of `snapshot` (a parallel build; see
+    /// [`super::parallel`]), indexing Services and EndpointSlices as [`Builder::partial`] does.
+    pub(super) fn half(snapshot: &'a Snapshot, half: Half<'a>, options: &'a Options) -> Self {
+        let mut b = Builder::empty(snapshot, snapshot, options, half.routing_objects());
+        b.indexed = Some(PartialIndex::default());
+        b.half = Some(half);
+        b
+    }
+
+    /// A builder with nothing indexed, sized for `routing_objects`.
+    fn empty(
+        snapshot: &'a Snapshot,
+        backing: &'a Snapshot,
+        options: &'a Options,
+        routing_objects: usize,
+    ) -> Self {
         Builder {
             snapshot,
             backing,
@@ -175,8 +192,24 @@ impl<'a> Builder<'a> {
             slices_by_service: HashMap::new(),
             indexed: None,
             invalid_ingressroutes: None,
+            half: None,
             hasher: DefaultHashBuilder::default(),
         }
+    }
+
+    /// The routing objects of one kind this builder builds, in key order: `objects` (the
+    /// builder's snapshot's map of `kind`), or the objects of it in this builder's half.
+    pub fn own<T>(
+        &self,
+        kind: Kind,
+        objects: &'a Objects<T>,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Arc<T>)> + use<'a, T> {
+        let half = self.half;
+        objects
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| half.is_none_or(|h| h.holds(kind, *i)))
+            .map(|(_, kv)| kv)
     }
 
     fn add_slice(&mut self, key: &'a ObjKey, slice: &'a SliceEndpoints) {

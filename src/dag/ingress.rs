@@ -44,9 +44,8 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
         .ingress_classes
         .get(&ObjKey::new("", ours))
         .is_some_and(|c| is_default_class(c));
-    let mut order: Vec<(&ObjKey, &Ingress)> = snapshot
-        .ingresses
-        .iter()
+    let mut order: Vec<(&ObjKey, &Ingress)> = b
+        .own(Kind::Ingress, &snapshot.ingresses)
         .map(|(k, o)| (k, o.as_ref()))
         .collect();
     order.sort_by(|(ka, a), (kb, b)| {

@@ -30,7 +30,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     // The single-object rules run once per object: the delegation walk reuses the verdicts.
     let mut invalid = [HashSet::new(), HashSet::new()];
-    for (key, o) in &snap.ingressroutes_v1beta1 {
+    for (key, o) in b.own(Kind::IngressRouteV1beta1, &snap.ingressroutes_v1beta1) {
         let obj = ObjectRef {
             kind: Kind::IngressRouteV1beta1,
             key: key.clone(),
@@ -42,7 +42,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
         }
         claim(b, obj, &o.metadata, verdict, vh);
     }
-    for (key, o) in &snap.ingressroutes_v1 {
+    for (key, o) in b.own(Kind::IngressRouteV1, &snap.ingressroutes_v1) {
         let obj = ObjectRef {
             kind: Kind::IngressRouteV1,
             key: key.clone(),
@@ -170,7 +170,7 @@ fn other_group_hint(exists: bool, other: Kind) -> Option<String> {
 
 /// The processor body both versions share.
 fn build_version<'s, T, F>(
-    b: &mut Builder<'_>,
+    b: &mut Builder<'s>,
     kind: Kind,
     objects: &'s Objects<T>,
     mut walk: Walk<'s, F>,
@@ -181,7 +181,7 @@ fn build_version<'s, T, F>(
 {
     // Roots to serve, decided before any walk: valid, and owner of their host.
     let mut roots = Vec::new();
-    for (key, o) in objects {
+    for (key, o) in b.own(kind, objects) {
         let Some(vh) = vhost_of(o) else {
             continue;
         };
@@ -220,7 +220,7 @@ fn build_version<'s, T, F>(
         walk.walk_root(b, node, &vh.fqdn);
     }
     let reached = walk.finish(b);
-    for (key, o) in objects {
+    for (key, o) in b.own(kind, objects) {
         if vhost_of(o).is_none() && !reached.contains(key) {
             b.set_orphaned(&ObjectRef {
                 kind,

@@ -15,7 +15,7 @@ use crate::validate::route::validate_route;
 /// claim their host (claims compete with IngressRoute roots: the oldest object wins).
 pub fn claim_hosts(b: &mut Builder<'_>) {
     let snap = b.snapshot;
-    for (key, o) in &snap.routes_v1alpha1 {
+    for (key, o) in b.own(Kind::RouteV1alpha1, &snap.routes_v1alpha1) {
         let obj = ObjectRef {
             kind: Kind::RouteV1alpha1,
             key: key.clone(),
@@ -47,7 +47,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
 /// Serves every valid Route that owns its host.
 pub fn build_routes(b: &mut Builder<'_>) {
     let snap = b.snapshot;
-    for (key, o) in &snap.routes_v1alpha1 {
+    for (key, o) in b.own(Kind::RouteV1alpha1, &snap.routes_v1alpha1) {
         let obj = ObjectRef {
             kind: Kind::RouteV1alpha1,
             key: key.clone(),
