@@ -167,23 +167,27 @@ fn sides(snapshot: &Snapshot) -> Sides {
         parts.join(i, hash(LinkRef::Host(&o.spec.host)));
         i += 1;
     }
+    // A part is named by its root, an object's index: sizes and sides are indexed by it.
     let roots: Vec<usize> = (0..objects).map(|i| parts.root(i)).collect();
-    let mut sizes: HashMap<usize, usize> = HashMap::new();
+    let mut sizes = vec![0usize; objects];
     for &r in &roots {
-        *sizes.entry(r).or_default() += 1;
+        sizes[r] += 1;
     }
     // The largest parts first, each to the smaller half.
-    let mut components: Vec<(usize, usize)> = sizes.into_iter().collect();
+    let mut components: Vec<(usize, usize)> = (sizes.iter().enumerate())
+        .filter(|&(_, &size)| size > 0)
+        .map(|(r, &size)| (r, size))
+        .collect();
     components.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut side: HashMap<usize, u8> = HashMap::with_capacity(components.len());
+    let mut side = vec![0u8; objects];
     let mut filled = [0usize; 2];
     for (r, size) in components {
         let half = usize::from(filled[1] < filled[0]);
         filled[half] += size;
-        side.insert(r, half as u8);
+        side[r] = half as u8;
     }
     // Each object's half, in the same order.
-    let mut sides = roots.iter().map(|r| side[r]);
+    let mut sides = roots.iter().map(|&r| side[r]);
     let mut take = |n: usize| sides.by_ref().take(n).collect::<Vec<u8>>();
     Sides {
         ingresses: take(s.ingresses.len()),
