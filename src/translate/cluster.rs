@@ -125,34 +125,56 @@ pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
 }
 
 pub fn build_load_assignment(c: &Cluster) -> ClusterLoadAssignment {
-    let lb_endpoints: Vec<LbEndpoint> = c
-        .endpoints
-        .iter()
-        .map(|e| LbEndpoint {
+    let mut cla = ClusterLoadAssignment::default();
+    fill_load_assignment(c, &mut cla);
+    cla
+}
+
+/// Makes `cla` the load assignment of `c` (as [`build_load_assignment`] builds it), reusing the
+/// strings and vectors it holds: encoding every cluster's load assignment through one message
+/// allocates per cluster only what grew. `cla` must hold nothing but what this function sets.
+pub fn fill_load_assignment(c: &Cluster, cla: &mut ClusterLoadAssignment) {
+    cla.cluster_name.clear();
+    cla.cluster_name.push_str(&c.name);
+    if c.endpoints.is_empty() {
+        cla.endpoints.clear();
+        return;
+    }
+    cla.endpoints.resize_with(1, LocalityLbEndpoints::default);
+    let lb_endpoints = &mut cla.endpoints[0].lb_endpoints;
+    lb_endpoints.truncate(c.endpoints.len());
+    for (i, e) in c.endpoints.iter().enumerate() {
+        let port = Some(PortSpecifier::PortValue(u32::from(e.port)));
+        if let Some(LbEndpoint {
+            host_identifier:
+                Some(HostIdentifier::Endpoint(EnvoyEndpoint {
+                    address:
+                        Some(Address {
+                            address: Some(address::Address::SocketAddress(held)),
+                        }),
+                    ..
+                })),
+            ..
+        }) = lb_endpoints.get_mut(i)
+        {
+            held.address.clear();
+            held.address.push_str(&e.address);
+            held.port_specifier = port;
+            continue;
+        }
+        lb_endpoints.push(LbEndpoint {
             host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
                 address: Some(Address {
                     address: Some(address::Address::SocketAddress(SocketAddress {
                         address: e.address.clone(),
-                        port_specifier: Some(PortSpecifier::PortValue(u32::from(e.port))),
+                        port_specifier: port,
                         ..Default::default()
                     })),
                 }),
                 ..Default::default()
             })),
             ..Default::default()
-        })
-        .collect();
-    ClusterLoadAssignment {
-        cluster_name: c.name.clone(),
-        endpoints: if lb_endpoints.is_empty() {
-            Vec::new()
-        } else {
-            vec![LocalityLbEndpoints {
-                lb_endpoints,
-                ..Default::default()
-            }]
-        },
-        ..Default::default()
+        });
     }
 }
 

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::google::protobuf::Any;
 use imbl::ordmap::DiffItem;
@@ -27,8 +28,8 @@ use prost::encoding::{WireType, encode_key, encode_varint};
 use prost::{Message, Name};
 
 use super::{
-    HTTP_ROUTE_CONFIG, HTTPS_LISTENER, Options, ResourceType, build_cluster, build_load_assignment,
-    build_secret, https_route_config_name, listener, route,
+    HTTP_ROUTE_CONFIG, HTTPS_LISTENER, Options, ResourceType, build_cluster, build_secret,
+    fill_load_assignment, https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
 use crate::xds::cache::{Edit, Resource, Snapshot, TypeSnapshot, large_content_hasher};
@@ -362,12 +363,9 @@ impl Encoder {
             let changes = cluster_changes.clone();
             let prev = prev_type(ResourceType::Cluster).cloned();
             move || {
-                encode_per_cluster(
-                    ResourceType::Cluster,
-                    &changes,
-                    prev.as_ref(),
-                    build_cluster,
-                )
+                encode_per_cluster(ResourceType::Cluster, &changes, prev.as_ref(), |c| {
+                    build_cluster(c).encode_to_vec()
+                })
             }
         };
         let clusters_job = if cluster_changes.len() >= PARALLEL_CLUSTERS {
@@ -487,11 +485,15 @@ impl Encoder {
             }
         }
 
+        let mut cla = ClusterLoadAssignment::default();
         let endpoints = encode_per_cluster(
             ResourceType::Endpoint,
             &cluster_changes,
             prev_type(ResourceType::Endpoint),
-            build_load_assignment,
+            |c| {
+                fill_load_assignment(c, &mut cla);
+                cla.encode_to_vec()
+            },
         );
         let clusters = match clusters_job {
             Ok(thread) => thread
@@ -528,17 +530,17 @@ enum ClusterChange {
 
 /// The resources of one per-cluster type (clusters, or load assignments): the previous ones with
 /// `changes` applied.
-fn encode_per_cluster<T: Message + Name>(
+fn encode_per_cluster(
     t: ResourceType,
     changes: &[ClusterChange],
     prev: Option<&Arc<TypeSnapshot>>,
-    build: fn(&Cluster) -> T,
+    mut encode: impl FnMut(&Cluster) -> Vec<u8>,
 ) -> Arc<TypeSnapshot> {
     let mut patch = Patch::new(t, prev);
     for change in changes {
         match change {
             ClusterChange::Removed(c) => patch.remove(&c.name),
-            ClusterChange::Put(c) => patch.add(&c.name, &build(c)),
+            ClusterChange::Put(c) => patch.add_encoded(&c.name, encode(c)),
         }
     }
     patch.finish()

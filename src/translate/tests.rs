@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::config::cluster::v3::cluster::LbPolicy;
 use envoy_types::pb::envoy::config::core::v3::{health_check, transport_socket};
+use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::config::route::v3::{
     HeaderMatcher, Route as EnvoyRoute, RouteConfiguration, header_matcher::HeaderMatchSpecifier,
@@ -638,6 +639,39 @@ fn clusters_carry_lb_health_checks_outlier_detection_and_protocols() {
     let mut empty = mk_cluster("e", 1);
     empty.endpoints.clear();
     assert!(build_load_assignment(&empty).endpoints.is_empty());
+}
+
+#[test]
+fn one_reused_load_assignment_encodes_each_cluster_as_a_new_one_does() {
+    // Clusters of 3, 1, none, then 2 endpoints through one message: what a shorter cluster
+    // leaves behind of a longer one must not reach its bytes.
+    let with = |name: &str, n: u16| {
+        let mut c = mk_cluster(name, 8000);
+        c.endpoints = (1..=n)
+            .map(|i| Endpoint {
+                address: format!("10.0.{i}.{}", 100 + i),
+                port: 8000 + i,
+            })
+            .collect();
+        c
+    };
+    let mut reused = ClusterLoadAssignment::default();
+    for c in [
+        with("a-long-cluster-name", 3),
+        with("b", 1),
+        with("c", 0),
+        with("d", 2),
+    ] {
+        super::fill_load_assignment(&c, &mut reused);
+        assert_eq!(reused, build_load_assignment(&c), "{}", c.name);
+        assert_eq!(
+            reused.encode_to_vec(),
+            build_load_assignment(&c).encode_to_vec(),
+            "{}",
+            c.name
+        );
+    }
+    assert_eq!(reused.endpoints[0].lb_endpoints.len(), 2);
 }
 
 #[test]
