@@ -346,10 +346,11 @@ impl Encoder {
             old_http = &head;
         }
 
-        // Clusters depend on nothing else encoded here. When many changed (a build from nothing,
-        // a full rebuild that changed most of them), a second thread encodes them while this one
-        // does the rest; their load assignments are encoded here, last, which balances the two.
-        let cluster_changes: Arc<[ClusterChange]> = prev_dag
+        // Clusters and their load assignments depend on nothing else encoded here. When many
+        // changed (a build from nothing, a full rebuild that changed most of them), a second
+        // thread encodes them while this one does the rest: at 10k objects, ~7 ms of clusters and
+        // ~8 ms of load assignments there against ~11 ms of routes, listeners and secrets here.
+        let cluster_changes: Vec<ClusterChange> = prev_dag
             .clusters
             .diff(&dag.clusters)
             .map(|item| match item {
@@ -359,16 +360,31 @@ impl Encoder {
                 }
             })
             .collect();
+        let parallel = cluster_changes.len() >= PARALLEL_CLUSTERS;
         let clusters_job = {
-            let changes = cluster_changes.clone();
-            let prev = prev_type(ResourceType::Cluster).cloned();
+            let prev_clusters = prev_type(ResourceType::Cluster).cloned();
+            let prev_endpoints = prev_type(ResourceType::Endpoint).cloned();
             move || {
-                encode_per_cluster(ResourceType::Cluster, &changes, prev.as_ref(), |c| {
-                    build_cluster(c).encode_to_vec()
-                })
+                let clusters = encode_per_cluster(
+                    ResourceType::Cluster,
+                    &cluster_changes,
+                    prev_clusters.as_ref(),
+                    |c| build_cluster(c).encode_to_vec(),
+                );
+                let mut cla = ClusterLoadAssignment::default();
+                let endpoints = encode_per_cluster(
+                    ResourceType::Endpoint,
+                    &cluster_changes,
+                    prev_endpoints.as_ref(),
+                    |c| {
+                        fill_load_assignment(c, &mut cla);
+                        cla.encode_to_vec()
+                    },
+                );
+                (clusters, endpoints)
             }
         };
-        let clusters_job = if cluster_changes.len() >= PARALLEL_CLUSTERS {
+        let clusters_job = if parallel {
             Ok(std::thread::spawn(clusters_job))
         } else {
             Err(clusters_job)
@@ -485,17 +501,7 @@ impl Encoder {
             }
         }
 
-        let mut cla = ClusterLoadAssignment::default();
-        let endpoints = encode_per_cluster(
-            ResourceType::Endpoint,
-            &cluster_changes,
-            prev_type(ResourceType::Endpoint),
-            |c| {
-                fill_load_assignment(c, &mut cla);
-                cla.encode_to_vec()
-            },
-        );
-        let clusters = match clusters_job {
+        let (clusters, endpoints) = match clusters_job {
             Ok(thread) => thread
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
@@ -517,8 +523,9 @@ impl Encoder {
     }
 }
 
-/// When at least this many clusters changed, they are encoded on a second thread (a thread costs
-/// tens of microseconds; encoding 1,000 clusters, about a millisecond).
+/// When at least this many clusters changed, they and their load assignments are encoded on a
+/// second thread (a thread costs tens of microseconds; encoding 1,000 clusters and their load
+/// assignments, about 1.5 ms).
 const PARALLEL_CLUSTERS: usize = 1_000;
 
 /// A cluster of the model that changed.
