@@ -117,7 +117,9 @@ pub struct Builder<'a> {
     pub backing: &'a Snapshot,
     pub options: &'a Options,
     vhosts: HashMap<String, VhostAcc>,
-    clusters: HashMap<String, Cluster>,
+    /// Every cluster a backend resolved to, and whether a route of the model uses it (decided
+    /// by [`Builder::finish`]: a route refused after its backends resolved uses none).
+    clusters: HashMap<String, (Cluster, bool)>,
     secrets: BTreeMap<String, TlsSecret>,
     statuses: HashMap<ObjectRef, StatusAcc>,
     claims: HashMap<String, Vec<HostClaim>>,
@@ -501,19 +503,17 @@ impl<'a> Builder<'a> {
         let name = cluster_name(b.namespace, b.service, sp.port, b, health_check.as_ref());
         if !self.clusters.contains_key(&name) {
             let endpoints = self.endpoints_for(b.namespace, b.service, sp);
-            self.clusters.insert(
-                name.clone(),
-                Cluster {
-                    name: name.clone(),
-                    service: key(),
-                    port: sp.port,
-                    protocol: b.protocol,
-                    lb: b.lb,
-                    health_check,
-                    outlier_detection: b.outlier_detection.clone(),
-                    endpoints,
-                },
-            );
+            let cluster = Cluster {
+                name: name.clone(),
+                service: key(),
+                port: sp.port,
+                protocol: b.protocol,
+                lb: b.lb,
+                health_check,
+                outlier_detection: b.outlier_detection.clone(),
+                endpoints,
+            };
+            self.clusters.insert(name.clone(), (cluster, false));
         }
         Ok(name)
     }
@@ -602,14 +602,11 @@ impl<'a> Builder<'a> {
                 }),
         );
         let mut clusters = self.clusters;
-        let mut used: HashMap<String, Arc<Cluster>> = HashMap::with_capacity(clusters.len());
         let mut secrets = Vec::new();
         for v in vhosts.values() {
             for name in vhost_clusters(v) {
-                if !used.contains_key(name)
-                    && let Some((name, c)) = clusters.remove_entry(name)
-                {
-                    used.insert(name, Arc::new(c));
+                if let Some((_, used)) = clusters.get_mut(name.as_str()) {
+                    *used = true;
                 }
             }
             if let Some(tls) = &v.tls
@@ -618,7 +615,11 @@ impl<'a> Builder<'a> {
                 secrets.push((tls.secret.clone(), s.clone()));
             }
         }
-        drop(clusters);
+        let used = clusters
+            .into_iter()
+            .filter(|(_, (_, used))| *used)
+            .map(|(name, (c, _))| (name, Arc::new(c)));
+        let clusters = sorted_map(used);
         let statuses = sorted_map(
             self.statuses
                 .into_iter()
@@ -626,7 +627,7 @@ impl<'a> Builder<'a> {
         );
         Dag {
             vhosts,
-            clusters: sorted_map(used.into_iter()),
+            clusters,
             secrets: secrets.into_iter().collect(),
             statuses,
         }
