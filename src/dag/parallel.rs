@@ -267,6 +267,18 @@ mod tests {
     use crate::dag::incremental::tests::{is_routing, pool};
     use crate::test_rng::Rng;
 
+    /// The number of routing objects in each half of `store`.
+    fn half_sizes(store: &Snapshot) -> [usize; 2] {
+        let sides = sides(store);
+        [0, 1].map(|side| {
+            Half {
+                sides: &sides,
+                side,
+            }
+            .routing_objects()
+        })
+    }
+
     #[test]
     fn the_halves_of_the_golden_objects_build_what_one_thread_builds() {
         // Every golden case's objects at once (they reuse names and hosts, so they delegate to
@@ -284,14 +296,7 @@ mod tests {
                     .filter(|o| !is_routing(o) || rng.below(3) != 0)
                     .cloned(),
             );
-            let sides = sides(&store);
-            let [a, b] = [0, 1].map(|side| {
-                Half {
-                    sides: &sides,
-                    side,
-                }
-                .routing_objects()
-            });
+            let [a, b] = half_sizes(&store);
             assert_eq!(
                 a + b,
                 store.routing_objects(),
@@ -316,14 +321,7 @@ mod tests {
             endpoints_per_service: 2,
             unrelated_secrets: 10,
         });
-        let sides = sides(&store);
-        let [a, b] = [0, 1].map(|side| {
-            Half {
-                sides: &sides,
-                side,
-            }
-            .routing_objects()
-        });
+        let [a, b] = half_sizes(&store);
         assert!(a.abs_diff(b) <= 10, "halves of {a} and {b} objects");
         let options = Options::default();
         assert_eq!(
