@@ -1,6 +1,7 @@
 //! Field rules shared by every kind: host names, paths, header names and values, regular expressions,
 //! object names, durations. Each returns a [`FieldError`] naming the field, the value and the fix.
 
+use std::fmt;
 use std::time::Duration;
 
 use super::FieldError;
@@ -16,23 +17,27 @@ fn has_control(s: &str) -> bool {
 
 /// A DNS host name as a virtual host (RFC 1123), optionally with a single leading `*` label when
 /// `allow_wildcard`. Case is ignored (names are compared lowercased).
-pub fn validate_hostname(path: &str, value: &str, allow_wildcard: bool) -> Result<(), FieldError> {
+pub fn validate_hostname(
+    path: impl fmt::Display,
+    value: &str,
+    allow_wildcard: bool,
+) -> Result<(), FieldError> {
     let fix = if allow_wildcard {
         "must be a DNS name like \"www.example.com\" or \"*.example.com\" (lowercase letters, digits, '-' and '.'; no port, no IP address)"
     } else {
         "must be a DNS name like \"www.example.com\" (lowercase letters, digits, '-' and '.'; no wildcard, no port, no IP address)"
     };
     if value.is_empty() || value.len() > 253 || has_control(value) {
-        return Err(FieldError::invalid(path, value, fix));
+        return Err(FieldError::invalid(path.to_string(), value, fix));
     }
     let lower = value.to_ascii_lowercase();
     let rest = match lower.strip_prefix("*.") {
         Some(rest) if allow_wildcard => rest,
-        Some(_) => return Err(FieldError::invalid(path, value, fix)),
+        Some(_) => return Err(FieldError::invalid(path.to_string(), value, fix)),
         None => lower.as_str(),
     };
     if rest.parse::<std::net::IpAddr>().is_ok() {
-        return Err(FieldError::invalid(path, value, fix));
+        return Err(FieldError::invalid(path.to_string(), value, fix));
     }
     let labels_ok = rest.split('.').all(|label| {
         !label.is_empty()
@@ -44,55 +49,63 @@ pub fn validate_hostname(path: &str, value: &str, allow_wildcard: bool) -> Resul
             && !label.ends_with('-')
     });
     if !labels_ok {
-        return Err(FieldError::invalid(path, value, fix));
+        return Err(FieldError::invalid(path.to_string(), value, fix));
     }
     Ok(())
 }
 
 /// A URL path used as a match: starts with `/`, no whitespace or control characters, no query or
 /// fragment, no `.`/`..` segments and (when `no_double_slash`) no `//`.
-pub fn validate_path(path: &str, value: &str, no_double_slash: bool) -> Result<(), FieldError> {
+pub fn validate_path(
+    path: impl fmt::Display,
+    value: &str,
+    no_double_slash: bool,
+) -> Result<(), FieldError> {
     if !value.starts_with('/') {
-        return Err(FieldError::invalid(path, value, "must start with \"/\""));
+        return Err(FieldError::invalid(
+            path.to_string(),
+            value,
+            "must start with \"/\"",
+        ));
     }
     if value.len() > 4096 {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must be at most 4096 characters",
         ));
     }
     if let Some(c) = value.chars().find(|c| c.is_control() || c.is_whitespace()) {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             format!("must not contain whitespace or control characters (found {c:?})"),
         ));
     }
     if let Some(c) = value.chars().find(|c| matches!(c, '?' | '#')) {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             format!("must be a path only, without {c:?} (queries and fragments are not matched)"),
         ));
     }
     if no_double_slash && value.contains("//") {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must not contain consecutive \"/\" characters",
         ));
     }
     if value.split('/').any(|seg| seg == "." || seg == "..") {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must not contain \".\" or \"..\" segments (request paths are normalized before matching)",
         ));
     }
     if !valid_percent_encoding(value) {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "has a '%' not followed by two hex digits",
         ));
@@ -123,7 +136,7 @@ pub fn validate_header_name(path: &str, value: &str) -> Result<(), FieldError> {
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if value.is_empty() || value.len() > 256 || !value.bytes().all(token) {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~; no ':' pseudo-headers)",
         ));
@@ -135,14 +148,14 @@ pub fn validate_header_name(path: &str, value: &str) -> Result<(), FieldError> {
 pub fn validate_header_value(path: &str, value: &str) -> Result<(), FieldError> {
     if value.len() > 4096 {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must be at most 4096 bytes",
         ));
     }
     if has_control(value) {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must not contain control characters such as newlines",
         ));
@@ -164,7 +177,7 @@ pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
     }
     if has_control(value) {
         return Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must not contain control characters",
         ));
@@ -175,7 +188,7 @@ pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
     {
         Ok(_) => Ok(()),
         Err(regex::Error::CompiledTooBig(_)) => Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "is too complex (its compiled form exceeds the size limit); simplify it",
         )),
@@ -187,7 +200,7 @@ pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
                 .find(|l| l.starts_with("error:"))
                 .unwrap_or("syntax error");
             Err(FieldError::invalid(
-                path,
+                path.to_string(),
                 value,
                 format!("is not a valid RE2 regular expression ({last})"),
             ))
@@ -196,7 +209,11 @@ pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
 }
 
 /// An RFC 1035 label, as Service names are: lowercase letters, digits and '-', starting with a letter.
-pub fn validate_dns1035_label(path: &str, value: &str, what: &str) -> Result<(), FieldError> {
+pub fn validate_dns1035_label(
+    path: impl fmt::Display,
+    value: &str,
+    what: &str,
+) -> Result<(), FieldError> {
     let b = value.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= 63
@@ -208,7 +225,7 @@ pub fn validate_dns1035_label(path: &str, value: &str, what: &str) -> Result<(),
         Ok(())
     } else {
         Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             format!(
                 "must be the name of a {what} in the same namespace: lowercase letters, digits and '-', starting with a letter, at most 63 characters"
@@ -218,7 +235,11 @@ pub fn validate_dns1035_label(path: &str, value: &str, what: &str) -> Result<(),
 }
 
 /// An RFC 1123 label, as namespace names are.
-pub fn validate_dns1123_label(path: &str, value: &str, what: &str) -> Result<(), FieldError> {
+pub fn validate_dns1123_label(
+    path: impl fmt::Display,
+    value: &str,
+    what: &str,
+) -> Result<(), FieldError> {
     let b = value.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= 63
@@ -230,7 +251,7 @@ pub fn validate_dns1123_label(path: &str, value: &str, what: &str) -> Result<(),
         Ok(())
     } else {
         Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             format!(
                 "must be a valid {what} name: lowercase letters, digits and '-', at most 63 characters"
@@ -240,7 +261,11 @@ pub fn validate_dns1123_label(path: &str, value: &str, what: &str) -> Result<(),
 }
 
 /// An RFC 1123 subdomain, as most object names (Secrets, IngressRoutes) are.
-pub fn validate_dns1123_subdomain(path: &str, value: &str, what: &str) -> Result<(), FieldError> {
+pub fn validate_dns1123_subdomain(
+    path: impl fmt::Display,
+    value: &str,
+    what: &str,
+) -> Result<(), FieldError> {
     let ok = !value.is_empty()
         && value.len() <= 253
         && value.split('.').all(|l| {
@@ -254,7 +279,7 @@ pub fn validate_dns1123_subdomain(path: &str, value: &str, what: &str) -> Result
         Ok(())
     } else {
         Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             format!(
                 "must be a valid {what} name: lowercase letters, digits, '-' and '.', at most 253 characters"
@@ -279,7 +304,7 @@ pub fn parse_timeout(path: &str, value: &str) -> Result<Timeout, FieldError> {
     let mut rest = value;
     let mut total = Duration::ZERO;
     if rest.is_empty() {
-        return Err(FieldError::invalid(path, value, FIX));
+        return Err(FieldError::invalid(path.to_string(), value, FIX));
     }
     while !rest.is_empty() {
         let num_len = rest
@@ -292,7 +317,7 @@ pub fn parse_timeout(path: &str, value: &str) -> Result<Timeout, FieldError> {
         let (unit, tail) = tail.split_at(unit_len);
         let n: f64 = num
             .parse()
-            .map_err(|_| FieldError::invalid(path, value, FIX))?;
+            .map_err(|_| FieldError::invalid(path.to_string(), value, FIX))?;
         let secs = match unit {
             "ns" => n / 1e9,
             "us" | "µs" => n / 1e6,
@@ -300,10 +325,14 @@ pub fn parse_timeout(path: &str, value: &str) -> Result<Timeout, FieldError> {
             "s" => n,
             "m" => n * 60.0,
             "h" => n * 3600.0,
-            _ => return Err(FieldError::invalid(path, value, FIX)),
+            _ => return Err(FieldError::invalid(path.to_string(), value, FIX)),
         };
         if !secs.is_finite() || secs > 365.0 * 24.0 * 3600.0 {
-            return Err(FieldError::invalid(path, value, "must be at most one year"));
+            return Err(FieldError::invalid(
+                path.to_string(),
+                value,
+                "must be at most one year",
+            ));
         }
         total += Duration::from_secs_f64(secs);
         rest = tail;

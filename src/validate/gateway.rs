@@ -164,7 +164,7 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
         let base = format!("spec.listeners[{i}]");
         push(
             &mut v,
-            validate_dns1123_subdomain(&format!("{base}.name"), &l.name, "listener"),
+            validate_dns1123_subdomain(format_args!("{base}.name"), &l.name, "listener"),
         );
         if let Some(&j) = names.get(l.name.as_str()) {
             v.error(FieldError::invalid(
@@ -195,7 +195,10 @@ fn validate_listener_host_and_tls(v: &mut Verdict, base: &str, l: &GatewayListen
                 format!("must not be set for protocol {protocol} (TCP and UDP listeners do not see host names)"),
             ));
         } else {
-            push(v, validate_hostname(&format!("{base}.hostname"), h, true));
+            push(
+                v,
+                validate_hostname(format_args!("{base}.hostname"), h, true),
+            );
         }
     }
     match (protocol, &l.tls) {
@@ -306,7 +309,7 @@ fn validate_hostnames<'a>(v: &mut Verdict, hostnames: impl IntoIterator<Item = &
     for (i, h) in hostnames.into_iter().enumerate() {
         push(
             v,
-            validate_hostname(&format!("spec.hostnames[{i}]"), h, true),
+            validate_hostname(format_args!("spec.hostnames[{i}]"), h, true),
         );
     }
 }
@@ -324,7 +327,7 @@ fn validate_parent_refs<'a>(
             push(
                 v,
                 validate_dns1123_subdomain(
-                    &format!("spec.parentRefs[{i}].sectionName"),
+                    format_args!("spec.parentRefs[{i}].sectionName"),
                     s,
                     "section (listener)",
                 ),
@@ -534,13 +537,13 @@ fn validate_replacement_path(
     if let Some(p) = full {
         push(
             v,
-            validate_path(&format!("{path}.replaceFullPath"), p, true),
+            validate_path(format_args!("{path}.replaceFullPath"), p, true),
         );
     }
     if let Some(p) = prefix {
         push(
             v,
-            validate_path(&format!("{path}.replacePrefixMatch"), p, true),
+            validate_path(format_args!("{path}.replacePrefixMatch"), p, true),
         );
     }
 }
@@ -866,7 +869,7 @@ pub fn validate_reference_grant(r: &ReferenceGrant) -> Verdict {
         push(
             &mut v,
             validate_dns1123_label(
-                &format!("spec.from[{i}].namespace"),
+                format_args!("spec.from[{i}].namespace"),
                 &f.namespace,
                 "namespace",
             ),
@@ -888,7 +891,7 @@ pub fn validate_reference_grant(r: &ReferenceGrant) -> Verdict {
         if let Some(name) = t.name.as_deref() {
             push(
                 &mut v,
-                validate_dns1123_subdomain(&format!("spec.to[{i}].name"), name, "object"),
+                validate_dns1123_subdomain(format_args!("spec.to[{i}].name"), name, "object"),
             );
         }
     }

@@ -117,7 +117,7 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
         if let Some(host) = non_empty(rule.host.as_ref()) {
             push(
                 &mut v,
-                validate_hostname(&format!("spec.rules[{i}].host"), host, true),
+                validate_hostname(format_args!("spec.rules[{i}].host"), host, true),
             );
         }
         match &rule.http {
@@ -153,7 +153,7 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
         for (j, host) in hosts.iter().enumerate() {
             push(
                 &mut v,
-                validate_hostname(&format!("spec.tls[{i}].hosts[{j}]"), host, true),
+                validate_hostname(format_args!("spec.tls[{i}].hosts[{j}]"), host, true),
             );
         }
         let path = format!("spec.tls[{i}].secretName");
@@ -193,7 +193,7 @@ fn validate_http_path(v: &mut Verdict, base: &str, p: &HTTPIngressPath) {
     }
     if let Some(path) = non_empty(p.path.as_ref()) {
         let strict = path_type != PathType::ImplementationSpecific;
-        push(v, validate_path(&format!("{base}.path"), path, strict));
+        push(v, validate_path(format_args!("{base}.path"), path, strict));
     }
     validate_backend(v, &format!("{base}.backend"), &p.backend);
 }
@@ -214,7 +214,7 @@ fn validate_backend(v: &mut Verdict, base: &str, b: &IngressBackend) {
         (Some(svc), None) => {
             push(
                 v,
-                validate_dns1035_label(&format!("{base}.service.name"), &svc.name, "Service"),
+                validate_dns1035_label(format_args!("{base}.service.name"), &svc.name, "Service"),
             );
             validate_service_port(v, &format!("{base}.service.port"), svc.port.as_ref());
         }

@@ -4,6 +4,7 @@
 //! conversions here: the deprecated v1beta1 `service` field, v1 header conditions, match identity).
 
 use std::collections::HashMap;
+use std::fmt;
 
 use serde_json::Value;
 
@@ -30,12 +31,12 @@ fn check(v: &mut Verdict, r: Result<(), FieldError>) {
 // ---- rules shared by every sluice CRD (also used by the Route v1alpha1 rules) ----
 
 /// A Service port number.
-pub(crate) fn validate_port(path: &str, port: i32) -> Result<(), FieldError> {
+pub(crate) fn validate_port(path: impl fmt::Display, port: i32) -> Result<(), FieldError> {
     if (1..=65535).contains(&port) {
         Ok(())
     } else {
         Err(FieldError::spec(
-            path,
+            path.to_string(),
             format!("{port} must be a port number between 1 and 65535"),
         ))
     }
@@ -43,9 +44,15 @@ pub(crate) fn validate_port(path: &str, port: i32) -> Result<(), FieldError> {
 
 /// An active health check: a probe path, a DNS Host header, positive intervals and thresholds.
 pub(crate) fn validate_health_check(v: &mut Verdict, path: &str, h: &HealthCheck) {
-    check(v, validate_path(&format!("{path}.path"), &h.path, false));
+    check(
+        v,
+        validate_path(format_args!("{path}.path"), &h.path, false),
+    );
     if let Some(host) = &h.host {
-        check(v, validate_hostname(&format!("{path}.host"), host, false));
+        check(
+            v,
+            validate_hostname(format_args!("{path}.host"), host, false),
+        );
     }
     for (field, value) in [
         ("intervalSeconds", h.interval_seconds),
@@ -94,11 +101,11 @@ fn validate_virtualhost(v: &mut Verdict, vh: &VirtualHost) {
     }
 }
 
-fn validate_delegate(v: &mut Verdict, path: &str, d: &Delegate) {
-    let name_path = format!("{path}.name");
-    if validate_dns1123_subdomain(&name_path, &d.name, "IngressRoute").is_err() {
+fn validate_delegate(v: &mut Verdict, path: impl fmt::Display + Copy, d: &Delegate) {
+    let name_path = format_args!("{path}.name");
+    if validate_dns1123_subdomain(name_path, &d.name, "IngressRoute").is_err() {
         v.error(FieldError::invalid(
-            name_path,
+            name_path.to_string(),
             &d.name,
             "must be an IngressRoute name: lowercase letters, digits, '-' and '.', at most 253 characters",
         ));
@@ -106,7 +113,7 @@ fn validate_delegate(v: &mut Verdict, path: &str, d: &Delegate) {
     if let Some(ns) = &d.namespace {
         check(
             v,
-            validate_dns1123_label(&format!("{path}.namespace"), ns, "namespace"),
+            validate_dns1123_label(format_args!("{path}.namespace"), ns, "namespace"),
         );
     }
 }
@@ -138,24 +145,24 @@ pub fn v1beta1_services(
         .map(|(j, s)| (format!("spec.routes[{index}].services[{j}]"), s.clone()))
         .collect();
     let mut errors = Vec::new();
-    let base = format!("spec.routes[{index}].service");
+    let base = || format!("spec.routes[{index}].service");
     match &route.service {
         None => {}
         Some(Value::Array(items)) => {
             for (j, item) in items.iter().enumerate() {
-                let path = format!("{base}[{j}]");
+                let path = format!("{}[{j}]", base());
                 match decode_service(&path, item) {
                     Ok(s) => out.push((path, s)),
                     Err(e) => errors.push(e),
                 }
             }
         }
-        Some(item @ Value::Object(_)) => match decode_service(&base, item) {
-            Ok(s) => out.push((base, s)),
+        Some(item @ Value::Object(_)) => match decode_service(&base(), item) {
+            Ok(s) => out.push((base(), s)),
             Err(e) => errors.push(e),
         },
         Some(_) => errors.push(FieldError::spec(
-            base,
+            base(),
             "must be a service ({name, port}) or a list of services",
         )),
     }
@@ -189,9 +196,9 @@ fn decode_service(path: &str, value: &Value) -> Result<Service, FieldError> {
 fn validate_v1beta1_service(v: &mut Verdict, path: &str, s: &Service) {
     check(
         v,
-        validate_dns1035_label(&format!("{path}.name"), &s.name, "Service"),
+        validate_dns1035_label(format_args!("{path}.name"), &s.name, "Service"),
     );
-    check(v, validate_port(&format!("{path}.port"), s.port));
+    check(v, validate_port(format_args!("{path}.port"), s.port));
     validate_weight(v, path, s.weight);
     if let Some(h) = &s.health_check {
         validate_health_check(v, &format!("{path}.healthCheck"), h);
@@ -214,16 +221,20 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
             "must hold at least one route",
         ));
     }
-    let mut seen: HashMap<PathMatch, usize> = HashMap::new();
+    // By the prefix each match stands for (`PathMatch::prefix`: without trailing slashes).
+    let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, r) in spec.routes.iter().enumerate() {
-        let at = format!("spec.routes[{i}]");
-        let match_path = format!("{at}.match");
-        match validate_path(&match_path, &r.match_, true) {
+        let at = RouteAt(i);
+        match validate_path(format_args!("{at}.match"), &r.match_, true) {
             Err(e) => v.error(e),
             Ok(()) => {
-                if let Some(first) = seen.insert(PathMatch::prefix(&r.match_), i) {
+                let prefix = match r.match_.trim_end_matches('/') {
+                    "" => "/",
+                    trimmed => trimmed,
+                };
+                if let Some(first) = seen.insert(prefix, i) {
                     v.error(FieldError::invalid(
-                        &match_path,
+                        format!("{at}.match"),
                         &r.match_,
                         format!("is the same match as spec.routes[{first}]; a match may appear once per IngressRoute"),
                     ));
@@ -236,7 +247,7 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
         }
         if has_service && !r.services.is_empty() {
             v.error(FieldError::spec(
-                &at,
+                at.to_string(),
                 "has both service and services; use services only",
             ));
         }
@@ -244,9 +255,12 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
         v.errors.extend(errors);
         let has_services = has_service || !r.services.is_empty();
         match (&r.delegate, has_services) {
-            (None, false) => v.error(FieldError::spec(&at, "must have services or a delegate")),
+            (None, false) => v.error(FieldError::spec(
+                at.to_string(),
+                "must have services or a delegate",
+            )),
             (Some(_), true) => v.error(FieldError::spec(
-                &at,
+                at.to_string(),
                 "must have services or a delegate, not both",
             )),
             _ => {}
@@ -255,10 +269,19 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
             validate_v1beta1_service(&mut v, path, s);
         }
         if let Some(d) = &r.delegate {
-            validate_delegate(&mut v, &format!("{at}.delegate"), d);
+            validate_delegate(&mut v, format_args!("{at}.delegate"), d);
         }
     }
     v
+}
+
+/// `spec.routes[i]`, written out only where a message needs it.
+struct RouteAt(usize);
+
+impl fmt::Display for RouteAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "spec.routes[{}]", self.0)
+    }
 }
 
 // ---- projectcontour.io/v1 ----
@@ -434,7 +457,7 @@ fn validate_backend(v: &mut Verdict, path: &str, b: &Backend) {
     match keys.as_slice() {
         [(key, name)] => check(
             v,
-            validate_dns1035_label(&format!("{path}.{key}"), name, "Service"),
+            validate_dns1035_label(format_args!("{path}.{key}"), name, "Service"),
         ),
         _ => {
             let names: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
@@ -447,7 +470,7 @@ fn validate_backend(v: &mut Verdict, path: &str, b: &Backend) {
             ));
         }
     }
-    check(v, validate_port(&format!("{path}.port"), b.port));
+    check(v, validate_port(format_args!("{path}.port"), b.port));
     validate_weight(v, path, b.weight);
     if let Some(h) = &b.health_check {
         validate_health_check(v, &format!("{path}.healthCheck"), h);
@@ -522,7 +545,10 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
         let before = v.errors.len();
         if let Some(m) = &r.match_ {
             if let Some(p) = &m.path {
-                check(&mut v, validate_path(&format!("{at}.match.path"), p, true));
+                check(
+                    &mut v,
+                    validate_path(format_args!("{at}.match.path"), p, true),
+                );
             }
             for (k, c) in m.headers.iter().enumerate() {
                 validate_header_condition(&mut v, &format!("{at}.match.headers[{k}]"), c);

@@ -49,11 +49,11 @@ pub fn validate_route(o: &Route) -> Verdict {
         for (j, u) in r.upstreams.iter().enumerate() {
             let up = format!("{at}.upstreams[{j}]");
             if let Err(e) =
-                validate_dns1035_label(&format!("{up}.serviceName"), &u.service_name, "Service")
+                validate_dns1035_label(format_args!("{up}.serviceName"), &u.service_name, "Service")
             {
                 v.error(e);
             }
-            if let Err(e) = validate_port(&format!("{up}.servicePort"), u.service_port) {
+            if let Err(e) = validate_port(format_args!("{up}.servicePort"), u.service_port) {
                 v.error(e);
             }
             if let Some(w) = u.weight.filter(|w| *w > 100) {
