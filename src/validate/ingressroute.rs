@@ -118,7 +118,7 @@ fn validate_delegate(v: &mut Verdict, path: impl fmt::Display + Copy, d: &Delega
     }
 }
 
-fn validate_weight(v: &mut Verdict, path: &str, weight: Option<u32>) {
+fn validate_weight(v: &mut Verdict, path: impl fmt::Display, weight: Option<u32>) {
     if let Some(w) = weight.filter(|w| *w > MAX_WEIGHT) {
         v.error(FieldError::spec(
             format!("{path}.weight"),
@@ -193,7 +193,7 @@ fn decode_service(path: &str, value: &Value) -> Result<Service, FieldError> {
     })
 }
 
-fn validate_v1beta1_service(v: &mut Verdict, path: &str, s: &Service) {
+fn validate_v1beta1_service(v: &mut Verdict, path: impl fmt::Display + Copy, s: &Service) {
     check(
         v,
         validate_dns1035_label(format_args!("{path}.name"), &s.name, "Service"),
@@ -251,8 +251,14 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
                 "has both service and services; use services only",
             ));
         }
-        let (services, errors) = v1beta1_services(r, i);
-        v.errors.extend(errors);
+        // The deprecated `service` field, decoded (the `services` list is checked as written).
+        let deprecated = if has_service {
+            let (services, errors) = v1beta1_services(r, i);
+            v.errors.extend(errors);
+            services
+        } else {
+            Vec::new()
+        };
         let has_services = has_service || !r.services.is_empty();
         match (&r.delegate, has_services) {
             (None, false) => v.error(FieldError::spec(
@@ -265,8 +271,11 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
             )),
             _ => {}
         }
-        for (path, s) in &services {
-            validate_v1beta1_service(&mut v, path, s);
+        for (j, s) in r.services.iter().enumerate() {
+            validate_v1beta1_service(&mut v, format_args!("{at}.services[{j}]"), s);
+        }
+        for (path, s) in deprecated.iter().skip(r.services.len()) {
+            validate_v1beta1_service(&mut v, path.as_str(), s);
         }
         if let Some(d) = &r.delegate {
             validate_delegate(&mut v, format_args!("{at}.delegate"), d);

@@ -330,6 +330,17 @@ fn deprecated_service_field() {
         ))),
         vec!["spec.routes[0]: has both service and services; use services only"]
     );
+    // With both fields set, each is still checked under its own path.
+    assert_eq!(
+        beta_errors(&beta_route(
+            "  service: {name: a, port: 0}\n  services: [{name: B, port: 80}]\n"
+        )),
+        vec![
+            "spec.routes[0]: has both service and services; use services only",
+            "spec.routes[0].services[0].name: \"B\" must be the name of a Service in the same namespace: lowercase letters, digits and '-', starting with a letter, at most 63 characters",
+            "spec.routes[0].service.port: 0 must be a port number between 1 and 65535",
+        ]
+    );
 }
 
 #[test]
