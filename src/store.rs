@@ -135,7 +135,9 @@ pub struct SliceEndpoints {
     /// fit a port (a slice whose matching port has no usable number contributes no endpoints).
     pub ports: Box<[(Box<str>, Option<u16>)]>,
     /// The addresses of the endpoints that are ready (an endpoint without a `ready` condition
-    /// counts as ready, as Kubernetes specifies), in slice order.
+    /// counts as ready, as Kubernetes specifies), in slice order. Only IP addresses: Envoy takes
+    /// nothing else as an endpoint of a cluster whose endpoints sluice sends, so the hostnames of
+    /// an `FQDN` slice are left out rather than sent for Envoy to refuse.
     pub ready: Box<[Box<str>]>,
 }
 
@@ -173,7 +175,9 @@ impl From<&EndpointSlice> for SliceEndpoints {
                 .endpoints
                 .iter()
                 .filter(|ep| ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-                .flat_map(|ep| ep.addresses.iter().map(|a| a.as_str().into()))
+                .flat_map(|ep| ep.addresses.iter())
+                .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
+                .map(|a| a.as_str().into())
                 .collect(),
         }
     }
@@ -474,6 +478,30 @@ mod tests {
         let bare = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv4",
                                                        "endpoints": []})));
         assert_eq!(bare, SliceEndpoints::default());
+    }
+
+    #[test]
+    fn a_slice_keeps_ip_addresses_only() {
+        let ready = |v: serde_json::Value| -> Vec<String> {
+            SliceEndpoints::from(&slice(v))
+                .ready
+                .iter()
+                .map(|a| a.to_string())
+                .collect()
+        };
+        let v6 = ready(json!({"metadata": {}, "addressType": "IPv6",
+                               "endpoints": [{"addresses": ["fd00::1", "2001:db8::a"]}]}));
+        assert_eq!(v6, ["fd00::1", "2001:db8::a"]);
+        // Hostnames (an FQDN slice) are not endpoints Envoy accepts.
+        let fqdn = ready(json!({"metadata": {}, "addressType": "FQDN",
+                                 "endpoints": [{"addresses": ["db.example.com"]}]}));
+        assert!(fqdn.is_empty(), "{fqdn:?}");
+        // Whatever else a slice holds that is not an IP address is left out, the rest kept.
+        let mixed = ready(json!({"metadata": {}, "addressType": "IPv4",
+                                  "endpoints": [{"addresses": ["10.0.0.1"]},
+                                                {"addresses": ["10.0.0.300", " 10.0.0.2", ""]},
+                                                {"addresses": ["10.0.0.3"]}]}));
+        assert_eq!(mixed, ["10.0.0.1", "10.0.0.3"]);
     }
 
     #[test]
