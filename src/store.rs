@@ -66,8 +66,9 @@ pub struct Snapshot {
     pub services: Objects<ServicePorts>,
     /// What routing reads of each EndpointSlice (see [`SliceEndpoints`]), by the slice's key.
     pub endpoint_slices: Objects<SliceEndpoints>,
-    /// Only Secrets routing can use (TLS certificates); cluster mode filters out the rest.
-    pub secrets: Objects<Secret>,
+    /// What routing reads of each Secret (see [`TlsSecretData`]); cluster mode watches only
+    /// `kubernetes.io/tls` Secrets.
+    pub secrets: Objects<TlsSecretData>,
     pub gateway_classes: Objects<GatewayClass>,
     pub gateways: Objects<Gateway>,
     pub http_routes: Objects<HTTPRoute>,
@@ -180,6 +181,83 @@ impl From<&EndpointSlice> for SliceEndpoints {
                 .map(|a| a.as_str().into())
                 .collect(),
         }
+    }
+}
+
+/// What routing reads of a Secret: its PEM certificate chain and private key, checked once when
+/// the Secret is stored, or why they cannot serve TLS. Envoy refuses a certificate it cannot
+/// parse and a key that is not the certificate's; sluice finds both here rather than send them.
+/// (A build reads a TLS Secret per host that names it; parsing certificates and loading keys
+/// there would cost a full build milliseconds per TLS host.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TlsSecretData {
+    Usable {
+        cert_pem: Box<str>,
+        key_pem: Box<str>,
+    },
+    /// What is wrong, for the status of the objects that name the Secret.
+    Unusable(&'static str),
+}
+
+impl From<&Secret> for TlsSecretData {
+    fn from(secret: &Secret) -> Self {
+        let field = |k: &str| -> Option<String> {
+            let data = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(k))
+                .map(|b| &b.0[..]);
+            let string_data = secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(k))
+                .map(|s| s.as_bytes());
+            data.or(string_data)
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .map(str::to_string)
+        };
+        let Some(cert_pem) = field("tls.crt") else {
+            return TlsSecretData::Unusable("it has no tls.crt");
+        };
+        let Some(key_pem) = field("tls.key") else {
+            return TlsSecretData::Unusable("it has no tls.key");
+        };
+        match check_tls_pair(&cert_pem, &key_pem) {
+            Ok(()) => TlsSecretData::Usable {
+                cert_pem: cert_pem.into(),
+                key_pem: key_pem.into(),
+            },
+            Err(what) => TlsSecretData::Unusable(what),
+        }
+    }
+}
+
+/// Whether a PEM certificate chain and key can serve TLS in Envoy, as far as sluice can tell:
+/// a certificate that parses as X.509 first, and a key that is that certificate's. A key of a
+/// type sluice cannot load (it loads RSA, ECDSA P-256 and P-384, and Ed25519 keys) is left for
+/// Envoy to judge.
+fn check_tls_pair(cert_pem: &str, key_pem: &str) -> Result<(), &'static str> {
+    use rustls::pki_types::CertificateDer;
+    let chain: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+        .filter_map(Result::ok)
+        .collect();
+    let Some(first) = chain.first() else {
+        return Err("tls.crt holds no PEM certificate");
+    };
+    let Ok(Some(key)) = rustls_pemfile::private_key(&mut key_pem.as_bytes()) else {
+        return Err("tls.key holds no PEM private key");
+    };
+    if rustls::server::ParsedCertificate::try_from(first).is_err() {
+        return Err("the first certificate in tls.crt is not a valid X.509 certificate");
+    }
+    let Ok(signing_key) = rustls::crypto::ring::sign::any_supported_type(&key) else {
+        return Ok(());
+    };
+    match rustls::sign::CertifiedKey::new(chain, signing_key).keys_match() {
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
+            Err("tls.key is not the private key of the first certificate in tls.crt")
+        }
+        _ => Ok(()),
     }
 }
 
@@ -299,7 +377,9 @@ impl Snapshot {
                     .endpoint_slices
                     .insert(key, Arc::new(SliceEndpoints::from(&*o)))
             }
-            AnyObject::Secret(o) => _ = self.secrets.insert(key, o),
+            AnyObject::Secret(o) => {
+                _ = self.secrets.insert(key, Arc::new(TlsSecretData::from(&*o)))
+            }
             AnyObject::GatewayClass(o) => _ = self.gateway_classes.insert(key, o),
             AnyObject::Gateway(o) => _ = self.gateways.insert(key, o),
             AnyObject::HttpRoute(o) => _ = self.http_routes.insert(key, o),
@@ -478,6 +558,61 @@ mod tests {
         let bare = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv4",
                                                        "endpoints": []})));
         assert_eq!(bare, SliceEndpoints::default());
+    }
+
+    #[test]
+    fn a_tls_secret_is_kept_once_its_certificate_and_key_are_checked() {
+        let secret = |crt: &str, key: &str| -> TlsSecretData {
+            let s: Secret = serde_json::from_value(json!({
+                "metadata": {"name": "tls", "namespace": "web"},
+                "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": crt, "tls.key": key},
+            }))
+            .unwrap();
+            TlsSecretData::from(&s)
+        };
+        let a = rcgen::generate_simple_self_signed(vec!["a.example.com".into()]).unwrap();
+        let b = rcgen::generate_simple_self_signed(vec!["b.example.com".into()]).unwrap();
+        let (a_crt, a_key) = (a.cert.pem(), a.signing_key.serialize_pem());
+        let b_key = b.signing_key.serialize_pem();
+        assert_eq!(
+            secret(&a_crt, &a_key),
+            TlsSecretData::Usable {
+                cert_pem: a_crt.clone().into(),
+                key_pem: a_key.clone().into()
+            }
+        );
+        assert_eq!(
+            secret(&a_crt, &b_key),
+            TlsSecretData::Unusable(
+                "tls.key is not the private key of the first certificate in tls.crt"
+            )
+        );
+        // PEM framing around bytes that are no certificate.
+        let framed = "-----BEGIN CERTIFICATE-----\nAAECAwQF\n-----END CERTIFICATE-----\n";
+        assert_eq!(
+            secret(framed, &a_key),
+            TlsSecretData::Unusable(
+                "the first certificate in tls.crt is not a valid X.509 certificate"
+            )
+        );
+        assert_eq!(
+            secret("not a certificate", &a_key),
+            TlsSecretData::Unusable("tls.crt holds no PEM certificate")
+        );
+        assert_eq!(
+            secret(&a_crt, &a_crt),
+            TlsSecretData::Unusable("tls.key holds no PEM private key")
+        );
+        let missing: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "tls", "namespace": "web"},
+            "data": {"tls.key": "a2V5"},
+        }))
+        .unwrap();
+        assert_eq!(
+            TlsSecretData::from(&missing),
+            TlsSecretData::Unusable("it has no tls.crt")
+        );
     }
 
     #[test]

@@ -32,32 +32,40 @@ pub struct Shape {
     pub unrelated_secrets: usize,
 }
 
-/// A `kubernetes.io/tls` Secret whose data is PEM-framed placeholder bytes, unique per `seed`: enough
-/// for routing (which checks the PEM framing), not a usable certificate or key. Only in-process
-/// benchmarks use it; nothing here reaches an Envoy.
-fn tls_secret(ns: &str, name: &str, seed: usize) -> Secret {
-    use base64::Engine;
-    let pem = |label: &str| {
-        let body = base64::engine::general_purpose::STANDARD
-            .encode(format!("synthetic {label} {seed} ").repeat(16));
-        let lines: Vec<&str> = body
-            .as_bytes()
-            .chunks(64)
-            .map(|c| std::str::from_utf8(c).unwrap_or_default())
-            .collect();
-        format!(
-            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
-            lines.join("\n")
-        )
-    };
+/// A self-signed ECDSA P-256 certificate (`CN=synthetic.example.com`) and its key, made for this
+/// file with openssl: throwaway test data that protects nothing. Every synthetic TLS Secret
+/// holds them (the store checks that a key is its certificate's, so they must be a real pair).
+const SYNTH_CERT_PEM: &str = "\
+-----BEGIN CERTIFICATE-----
+MIIBmDCCAT2gAwIBAgIUeJfYVSHswFKYWDo8CpCgnwrRHyQwCgYIKoZIzj0EAwIw
+IDEeMBwGA1UEAwwVc3ludGhldGljLmV4YW1wbGUuY29tMCAXDTI2MTEyNjA0NDQ0
+OFoYDzIxMjYxMTAyMDQ0NDQ4WjAgMR4wHAYDVQQDDBVzeW50aGV0aWMuZXhhbXBs
+ZS5jb20wWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAAQYQDqEy66NGIMflchNpSz/
+UojzzzJxrRbWn9heKx863ptg3EGLUGPLFQEABHaaeAOo3REJeTaV2TGLMNjTwFQG
+o1MwUTAdBgNVHQ4EFgQUMBdIzwug7XMbCDNh7pr3ugzHV5AwHwYDVR0jBBgwFoAU
+MBdIzwug7XMbCDNh7pr3ugzHV5AwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQD
+AgNJADBGAiEA5SMvRmW3CCziK1gmIVIavRQZ1WMxPdNa9ujt+nvGTQgCIQDZKcbk
+SFBayHaahPFj1pNwfci/nYGtKYIxqX/TEwDivQ==
+-----END CERTIFICATE-----
+";
+const SYNTH_KEY_PEM: &str = "\
+-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgOfF8X49UF2i6rBdo
+LX4tGZXwzxBSnUOWyyl0bfLv7ZKhRANCAAQYQDqEy66NGIMflchNpSz/UojzzzJx
+rRbWn9heKx863ptg3EGLUGPLFQEABHaaeAOo3REJeTaV2TGLMNjTwFQG
+-----END PRIVATE KEY-----
+";
+
+/// A `kubernetes.io/tls` Secret holding [`SYNTH_CERT_PEM`] and [`SYNTH_KEY_PEM`].
+fn tls_secret(ns: &str, name: &str) -> Secret {
     let mut data = BTreeMap::new();
     data.insert(
         "tls.crt".to_string(),
-        ByteString(pem("CERTIFICATE").into_bytes()),
+        ByteString(SYNTH_CERT_PEM.as_bytes().to_vec()),
     );
     data.insert(
         "tls.key".to_string(),
-        ByteString(pem("PRIVATE KEY").into_bytes()),
+        ByteString(SYNTH_KEY_PEM.as_bytes().to_vec()),
     );
     Secret {
         metadata: meta(ns, name),
@@ -184,7 +192,7 @@ pub fn objects(shape: Shape) -> Vec<AnyObject> {
         );
         if i % 10 == 0 {
             let name = format!("tls-{i}");
-            s.push(AnyObject::Secret(Arc::new(tls_secret(&root_ns, &name, i))));
+            s.push(AnyObject::Secret(Arc::new(tls_secret(&root_ns, &name))));
         }
         let mut root = root;
         root.metadata = meta(&root_ns, &format!("root-{i}"));

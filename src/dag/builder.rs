@@ -17,7 +17,9 @@ use super::model::*;
 use super::parallel::Half;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
-use crate::store::{Objects, ServicePortRef, ServicePorts, SliceEndpoints, Snapshot};
+use crate::store::{
+    Objects, ServicePortRef, ServicePorts, SliceEndpoints, Snapshot, TlsSecretData,
+};
 
 pub use crate::store::SERVICE_NAME_LABEL;
 /// Host header of active health checks when the object names none.
@@ -543,36 +545,17 @@ impl<'a> Builder<'a> {
                 message: format!("TLS Secret {id:?} not found"),
             });
         };
-        let field = |k: &str| -> Option<String> {
-            let data = secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get(k))
-                .map(|b| b.0.clone());
-            let string_data = secret
-                .string_data
-                .as_ref()
-                .and_then(|d| d.get(k))
-                .map(|s| s.clone().into_bytes());
-            data.or(string_data).and_then(|b| String::from_utf8(b).ok())
+        let (cert, key_pem) = match &**secret {
+            TlsSecretData::Usable { cert_pem, key_pem } => {
+                (cert_pem.to_string(), key_pem.to_string())
+            }
+            TlsSecretData::Unusable(what) => {
+                return Err(StatusMessage {
+                    reason: reason::SECRET_INVALID,
+                    message: format!("Secret {id:?} is not a usable TLS certificate: {what}"),
+                });
+            }
         };
-        let invalid = |what: &str| StatusMessage {
-            reason: reason::SECRET_INVALID,
-            message: format!("Secret {id:?} is not a usable TLS certificate: {what}"),
-        };
-        let cert = field("tls.crt").ok_or_else(|| invalid("it has no tls.crt"))?;
-        let key_pem = field("tls.key").ok_or_else(|| invalid("it has no tls.key"))?;
-        let has_cert = rustls_pemfile::certs(&mut cert.as_bytes()).any(|c| c.is_ok());
-        if !has_cert {
-            return Err(invalid("tls.crt holds no PEM certificate"));
-        }
-        let has_key = matches!(
-            rustls_pemfile::private_key(&mut key_pem.as_bytes()),
-            Ok(Some(_))
-        );
-        if !has_key {
-            return Err(invalid("tls.key holds no PEM private key"));
-        }
         self.secrets.insert(
             id.clone(),
             TlsSecret {

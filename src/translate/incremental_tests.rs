@@ -55,10 +55,10 @@ fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
     match rng.below(5) {
         0 => shuffle(&mut store.ingressroutes_v1beta1, rng, fresh, renamed),
         1 => shuffle(&mut store.ingresses, rng, fresh, renamed),
-        // Stored Services and slices hold no name of their own.
+        // Stored Services, slices and Secrets hold no name of their own.
         2 => shuffle(&mut store.services, rng, fresh, |s, _| s.clone()),
         3 => shuffle(&mut store.endpoint_slices, rng, fresh, |s, _| s.clone()),
-        _ => shuffle(&mut store.secrets, rng, fresh, renamed),
+        _ => shuffle(&mut store.secrets, rng, fresh, |s, _| s.clone()),
     }
 }
 
