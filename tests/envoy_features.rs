@@ -166,6 +166,56 @@ async fn tls_termination_with_a_generated_certificate() {
     assert!(got.starts_with("error:"), "unknown SNI answered {got:?}");
 }
 
+/// Regular expressions past Envoy's default RE2 limit of 100 instructions, which the bootstrap
+/// sluice writes raises: an IngressRoute v1 header condition of an ordinary version pattern
+/// (~270 instructions), and the single-label check of a wildcard host with the longest name a host
+/// may have (253 characters). Under Envoy's default, the route configuration holding them is
+/// refused and neither host is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regexes_past_envoys_default_limit_are_served() {
+    let versioned = Backend::start("re/versioned").await;
+    let other = Backend::start("re/other").await;
+    let wild = Backend::start("re/wild").await;
+    let route = "apiVersion: projectcontour.io/v1\nkind: IngressRoute\nmetadata: {name: api, namespace: re}\nspec:\n  virtualhost: {fqdn: api.example.com}\n  routes:\n  - match:\n      path: /\n      headers: [{header: x-client, regex: '^v[0-9]+(\\.[0-9]+){1,3}/[a-z0-9-]{1,64}$'}]\n    services: [{http: versioned, port: 80}]\n  - match: {path: /}\n    services: [{http: other, port: 80}]\n";
+    // `*.` then labels of 63 characters: 253 in all.
+    let suffix = format!(
+        "{}.{}.{}.{}",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(59)
+    );
+    let wildcard = format!("*.{suffix}");
+    assert_eq!(wildcard.len(), 253);
+    let ingress = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: wild, namespace: re}}\nspec:\n  ingressClassName: sluice\n  rules:\n  - host: \"{wildcard}\"\n    http:\n      paths:\n      - {{path: /, pathType: Prefix, backend: {{service: {{name: wild, port: {{number: 80}}}}}}}}\n"
+    );
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("re", &[&versioned, &other, &wild])),
+            ("route.yaml", route.to_string()),
+            ("ingress.yaml", ingress),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect(
+        "api.example.com",
+        "/",
+        &[("x-client", "v2.1.7/cli")],
+        "re/versioned",
+    )
+    .await;
+    assert_eq!(
+        h.get("api.example.com", "/", &[("x-client", "v2/cli")])
+            .await,
+        "re/other"
+    );
+    h.expect(&format!("x.{suffix}"), "/", &[], "re/wild").await;
+    // One label only: a second one is not this host's.
+    assert_ne!(h.get(&format!("x.y.{suffix}"), "/", &[]).await, "re/wild");
+}
+
 /// Routes change under a bounded request loop; requests to routes that exist before and after
 /// every change all succeed.
 async fn updates_under_load(protocol: XdsProtocol) {

@@ -150,8 +150,21 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
             "lds_config": ads_source,
             "cds_config": ads_source
         },
-        "static_resources": { "clusters": [xds_cluster] }
+        "static_resources": { "clusters": [xds_cluster] },
+        "layered_runtime": layered_runtime()
     }))
+}
+
+/// [`crate::translate::ENVOY_RUNTIME`] as a static runtime layer, then Envoy's admin layer.
+fn layered_runtime() -> Value {
+    let values: serde_json::Map<String, Value> = crate::translate::ENVOY_RUNTIME
+        .iter()
+        .map(|(key, value)| (key.to_string(), json!(value)))
+        .collect();
+    json!({ "layers": [
+        { "name": "sluice", "static_layer": values },
+        { "name": "admin", "admin_layer": {} }
+    ] })
 }
 
 pub fn run(args: BootstrapArgs) -> u8 {
@@ -229,6 +242,17 @@ mod tests {
         let c = &b["static_resources"]["clusters"][0];
         assert_eq!(c["type"], "STATIC");
         assert!(c.get("transport_socket").is_none());
+        // Envoy's RE2 limit raised to the one sluice's regexes are checked against, the admin
+        // runtime layer kept.
+        assert_eq!(
+            b["layered_runtime"],
+            json!({ "layers": [
+                { "name": "sluice", "static_layer": {
+                    "re2.max_program_size.error_level": crate::translate::RE2_MAX_PROGRAM_SIZE
+                } },
+                { "name": "admin", "admin_layer": {} }
+            ] })
+        );
     }
 
     #[test]

@@ -38,6 +38,58 @@ pub use cluster::{build_cluster, build_load_assignment, build_secret, fill_load_
 pub use listener::{HTTP_LISTENER, HTTPS_LISTENER};
 pub use route::{HTTP_ROUTE_CONFIG, https_route_config_name, merge_slashes};
 
+/// The largest RE2 program Envoy compiles for a regular expression of sluice's configuration
+/// (Envoy's runtime key `re2.max_program_size.error_level`; Envoy's own default is 100). Envoy
+/// refuses a route configuration holding a larger one. Envoy's default is below what ordinary
+/// expressions need (`^/api/v[0-9]+/users/[a-z0-9-]{1,64}$` compiles to 268 instructions; the
+/// single-label check of a long wildcard host to over 250), so every bootstrap sluice writes
+/// raises it. The limit that counts is the webhook's ([`crate::validate::common::validate_regex`]):
+/// 1024 bytes, 64 KiB compiled by Rust's `regex`, and RE2's own repetition rules. The largest
+/// RE2 programs found for expressions within it were ~7,300 instructions (docs/xds.md, "Regular
+/// expressions"); this leaves four times that.
+pub const RE2_MAX_PROGRAM_SIZE: u32 = 32_768;
+
+/// The runtime values every Envoy bootstrap sluice writes sets (a static runtime layer), in
+/// front of Envoy's admin layer.
+pub const ENVOY_RUNTIME: &[(&str, u32)] =
+    &[("re2.max_program_size.error_level", RE2_MAX_PROGRAM_SIZE)];
+
+/// [`ENVOY_RUNTIME`] as a bootstrap's `layered_runtime`: the static layer, then the admin layer
+/// (`/runtime_modify`), which Envoy has when a bootstrap names no layers.
+pub fn layered_runtime() -> envoy_types::pb::envoy::config::bootstrap::v3::LayeredRuntime {
+    use envoy_types::pb::envoy::config::bootstrap::v3::{
+        LayeredRuntime, RuntimeLayer, runtime_layer,
+    };
+    use envoy_types::pb::google::protobuf::{Struct, Value, value::Kind};
+    let fields = ENVOY_RUNTIME
+        .iter()
+        .map(|(key, value)| {
+            (
+                key.to_string(),
+                Value {
+                    kind: Some(Kind::NumberValue(f64::from(*value))),
+                },
+            )
+        })
+        .collect();
+    LayeredRuntime {
+        layers: vec![
+            RuntimeLayer {
+                name: "sluice".to_string(),
+                layer_specifier: Some(runtime_layer::LayerSpecifier::StaticLayer(Struct {
+                    fields,
+                })),
+            },
+            RuntimeLayer {
+                name: "admin".to_string(),
+                layer_specifier: Some(runtime_layer::LayerSpecifier::AdminLayer(
+                    runtime_layer::AdminLayer {},
+                )),
+            },
+        ],
+    }
+}
+
 /// Settings that come from the command line, not from objects.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {

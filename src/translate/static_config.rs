@@ -58,6 +58,7 @@ pub fn build_static_bootstrap(resources: &Resources) -> Result<Bootstrap, Static
             clusters,
             secrets: resources.secrets.clone(),
         }),
+        layered_runtime: Some(super::layered_runtime()),
         ..Default::default()
     })
 }

@@ -42,8 +42,17 @@ pub fn envoy_bin() -> PathBuf {
 /// Runs `envoy --mode validate` on the resources wrapped as static configuration; panics with
 /// Envoy's output when it refuses them.
 pub fn assert_envoy_accepts(resources: &Resources, label: &str) {
-    let dir = tempfile::tempdir().expect("tempdir");
     let bootstrap = build_static_bootstrap(resources).expect("static bootstrap");
+    if let Err(output) = envoy_validate(&bootstrap) {
+        panic!("envoy --mode validate refused snapshot {label}:\n{output}");
+    }
+}
+
+/// `envoy --mode validate` of a bootstrap: Err holds Envoy's output when it refuses it.
+pub fn envoy_validate(
+    bootstrap: &envoy_types::pb::envoy::config::bootstrap::v3::Bootstrap,
+) -> Result<(), String> {
+    let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("static.pb");
     std::fs::write(&path, bootstrap.encode_to_vec()).expect("write bootstrap");
     let out = Command::new(envoy_bin())
@@ -56,12 +65,15 @@ pub fn assert_envoy_accepts(resources: &Resources, label: &str) {
         .arg("--disable-hot-restart")
         .output()
         .expect("run envoy --mode validate");
-    assert!(
-        out.status.success(),
-        "envoy --mode validate refused snapshot {label}:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
