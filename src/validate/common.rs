@@ -164,7 +164,8 @@ pub fn validate_header_value(path: &str, value: &str) -> Result<(), FieldError> 
 }
 
 /// A regular expression with RE2 semantics (what Envoy runs): no backreferences or look-around, at
-/// most [`MAX_REGEX_LEN`] bytes, and a bounded compiled size.
+/// most [`MAX_REGEX_LEN`] bytes, a bounded compiled size, and nothing RE2 reads otherwise or
+/// refuses ([`super::re2`]).
 pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
     if value.len() > MAX_REGEX_LEN {
         return Err(FieldError::spec(
@@ -181,6 +182,11 @@ pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
             value,
             "must not contain control characters",
         ));
+    }
+    // What RE2 refuses or reads otherwise first: its message is more precise than the size
+    // limit's (`a{5000}` is both too big and past RE2's repetition limit).
+    if let Some(problem) = super::re2::check(value) {
+        return Err(FieldError::invalid(path.to_string(), value, problem));
     }
     match regex::RegexBuilder::new(value)
         .size_limit(MAX_REGEX_PROGRAM)
@@ -416,7 +422,14 @@ mod tests {
             msg(validate_regex("r", &long)),
             "r: regular expression of 100000 bytes is longer than the 1024 bytes allowed"
         );
-        assert!(msg(validate_regex("r", "((a{100}){100}){100}")).contains("too complex"));
+        assert!(msg(validate_regex("r", r"\pL{100}")).contains("too complex"));
+        assert!(msg(validate_regex("r", "((a{100}){100}){100}")).contains("multiply"));
+        // Valid for Rust's regex crate, refused by Envoy's RE2.
+        assert_eq!(
+            msg(validate_regex("r", "a{1001}")),
+            "r: \"a{1001}\" repeats 1001 times; RE2 (Envoy's regex engine) allows at most 1000: use a smaller count, or `+` or `*`"
+        );
+        assert!(msg(validate_regex("r", "(?x) a")).contains("flag `x`"));
     }
 
     #[test]

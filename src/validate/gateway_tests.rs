@@ -321,6 +321,8 @@ fn httproute_regular_expressions_are_valid_bounded_re2() {
         {"headers": [{"type": "RegularExpression", "name": "x-a", "value": "(?=look)"}]},
         {"headers": [{"type": "RegularExpression", "name": "x-b", "value": long}]},
         {"queryParams": [{"type": "RegularExpression", "name": "q", "value": "[z-a]"}]},
+        {"headers": [{"type": "RegularExpression", "name": "x-c", "value": "(?x) v [0-9]+"}]},
+        {"headers": [{"type": "RegularExpression", "name": "x-d", "value": "\\p{Letter}+"}]},
     ]}]));
     assert_eq!(
         errors(r),
@@ -329,6 +331,8 @@ fn httproute_regular_expressions_are_valid_bounded_re2() {
             "spec.rules[0].matches[2].headers[0].value: \"(?=look)\" is not a valid RE2 regular expression (error: look-around, including look-ahead and look-behind, is not supported)",
             "spec.rules[0].matches[3].headers[0].value: regular expression of 100000 bytes is longer than the 1024 bytes allowed",
             "spec.rules[0].matches[4].queryParams[0].value: \"[z-a]\" is not a valid RE2 regular expression (error: invalid character class range, the start must be <= the end)",
+            "spec.rules[0].matches[5].headers[0].value: \"(?x) v [0-9]+\" sets the flag `x`, which RE2 (Envoy's regex engine) does not have; it takes the flags i, m, s and U",
+            "spec.rules[0].matches[6].headers[0].value: \"\\\\p{Letter}+\" names the Unicode class `Letter`, which RE2 (Envoy's regex engine) does not know; it takes a general category abbreviation like `\\p{Lu}` or `\\pL`, a script name like `\\p{Greek}`, or `\\p{Any}`",
         ]
     );
 }

@@ -404,6 +404,13 @@ fn header_conditions() {
             "spec.routes[0].match.headers[0].regex: \"(a\" is not a valid RE2 regular expression (error: unclosed group)"
         ]
     );
+    // Rust's regex crate reads it; Envoy's RE2 refuses it.
+    assert_eq!(
+        route("{header: x-a, regex: \"v[0-9]{1200}\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].regex: \"v[0-9]{1200}\" repeats 1200 times; RE2 (Envoy's regex engine) allows at most 1000: use a smaller count, or `+` or `*`"
+        ]
+    );
 }
 
 #[test]

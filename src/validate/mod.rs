@@ -9,6 +9,7 @@ pub mod common;
 pub mod gateway;
 pub mod ingress;
 pub mod ingressroute;
+pub mod re2;
 pub mod route;
 
 use std::fmt;
