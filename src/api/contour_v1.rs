@@ -119,22 +119,26 @@ pub struct HeaderCondition {
     pub exact: Option<String>,
     /// The header contains this value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub contains: Option<String>,
     /// The header is absent or does not contain this value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub not_contains: Option<String>,
     /// true: the header is present; false: it is absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub present: Option<bool>,
     /// The whole header value matches this RE2 regular expression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(min = 1, max = 1024))]
     pub regex: Option<String>,
     /// The Cookie header contains this text, e.g. `user=test`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub cookie: Option<String>,
     /// The User-Agent header contains this text, e.g. `Chrome`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub user_agent: Option<String>,
 }
 

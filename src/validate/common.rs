@@ -167,6 +167,14 @@ pub fn validate_header_value(path: &str, value: &str) -> Result<(), FieldError> 
 /// most [`MAX_REGEX_LEN`] bytes, a bounded compiled size, and nothing RE2 reads otherwise or
 /// refuses ([`super::re2`]).
 pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
+    // Envoy refuses an empty expression (a route configuration holding one is NACKed).
+    if value.is_empty() {
+        return Err(FieldError::invalid(
+            path.to_string(),
+            value,
+            "must not be empty; write \"^$\" to match an empty value or \".*\" to match any",
+        ));
+    }
     if value.len() > MAX_REGEX_LEN {
         return Err(FieldError::spec(
             path,
@@ -411,6 +419,10 @@ mod tests {
     #[test]
     fn regexes() {
         assert!(validate_regex("r", ".*Chrome.*").is_ok());
+        assert_eq!(
+            msg(validate_regex("r", "")),
+            "r: \"\" must not be empty; write \"^$\" to match an empty value or \".*\" to match any"
+        );
         assert!(
             msg(validate_regex("r", "(a"))
                 .starts_with("r: \"(a\" is not a valid RE2 regular expression")

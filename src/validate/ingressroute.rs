@@ -423,6 +423,34 @@ fn validate_header_condition(v: &mut Verdict, path: &str, c: &HeaderCondition) {
             check(v, validate_header_value(&format!("{path}.{field}"), x));
         }
     }
+    // Envoy refuses an empty `contains` (a route configuration holding one is NACKed); every
+    // present value contains "" anyway.
+    for (field, value, fix) in [
+        (
+            "contains",
+            &c.contains,
+            "must not be empty (every value contains \"\"); use present: true",
+        ),
+        (
+            "notContains",
+            &c.not_contains,
+            "must not be empty (every value contains \"\"); use present: false",
+        ),
+        (
+            "cookie",
+            &c.cookie,
+            "must not be empty; name the cookie, like \"user=test\"",
+        ),
+        (
+            "userAgent",
+            &c.user_agent,
+            "must not be empty; give part of the User-Agent, like \"Chrome\"",
+        ),
+    ] {
+        if value.as_deref() == Some("") {
+            v.error(FieldError::invalid(format!("{path}.{field}"), "", fix));
+        }
+    }
     if let Some(re) = &c.regex {
         check(v, validate_regex(&format!("{path}.regex"), re));
     }

@@ -404,6 +404,32 @@ fn header_conditions() {
             "spec.routes[0].match.headers[0].regex: \"(a\" is not a valid RE2 regular expression (error: unclosed group)"
         ]
     );
+    // Envoy refuses an empty `contains`; so are the conditions built on it.
+    assert_eq!(
+        route("{header: x-a, contains: \"\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].contains: \"\" must not be empty (every value contains \"\"); use present: true"
+        ]
+    );
+    assert_eq!(
+        route("{header: x-a, notContains: \"\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].notContains: \"\" must not be empty (every value contains \"\"); use present: false"
+        ]
+    );
+    assert_eq!(
+        route("{cookie: \"\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].cookie: \"\" must not be empty; name the cookie, like \"user=test\""
+        ]
+    );
+    assert_eq!(
+        route("{userAgent: \"\"}"),
+        vec![
+            "spec.routes[0].match.headers[0].userAgent: \"\" must not be empty; give part of the User-Agent, like \"Chrome\""
+        ]
+    );
+    assert!(route("{header: x-a, exact: \"\"}").is_empty());
     // Rust's regex crate reads it; Envoy's RE2 refuses it.
     assert_eq!(
         route("{header: x-a, regex: \"v[0-9]{1200}\"}"),
