@@ -7,7 +7,7 @@
 //! One object Envoy cannot load would be a NACK that stops every later change of its resource
 //! type, for every tenant.
 //!
-//! `SLUICE_ADMITTED_ROUNDS` (default 40) bounds the run; each round is one snapshot of about 80
+//! `SLUICE_ADMITTED_ROUNDS` (default 100) bounds the run; each round is one snapshot of about 80
 //! objects and one Envoy run.
 
 mod envoy_support;
@@ -539,7 +539,7 @@ fn every_snapshot_of_admitted_objects_is_one_envoy_accepts() {
     let rounds = std::env::var("SLUICE_ADMITTED_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(40u64);
+        .unwrap_or(100u64);
     let supporting: Vec<AnyObject> = supporting_objects()
         .into_iter()
         .map(|v| object(v).expect("supporting objects decode"))
