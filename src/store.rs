@@ -168,7 +168,10 @@ impl From<&EndpointSlice> for SliceEndpoints {
                 .map(|p| {
                     (
                         p.name.as_deref().unwrap_or("").into(),
-                        p.port.and_then(|n| u16::try_from(n).ok()),
+                        // 0 and out-of-range numbers are no port (nothing listens on them).
+                        p.port
+                            .and_then(|n| u16::try_from(n).ok())
+                            .filter(|n| *n != 0),
                     )
                 })
                 .collect(),
@@ -528,7 +531,8 @@ mod tests {
             "metadata": {"name": "web-x1", "namespace": "shop",
                          "labels": {"kubernetes.io/service-name": "web", "other": "x"}},
             "addressType": "IPv4",
-            "ports": [{"name": "http", "port": 8080}, {"port": 9090}, {"name": "big", "port": 70000}],
+            "ports": [{"name": "http", "port": 8080}, {"port": 9090}, {"name": "big", "port": 70000},
+                      {"name": "zero", "port": 0}],
             "endpoints": [
                 {"addresses": ["10.0.0.1"], "conditions": {"ready": true, "serving": true},
                  "nodeName": "node-1", "zone": "a",
@@ -543,6 +547,7 @@ mod tests {
         assert_eq!(kept.port("http"), Some(8080));
         assert_eq!(kept.port(""), Some(9090));
         assert_eq!(kept.port("big"), None, "out of range");
+        assert_eq!(kept.port("zero"), None, "port 0");
         assert_eq!(kept.port("missing"), None);
         let ready: Vec<&str> = kept.ready.iter().map(|a| &**a).collect();
         assert_eq!(ready, ["10.0.0.1", "10.0.0.3", "10.0.0.4", "10.0.0.5"]);

@@ -500,6 +500,7 @@ fn supporting_objects() -> Vec<Value> {
                 1,
             ),
             ("fqdn", "FQDN", json!(["db.example.com"]), 5432),
+            ("zero", "IPv4", json!(["10.0.0.9"]), 0),
         ] {
             out.push(json!({
                 "apiVersion": "discovery.k8s.io/v1",
