@@ -604,3 +604,50 @@ fn every_snapshot_of_admitted_objects_is_one_envoy_accepts() {
     );
     assert!(routes_total > rounds as usize * 40, "{routes_total} routes");
 }
+
+/// Envoy adds a route's weights in 32 bits and refuses a route configuration whose sum is past
+/// them. The heaviest route the webhook admits, 128 services of the largest weight, is far below;
+/// a 129th service is refused, with its field, even in a manifest no API server has seen.
+#[test]
+fn the_heaviest_route_the_webhook_admits_is_one_envoy_accepts() {
+    let route = |services: usize| {
+        let backends: Vec<Value> = (0..services)
+            .map(|k| {
+                let (name, port, _) = SERVICES[k % SERVICES.len()];
+                json!({ "http": name, "port": port, "weight": 1_000_000 })
+            })
+            .collect();
+        object(json!({
+            "apiVersion": "projectcontour.io/v1",
+            "kind": "IngressRoute",
+            "metadata": metadata(format!("heavy{services}")),
+            "spec": {
+                "virtualhost": { "fqdn": format!("heavy{services}.example.com") },
+                "routes": [{ "services": backends }],
+            },
+        }))
+        .expect("decodes")
+    };
+    let refused = validate_object(&route(129));
+    assert_eq!(
+        refused
+            .errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>(),
+        [
+            "spec.routes[0].services: holds 129 services; a route may name at most 128 (list each Service once, with its weight)"
+        ]
+    );
+    let heaviest = route(128);
+    assert!(validate_object(&heaviest).allowed());
+    let mut objects: Vec<AnyObject> = supporting_objects()
+        .into_iter()
+        .map(|v| object(v).expect("decodes"))
+        .collect();
+    objects.push(heaviest);
+    let model = dag::build(&Snapshot::from_objects(objects), &dag::Options::default());
+    assert_eq!(model.vhosts.len(), 1);
+    let resources = translate::build(&model, &translate::Options::default());
+    envoy_support::assert_envoy_accepts(&resources, "heaviest route");
+}

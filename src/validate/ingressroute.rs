@@ -20,6 +20,23 @@ use crate::dag::{HeaderMatch, HeaderOp, PathMatch};
 
 /// Largest relative weight of one service or backend.
 pub const MAX_WEIGHT: u32 = 1_000_000;
+/// Most services one route may name (`services`, `backends`, `upstreams`), as the CRD schemas
+/// say; checked here too, for manifests no API server has seen. With the largest weight, their
+/// sum stays far below the 32-bit total Envoy adds a route's weights in (past it Envoy refuses
+/// the route configuration).
+pub const MAX_SERVICES_PER_ROUTE: usize = 128;
+
+/// A route's list of services is at most [`MAX_SERVICES_PER_ROUTE`] long.
+pub(super) fn check_service_count(v: &mut Verdict, path: impl fmt::Display, count: usize) {
+    if count > MAX_SERVICES_PER_ROUTE {
+        v.error(FieldError::spec(
+            path.to_string(),
+            format!(
+                "holds {count} services; a route may name at most {MAX_SERVICES_PER_ROUTE} (list each Service once, with its weight)"
+            ),
+        ));
+    }
+}
 
 /// Records the error of a rule that failed.
 fn check(v: &mut Verdict, r: Result<(), FieldError>) {
@@ -259,6 +276,8 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
         } else {
             Vec::new()
         };
+        check_service_count(&mut v, format_args!("{at}.services"), r.services.len());
+        check_service_count(&mut v, format_args!("{at}.service"), deprecated.len());
         let has_services = has_service || !r.services.is_empty();
         match (&r.delegate, has_services) {
             (None, false) => v.error(FieldError::spec(
@@ -622,6 +641,7 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
             _ => {}
         }
         let field = v1_backends_field(r);
+        check_service_count(&mut v, format_args!("{at}.{field}"), list.len());
         for (j, b) in list.iter().enumerate() {
             validate_backend(&mut v, &format!("{at}.{field}[{j}]"), b);
         }

@@ -182,6 +182,37 @@ fn services_or_delegate() {
 }
 
 #[test]
+fn a_route_names_at_most_128_services() {
+    let list = |n: usize| {
+        (0..n)
+            .map(|_| "{name: app, port: 80, weight: 1000000}")
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    assert!(beta_errors(&beta_route(&format!("  services: [{}]\n", list(128)))).is_empty());
+    assert_eq!(
+        beta_errors(&beta_route(&format!("  services: [{}]\n", list(129)))),
+        vec![
+            "spec.routes[0].services: holds 129 services; a route may name at most 128 (list each Service once, with its weight)"
+        ]
+    );
+    let deprecated = beta_errors(&beta_route(&format!("  service: [{}]\n", list(129))));
+    assert_eq!(
+        deprecated,
+        vec![
+            "spec.routes[0].service: holds 129 services; a route may name at most 128 (list each Service once, with its weight)"
+        ]
+    );
+    let v1_list = list(129).replace("name:", "http:");
+    assert_eq!(
+        v1_errors(&format!("routes:\n- backends: [{v1_list}]\n")),
+        vec![
+            "spec.routes[0].backends: holds 129 services; a route may name at most 128 (list each Service once, with its weight)"
+        ]
+    );
+}
+
+#[test]
 fn service_names_ports_weights() {
     let e = beta_errors(&beta_route(
         "  services:\n  - {name: other/app, port: 0}\n  - {name: app, port: 70000, weight: 2000000}\n",

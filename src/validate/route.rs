@@ -46,6 +46,11 @@ pub fn validate_route(o: &Route) -> Verdict {
                 "must hold at least one upstream",
             ));
         }
+        super::ingressroute::check_service_count(
+            &mut v,
+            format_args!("{at}.upstreams"),
+            r.upstreams.len(),
+        );
         for (j, u) in r.upstreams.iter().enumerate() {
             let up = format!("{at}.upstreams[{j}]");
             if let Err(e) =
@@ -140,6 +145,15 @@ routes:
         assert_eq!(
             errors("host: a.com\nroutes: [{pathPrefix: /, upstreams: []}]"),
             vec!["spec.routes[0].upstreams: must hold at least one upstream"]
+        );
+        let upstreams = vec!["{serviceName: a, servicePort: 80, weight: 1}"; 129].join(", ");
+        assert_eq!(
+            errors(&format!(
+                "host: a.com\nroutes: [{{pathPrefix: /, upstreams: [{upstreams}]}}]"
+            )),
+            vec![
+                "spec.routes[0].upstreams: holds 129 services; a route may name at most 128 (list each Service once, with its weight)"
+            ]
         );
     }
 
