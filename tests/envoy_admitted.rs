@@ -8,7 +8,7 @@
 //! type, for every tenant.
 //!
 //! `SLUICE_ADMITTED_ROUNDS` (default 100) bounds the run; each round is one snapshot of about 80
-//! objects and one Envoy run.
+//! objects and one Envoy run. `SLUICE_ADMITTED_SEED` picks another sequence.
 
 mod envoy_support;
 
@@ -545,7 +545,11 @@ fn every_snapshot_of_admitted_objects_is_one_envoy_accepts() {
         .into_iter()
         .map(|v| object(v).expect("supporting objects decode"))
         .collect();
-    let mut rng = Rng(0x00AD_0017_7ED5);
+    let seed = std::env::var("SLUICE_ADMITTED_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x00AD_0017_7ED5u64);
+    let mut rng = Rng(seed | 1);
     let (mut admitted_total, mut refused_total, mut routes_total) = (0, 0, 0);
     let (mut tls_hosts, mut tcp_hosts, mut clusters) = (0, 0, 0);
     for round in 0..rounds {
