@@ -11,35 +11,16 @@
 //! objects and one Envoy run. `SLUICE_ADMITTED_SEED` picks another sequence.
 
 mod envoy_support;
+mod rng;
 
 use base64::Engine;
+use rng::Rng;
 use serde_json::{Value, json};
 use sluice::dag;
 use sluice::manifest::{Document, decode_value};
 use sluice::store::{AnyObject, Snapshot};
 use sluice::translate;
 use sluice::validate::validate_object;
-
-/// xorshift64*: deterministic picks.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<T: Clone>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())].clone()
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 const NS: &str = "edge";
 
@@ -83,7 +64,7 @@ fn host(rng: &mut Rng, wildcard_ok: bool) -> String {
         hosts.push("*.example".to_string());
         hosts.push(longest_host(true));
     }
-    rng.pick(&hosts)
+    rng.pick(&hosts).clone()
 }
 
 fn path(rng: &mut Rng) -> String {
@@ -248,7 +229,7 @@ fn ingressroute_v1beta1(rng: &mut Rng, i: usize, names: &[String]) -> Value {
             } else {
                 let services: Vec<Value> = (0..1 + rng.below(3))
                     .map(|_| {
-                        let (name, port, _) = rng.pick(SERVICES);
+                        let (name, port, _) = *rng.pick(SERVICES);
                         let mut s = json!({ "name": name, "port": port });
                         let w = weight(rng);
                         if !w.is_null() {
@@ -319,11 +300,11 @@ fn ingressroute_v1(rng: &mut Rng, i: usize) -> Value {
             }
             let backends: Vec<Value> = (0..1 + rng.below(3))
                 .map(|_| {
-                    let (name, port, _) = rng.pick(SERVICES);
+                    let (name, port, _) = *rng.pick(SERVICES);
                     let protocol = if tcp {
                         "tcp"
                     } else {
-                        rng.pick(&["http", "https", "http2", "h2c", "https2", "h2"])
+                        *rng.pick(&["http", "https", "http2", "h2c", "https2", "h2"])
                     };
                     let mut b = json!({ protocol: name, "port": port });
                     let w = weight(rng);
@@ -392,7 +373,7 @@ fn route_v1alpha1(rng: &mut Rng, i: usize) -> Value {
         .map(|_| {
             let upstreams: Vec<Value> = (0..1 + rng.below(3))
                 .map(|_| {
-                    let (name, port, _) = rng.pick(SERVICES);
+                    let (name, port, _) = *rng.pick(SERVICES);
                     let mut u = json!({ "serviceName": name, "servicePort": port });
                     let w = weight(rng);
                     if !w.is_null() {
@@ -424,7 +405,7 @@ fn route_v1alpha1(rng: &mut Rng, i: usize) -> Value {
 }
 
 fn ingress_backend(rng: &mut Rng) -> Value {
-    let (name, port, port_name) = rng.pick(SERVICES);
+    let (name, port, port_name) = *rng.pick(SERVICES);
     let port = if !port_name.is_empty() && rng.chance(50) {
         json!({ "name": port_name })
     } else {

@@ -14,29 +14,13 @@
 //!   same configuration: the limit is what makes the difference, and this test can fail.
 
 mod envoy_support;
+mod rng;
 
+use rng::Rng;
 use sluice::api::{Kind, LbStrategy, ObjKey, ObjectRef};
 use sluice::dag::*;
 use sluice::translate::{self, static_config::build_static_bootstrap};
 use sluice::validate::common::validate_regex;
-
-/// xorshift64*: deterministic picks.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 const ATOMS: &[&str] = &[
     "a",

@@ -9,37 +9,17 @@
 //! `SLUICE_FUZZ_CASES` (default 4000) and `SLUICE_FUZZ_SECONDS` (default 60) bound the run;
 //! `SLUICE_FUZZ_SEED` picks another sequence.
 
+mod rng;
 mod webhook_support;
 
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use rng::Rng;
 use serde_json::Value;
 use sluice::manifest::{Document, decode_value};
 use sluice::validate::validate_object;
 use webhook_support::*;
-
-/// xorshift64*: small, deterministic, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 const NASTY: &[&str] = &[
     "",
