@@ -222,6 +222,18 @@ pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
     }
 }
 
+/// [`validate_regex`] into a verdict, with a warning when Envoy's byte-by-byte (Latin-1) reading
+/// of the expression can differ from a Unicode one ([`super::re2::reads_non_ascii`]).
+pub fn check_regex(v: &mut super::Verdict, path: &str, value: &str) {
+    match validate_regex(path, value) {
+        Err(e) => v.error(e),
+        Ok(()) if super::re2::reads_non_ascii(value) => v.warn(format!(
+            "{path}: Envoy matches regular expressions byte by byte (Latin-1): \\p{{..}} classes match only characters up to \\xFF, and a non-ASCII character matches its UTF-8 bytes"
+        )),
+        Ok(()) => {}
+    }
+}
+
 /// An RFC 1035 label, as Service names are: lowercase letters, digits and '-', starting with a letter.
 pub fn validate_dns1035_label(
     path: impl fmt::Display,

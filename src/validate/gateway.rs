@@ -24,8 +24,8 @@ use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 
 use super::common::{
-    validate_dns1123_label, validate_dns1123_subdomain, validate_header_name,
-    validate_header_value, validate_hostname, validate_path, validate_regex,
+    check_regex, validate_dns1123_label, validate_dns1123_subdomain, validate_header_name,
+    validate_header_value, validate_hostname, validate_path,
 };
 use super::{FieldError, Verdict, quote};
 use crate::store::AnyObject;
@@ -440,7 +440,7 @@ fn validate_header_match(v: &mut Verdict, path: &str, name: &str, value: &str, r
     push(v, validate_header_name(&format!("{path}.name"), name));
     let at = format!("{path}.value");
     if regex {
-        push(v, validate_regex(&at, value));
+        check_regex(v, &at, value);
     } else {
         push(v, validate_header_value(&at, value));
     }
@@ -574,7 +574,7 @@ pub fn validate_http_route(r: &HttpRoute) -> Verdict {
                     .unwrap_or(HttpRouteRulesMatchesPathType::PathPrefix)
                 {
                     HttpRouteRulesMatchesPathType::RegularExpression => {
-                        push(&mut v, validate_regex(&vpath, value))
+                        check_regex(&mut v, &vpath, value)
                     }
                     HttpRouteRulesMatchesPathType::Exact
                     | HttpRouteRulesMatchesPathType::PathPrefix => {
@@ -608,7 +608,7 @@ pub fn validate_http_route(r: &HttpRoute) -> Verdict {
                 let vat = format!("{qat}.value");
                 match q.r#type {
                     Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression) => {
-                        push(&mut v, validate_regex(&vat, &q.value))
+                        check_regex(&mut v, &vat, &q.value)
                     }
                     _ => push(&mut v, validate_header_value(&vat, &q.value)),
                 }
@@ -732,7 +732,7 @@ pub fn validate_grpc_route(r: &GrpcRoute) -> Verdict {
                 }
                 if let Some(s) = &method.service {
                     if regex {
-                        push(&mut v, validate_regex(&format!("{mat}.service"), s));
+                        check_regex(&mut v, &format!("{mat}.service"), s);
                     } else if !is_grpc_service(s) {
                         v.error(FieldError::invalid(
                             format!("{mat}.service"),
@@ -743,7 +743,7 @@ pub fn validate_grpc_route(r: &GrpcRoute) -> Verdict {
                 }
                 if let Some(s) = &method.method {
                     if regex {
-                        push(&mut v, validate_regex(&format!("{mat}.method"), s));
+                        check_regex(&mut v, &format!("{mat}.method"), s);
                     } else if !is_grpc_method(s) {
                         v.error(FieldError::invalid(
                             format!("{mat}.method"),

@@ -9,8 +9,9 @@ use std::fmt;
 use serde_json::Value;
 
 use super::common::{
-    parse_timeout, validate_dns1035_label, validate_dns1123_label, validate_dns1123_subdomain,
-    validate_header_name, validate_header_value, validate_hostname, validate_path, validate_regex,
+    check_regex, parse_timeout, validate_dns1035_label, validate_dns1123_label,
+    validate_dns1123_subdomain, validate_header_name, validate_header_value, validate_hostname,
+    validate_path,
 };
 use super::{FieldError, Verdict, quote};
 use crate::api::contour_v1::{self, Backend, BackendProtocol, HeaderCondition, MatchConditions};
@@ -471,7 +472,7 @@ fn validate_header_condition(v: &mut Verdict, path: &str, c: &HeaderCondition) {
         }
     }
     if let Some(re) = &c.regex {
-        check(v, validate_regex(&format!("{path}.regex"), re));
+        check_regex(v, &format!("{path}.regex"), re);
     }
 }
 

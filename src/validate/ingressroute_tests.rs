@@ -560,3 +560,21 @@ fn tcp_backends() {
         ]
     );
 }
+
+#[test]
+fn a_regex_envoy_reads_byte_by_byte_gets_a_warning() {
+    let warnings = |regex: &str| {
+        validate_v1(&mk_v1(&format!(
+            "routes:\n- match: {{headers: [{{header: x-a, regex: '{regex}'}}]}}\n  backends: [{{http: app, port: 80}}]\n"
+        )))
+        .warnings
+    };
+    assert_eq!(
+        warnings(r"\p{Greek}+"),
+        vec![
+            r"spec.routes[0].match.headers[0].regex: Envoy matches regular expressions byte by byte (Latin-1): \p{..} classes match only characters up to \xFF, and a non-ASCII character matches its UTF-8 bytes"
+        ]
+    );
+    assert_eq!(warnings("café").len(), 1);
+    assert!(warnings("v[0-9]+").is_empty());
+}

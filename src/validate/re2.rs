@@ -262,6 +262,39 @@ pub fn check(pattern: &str) -> Option<String> {
     .err()
 }
 
+/// Whether Envoy's Latin-1 reading of `pattern` can differ from a Unicode one for non-ASCII
+/// values: it has a Unicode class (`\\pL`, `\\p{Greek}`), which Envoy matches only up to `\\xFF`,
+/// or a non-ASCII character, which Envoy matches as its UTF-8 bytes, one per character. False
+/// when it does not parse.
+pub fn reads_non_ascii(pattern: &str) -> bool {
+    struct NonAscii;
+    impl Visitor for NonAscii {
+        type Output = ();
+        type Err = ();
+        fn finish(self) -> Result<(), ()> {
+            Ok(())
+        }
+        fn visit_pre(&mut self, ast: &Ast) -> Result<(), ()> {
+            match ast {
+                Ast::ClassUnicode(_) => Err(()),
+                Ast::Literal(l) if !l.c.is_ascii() => Err(()),
+                _ => Ok(()),
+            }
+        }
+        fn visit_class_set_item_pre(&mut self, item: &ClassSetItem) -> Result<(), ()> {
+            match item {
+                ClassSetItem::Unicode(_) => Err(()),
+                ClassSetItem::Literal(l) if !l.c.is_ascii() => Err(()),
+                ClassSetItem::Range(r) if !r.end.c.is_ascii() => Err(()),
+                _ => Ok(()),
+            }
+        }
+    }
+    ast::parse::Parser::new()
+        .parse(pattern)
+        .is_ok_and(|ast| ast::visit(&ast, NonAscii).is_err())
+}
+
 /// Walks the tree; the error is the message.
 struct Dialect {
     /// RE2's count of repetitions left at each enclosing repetition: 1000, divided by the count
@@ -508,6 +541,23 @@ mod tests {
         assert!(refused("(a{11}){100}").contains("multiply to more than 1000"));
         assert!(refused("((a{2}){2}){251}").contains("multiply"));
         assert!(refused("x(a{2,}){501}").contains("multiply"));
+    }
+
+    #[test]
+    fn expressions_envoy_reads_byte_by_byte_are_told_apart() {
+        for p in [
+            r"\pL+",
+            r"[\p{Greek}a]",
+            "café",
+            "[é-ü]",
+            r"[\x{80}-\x{FF}]",
+            r"\x{E9}",
+        ] {
+            assert!(reads_non_ascii(p), "{p:?}");
+        }
+        for p in ["v[0-9]+", r"\d\w\s.", "(?i)abc", "[^a]", "(", r"\x7F"] {
+            assert!(!reads_non_ascii(p), "{p:?}");
+        }
     }
 
     #[test]
