@@ -146,7 +146,7 @@ fn model(regexes: &[String], wildcard_host: &str) -> Dag {
             health_check: None,
             outlier_detection: None,
             endpoints: vec![Endpoint {
-                address: "127.0.0.1".into(),
+                address: std::net::Ipv4Addr::LOCALHOST.into(),
                 port: 9001,
             }],
         }

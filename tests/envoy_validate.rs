@@ -45,11 +45,11 @@ fn cluster(name: &str, protocol: UpstreamProtocol, lb: LbStrategy) -> Cluster {
         outlier_detection: Some(OutlierDetection { consecutive_5xx: 5 }),
         endpoints: vec![
             Endpoint {
-                address: "127.0.0.1".into(),
+                address: "127.0.0.1".parse().unwrap(),
                 port: 9001,
             },
             Endpoint {
-                address: "::1".into(),
+                address: "::1".parse().unwrap(),
                 port: 9002,
             },
         ],

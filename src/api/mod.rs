@@ -12,6 +12,7 @@ pub mod route_v1alpha1;
 pub mod status;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -166,14 +167,18 @@ impl fmt::Display for Kind {
 }
 
 /// Namespace + name of a namespaced object (namespace empty for cluster-scoped ones).
+///
+/// The parts are shared strings: a key is copied wherever the object is named (its status, the
+/// routes it defines, the walks that reach it), and a copy costs two reference counts, not two
+/// allocations.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl ObjKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         ObjKey {
             namespace: namespace.into(),
             name: name.into(),
@@ -199,7 +204,7 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
-    pub fn new(kind: Kind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(kind: Kind, namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         ObjectRef {
             kind,
             key: ObjKey::new(namespace, name),

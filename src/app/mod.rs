@@ -293,7 +293,9 @@ mod tests {
         rx.borrow_and_update();
         type Edit = fn(&mut SliceEndpoints);
         let edits: [(&str, Edit); 4] = [
-            ("an address moves", |sl| sl.ready[0] = "10.99.0.1".into()),
+            ("an address moves", |sl| {
+                sl.ready[0] = "10.99.0.1".parse().unwrap()
+            }),
             ("an endpoint turns unready", |sl| {
                 let mut ready = std::mem::take(&mut sl.ready).into_vec();
                 ready.remove(1);
@@ -328,8 +330,10 @@ mod tests {
         s.endpoint_slices.remove(&gone);
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         assert_eq!(**p.xds().borrow(), *full(&s));
-        s.endpoint_slices
-            .insert(ObjKey::new(&gone.namespace, "extra"), Arc::new(added));
+        s.endpoint_slices.insert(
+            ObjKey::new(gone.namespace.clone(), "extra"),
+            Arc::new(added),
+        );
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         assert_eq!(**p.xds().borrow(), *full(&s));
         // The same snapshot again: nothing to send.
@@ -350,7 +354,7 @@ mod tests {
         let key = slice_key(&s, 0);
         let original = s.endpoint_slices[&key].clone();
         let mut moved = (*original).clone();
-        moved.ready[0] = "10.99.0.1".into();
+        moved.ready[0] = "10.99.0.1".parse().unwrap();
         s.endpoint_slices.insert(key.clone(), Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         // Back to the endpoints of the last full build, together with a routing change: the
@@ -366,7 +370,7 @@ mod tests {
         // Moved again through the fast path, then a routing change elsewhere that keeps the
         // moved endpoints: the rebuilt model and Envoy both have them.
         let mut moved = (*original).clone();
-        moved.ready[0] = "10.99.0.2".into();
+        moved.ready[0] = "10.99.0.2".parse().unwrap();
         s.endpoint_slices.insert(key, Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         let endpoints = |p: &Pipeline| {
@@ -428,7 +432,7 @@ mod tests {
         // slice's endpoints.
         let skey = slice_key(&s, 0);
         let mut sl = (**s.endpoint_slices.get(&skey).unwrap()).clone();
-        sl.ready[0] = "10.99.0.3".into();
+        sl.ready[0] = "10.99.0.3".parse().unwrap();
         s.endpoint_slices.insert(skey, Arc::new(sl));
         let rkey = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&rkey);

@@ -99,8 +99,8 @@ pub fn validate_documents(loaded: Loaded, options: &dag::Options) -> Vec<ObjectR
             ObjectReport {
                 api_version: object.kind.api_version().to_string(),
                 kind: object.kind.kind().to_string(),
-                namespace: object.key.namespace.clone(),
-                name: object.key.name.clone(),
+                namespace: object.key.namespace.to_string(),
+                name: object.key.name.to_string(),
                 allowed,
                 status: if allowed {
                     State::Valid

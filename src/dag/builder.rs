@@ -126,7 +126,9 @@ pub struct Builder<'a> {
     statuses: HashMap<ObjectRef, StatusAcc>,
     claims: HashMap<String, Vec<HostClaim>>,
     owners: HashMap<String, ObjectRef>,
-    services: HashMap<(&'a str, &'a str), &'a ServicePorts>,
+    /// Services by namespace and name, with their key in the snapshot (a cluster names its
+    /// Service with a copy of it).
+    services: HashMap<(&'a str, &'a str), (&'a ObjKey, &'a ServicePorts)>,
     slices_by_service: HashMap<(&'a str, &'a str), Slices<'a>>,
     /// What of the backing snapshot's Services and EndpointSlices `services` and
     /// `slices_by_service` hold; None when they hold all of them.
@@ -148,7 +150,7 @@ impl<'a> Builder<'a> {
         b.slices_by_service.reserve(snapshot.endpoint_slices.len());
         for (k, svc) in &snapshot.services {
             b.services
-                .insert((k.namespace.as_str(), k.name.as_str()), svc.as_ref());
+                .insert((k.namespace.as_ref(), k.name.as_ref()), (k, svc.as_ref()));
         }
         for (key, slice) in &snapshot.endpoint_slices {
             b.add_slice(key, slice);
@@ -220,7 +222,7 @@ impl<'a> Builder<'a> {
         let Some(svc) = slice.service.as_deref() else {
             return;
         };
-        match self.slices_by_service.entry((key.namespace.as_str(), svc)) {
+        match self.slices_by_service.entry((key.namespace.as_ref(), svc)) {
             hashbrown::hash_map::Entry::Vacant(e) => {
                 e.insert(Slices::One(slice));
             }
@@ -248,7 +250,7 @@ impl<'a> Builder<'a> {
         }
         let whole = self.backing;
         let start = ObjKey::new(namespace, "");
-        let in_namespace = |k: &ObjKey| k.namespace == namespace;
+        let in_namespace = |k: &ObjKey| *k.namespace == *namespace;
         if one_by_one.len() < ONE_BY_ONE {
             one_by_one.insert(service.to_string());
             if let Some((k, svc)) = whole
@@ -256,7 +258,7 @@ impl<'a> Builder<'a> {
                 .get_key_value(&ObjKey::new(namespace, service))
             {
                 self.services
-                    .insert((k.namespace.as_str(), k.name.as_str()), svc.as_ref());
+                    .insert((k.namespace.as_ref(), k.name.as_ref()), (k, svc.as_ref()));
             }
             for (k, slice) in whole.endpoint_slices.range(start..) {
                 if !in_namespace(k) {
@@ -276,7 +278,7 @@ impl<'a> Builder<'a> {
                 break;
             }
             self.services
-                .insert((k.namespace.as_str(), k.name.as_str()), svc.as_ref());
+                .insert((k.namespace.as_ref(), k.name.as_ref()), (k, svc.as_ref()));
         }
         for (k, slice) in whole.endpoint_slices.range(start..) {
             if !in_namespace(k) {
@@ -456,7 +458,7 @@ impl<'a> Builder<'a> {
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<String, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
         self.index_service(b.namespace, b.service);
-        let Some(&svc) = self.services.get(&(b.namespace, b.service)) else {
+        let Some(&(svc_key, svc)) = self.services.get(&(b.namespace, b.service)) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,
                 message: format!("Service {:?} not found", key().to_string()),
@@ -507,7 +509,7 @@ impl<'a> Builder<'a> {
             let endpoints = self.endpoints_for(b.namespace, b.service, sp);
             let cluster = Cluster {
                 name: name.clone(),
-                service: key(),
+                service: svc_key.clone(),
                 port: sp.port,
                 protocol: b.protocol,
                 lb: b.lb,
@@ -791,10 +793,12 @@ pub fn slice_endpoints<'s>(
         let Some(port) = slice.port(port_name) else {
             continue;
         };
-        out.extend(slice.ready.iter().map(|addr| Endpoint {
-            address: addr.to_string(),
-            port,
-        }));
+        out.extend(
+            slice
+                .ready
+                .iter()
+                .map(|&address| Endpoint { address, port }),
+        );
     }
     out.sort();
     out.dedup();
@@ -809,9 +813,9 @@ pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Vec<E
     let ns = &cluster.service.namespace;
     let slices = snapshot
         .endpoint_slices
-        .range(ObjKey::new(ns.as_str(), "")..)
+        .range(ObjKey::new(ns.clone(), "")..)
         .take_while(|(k, _)| &k.namespace == ns)
-        .filter(|(_, s)| s.service.as_deref() == Some(cluster.service.name.as_str()))
+        .filter(|(_, s)| s.service.as_deref() == Some(cluster.service.name.as_ref()))
         .map(|(_, s)| s.as_ref());
     Some(slice_endpoints(slices, sp.slice_port_name()))
 }

@@ -137,7 +137,7 @@ impl Incremental {
         // namespace, and through their links what they share hosts and delegations with.
         let mut namespaces: BTreeSet<String> = BTreeSet::new();
         let mut note_namespace = |key: &ObjKey| {
-            if !namespaces.contains(key.namespace.as_str()) {
+            if !namespaces.contains(key.namespace.as_ref()) {
                 namespaces.insert(key.namespace.to_string());
             }
         };
@@ -147,7 +147,7 @@ impl Incremental {
         crate::store::each_change(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
             for slice in [a, b].into_iter().flatten() {
                 if let Some(svc) = &slice.service {
-                    services.insert(ObjKey::new(key.namespace.as_str(), &**svc));
+                    services.insert(ObjKey::new(key.namespace.clone(), &**svc));
                 }
             }
         });
@@ -388,7 +388,7 @@ fn count(users: &mut HashMap<String, u32>, name: &str, by: i32) -> bool {
 fn routing_objects_in(s: &Snapshot, ns: &str, out: &mut Vec<ObjectRef>) {
     fn of<T>(objects: &Objects<T>, kind: Kind, ns: &str, out: &mut Vec<ObjectRef>) {
         for (key, _) in objects.range(ObjKey::new(ns, "")..) {
-            if key.namespace != ns {
+            if *key.namespace != *ns {
                 break;
             }
             out.push(ObjectRef {
@@ -416,7 +416,10 @@ fn routing_links(s: &Snapshot) -> impl Iterator<Item = (ObjectRef, Vec<Link>)> +
     let refs = s
         .ingresses
         .keys()
-        .map(|k| ObjectRef::new(Kind::Ingress, k.namespace.as_str(), k.name.as_str()))
+        .map(|k| ObjectRef {
+            kind: Kind::Ingress,
+            key: k.clone(),
+        })
         .chain(s.ingressroutes_v1beta1.keys().map(|k| ObjectRef {
             kind: Kind::IngressRouteV1beta1,
             key: k.clone(),

@@ -98,7 +98,7 @@ fn build_ingress(
     obj: &ObjectRef,
     spec: &IngressSpec,
 ) {
-    let ns = obj.key.namespace.as_str();
+    let ns = obj.key.namespace.as_ref();
 
     // TLS first: a host whose certificate cannot be used gets none of this Ingress's routes.
     let mut tls_ok: HashMap<String, bool> = HashMap::new();

@@ -282,10 +282,10 @@ pub struct OutlierDetection {
     pub consecutive_5xx: u32,
 }
 
-/// One ready upstream address.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// One ready upstream address (ordered by address as a number, then port).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Endpoint {
-    pub address: String,
+    pub address: std::net::IpAddr,
     pub port: u16,
 }
 

@@ -591,7 +591,7 @@ mod tests {
             .snapshot()
             .routes_v1alpha1
             .keys()
-            .map(|k| k.name.clone())
+            .map(|k| k.name.to_string())
             .collect();
         assert_eq!(names, vec!["b"]);
         // The same listing again changes nothing.
@@ -636,7 +636,7 @@ mod tests {
             .snapshot()
             .services
             .keys()
-            .map(|k| k.name.clone())
+            .map(|k| k.name.to_string())
             .collect();
         assert_eq!(services, vec!["b"]);
         assert_eq!(st.snapshot().routes_v1alpha1.len(), 1);

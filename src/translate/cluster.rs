@@ -1,6 +1,8 @@
 //! Clusters (over EDS), their load assignments and TLS secrets.
 
 use std::collections::HashMap;
+use std::fmt::Write;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use envoy_types::pb::envoy::config::cluster::v3::{
@@ -158,7 +160,7 @@ pub fn fill_load_assignment(c: &Cluster, cla: &mut ClusterLoadAssignment) {
         }) = lb_endpoints.get_mut(i)
         {
             held.address.clear();
-            held.address.push_str(&e.address);
+            push_ip(&mut held.address, e.address);
             held.port_specifier = port;
             continue;
         }
@@ -166,7 +168,11 @@ pub fn fill_load_assignment(c: &Cluster, cla: &mut ClusterLoadAssignment) {
             host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
                 address: Some(Address {
                     address: Some(address::Address::SocketAddress(SocketAddress {
-                        address: e.address.clone(),
+                        address: {
+                            let mut a = String::with_capacity(15);
+                            push_ip(&mut a, e.address);
+                            a
+                        },
                         port_specifier: port,
                         ..Default::default()
                     })),
@@ -175,6 +181,27 @@ pub fn fill_load_assignment(c: &Cluster, cla: &mut ClusterLoadAssignment) {
             })),
             ..Default::default()
         });
+    }
+}
+
+/// Appends an address as `Display` writes it. IPv4 addresses, nearly every endpoint, are written
+/// digit by digit: the formatting machinery took a tenth of encoding a 50,000-endpoint cluster set.
+fn push_ip(out: &mut String, ip: IpAddr) {
+    let IpAddr::V4(v4) = ip else {
+        let _ = write!(out, "{ip}");
+        return;
+    };
+    for (i, o) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        if o >= 100 {
+            out.push(char::from(b'0' + o / 100));
+        }
+        if o >= 10 {
+            out.push(char::from(b'0' + o / 10 % 10));
+        }
+        out.push(char::from(b'0' + o % 10));
     }
 }
 
@@ -190,5 +217,33 @@ pub fn build_secret(s: &TlsSecret) -> Secret {
             private_key: Some(inline(&s.key_pem)),
             ..Default::default()
         })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_ip;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        let mut out = String::new();
+        for o in 0..=255u8 {
+            for ip in [
+                Ipv4Addr::new(o, 0, 9, 10),
+                Ipv4Addr::new(99, o, 100, 255),
+                Ipv4Addr::new(1, 2, o, o),
+            ] {
+                out.clear();
+                push_ip(&mut out, IpAddr::V4(ip));
+                assert_eq!(out, ip.to_string());
+            }
+        }
+        for v6 in ["::1", "fd00::a:1", "2001:db8::", "::ffff:10.0.0.1"] {
+            let ip: IpAddr = v6.parse().unwrap();
+            out.clear();
+            push_ip(&mut out, ip);
+            assert_eq!(out, v6);
+        }
     }
 }

@@ -19,8 +19,8 @@ where
     T: serde::Serialize + serde::de::DeserializeOwned,
 {
     let mut value = serde_json::to_value(obj).unwrap();
-    value["metadata"]["name"] = key.name.clone().into();
-    value["metadata"]["namespace"] = key.namespace.clone().into();
+    value["metadata"]["name"] = key.name.to_string().into();
+    value["metadata"]["namespace"] = key.namespace.to_string().into();
     serde_json::from_value(value).unwrap()
 }
 
@@ -43,7 +43,10 @@ fn shuffle<T>(
             map.remove(&victim);
             return;
         }
-        1 => crate::api::ObjKey::new(&victim.namespace, format!("{}-copy{fresh}", victim.name)),
+        1 => crate::api::ObjKey::new(
+            victim.namespace.clone(),
+            format!("{}-copy{fresh}", victim.name),
+        ),
         _ => victim,
     };
     let copied = copy(map[&donor].as_ref(), &target);

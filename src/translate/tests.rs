@@ -52,7 +52,7 @@ pub(crate) fn mk_cluster(name: &str, port: u16) -> DagCluster {
         health_check: None,
         outlier_detection: None,
         endpoints: vec![Endpoint {
-            address: "127.0.0.1".to_string(),
+            address: "127.0.0.1".parse().unwrap(),
             port,
         }],
     }
@@ -649,7 +649,7 @@ fn one_reused_load_assignment_encodes_each_cluster_as_a_new_one_does() {
         let mut c = mk_cluster(name, 8000);
         c.endpoints = (1..=n)
             .map(|i| Endpoint {
-                address: format!("10.0.{i}.{}", 100 + i),
+                address: format!("10.0.{i}.{}", 100 + i).parse().unwrap(),
                 port: 8000 + i,
             })
             .collect();

@@ -121,7 +121,7 @@ pub fn decide(endpoint: Endpoint, req: Request<'_>, cx: &Context<'_>) -> Decisio
             };
             let key = new.key();
             d.subject = subject(Some(new.kind()), Some(&key.namespace), &key.name);
-            d.name = key.name;
+            d.name = key.name.to_string();
             let mut verdict = check(&new, creating, cx);
             if !creating {
                 // Ratcheting: an update is refused only for problems it introduces. Problems the

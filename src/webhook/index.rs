@@ -146,14 +146,14 @@ impl Index {
             .ingress_classes
             .iter()
             .filter(|(_, c)| is_default_class(c))
-            .map(|(k, _)| k.name.clone())
+            .map(|(k, _)| k.name.to_string())
             .collect();
         default_classes.sort();
 
         let gateway_class_controllers = snapshot
             .gateway_classes
             .iter()
-            .map(|(k, c)| (k.name.clone(), c.spec.controller_name.clone()))
+            .map(|(k, c)| (k.name.to_string(), c.spec.controller_name.clone()))
             .collect();
         let gateway_classes = snapshot
             .gateways

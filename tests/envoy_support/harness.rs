@@ -90,7 +90,7 @@ impl Harness {
         let (http_port, https_port, admin_port, xds_port) =
             (free_port(), free_port(), free_port(), free_port());
         let translate_options = sluice::translate::Options {
-            listen_address: "127.0.0.1".into(),
+            listen_address: "127.0.0.1".parse().unwrap(),
             http_port,
             https_port,
         };
