@@ -575,7 +575,12 @@ impl<'a> Builder<'a> {
     /// the clusters and secrets its virtual hosts use (a backend resolved for a route that was
     /// then refused is not part of it).
     pub fn finish(self) -> Dag {
-        let vhosts: Map<String, Arc<VirtualHost>> = sorted_map(
+        self.finish_sorted().into_dag()
+    }
+
+    /// What [`Builder::finish`] makes the model of: its entries in key order.
+    pub(super) fn finish_sorted(self) -> SortedParts {
+        let vhosts: Vec<(String, Arc<VirtualHost>)> = sorted_entries(
             self.vhosts
                 .into_iter()
                 .filter(|(_, a)| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
@@ -588,7 +593,7 @@ impl<'a> Builder<'a> {
         );
         let mut clusters = self.clusters;
         let mut secrets = Vec::new();
-        for v in vhosts.values() {
+        for (_, v) in &vhosts {
             for name in vhost_clusters(v) {
                 if let Some((_, used)) = clusters.get_mut(name.as_str()) {
                     *used = true;
@@ -600,21 +605,42 @@ impl<'a> Builder<'a> {
                 secrets.push((tls.secret.clone(), s.clone()));
             }
         }
+        // Hosts sharing a secret name it once.
+        secrets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        secrets.dedup_by(|a, b| a.0 == b.0);
         let used = clusters
             .into_iter()
             .filter(|(_, (_, used))| *used)
             .map(|(name, (c, _))| (name, Arc::new(c)));
-        let clusters = sorted_map(used);
-        let statuses = sorted_map(
-            self.statuses
-                .into_iter()
-                .map(|(r, acc)| (r, acc.into_status())),
-        );
-        Dag {
+        SortedParts {
             vhosts,
-            clusters,
-            secrets: secrets.into_iter().collect(),
-            statuses,
+            clusters: sorted_entries(used),
+            secrets,
+            statuses: sorted_entries(
+                self.statuses
+                    .into_iter()
+                    .map(|(r, acc)| (r, acc.into_status())),
+            ),
+        }
+    }
+}
+
+/// The maps of a model as vectors of distinct keys in key order (a build's result before it
+/// becomes the model's persistent maps: two of them merge in one pass).
+pub(super) struct SortedParts {
+    pub vhosts: Vec<(String, Arc<VirtualHost>)>,
+    pub clusters: Vec<(String, Arc<Cluster>)>,
+    pub secrets: Vec<(String, TlsSecret)>,
+    pub statuses: Vec<(ObjectRef, ObjectStatus)>,
+}
+
+impl SortedParts {
+    pub(super) fn into_dag(self) -> Dag {
+        Dag {
+            vhosts: self.vhosts.into_iter().collect(),
+            clusters: self.clusters.into_iter().collect(),
+            secrets: self.secrets.into_iter().collect(),
+            statuses: self.statuses.into_iter().collect(),
         }
     }
 }
@@ -660,15 +686,14 @@ pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &String> {
         .map(|c| &c.cluster)
 }
 
-/// A model map of entries with distinct keys in any order. Sorts the positions of the entries
+/// Entries with distinct keys in any order, in key order. Sorts the positions of the entries
 /// rather than the entries themselves (models are large; moving them around while sorting cost
 /// more than comparing the keys).
-fn sorted_map<K: Ord + Clone, V: Clone>(entries: impl Iterator<Item = (K, V)>) -> Map<K, V> {
+fn sorted_entries<K: Ord, V>(entries: impl Iterator<Item = (K, V)>) -> Vec<(K, V)> {
     let mut slots: Vec<Option<(K, V)>> = entries.map(Some).collect();
     let mut order: Vec<usize> = (0..slots.len()).collect();
     let key = |i: usize| &slots[i].as_ref().expect("every slot is filled").0;
     order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
-    // In key order, so the BTreeMap is built in one pass without sorting again.
     order
         .into_iter()
         .map(|i| slots[i].take().expect("each position once"))

@@ -13,6 +13,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashMap};
 
+use super::builder::SortedParts;
 use super::incremental::{LinkRef, ingress_links, ingressroute_links};
 use super::model::*;
 use super::{Builder, Options};
@@ -54,11 +55,13 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     });
     // The statuses (the largest map) are merged on a second thread, the rest on this one.
     let (statuses, (vhosts, clusters, secrets)) = std::thread::scope(|scope| {
-        let statuses = scope.spawn(|| merge(a.statuses, b.statuses, Shared::Refused));
+        let statuses = scope.spawn(|| {
+            merge(a.statuses, b.statuses, Shared::Refused).map(|v| v.into_iter().collect())
+        });
         let rest = (
-            merge(a.vhosts, b.vhosts, Shared::Refused),
-            merge(a.clusters, b.clusters, Shared::IfEqual),
-            merge(a.secrets, b.secrets, Shared::IfEqual),
+            merge(a.vhosts, b.vhosts, Shared::Refused).map(|v| v.into_iter().collect()),
+            merge(a.clusters, b.clusters, Shared::IfEqual).map(|v| v.into_iter().collect()),
+            merge(a.secrets, b.secrets, Shared::IfEqual).map(|v| v.into_iter().collect()),
         );
         let statuses = statuses
             .join()
@@ -73,10 +76,10 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     })
 }
 
-fn build_half(snapshot: &Snapshot, half: Half<'_>, options: &Options) -> Dag {
+fn build_half(snapshot: &Snapshot, half: Half<'_>, options: &Options) -> SortedParts {
     let mut b = Builder::half(snapshot, half, options);
     super::run(&mut b);
-    b.finish()
+    b.finish_sorted()
 }
 
 /// Which half (0 or 1) each routing object of a snapshot is in, per kind, by position in the
@@ -278,26 +281,38 @@ enum Shared {
     IfEqual,
 }
 
-/// The union of two maps; None when a key is in both and `shared` does not allow it.
-fn merge<K: Ord + Clone, V: Clone + PartialEq>(
-    a: Map<K, V>,
-    b: Map<K, V>,
+/// The union of two vectors of entries in key order, in key order (one pass over both); None
+/// when a key is in both and `shared` does not allow it.
+fn merge<K: Ord, V: PartialEq>(
+    a: Vec<(K, V)>,
+    b: Vec<(K, V)>,
     shared: Shared,
-) -> Option<Map<K, V>> {
-    let (mut big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
-    for (k, v) in small {
-        match big.entry(k) {
-            imbl::ordmap::Entry::Vacant(e) => {
-                e.insert(v);
-            }
-            imbl::ordmap::Entry::Occupied(e) if shared == Shared::IfEqual && *e.get() == v => {}
-            imbl::ordmap::Entry::Occupied(_) => {
-                tracing::warn!("the halves of a parallel build overlap; building on one thread");
-                return None;
+) -> Option<Vec<(K, V)>> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let mut a = a.into_iter().peekable();
+    let mut b = b.into_iter().peekable();
+    loop {
+        let order = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.0.cmp(&y.0),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => return Some(out),
+        };
+        match order {
+            std::cmp::Ordering::Less => out.extend(a.next()),
+            std::cmp::Ordering::Greater => out.extend(b.next()),
+            std::cmp::Ordering::Equal => {
+                let (x, y) = (a.next()?, b.next()?);
+                if shared == Shared::Refused || x.1 != y.1 {
+                    tracing::warn!(
+                        "the halves of a parallel build overlap; building on one thread"
+                    );
+                    return None;
+                }
+                out.push(x);
             }
         }
     }
-    Some(big)
 }
 
 #[cfg(test)]
@@ -351,6 +366,36 @@ mod tests {
             }
         }
         assert!(split > 30, "{split} of 40 snapshots split in two");
+    }
+
+    #[test]
+    fn merging_keeps_key_order_and_refuses_overlaps() {
+        let v = |keys: &[(u8, char)]| keys.to_vec();
+        let a = v(&[(1, 'a'), (4, 'd'), (6, 'f')]);
+        let b = v(&[(2, 'b'), (3, 'c'), (7, 'g')]);
+        assert_eq!(
+            merge(a.clone(), b.clone(), Shared::Refused),
+            Some(v(&[
+                (1, 'a'),
+                (2, 'b'),
+                (3, 'c'),
+                (4, 'd'),
+                (6, 'f'),
+                (7, 'g')
+            ]))
+        );
+        assert_eq!(
+            merge(a.clone(), Vec::new(), Shared::Refused),
+            Some(a.clone())
+        );
+        assert_eq!(merge(Vec::new(), b.clone(), Shared::Refused), Some(b));
+        let same = v(&[(4, 'd'), (5, 'e')]);
+        assert_eq!(merge(a.clone(), same.clone(), Shared::Refused), None);
+        assert_eq!(
+            merge(a.clone(), same, Shared::IfEqual),
+            Some(v(&[(1, 'a'), (4, 'd'), (5, 'e'), (6, 'f')]))
+        );
+        assert_eq!(merge(a, v(&[(4, 'x')]), Shared::IfEqual), None);
     }
 
     #[test]
