@@ -644,6 +644,20 @@ mod tests {
                                                 {"addresses": ["10.0.0.300", " 10.0.0.2", ""]},
                                                 {"addresses": ["10.0.0.3"]}]}));
         assert_eq!(mixed, ["10.0.0.1", "10.0.0.3"]);
+        // Addresses are kept parsed: a cluster's endpoints are ordered as numbers, and two
+        // spellings of one IPv6 address are one endpoint in its canonical form.
+        let spelled = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv6",
+            "endpoints": [{"addresses": ["2001:DB8:0::1", "fd00::1", "2001:db8::1"]}],
+            "ports": [{"name": "", "port": 80}]})));
+        let eps = crate::dag::slice_endpoints([&spelled], "");
+        let eps: Vec<String> = eps.iter().map(|e| e.address.to_string()).collect();
+        assert_eq!(eps, ["2001:db8::1", "fd00::1"]);
+        let numbered = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.10", "10.0.0.9", "9.0.0.1"]}],
+            "ports": [{"name": "", "port": 80}]})));
+        let eps = crate::dag::slice_endpoints([&numbered], "");
+        let eps: Vec<String> = eps.iter().map(|e| e.address.to_string()).collect();
+        assert_eq!(eps, ["9.0.0.1", "10.0.0.9", "10.0.0.10"]);
     }
 
     #[test]
