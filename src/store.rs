@@ -646,18 +646,16 @@ mod tests {
         assert_eq!(mixed, ["10.0.0.1", "10.0.0.3"]);
         // Addresses are kept parsed: a cluster's endpoints are ordered as numbers, and two
         // spellings of one IPv6 address are one endpoint in its canonical form.
-        let spelled = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv6",
-            "endpoints": [{"addresses": ["2001:DB8:0::1", "fd00::1", "2001:db8::1"]}],
-            "ports": [{"name": "", "port": 80}]})));
-        let eps = crate::dag::slice_endpoints([&spelled], "");
-        let eps: Vec<String> = eps.iter().map(|e| e.address.to_string()).collect();
-        assert_eq!(eps, ["2001:db8::1", "fd00::1"]);
-        let numbered = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv4",
-            "endpoints": [{"addresses": ["10.0.0.10", "10.0.0.9", "9.0.0.1"]}],
-            "ports": [{"name": "", "port": 80}]})));
-        let eps = crate::dag::slice_endpoints([&numbered], "");
-        let eps: Vec<String> = eps.iter().map(|e| e.address.to_string()).collect();
-        assert_eq!(eps, ["9.0.0.1", "10.0.0.9", "10.0.0.10"]);
+        let endpoints = |family: &str, addresses: &[&str]| -> Vec<String> {
+            let s = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": family,
+                "endpoints": [{"addresses": addresses}], "ports": [{"name": "", "port": 80}]})));
+            let eps = crate::dag::slice_endpoints([&s], "");
+            eps.iter().map(|e| e.address.to_string()).collect()
+        };
+        let spelled = endpoints("IPv6", &["2001:DB8:0::1", "fd00::1", "2001:db8::1"]);
+        assert_eq!(spelled, ["2001:db8::1", "fd00::1"]);
+        let numbered = endpoints("IPv4", &["10.0.0.10", "10.0.0.9", "9.0.0.1"]);
+        assert_eq!(numbered, ["9.0.0.1", "10.0.0.9", "10.0.0.10"]);
     }
 
     #[test]
