@@ -26,7 +26,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Instant;
 
+use sluice::api::ObjKey;
 use sluice::dag::{self, Dag, Options};
+use sluice::store::{Objects, Snapshot};
 use sluice::synth::{Shape, snapshot};
 use sluice::translate::incremental::Encoder;
 use sluice::{translate, xds};
@@ -100,12 +102,56 @@ fn sluice_times(t0: Instant, t1: Instant, t2: Instant, t3: Instant) -> Times {
     }
 }
 
-fn row(n: usize, runs: usize) -> Row {
-    let snap = snapshot(Shape {
+/// Every object of `m` copied, with its key, in key order: the objects of one kind then lie in
+/// memory in the order a build reads them.
+fn in_key_order<T: Clone>(m: &Objects<T>) -> Objects<T> {
+    m.iter()
+        .map(|(k, v)| {
+            let key = ObjKey::new(&*k.namespace, &*k.name);
+            (key, Arc::new(T::clone(v)))
+        })
+        .collect()
+}
+
+/// The snapshot with its objects laid out kind by kind, each kind in key order, as a cluster-mode
+/// sluice decodes them from the lists that start its watches. The synthetic cluster is generated
+/// object by object (a root, its vertex, their Services and EndpointSlices, ...), so its objects
+/// of one kind are spread over the heap in an order unrelated to their keys; after hours of
+/// updates a long-running sluice's store looks more like that.
+fn laid_out_in_key_order(snap: &Snapshot) -> Snapshot {
+    Snapshot {
+        ingresses: in_key_order(&snap.ingresses),
+        ingress_classes: in_key_order(&snap.ingress_classes),
+        ingressroutes_v1beta1: in_key_order(&snap.ingressroutes_v1beta1),
+        ingressroutes_v1: in_key_order(&snap.ingressroutes_v1),
+        routes_v1alpha1: in_key_order(&snap.routes_v1alpha1),
+        services: in_key_order(&snap.services),
+        endpoint_slices: in_key_order(&snap.endpoint_slices),
+        secrets: in_key_order(&snap.secrets),
+        ..snap.clone()
+    }
+}
+
+/// The medians of `runs` rebuilds of a synthetic cluster of `n` routing objects; `key_order`: the
+/// snapshot laid out in key order first (`laid_out_in_key_order`).
+fn row(n: usize, runs: usize, key_order: bool) -> Row {
+    let generated = snapshot(Shape {
         routing_objects: n,
         endpoints_per_service: 5,
         unrelated_secrets: n,
     });
+    let snap = if key_order {
+        let copy = laid_out_in_key_order(&generated);
+        let options = Options::default();
+        assert!(
+            dag::build(&copy, &options) == dag::build(&generated, &options),
+            "a snapshot laid out in key order builds the same model"
+        );
+        drop(generated);
+        copy
+    } else {
+        generated
+    };
     let options = Options::default();
     let translate_options = translate::Options::default();
     let endpoints: usize = snap.endpoint_slices.values().map(|s| s.ready.len()).sum();
@@ -239,18 +285,28 @@ fn main() {
     } else {
         (1_000, 10_000, 9)
     };
-    // Exploration knob (profiling one size): DAG_BENCH_ONLY=10000 [DAG_BENCH_RUNS=1] runs that size
-    // alone and records nothing.
+    // Exploration knobs (profiling one size): DAG_BENCH_ONLY=10000 [DAG_BENCH_RUNS=1] runs that size
+    // alone and records nothing; with DAG_BENCH_KEY_ORDER=1 as well, on the snapshot laid out in
+    // key order (`laid_out_in_key_order`), to see what memory locality is worth.
     if let Ok(n) = std::env::var("DAG_BENCH_ONLY") {
         let runs = std::env::var("DAG_BENCH_RUNS")
             .ok()
             .and_then(|r| r.parse().ok())
             .unwrap_or(runs);
-        row(n.parse().expect("DAG_BENCH_ONLY is a number"), runs);
+        let key_order = std::env::var_os("DAG_BENCH_KEY_ORDER").is_some();
+        row(
+            n.parse().expect("DAG_BENCH_ONLY is a number"),
+            runs,
+            key_order,
+        );
         return;
     }
-    let a = row(small, runs);
-    let b = row(large, runs);
+    if smoke {
+        // The key-order layout of the exploration knob, so it cannot rot.
+        row(small, runs, true);
+    }
+    let a = row(small, runs, false);
+    let b = row(large, runs, false);
     let factor = large / small;
     let ratio = b.sluice.total / a.sluice.total;
     let dag_ratio = b.dag_only / a.dag_only;
