@@ -83,7 +83,10 @@ fn match_hash(hasher: &DefaultHashBuilder, path: &PathMatch, headers: &[HeaderMa
 }
 
 /// The EndpointSlices of one Service, in snapshot order (almost always exactly one).
+#[derive(Default)]
 enum Slices<'a> {
+    #[default]
+    None,
     One(&'a SliceEndpoints),
     Many(Vec<&'a SliceEndpoints>),
 }
@@ -91,10 +94,29 @@ enum Slices<'a> {
 impl<'a> Slices<'a> {
     fn as_slice(&self) -> &[&'a SliceEndpoints] {
         match self {
+            Slices::None => &[],
             Slices::One(s) => std::slice::from_ref(s),
             Slices::Many(v) => v,
         }
     }
+
+    fn push(&mut self, slice: &'a SliceEndpoints) {
+        match self {
+            Slices::None => *self = Slices::One(slice),
+            Slices::One(first) => *self = Slices::Many(vec![*first, slice]),
+            Slices::Many(v) => v.push(slice),
+        }
+    }
+}
+
+/// What a build knows of one Service name: the Service, when there is one (with its key in the
+/// snapshot: a cluster names its Service with a copy of it), and the EndpointSlices naming it.
+/// One entry for both, so resolving a backend costs one hash-table probe, not two (at 10k
+/// Services each probe is a cache miss).
+#[derive(Default)]
+struct ServiceEntry<'a> {
+    service: Option<(&'a ObjKey, &'a ServicePorts)>,
+    slices: Slices<'a>,
 }
 
 /// The lowercase form of a host name, borrowed when it already is lowercase.
@@ -126,12 +148,10 @@ pub struct Builder<'a> {
     statuses: HashMap<ObjectRef, StatusAcc>,
     claims: HashMap<String, Vec<HostClaim>>,
     owners: HashMap<String, ObjectRef>,
-    /// Services by namespace and name, with their key in the snapshot (a cluster names its
-    /// Service with a copy of it).
-    services: HashMap<(&'a str, &'a str), (&'a ObjKey, &'a ServicePorts)>,
-    slices_by_service: HashMap<(&'a str, &'a str), Slices<'a>>,
-    /// What of the backing snapshot's Services and EndpointSlices `services` and
-    /// `slices_by_service` hold; None when they hold all of them.
+    /// Services and their EndpointSlices by namespace and Service name.
+    services: HashMap<(&'a str, &'a str), ServiceEntry<'a>>,
+    /// What of the backing snapshot's Services and EndpointSlices `services` holds; None when
+    /// it holds all of them.
     indexed: Option<PartialIndex>,
     /// IngressRoutes (v1beta1, v1) that break their single-object rules, found by
     /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
@@ -147,10 +167,8 @@ impl<'a> Builder<'a> {
     pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
         let mut b = Builder::empty(snapshot, snapshot, options, snapshot.routing_objects());
         b.services.reserve(snapshot.services.len());
-        b.slices_by_service.reserve(snapshot.endpoint_slices.len());
         for (k, svc) in &snapshot.services {
-            b.services
-                .insert((k.namespace.as_ref(), k.name.as_ref()), (k, svc.as_ref()));
+            b.add_service(k, svc);
         }
         for (key, slice) in &snapshot.endpoint_slices {
             b.add_slice(key, slice);
@@ -195,7 +213,6 @@ impl<'a> Builder<'a> {
             claims: HashMap::new(),
             owners: HashMap::new(),
             services: HashMap::new(),
-            slices_by_service: HashMap::new(),
             indexed: None,
             invalid_ingressroutes: None,
             half: None,
@@ -218,22 +235,22 @@ impl<'a> Builder<'a> {
             .map(|(_, kv)| kv)
     }
 
+    fn add_service(&mut self, key: &'a ObjKey, svc: &'a ServicePorts) {
+        self.services
+            .entry((key.namespace.as_ref(), key.name.as_ref()))
+            .or_default()
+            .service = Some((key, svc));
+    }
+
     fn add_slice(&mut self, key: &'a ObjKey, slice: &'a SliceEndpoints) {
         let Some(svc) = slice.service.as_deref() else {
             return;
         };
-        match self.slices_by_service.entry((key.namespace.as_ref(), svc)) {
-            hashbrown::hash_map::Entry::Vacant(e) => {
-                e.insert(Slices::One(slice));
-            }
-            hashbrown::hash_map::Entry::Occupied(mut e) => {
-                let all = e.get_mut();
-                match all {
-                    Slices::One(first) => *all = Slices::Many(vec![*first, slice]),
-                    Slices::Many(v) => v.push(slice),
-                }
-            }
-        }
+        self.services
+            .entry((key.namespace.as_ref(), svc))
+            .or_default()
+            .slices
+            .push(slice);
     }
 
     /// Indexes a Service and its EndpointSlices, unless they already are (a partial build).
@@ -257,8 +274,7 @@ impl<'a> Builder<'a> {
                 .services
                 .get_key_value(&ObjKey::new(namespace, service))
             {
-                self.services
-                    .insert((k.namespace.as_ref(), k.name.as_ref()), (k, svc.as_ref()));
+                self.add_service(k, svc);
             }
             for (k, slice) in whole.endpoint_slices.range(start..) {
                 if !in_namespace(k) {
@@ -277,8 +293,7 @@ impl<'a> Builder<'a> {
             if !in_namespace(k) {
                 break;
             }
-            self.services
-                .insert((k.namespace.as_ref(), k.name.as_ref()), (k, svc.as_ref()));
+            self.add_service(k, svc);
         }
         for (k, slice) in whole.endpoint_slices.range(start..) {
             if !in_namespace(k) {
@@ -458,7 +473,8 @@ impl<'a> Builder<'a> {
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<String, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
         self.index_service(b.namespace, b.service);
-        let Some(&(svc_key, svc)) = self.services.get(&(b.namespace, b.service)) else {
+        let entry = self.services.get(&(b.namespace, b.service));
+        let Some((svc_key, svc)) = entry.and_then(|e| e.service) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,
                 message: format!("Service {:?} not found", key().to_string()),
@@ -503,10 +519,11 @@ impl<'a> Builder<'a> {
                 ),
             });
         };
+        let slices = entry.map_or(&[][..], |e| e.slices.as_slice());
         let health_check = b.health_check.map(health_check_policy);
         let name = cluster_name(b.namespace, b.service, sp.port, b, health_check.as_ref());
-        if !self.clusters.contains_key(&name) {
-            let endpoints = self.endpoints_for(b.namespace, b.service, sp);
+        // One hash of the name, whether the cluster is new or not.
+        if let RawEntryMut::Vacant(e) = self.clusters.raw_entry_mut().from_key(name.as_str()) {
             let cluster = Cluster {
                 name: name.clone(),
                 service: svc_key.clone(),
@@ -515,23 +532,11 @@ impl<'a> Builder<'a> {
                 lb: b.lb,
                 health_check,
                 outlier_detection: b.outlier_detection.clone(),
-                endpoints,
+                endpoints: slice_endpoints(slices.iter().copied(), sp.slice_port_name()),
             };
-            self.clusters.insert(name.clone(), (cluster, false));
+            e.insert(name.clone(), (cluster, false));
         }
         Ok(name)
-    }
-
-    fn endpoints_for(&self, namespace: &str, service: &str, sp: &ServicePortRef) -> Vec<Endpoint> {
-        let slices = self.slices_by_service.get(&(namespace, service));
-        slice_endpoints(
-            slices
-                .map(Slices::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .copied(),
-            sp.slice_port_name(),
-        )
     }
 
     /// Resolves a TLS Secret to a key into the secrets table.
