@@ -351,10 +351,35 @@ fn many_changed_clusters_are_encoded_on_a_second_thread_with_the_same_result() {
         large.clusters.len(),
         small.clusters.len()
     );
+    // Every cluster changed, but not its endpoints: new clusters, the same load assignments.
+    let mut rebalanced = (*large).clone();
+    rebalanced.clusters = large
+        .clusters
+        .iter()
+        .map(|(name, c)| {
+            let mut c = (**c).clone();
+            c.lb = crate::api::LbStrategy::Random;
+            (name.clone(), Arc::new(c))
+        })
+        .collect();
+    let rebalanced = Arc::new(rebalanced);
     let mut encoder = Encoder::new(options.clone());
-    // From nothing (clusters added), to fewer (removed), back to many (added again).
-    for dag in [&large, &small, &large] {
+    let mut before: Option<Snapshot> = None;
+    // From nothing (clusters added), to fewer (removed), back to many (added again), then every
+    // cluster changed.
+    for dag in [&large, &small, &large, &rebalanced] {
         let (snapshot, _) = encoder.encode(dag);
         assert_eq!(snapshot, full(dag, &options));
+        if let Some(before) = before.replace(snapshot.clone())
+            && Arc::ptr_eq(dag, &rebalanced)
+        {
+            let [endpoints_then, endpoints_now] =
+                [&before, &snapshot].map(|s| s.shared(ResourceType::Endpoint).unwrap());
+            assert!(
+                Arc::ptr_eq(endpoints_then, endpoints_now),
+                "load assignments kept"
+            );
+            assert!(!before.same_as(&snapshot), "the clusters changed");
+        }
     }
 }
