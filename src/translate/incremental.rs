@@ -647,16 +647,29 @@ impl ClusterChange {
             ClusterChange::Removed(_) => return ResourceEdit::Removed,
             ClusterChange::Put(c) => c,
         };
-        let value = encode(c);
-        if held(&c.name).is_some_and(|r| r.body.value == value) {
-            return ResourceEdit::Same;
+        match changed_resource(held(&c.name), type_url, &c.name, encode(c)) {
+            Some(r) => ResourceEdit::Put(r),
+            None => ResourceEdit::Same,
         }
-        let body = Any {
-            type_url: type_url.to_string(),
-            value,
-        };
-        ResourceEdit::Put(Arc::new(Resource::new(c.name.clone(), body)))
     }
+}
+
+/// The resource `value` encodes, unless `held` (the resource of that name held so far) has the
+/// same bytes.
+fn changed_resource(
+    held: Option<&Arc<Resource>>,
+    type_url: &str,
+    name: &str,
+    value: Vec<u8>,
+) -> Option<Arc<Resource>> {
+    if held.is_some_and(|r| r.body.value == value) {
+        return None;
+    }
+    let body = Any {
+        type_url: type_url.to_string(),
+        value,
+    };
+    Some(Arc::new(Resource::new(name.to_string(), body)))
 }
 
 /// The resources of one per-cluster type: the previous ones (`prev`) with the edits of
@@ -743,15 +756,9 @@ impl<'p> Patch<'p> {
 
     /// Adds or replaces a resource; a resource with the same bytes as the one held stays as it is.
     fn add_encoded(&mut self, name: &str, value: Vec<u8>) {
-        if self.get(name).is_some_and(|r| r.body.value == value) {
-            return;
+        if let Some(r) = changed_resource(self.get(name), &self.type_url, name, value) {
+            self.edit().insert(r);
         }
-        let body = Any {
-            type_url: self.type_url.clone(),
-            value,
-        };
-        self.edit()
-            .insert(Arc::new(Resource::new(name.to_string(), body)));
     }
 
     /// Adds or replaces a resource the caller knows to differ from the one held, with the
