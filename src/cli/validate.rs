@@ -133,9 +133,9 @@ pub fn validate_documents(loaded: Loaded, options: &dag::Options) -> Vec<ObjectR
                 }
                 if status.state != State::Valid
                     && status.messages.is_empty()
-                    && !report.messages.contains(&status.description)
+                    && !report.messages.iter().any(|m| *m == status.description)
                 {
-                    report.messages.push(status.description.clone());
+                    report.messages.push(status.description.to_string());
                 }
             }
             None if r.kind.is_routing() && report.allowed => {

@@ -44,10 +44,13 @@ pub struct BackendRef<'a> {
     pub outlier_detection: Option<OutlierDetection>,
 }
 
+/// The description of an orphaned object.
+const ORPHANED: &str = "not part of a delegation chain from a root";
+
 #[derive(Default)]
 struct StatusAcc {
     state: Option<State>,
-    description: Option<String>,
+    description: Option<Cow<'static, str>>,
     messages: Vec<StatusMessage>,
     generation: Option<i64>,
 }
@@ -345,7 +348,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Marks the object valid (unless already invalid), with the description to show.
-    pub fn set_valid(&mut self, obj: &ObjectRef, description: impl Into<String>) {
+    pub fn set_valid(&mut self, obj: &ObjectRef, description: impl Into<Cow<'static, str>>) {
         let acc = self.acc(obj, None);
         if acc.state != Some(State::Invalid) {
             acc.state = Some(State::Valid);
@@ -358,12 +361,12 @@ impl<'a> Builder<'a> {
         let acc = self.acc(obj, None);
         if acc.state.is_none() {
             acc.state = Some(State::Orphaned);
-            acc.description = Some("not part of a delegation chain from a root".to_string());
+            acc.description = Some(ORPHANED.into());
         }
     }
 
     /// Marks the object ignored (another controller's), with why.
-    pub fn set_ignored(&mut self, obj: &ObjectRef, message: impl Into<String>) {
+    pub fn set_ignored(&mut self, obj: &ObjectRef, message: impl Into<Cow<'static, str>>) {
         let acc = self.acc(obj, None);
         acc.state = Some(State::Ignored);
         acc.description = Some(message.into());
@@ -658,16 +661,15 @@ impl StatusAcc {
             State::Invalid => acc
                 .messages
                 .first()
-                .map(|m| m.message.clone())
-                .unwrap_or_else(|| "invalid".to_string()),
-            State::Valid => "valid".to_string(),
-            State::Orphaned => "not part of a delegation chain from a root".to_string(),
-            State::Ignored => "ignored".to_string(),
+                .map_or("invalid".into(), |m| m.message.clone().into()),
+            State::Valid => "valid".into(),
+            State::Orphaned => ORPHANED.into(),
+            State::Ignored => "ignored".into(),
         });
         let description = if state == State::Invalid && acc.messages.len() > 1 {
             let more = acc.messages.len() - 1;
             let plural = if more == 1 { "" } else { "s" };
-            format!("{description} (and {more} more problem{plural})")
+            format!("{description} (and {more} more problem{plural})").into()
         } else {
             description
         };

@@ -208,7 +208,7 @@ pub(super) struct Walk<'s, F: Fn(&ObjKey) -> Found<'s>> {
     pub reached: HashSet<ObjKey>,
     /// Valid descriptions, applied after the walk (so an object found invalid later in the walk
     /// never shows a "valid" description).
-    valid: HashMap<ObjectRef, String>,
+    valid: HashMap<ObjectRef, Cow<'static, str>>,
     /// Status messages already reported (a vertex reached twice reports once).
     reported: HashSet<(ObjectRef, String)>,
     /// Visits of the current root's walk and their outcome: reaching a vertex again in the same
@@ -255,7 +255,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
     }
 
     /// Records a valid description unless the object has one already.
-    fn valid(&mut self, obj: &ObjectRef, description: impl FnOnce() -> String) {
+    fn valid(&mut self, obj: &ObjectRef, description: impl FnOnce() -> Cow<'static, str>) {
         if !self.valid.contains_key(obj) {
             self.valid.insert(obj.clone(), description());
         }
@@ -279,7 +279,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         self.budget = self.budget_per_root;
         // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
         let _ = self.visit(b, &ctx, &root, &scope, &mut chain);
-        self.valid(&root.obj, || "valid IngressRoute".to_string());
+        self.valid(&root.obj, || "valid IngressRoute".into());
         self.everything = everything;
     }
 
@@ -355,7 +355,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             if !self.reached.contains(&node.obj.key) {
                 self.reached.insert(node.obj.key.clone());
             }
-            self.valid(&node.obj, || format!("delegated from {}", ctx.root));
+            self.valid(&node.obj, || format!("delegated from {}", ctx.root).into());
         }
 
         // 2. Routes, in the order written. A route with the same match as an earlier one (its own

@@ -3,6 +3,7 @@
 //! (BTreeMaps, routes sorted by precedence), no Envoy types: `translate` turns it into Envoy config,
 //! `sluice routes` prints it, and `lookup` answers "which route takes this request".
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -311,8 +312,8 @@ impl std::fmt::Debug for TlsSecret {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ObjectStatus {
     pub state: State,
-    /// One line for `status.description`.
-    pub description: String,
+    /// One line for `status.description` (most are fixed texts, shared rather than copied).
+    pub description: Cow<'static, str>,
     /// Every problem found (empty when valid).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<StatusMessage>,

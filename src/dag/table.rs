@@ -125,7 +125,7 @@ pub fn status_table(dag: &Dag) -> Vec<TableStatus> {
         .map(|(r, s)| TableStatus {
             object: format!("{} {} {}", r.kind.api_version(), r.kind.kind(), r.key),
             status: s.state,
-            description: s.description.clone(),
+            description: s.description.to_string(),
             messages: s
                 .messages
                 .iter()

@@ -132,7 +132,7 @@ fn summarize(verdict: Verdict<'_>) -> Summary {
             };
             Summary {
                 current,
-                description: s.description.clone(),
+                description: s.description.to_string(),
                 reason,
                 errors: s.messages.iter().map(|m| m.message.clone()).collect(),
                 generation: s.generation,
@@ -380,7 +380,7 @@ mod tests {
         };
         ObjectStatus {
             state,
-            description,
+            description: description.into(),
             messages,
             generation: Some(generation),
         }
