@@ -19,7 +19,7 @@ fn route(path: PathMatch, clusters: &[(&str, u32)]) -> Route {
             clusters
                 .iter()
                 .map(|(c, w)| WeightedCluster {
-                    cluster: c.to_string(),
+                    cluster: (*c).into(),
                     weight: *w,
                 })
                 .collect(),
@@ -33,7 +33,7 @@ fn route(path: PathMatch, clusters: &[(&str, u32)]) -> Route {
 
 fn cluster(name: &str, protocol: UpstreamProtocol, lb: LbStrategy) -> Cluster {
     Cluster {
-        name: name.to_string(),
+        name: name.into(),
         service: ObjKey::new("default", name),
         port: 80,
         protocol,

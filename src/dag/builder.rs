@@ -146,7 +146,7 @@ pub struct Builder<'a> {
     vhosts: HashMap<String, VhostAcc>,
     /// Every cluster a backend resolved to, and whether a route of the model uses it (decided
     /// by [`Builder::finish`]: a route refused after its backends resolved uses none).
-    clusters: HashMap<String, (Cluster, bool)>,
+    clusters: HashMap<ClusterName, (Cluster, bool)>,
     secrets: BTreeMap<String, TlsSecret>,
     statuses: HashMap<ObjectRef, StatusAcc>,
     claims: HashMap<String, Vec<HostClaim>>,
@@ -473,7 +473,7 @@ impl<'a> Builder<'a> {
 
     /// Resolves a Service port to a cluster (created on first use, endpoints from EndpointSlices).
     /// The error is the status message for the referring object.
-    pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<String, StatusMessage> {
+    pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
         self.index_service(b.namespace, b.service);
         let entry = self.services.get(&(b.namespace, b.service));
@@ -526,20 +526,24 @@ impl<'a> Builder<'a> {
         let health_check = b.health_check.map(health_check_policy);
         let name = cluster_name(b.namespace, b.service, sp.port, b, health_check.as_ref());
         // One hash of the name, whether the cluster is new or not.
-        if let RawEntryMut::Vacant(e) = self.clusters.raw_entry_mut().from_key(name.as_str()) {
-            let cluster = Cluster {
-                name: name.clone(),
-                service: svc_key.clone(),
-                port: sp.port,
-                protocol: b.protocol,
-                lb: b.lb,
-                health_check,
-                outlier_detection: b.outlier_detection.clone(),
-                endpoints: slice_endpoints(slices.iter().copied(), sp.slice_port_name()),
-            };
-            e.insert(name.clone(), (cluster, false));
+        match self.clusters.raw_entry_mut().from_key(name.as_str()) {
+            RawEntryMut::Occupied(e) => Ok(e.key().clone()),
+            RawEntryMut::Vacant(e) => {
+                let name = ClusterName::from(name);
+                let cluster = Cluster {
+                    name: name.clone(),
+                    service: svc_key.clone(),
+                    port: sp.port,
+                    protocol: b.protocol,
+                    lb: b.lb,
+                    health_check,
+                    outlier_detection: b.outlier_detection.clone(),
+                    endpoints: slice_endpoints(slices.iter().copied(), sp.slice_port_name()),
+                };
+                e.insert(name.clone(), (cluster, false));
+                Ok(name)
+            }
         }
-        Ok(name)
     }
 
     /// Resolves a TLS Secret to a key into the secrets table.
@@ -603,7 +607,7 @@ impl<'a> Builder<'a> {
         let mut secrets = Vec::new();
         for (_, v) in &vhosts {
             for name in vhost_clusters(v) {
-                if let Some((_, used)) = clusters.get_mut(name.as_str()) {
+                if let Some((_, used)) = clusters.get_mut(&**name) {
                     *used = true;
                 }
             }
@@ -637,7 +641,7 @@ impl<'a> Builder<'a> {
 /// becomes the model's persistent maps: two of them merge in one pass).
 pub(super) struct SortedParts {
     pub vhosts: Vec<(String, Arc<VirtualHost>)>,
-    pub clusters: Vec<(String, Arc<Cluster>)>,
+    pub clusters: Vec<(ClusterName, Arc<Cluster>)>,
     pub secrets: Vec<(String, TlsSecret)>,
     pub statuses: Vec<(ObjectRef, ObjectStatus)>,
 }
@@ -683,7 +687,7 @@ impl StatusAcc {
 }
 
 /// The names of the clusters a virtual host's routes and TCP proxy forward to (with repeats).
-pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &String> {
+pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &ClusterName> {
     let routes = v.routes.iter().flat_map(|r| match &r.action {
         RouteAction::Forward(cs) => cs.as_slice(),
         RouteAction::Unavailable(_) => &[],
@@ -801,9 +805,9 @@ fn cluster_name(
 /// [`cluster_name`]; neither part can hold a `/`), so they are one range of the sorted map:
 /// finding them costs a lookup, not a walk over every cluster.
 pub fn clusters_of_service<'d>(
-    clusters: &'d crate::dag::Map<String, Arc<Cluster>>,
+    clusters: &'d crate::dag::Map<ClusterName, Arc<Cluster>>,
     service: &'d ObjKey,
-) -> impl Iterator<Item = (&'d String, &'d Arc<Cluster>)> + 'd {
+) -> impl Iterator<Item = (&'d ClusterName, &'d Arc<Cluster>)> + 'd {
     let prefix = format!("{}/{}/", service.namespace, service.name);
     clusters
         .range::<_, str>((
@@ -877,9 +881,9 @@ mod tests {
                 outlier_detection: None,
                 endpoints: Vec::new(),
             };
-            (name.to_string(), Arc::new(c))
+            (ClusterName::from(name), Arc::new(c))
         };
-        let clusters: crate::dag::Map<String, Arc<Cluster>> = [
+        let clusters: crate::dag::Map<ClusterName, Arc<Cluster>> = [
             cluster("ns/web/80", "ns", "web"),
             cluster("ns/web/80/0a1b2c3d4e", "ns", "web"),
             cluster("ns/web/8080", "ns", "web"),
@@ -894,7 +898,7 @@ mod tests {
         let names = |ns: &str, svc: &str| -> Vec<String> {
             let key = ObjKey::new(ns, svc);
             clusters_of_service(&clusters, &key)
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| n.to_string())
                 .collect()
         };
         assert_eq!(

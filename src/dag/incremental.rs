@@ -303,7 +303,7 @@ impl Incremental {
                     dag.secrets.remove(&name);
                 }
             } else if !self.cluster_users.contains_key(&name) {
-                dag.clusters.remove(&name);
+                dag.clusters.remove(name.as_str());
             }
         }
         for (name, c) in part.clusters {
@@ -328,7 +328,7 @@ impl Incremental {
         if self.stale_endpoints.is_empty() {
             return true;
         }
-        let stale: Vec<(String, Arc<Cluster>)> = self
+        let stale: Vec<(ClusterName, Arc<Cluster>)> = self
             .stale_endpoints
             .iter()
             .flat_map(|s| super::clusters_of_service(&dag.clusters, s))
@@ -355,8 +355,8 @@ impl Incremental {
     fn count_users(&mut self, v: &VirtualHost, by: i32, unused: &mut Vec<(String, bool)>) {
         let mut counted: HashSet<&str> = HashSet::new();
         for c in vhost_clusters(v) {
-            if counted.insert(c.as_str()) && count(&mut self.cluster_users, c, by) {
-                unused.push((c.clone(), false));
+            if counted.insert(&**c) && count(&mut self.cluster_users, c, by) {
+                unused.push((c.to_string(), false));
             }
         }
         if let Some(tls) = &v.tls

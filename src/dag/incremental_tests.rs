@@ -104,7 +104,7 @@ fn check(step: usize, got: &Dag, want: &Dag) {
         want.statuses.len(),
         "step {step}: statuses"
     );
-    let names = |d: &Dag| -> Vec<String> { d.clusters.keys().cloned().collect() };
+    let names = |d: &Dag| -> Vec<String> { d.clusters.keys().map(|n| n.to_string()).collect() };
     assert_eq!(names(got), names(want), "step {step}: clusters");
     for (n, c) in &want.clusters {
         assert_eq!(got.clusters.get(n), Some(c), "step {step}: cluster {n}");

@@ -16,6 +16,10 @@ use crate::api::{LbStrategy, ObjKey, ObjectRef, TlsVersion};
 /// model is cheap, and comparing two models skips what they share.
 pub type Map<K, V> = imbl::OrdMap<K, V>;
 
+/// A cluster's name, shared by the cluster, its key in [`Dag::clusters`] and every route that
+/// forwards to it (one allocation per cluster instead of one per use).
+pub type ClusterName = Arc<str>;
+
 /// The whole routing model plus statuses.
 ///
 /// Virtual hosts and clusters are held in `Arc`s: a model built from the previous one shares the
@@ -27,7 +31,7 @@ pub struct Dag {
     pub vhosts: Map<String, Arc<VirtualHost>>,
     /// Upstream clusters by name (stable, derived from service, port and settings): those the
     /// virtual hosts' routes use.
-    pub clusters: Map<String, Arc<Cluster>>,
+    pub clusters: Map<ClusterName, Arc<Cluster>>,
     /// TLS certificates by name (`namespace/secret`): those the virtual hosts use.
     pub secrets: Map<String, TlsSecret>,
     /// A status for every routing object seen.
@@ -216,7 +220,7 @@ pub enum RouteAction {
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct WeightedCluster {
-    pub cluster: String,
+    pub cluster: ClusterName,
     pub weight: u32,
 }
 
@@ -248,7 +252,7 @@ pub enum UpstreamProtocol {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cluster {
-    pub name: String,
+    pub name: ClusterName,
     pub service: ObjKey,
     /// The Service port number routes refer to.
     pub port: i32,

@@ -110,7 +110,7 @@ pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
         typed_extension_protocol_options.insert(HTTP_PROTOCOL_OPTIONS.to_string(), any(&opts));
     }
     EnvoyCluster {
-        name: c.name.clone(),
+        name: c.name.to_string(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: Some(ads_config_source()),

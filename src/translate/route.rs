@@ -260,12 +260,12 @@ fn build_action(r: &Route) -> Action {
     let live: Vec<_> = clusters.iter().filter(|c| c.weight > 0).collect();
     let specifier = match live.as_slice() {
         [] => return unavailable(),
-        [one] => ClusterSpecifier::Cluster(one.cluster.clone()),
+        [one] => ClusterSpecifier::Cluster(one.cluster.to_string()),
         many => ClusterSpecifier::WeightedClusters(EnvoyWeightedCluster {
             clusters: many
                 .iter()
                 .map(|c| ClusterWeight {
-                    name: c.cluster.clone(),
+                    name: c.cluster.to_string(),
                     weight: Some(u32v(c.weight)),
                     ..Default::default()
                 })

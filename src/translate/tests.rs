@@ -32,7 +32,7 @@ pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
         path,
         headers: vec![],
         action: RouteAction::Forward(vec![WeightedCluster {
-            cluster: cluster.to_string(),
+            cluster: cluster.into(),
             weight: 1,
         }]),
         permit_insecure: false,
@@ -44,7 +44,7 @@ pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
 
 pub(crate) fn mk_cluster(name: &str, port: u16) -> DagCluster {
     DagCluster {
-        name: name.to_string(),
+        name: name.into(),
         service: ObjKey::new("default", name),
         port: 80,
         protocol: UpstreamProtocol::Http,
