@@ -104,7 +104,7 @@ async fn start_case(path: &Path, protocol: XdsProtocol) -> Started {
         let v = model.vhosts.get_mut(&host).expect("listed above");
         for r in &mut std::sync::Arc::make_mut(v).routes {
             if let dag::PathMatch::StringPrefix(p) = &r.path {
-                r.path = dag::PathMatch::StringPrefix(merge_slashes(p));
+                r.path = dag::PathMatch::StringPrefix(merge_slashes(p).into());
             }
         }
     }

@@ -116,7 +116,7 @@ const LARGE: &[&str] = &[
 
 fn route(path: String, regex: &str) -> Route {
     Route {
-        path: PathMatch::Exact(path),
+        path: PathMatch::Exact(path.into()),
         headers: vec![HeaderMatch {
             name: "x-match".into(),
             op: HeaderOp::Regex(regex.to_string()),

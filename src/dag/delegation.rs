@@ -263,7 +263,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
 
     /// Serves one root (host ownership and TLS already settled) and everything it delegates to.
     pub fn walk_root(&mut self, b: &mut Builder<'_>, root: Rc<Node<'s>>, host: &str) {
-        let everything = std::mem::replace(&mut self.everything, PathMatch::Exact(String::new()));
+        let everything = std::mem::replace(&mut self.everything, PathMatch::Exact("".into()));
         let scope = Scope {
             path: &everything,
             headers: &[],

@@ -201,9 +201,9 @@ fn build_ingress(
             let path_type = PathType::parse(&p.path_type).unwrap_or(PathType::Exact);
             let raw = p.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("/");
             let path = match path_type {
-                PathType::Exact => PathMatch::Exact(raw.to_string()),
+                PathType::Exact => PathMatch::Exact(raw.into()),
                 PathType::Prefix => PathMatch::prefix(raw),
-                PathType::ImplementationSpecific => PathMatch::StringPrefix(raw.to_string()),
+                PathType::ImplementationSpecific => PathMatch::StringPrefix(raw.into()),
             };
             let action = backend_action(b, obj, ns, || format!("{}.backend", field()), &p.backend);
             let conflict = add(b, state, obj, &host, path, action);
@@ -270,7 +270,8 @@ fn add(
     path: PathMatch,
     action: RouteAction,
 ) -> Conflict {
-    let catch_all = matches!(&path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if p == "/");
+    let catch_all =
+        matches!(&path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if &**p == "/");
     if catch_all && let Some(by) = state.catch_all.get(host) {
         return Conflict::With(by.clone());
     }

@@ -91,22 +91,26 @@ pub struct Route {
 #[serde(tag = "type", content = "value")]
 pub enum PathMatch {
     /// The path equals this.
-    Exact(String),
+    Exact(PathText),
     /// Segment-wise prefix: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, never `/foobar`.
     /// Stored without a trailing slash, except `/` itself (which matches every path).
-    Prefix(String),
+    Prefix(PathText),
     /// Plain string prefix (Ingress `ImplementationSpecific`): `/foo` also matches `/foobar`.
-    StringPrefix(String),
+    StringPrefix(PathText),
 }
+
+/// The text of a [`PathMatch`], shared by the routes made from one written match (a delegated
+/// route and the model's copy of it) instead of copied.
+pub type PathText = Arc<str>;
 
 impl PathMatch {
     /// A segment-wise prefix, with a trailing slash ignored (`/abc/` and `/abc` are the same match).
     pub fn prefix(p: &str) -> PathMatch {
         let trimmed = p.trim_end_matches('/');
         PathMatch::Prefix(if trimmed.is_empty() {
-            "/".to_string()
+            "/".into()
         } else {
-            trimmed.to_string()
+            trimmed.into()
         })
     }
 
@@ -119,15 +123,15 @@ impl PathMatch {
     /// Whether a request path (without query) matches.
     pub fn matches(&self, path: &str) -> bool {
         match self {
-            PathMatch::Exact(p) => path == p,
-            PathMatch::Prefix(p) if p == "/" => path.starts_with('/'),
+            PathMatch::Exact(p) => path == &**p,
+            PathMatch::Prefix(p) if &**p == "/" => path.starts_with('/'),
             PathMatch::Prefix(p) => {
-                path == p || (path.starts_with(p.as_str()) && path.as_bytes()[p.len()] == b'/')
+                path == &**p || (path.starts_with(&**p) && path.as_bytes()[p.len()] == b'/')
             }
             PathMatch::StringPrefix(p) if p.contains("//") => {
                 path.starts_with(super::lookup::merge_slashes(p).as_str())
             }
-            PathMatch::StringPrefix(p) => path.starts_with(p.as_str()),
+            PathMatch::StringPrefix(p) => path.starts_with(&**p),
         }
     }
 
@@ -135,13 +139,13 @@ impl PathMatch {
     /// staying inside the delegated prefix).
     pub fn within(&self, outer: &PathMatch) -> bool {
         match (self, outer) {
-            (_, PathMatch::Prefix(o)) if o == "/" => true,
+            (_, PathMatch::Prefix(o)) if &**o == "/" => true,
             (PathMatch::Exact(p) | PathMatch::Prefix(p), PathMatch::Prefix(_)) => outer.matches(p),
             (PathMatch::Exact(p), PathMatch::Exact(o)) => p == o,
             (
                 PathMatch::Exact(p) | PathMatch::Prefix(p) | PathMatch::StringPrefix(p),
                 PathMatch::StringPrefix(o),
-            ) => p.starts_with(o.as_str()),
+            ) => p.starts_with(&**o),
             _ => false,
         }
     }

@@ -119,11 +119,10 @@ pub fn redirects_everything(v: &VirtualHost) -> bool {
     v.tls.is_some()
         && v.tcp_proxy.is_none()
         && !v.host.starts_with('*')
-        && v.routes.iter().all(|r| !r.permit_insecure)
-        && v.routes.iter().any(|r| {
-            r.headers.is_empty()
-                && matches!(&r.path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if p == "/")
-        })
+        && v.routes.iter().all(|r| !r.permit_insecure) && v.routes.iter().any(|r| {
+        r.headers.is_empty()
+            && matches!(&r.path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if &**p == "/")
+    })
 }
 
 /// The virtual host of the hosts that [redirect everything](redirects_everything): one route, a
@@ -164,9 +163,9 @@ pub fn build_https_route_config(v: &VirtualHost) -> RouteConfiguration {
 
 fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
     let path_specifier = match &r.path {
-        PathMatch::Exact(p) => PathSpecifier::Path(p.clone()),
-        PathMatch::Prefix(p) if p == "/" => PathSpecifier::Prefix("/".to_string()),
-        PathMatch::Prefix(p) => PathSpecifier::PathSeparatedPrefix(p.clone()),
+        PathMatch::Exact(p) => PathSpecifier::Path(p.to_string()),
+        PathMatch::Prefix(p) if &**p == "/" => PathSpecifier::Prefix("/".to_string()),
+        PathMatch::Prefix(p) => PathSpecifier::PathSeparatedPrefix(p.to_string()),
         // Envoy merges slashes in request paths before routing: a prefix with `//` could
         // never match, so it is merged the same way.
         PathMatch::StringPrefix(p) => PathSpecifier::Prefix(merge_slashes(p)),
