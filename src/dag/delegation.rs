@@ -263,7 +263,8 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
 
     /// Serves one root (host ownership and TLS already settled) and everything it delegates to.
     pub fn walk_root(&mut self, b: &mut Builder<'_>, root: Rc<Node<'s>>, host: &str) {
-        let everything = std::mem::replace(&mut self.everything, PathMatch::Exact("".into()));
+        // A copy shares the text (a reference count), so `self` stays free to borrow mutably.
+        let everything = self.everything.clone();
         let scope = Scope {
             path: &everything,
             headers: &[],
@@ -280,7 +281,6 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
         let _ = self.visit(b, &ctx, &root, &scope, &mut chain);
         self.valid(&root.obj, || "valid IngressRoute".into());
-        self.everything = everything;
     }
 
     /// Applies the valid descriptions gathered during the walks.
