@@ -63,7 +63,7 @@ pub struct Incremental {
     /// The routing objects holding each link.
     holders: HashMap<Link, Vec<ObjectRef>>,
     /// How many virtual hosts use each cluster, and each secret.
-    cluster_users: HashMap<String, u32>,
+    cluster_users: HashMap<ClusterName, u32>,
     secret_users: HashMap<String, u32>,
     /// Services whose EndpointSlices changed since the model was built.
     stale_endpoints: BTreeSet<ObjKey>,
@@ -302,7 +302,7 @@ impl Incremental {
                 if !self.secret_users.contains_key(&name) {
                     dag.secrets.remove(&name);
                 }
-            } else if !self.cluster_users.contains_key(&name) {
+            } else if !self.cluster_users.contains_key(name.as_str()) {
                 dag.clusters.remove(name.as_str());
             }
         }
@@ -367,10 +367,14 @@ impl Incremental {
     }
 }
 
-/// Counts one more or one less user of a name; true when it has none left.
-fn count(users: &mut HashMap<String, u32>, name: &str, by: i32) -> bool {
+/// Counts one more or one less user of a name; true when it has none left. A name is copied
+/// only when its first user comes (a cluster's name is shared, not copied).
+fn count<K: Clone + Eq + std::hash::Hash>(users: &mut HashMap<K, u32>, name: &K, by: i32) -> bool {
     if by > 0 {
-        *users.entry_ref(name).or_insert(0) += 1;
+        match users.get_mut(name) {
+            Some(n) => *n += 1,
+            None => _ = users.insert(name.clone(), 1),
+        }
         return false;
     }
     let Some(n) = users.get_mut(name) else {
