@@ -62,7 +62,7 @@ async fn client(
                     cluster: "bench".into(),
                     ..Default::default()
                 }),
-                type_url: t.type_url(),
+                type_url: t.type_url().into(),
                 resource_names_subscribe: names,
                 ..Default::default()
             })

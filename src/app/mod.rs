@@ -138,7 +138,7 @@ impl Pipeline {
         snapshot: &Snapshot,
         services: &std::collections::BTreeSet<crate::api::ObjKey>,
     ) -> bool {
-        use prost::{Message, Name};
+        use prost::Message;
         let current = self.xds_tx.borrow().clone();
         let held = current.of(translate::ResourceType::Endpoint);
         let mut changed = Vec::new();
@@ -158,12 +158,10 @@ impl Pipeline {
             if held.get(&cla.cluster_name).map(|r| &r.body.value) == Some(&value) {
                 continue;
             }
-            let body = envoy_types::pb::google::protobuf::Any {
-                type_url:
-                    envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment::type_url(),
-                value,
-            };
-            changed.push((cla.cluster_name, body));
+            changed.push((
+                cla.cluster_name,
+                xds::cache::Body::new(translate::ResourceType::Endpoint, value),
+            ));
         }
         if !changed.is_empty() {
             let next = current.with_replaced(translate::ResourceType::Endpoint, changed);

@@ -23,7 +23,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-use envoy_types::pb::google::protobuf::Any;
 use imbl::ordmap::DiffItem;
 use prost::encoding::{WireType, encode_key, encode_varint};
 use prost::{Message, Name};
@@ -33,7 +32,7 @@ use super::{
     fill_load_assignment, https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
-use crate::xds::cache::{Edit, Resource, Snapshot, TypeSnapshot, large_content_hasher};
+use crate::xds::cache::{Body, Edit, Resource, Snapshot, TypeSnapshot, large_content_hasher};
 
 /// Field number of `RouteConfiguration.virtual_hosts`.
 const VIRTUAL_HOSTS_FIELD: u32 = 2;
@@ -380,9 +379,10 @@ impl Encoder {
                 let changes = &load_assignments.changes;
                 let mut edits = Vec::with_capacity(changes.len());
                 let held = |name: &str| prev_clusters.as_ref()?.resources.get(name);
-                let type_url = ResourceType::Cluster.type_url();
                 for change in changes {
-                    edits.push(change.edit(&type_url, held, |c| build_cluster(c).encode_to_vec()));
+                    edits.push(change.edit(ResourceType::Cluster, held, |c| {
+                        build_cluster(c).encode_to_vec()
+                    }));
                 }
                 // Sent before the map inserts below: the receiver is alive until it has it.
                 let _ = their_chunks.send(load_assignments.encode_chunks());
@@ -577,7 +577,6 @@ type Chunks = Vec<(usize, Vec<ResourceEdit>)>;
 impl LoadAssignments {
     /// Encodes chunks of changes until none is left.
     fn encode_chunks(&self) -> Chunks {
-        let type_url = ResourceType::Endpoint.type_url();
         let held = |name: &str| self.prev.as_ref()?.resources.get(name);
         let mut cla = ClusterLoadAssignment::default();
         let mut out = Vec::new();
@@ -590,7 +589,7 @@ impl LoadAssignments {
                 return out;
             };
             let edits = chunk.iter().map(|change| {
-                change.edit(&type_url, held, |c| {
+                change.edit(ResourceType::Endpoint, held, |c| {
                     fill_load_assignment(c, &mut cla);
                     cla.encode_to_vec()
                 })
@@ -639,7 +638,7 @@ impl ClusterChange {
     /// `encode` makes a changed cluster's resource.
     fn edit<'h>(
         &self,
-        type_url: &str,
+        t: ResourceType,
         held: impl Fn(&str) -> Option<&'h Arc<Resource>>,
         encode: impl FnOnce(&Cluster) -> Vec<u8>,
     ) -> ResourceEdit {
@@ -647,7 +646,7 @@ impl ClusterChange {
             ClusterChange::Removed(_) => return ResourceEdit::Removed,
             ClusterChange::Put(c) => c,
         };
-        match changed_resource(held(&c.name), type_url, &c.name, encode(c)) {
+        match changed_resource(held(&c.name), t, &c.name, encode(c)) {
             Some(r) => ResourceEdit::Put(r),
             None => ResourceEdit::Same,
         }
@@ -658,18 +657,17 @@ impl ClusterChange {
 /// same bytes.
 fn changed_resource(
     held: Option<&Arc<Resource>>,
-    type_url: &str,
+    t: ResourceType,
     name: &str,
     value: Vec<u8>,
 ) -> Option<Arc<Resource>> {
     if held.is_some_and(|r| r.body.value == value) {
         return None;
     }
-    let body = Any {
-        type_url: type_url.to_string(),
-        value,
-    };
-    Some(Arc::new(Resource::new(name.to_string(), body)))
+    Some(Arc::new(Resource::new(
+        name.to_string(),
+        Body::new(t, value),
+    )))
 }
 
 /// The resources of one per-cluster type: the previous ones (`prev`) with the edits of
@@ -714,7 +712,7 @@ pub struct Retired(
 /// change nothing is copied, and a type without changes is the previous `Arc<TypeSnapshot>`; a
 /// changed type shares every unchanged resource's node with the previous one ([`Edit`]).
 struct Patch<'p> {
-    type_url: String,
+    t: ResourceType,
     prev: Option<&'p Arc<TypeSnapshot>>,
     /// The previous resources with the changes so far; None until something changed.
     changed: Option<Edit>,
@@ -723,7 +721,7 @@ struct Patch<'p> {
 impl<'p> Patch<'p> {
     fn new(t: ResourceType, prev: Option<&'p Arc<TypeSnapshot>>) -> Self {
         Patch {
-            type_url: t.type_url(),
+            t,
             prev,
             changed: None,
         }
@@ -756,7 +754,7 @@ impl<'p> Patch<'p> {
 
     /// Adds or replaces a resource; a resource with the same bytes as the one held stays as it is.
     fn add_encoded(&mut self, name: &str, value: Vec<u8>) {
-        if let Some(r) = changed_resource(self.get(name), &self.type_url, name, value) {
+        if let Some(r) = changed_resource(self.get(name), self.t, name, value) {
             self.edit().insert(r);
         }
     }
@@ -764,10 +762,7 @@ impl<'p> Patch<'p> {
     /// Adds or replaces a resource the caller knows to differ from the one held, with the
     /// content hasher it fed `value` to.
     fn put_hashed(&mut self, name: &str, value: Vec<u8>, hasher: &blake3::Hasher) {
-        let body = Any {
-            type_url: self.type_url.clone(),
-            value,
-        };
+        let body = Body::new(self.t, value);
         let resource = Resource::with_large_hash(name.to_string(), body, hasher);
         self.edit().insert(Arc::new(resource));
     }

@@ -736,3 +736,27 @@ fn static_bootstrap_inlines_routes_endpoints_and_secrets() {
         }
     }
 }
+
+#[test]
+fn type_urls_are_the_messages_type_urls() {
+    use envoy_types::pb::envoy::config::cluster::v3::Cluster;
+    use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
+    use prost::Name;
+    assert_eq!(ResourceType::Cluster.type_url(), Cluster::type_url());
+    assert_eq!(
+        ResourceType::Endpoint.type_url(),
+        ClusterLoadAssignment::type_url()
+    );
+    assert_eq!(ResourceType::Secret.type_url(), Secret::type_url());
+    assert_eq!(ResourceType::Listener.type_url(), Listener::type_url());
+    assert_eq!(
+        ResourceType::Route.type_url(),
+        RouteConfiguration::type_url()
+    );
+    for t in ResourceType::ALL {
+        assert_eq!(ResourceType::from_type_url(t.type_url()), Some(t));
+    }
+}

@@ -11,11 +11,12 @@
 //! the same way: it is a sum over its resources ([`SetHash`]), so a change adjusts it by the
 //! resources that changed instead of hashing all of them again.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
 use envoy_types::pb::google::protobuf::Any;
-use prost::{Message, Name};
+use prost::Message;
 use sha2::{Digest, Sha256};
 
 use crate::translate::{ResourceType, Resources};
@@ -28,18 +29,18 @@ pub type ResourceMap = imbl::OrdMap<String, Arc<Resource>>;
 pub struct Resource {
     pub name: String,
     /// Hash of the name and the encoded bytes.
-    pub version: String,
-    pub body: Any,
+    pub version: Version,
+    pub body: Body,
     /// What the resource adds to the version of a set holding it ([`SetHash`]).
     part: SetHash,
 }
 
 impl Resource {
     /// A resource from its encoded body; the version is the hash of the name and the bytes.
-    pub fn new(name: String, body: Any) -> Resource {
+    pub fn new(name: String, body: Body) -> Resource {
         let digest = content_hash(&name, &body.value);
         Resource {
-            version: hex8(&digest),
+            version: Version::of_digest(&digest),
             part: SetHash::of_digest(&digest),
             name,
             body,
@@ -48,13 +49,13 @@ impl Resource {
 
     /// [`Resource::new`] for a body of at least [`LARGE`] bytes whose content hash the caller
     /// finished from [`large_content_hasher`]; a smaller body is hashed here.
-    pub(crate) fn with_large_hash(name: String, body: Any, hasher: &blake3::Hasher) -> Resource {
+    pub(crate) fn with_large_hash(name: String, body: Body, hasher: &blake3::Hasher) -> Resource {
         if body.value.len() < LARGE {
             return Resource::new(name, body);
         }
         let digest = *hasher.finalize().as_bytes();
         Resource {
-            version: hex8(&digest),
+            version: Version::of_digest(&digest),
             part: SetHash::of_digest(&digest),
             name,
             body,
@@ -66,8 +67,8 @@ impl Resource {
     pub fn known(name: String, version: String) -> Resource {
         Resource {
             name,
-            version,
-            body: Any::default(),
+            version: Version::from(version),
+            body: Body::default(),
             part: SetHash::default(),
         }
     }
@@ -80,11 +81,16 @@ impl Resource {
     /// A resource with a chosen version string and content hash, as a collision search would
     /// produce them (tests only).
     #[cfg(test)]
-    pub(crate) fn crafted(name: &str, version: &str, lanes: [u64; 4], body: Any) -> Resource {
+    pub(crate) fn crafted(
+        name: &str,
+        version: &str,
+        lanes: [u64; 4],
+        body: impl Into<Body>,
+    ) -> Resource {
         Resource {
             name: name.to_string(),
-            version: version.to_string(),
-            body,
+            version: Version::from(version.to_string()),
+            body: body.into(),
             part: SetHash(lanes),
         }
     }
@@ -98,6 +104,124 @@ impl Resource {
         } else {
             self.part == other.part
         }
+    }
+}
+
+/// An encoded resource as it goes on the wire, a `google.protobuf.Any`: the type URL, which the
+/// resources of sluice's types share instead of holding a copy each, and the message's bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Body {
+    pub type_url: Cow<'static, str>,
+    pub value: Vec<u8>,
+}
+
+impl Body {
+    /// An encoded resource of one of sluice's types.
+    pub fn new(t: ResourceType, value: Vec<u8>) -> Body {
+        Body {
+            type_url: Cow::Borrowed(t.type_url()),
+            value,
+        }
+    }
+
+    /// The generated message with the same content (a copy).
+    pub fn to_any(&self) -> Any {
+        Any {
+            type_url: self.type_url.to_string(),
+            value: self.value.clone(),
+        }
+    }
+}
+
+impl From<Any> for Body {
+    fn from(any: Any) -> Body {
+        let type_url = match ResourceType::from_type_url(&any.type_url) {
+            Some(t) => Cow::Borrowed(t.type_url()),
+            None => Cow::Owned(any.type_url),
+        };
+        Body {
+            type_url,
+            value: any.value,
+        }
+    }
+}
+
+/// A resource's version: the 16 hex digits [`Resource::new`] computes, held inline (no
+/// allocation per resource), or the string a delta client says it holds
+/// (`initial_resource_versions`), which may be anything. Versions compare by their text.
+#[derive(Clone)]
+pub struct Version(VersionRepr);
+
+#[derive(Clone)]
+enum VersionRepr {
+    /// 16 ASCII hex digits.
+    Digest([u8; 16]),
+    Other(Box<str>),
+}
+
+impl Version {
+    /// The first 8 bytes of a digest as 16 lowercase hex digits.
+    fn of_digest(digest: &[u8]) -> Version {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 16];
+        for (i, &b) in digest[..8].iter().enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
+        }
+        Version(VersionRepr::Digest(out))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            // Always ASCII hex digits (`of_digest`).
+            VersionRepr::Digest(hex) => std::str::from_utf8(hex).unwrap_or_default(),
+            VersionRepr::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for Version {
+    fn from(s: String) -> Version {
+        Version(VersionRepr::Other(s.into_boxed_str()))
+    }
+}
+
+impl std::ops::Deref for Version {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for Version {
+    fn eq(&self, other: &Version) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Version {}
+
+impl PartialEq<str> for Version {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<String> for Version {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl std::fmt::Debug for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -240,13 +364,7 @@ fn content_hash(name: &str, bytes: &[u8]) -> [u8; 32] {
 
 /// The first 8 bytes of a digest as 16 lowercase hex digits.
 fn hex8(digest: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(16);
-    for &b in &digest[..8] {
-        out.push(HEX[usize::from(b >> 4)] as char);
-        out.push(HEX[usize::from(b & 0xf)] as char);
-    }
-    out
+    Version::of_digest(digest).to_string()
 }
 
 /// Whether both maps hold the same names with the same contents ([`Resource::same_content`]);
@@ -342,40 +460,43 @@ impl Snapshot {
     /// Encodes translated resources. The same as [`Snapshot::from_encoded`] of
     /// [`Resources::encode`], without the intermediate maps.
     pub fn from_resources(resources: &Resources) -> Snapshot {
-        fn typed<T: Message + Name>(items: &[T], name: impl Fn(&T) -> &str) -> Arc<TypeSnapshot> {
-            let type_url = T::type_url();
+        fn typed<T: Message>(
+            t: ResourceType,
+            items: &[T],
+            name: impl Fn(&T) -> &str,
+        ) -> Arc<TypeSnapshot> {
             let resources: ResourceMap = items
                 .iter()
                 .map(|r| {
-                    let body = Any {
-                        type_url: type_url.clone(),
-                        value: r.encode_to_vec(),
-                    };
+                    let body = Body::new(t, r.encode_to_vec());
                     let name = name(r).to_string();
                     (name.clone(), Arc::new(Resource::new(name, body)))
                 })
                 .collect();
             Arc::new(TypeSnapshot::new(resources))
         }
+        use ResourceType as R;
         let r = resources;
         let types = BTreeMap::from([
-            (ResourceType::Listener, typed(&r.listeners, |l| &l.name)),
-            (ResourceType::Route, typed(&r.routes, |r| &r.name)),
-            (ResourceType::Cluster, typed(&r.clusters, |c| &c.name)),
+            (R::Listener, typed(R::Listener, &r.listeners, |l| &l.name)),
+            (R::Route, typed(R::Route, &r.routes, |r| &r.name)),
+            (R::Cluster, typed(R::Cluster, &r.clusters, |c| &c.name)),
             (
-                ResourceType::Endpoint,
-                typed(&r.endpoints, |e| &e.cluster_name),
+                R::Endpoint,
+                typed(R::Endpoint, &r.endpoints, |e| &e.cluster_name),
             ),
-            (ResourceType::Secret, typed(&r.secrets, |s| &s.name)),
+            (R::Secret, typed(R::Secret, &r.secrets, |s| &s.name)),
         ]);
         Snapshot { types }
     }
 
     /// Builds a snapshot from already encoded resources (tests, other sources).
-    pub fn from_encoded(items: BTreeMap<ResourceType, BTreeMap<String, Any>>) -> Snapshot {
+    pub fn from_encoded<B: Into<Body>>(
+        items: BTreeMap<ResourceType, BTreeMap<String, B>>,
+    ) -> Snapshot {
         let mut types = BTreeMap::new();
         for t in ResourceType::ALL {
-            types.insert(t, Self::type_snapshot(BTreeMap::new()));
+            types.insert(t, Self::type_snapshot(BTreeMap::<String, Body>::new()));
         }
         for (t, items) in items {
             types.insert(t, Self::type_snapshot(items));
@@ -385,20 +506,24 @@ impl Snapshot {
 
     /// This snapshot with the resources of type `t` in `items` replaced (or added), by name; every
     /// other type is shared with `self`, not copied, and so are the unchanged resources of `t`.
-    pub fn with_replaced(&self, t: ResourceType, items: Vec<(String, Any)>) -> Snapshot {
+    pub fn with_replaced<B: Into<Body>>(
+        &self,
+        t: ResourceType,
+        items: Vec<(String, B)>,
+    ) -> Snapshot {
         let mut types = self.types.clone();
         let mut edit = types.get(&t).map(|ts| ts.edit()).unwrap_or_default();
         for (name, body) in items {
-            edit.insert(Arc::new(Resource::new(name, body)));
+            edit.insert(Arc::new(Resource::new(name, body.into())));
         }
         types.insert(t, Arc::new(edit.finish()));
         Snapshot { types }
     }
 
-    fn type_snapshot(items: BTreeMap<String, Any>) -> Arc<TypeSnapshot> {
+    fn type_snapshot<B: Into<Body>>(items: BTreeMap<String, B>) -> Arc<TypeSnapshot> {
         let resources: ResourceMap = items
             .into_iter()
-            .map(|(name, body)| (name.clone(), Arc::new(Resource::new(name, body))))
+            .map(|(name, body)| (name.clone(), Arc::new(Resource::new(name, body.into()))))
             .collect();
         Arc::new(TypeSnapshot::new(resources))
     }
@@ -425,11 +550,12 @@ impl Snapshot {
 mod tests {
     use super::*;
 
-    fn mk_any(v: &[u8]) -> Any {
+    fn mk_any(v: &[u8]) -> Body {
         Any {
             type_url: "t".into(),
             value: v.to_vec(),
         }
+        .into()
     }
 
     #[test]

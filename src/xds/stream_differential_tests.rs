@@ -37,7 +37,7 @@ fn random_items(rng: &mut Rng, t: ResourceType) -> Vec<(String, Any)> {
             items.push((
                 n.to_string(),
                 Any {
-                    type_url: t.type_url(),
+                    type_url: t.type_url().into(),
                     value: content.into_bytes(),
                 },
             ));
@@ -160,7 +160,7 @@ fn differential(mode: Mode, seed: u64, steps: usize, compared: &mut BTreeMap<Res
                         c.names = random_names(&mut rng, t, &snap);
                     }
                     let req = DiscoveryRequest {
-                        type_url: t.type_url(),
+                        type_url: t.type_url().into(),
                         resource_names: c.names.clone(),
                         response_nonce: nonce,
                         error_detail,
@@ -174,7 +174,7 @@ fn differential(mode: Mode, seed: u64, steps: usize, compared: &mut BTreeMap<Res
                 }
                 Mode::Delta => {
                     let mut req = DeltaDiscoveryRequest {
-                        type_url: t.type_url(),
+                        type_url: t.type_url().into(),
                         response_nonce: nonce,
                         error_detail,
                         ..Default::default()
@@ -190,7 +190,7 @@ fn differential(mode: Mode, seed: u64, steps: usize, compared: &mut BTreeMap<Res
                             match (snap.of(t).get(*n), rng.below(3)) {
                                 (Some(res), 0 | 1) => {
                                     req.initial_resource_versions
-                                        .insert(n.to_string(), res.version.clone());
+                                        .insert(n.to_string(), res.version.to_string());
                                 }
                                 (_, 0) => {
                                     req.initial_resource_versions

@@ -286,7 +286,7 @@ impl RefStream {
                 let want: BTreeMap<String, String> = self
                     .base(t, snap)
                     .into_iter()
-                    .map(|(n, r)| (n, r.version.clone()))
+                    .map(|(n, r)| (n, r.version.to_string()))
                     .collect();
                 st.in_flight.is_none() && st.acked == want
             })
@@ -370,7 +370,7 @@ impl RefStream {
     ) -> Option<Response> {
         let versions: BTreeMap<String, String> = desired
             .iter()
-            .map(|(n, r)| (n.clone(), r.version.clone()))
+            .map(|(n, r)| (n.clone(), r.version.to_string()))
             .collect();
         let st = &self.types[&t];
         if versions == st.sent && !st.must_respond {
@@ -378,7 +378,10 @@ impl RefStream {
         }
         let resources = desired
             .iter()
-            .filter(|(n, r)| t.sotw_sends_every_resource() || st.sent.get(*n) != Some(&r.version))
+            .filter(|(n, r)| {
+                t.sotw_sends_every_resource()
+                    || st.sent.get(*n).map(String::as_str) != Some(r.version.as_str())
+            })
             .map(|(_, r)| r.clone())
             .collect();
         let nonce = self.next_nonce();
@@ -409,7 +412,7 @@ impl RefStream {
         let st = &self.types[&t];
         let changed: Vec<Arc<Resource>> = desired
             .values()
-            .filter(|r| st.sent.get(&r.name) != Some(&r.version))
+            .filter(|r| st.sent.get(&r.name).map(String::as_str) != Some(r.version.as_str()))
             .cloned()
             .collect();
         let mut removed: BTreeSet<String> = st
@@ -431,7 +434,7 @@ impl RefStream {
         let nonce = self.next_nonce();
         let versions: BTreeMap<String, String> = desired
             .iter()
-            .map(|(n, r)| (n.clone(), r.version.clone()))
+            .map(|(n, r)| (n.clone(), r.version.to_string()))
             .collect();
         let resp = DeltaResponse {
             system_version_info: set_version(desired.values()),

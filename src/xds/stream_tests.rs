@@ -15,7 +15,7 @@ fn mk_snap(items: &[(ResourceType, &[(&str, &str)])]) -> Snapshot {
             e.insert(
                 n.to_string(),
                 Any {
-                    type_url: t.type_url(),
+                    type_url: t.type_url().into(),
                     value: content.as_bytes().to_vec(),
                 },
             );
@@ -36,7 +36,7 @@ fn mk_world(clusters: &[(&str, &str)], eps: &[(&str, &str)], route: &str) -> Sna
 
 fn mk_sotw(t: ResourceType, names: &[&str], nonce: &str) -> DiscoveryRequest {
     DiscoveryRequest {
-        type_url: t.type_url(),
+        type_url: t.type_url().into(),
         resource_names: names.iter().map(|s| s.to_string()).collect(),
         response_nonce: nonce.to_string(),
         ..Default::default()
@@ -56,7 +56,7 @@ fn mk_nack(t: ResourceType, names: &[&str], nonce: &str) -> DiscoveryRequest {
 
 fn mk_delta(t: ResourceType, sub: &[&str], unsub: &[&str], nonce: &str) -> DeltaDiscoveryRequest {
     DeltaDiscoveryRequest {
-        type_url: t.type_url(),
+        type_url: t.type_url().into(),
         resource_names_subscribe: sub.iter().map(|s| s.to_string()).collect(),
         resource_names_unsubscribe: unsub.iter().map(|s| s.to_string()).collect(),
         response_nonce: nonce.to_string(),
@@ -69,7 +69,7 @@ fn sotw(out: &[Response]) -> Vec<(ResourceType, String, Vec<String>)> {
     out.iter()
         .map(|r| match r {
             Response::Sotw(d) => (
-                ResourceType::from_type_url(&d.type_url).unwrap(),
+                ResourceType::from_type_url(d.type_url).unwrap(),
                 d.nonce.clone(),
                 d.resources
                     .iter()
@@ -86,7 +86,7 @@ fn delta(out: &[Response]) -> Vec<(ResourceType, String, Vec<String>, Vec<String
     out.iter()
         .map(|r| match r {
             Response::Delta(d) => (
-                ResourceType::from_type_url(&d.type_url).unwrap(),
+                ResourceType::from_type_url(d.type_url).unwrap(),
                 d.nonce.clone(),
                 d.resources
                     .iter()
@@ -415,7 +415,7 @@ fn delta_reconnect_with_known_versions_sends_only_differences() {
     let mut s = Stream::new(Mode::Delta, Arc::default());
     let mut req = mk_delta(C, &[], &[], "");
     req.initial_resource_versions
-        .insert("a".into(), snap.of(C)["a"].version.clone());
+        .insert("a".into(), snap.of(C)["a"].version.to_string());
     req.initial_resource_versions
         .insert("b".into(), "old-version".into());
     req.initial_resource_versions
@@ -458,11 +458,11 @@ fn unknown_types_are_not_answered() {
 fn response_nonce(r: &Response) -> (ResourceType, String) {
     match r {
         Response::Sotw(d) => (
-            ResourceType::from_type_url(&d.type_url).unwrap(),
+            ResourceType::from_type_url(d.type_url).unwrap(),
             d.nonce.clone(),
         ),
         Response::Delta(d) => (
-            ResourceType::from_type_url(&d.type_url).unwrap(),
+            ResourceType::from_type_url(d.type_url).unwrap(),
             d.nonce.clone(),
         ),
     }
@@ -475,7 +475,7 @@ mod differential;
 /// `n` clusters c0… with their endpoints, one listener and one route configuration.
 fn big_world(n: usize) -> Snapshot {
     let any = |t: ResourceType, content: String| Any {
-        type_url: t.type_url(),
+        type_url: t.type_url().into(),
         value: content.into_bytes(),
     };
     let per_cluster = |t: ResourceType| -> BTreeMap<String, Any> {
@@ -553,7 +553,7 @@ fn acks_on_a_large_stream_compute_nothing() {
             vec![(
                 "c7".into(),
                 Any {
-                    type_url: E.type_url(),
+                    type_url: E.type_url().into(),
                     value: b"eds-c7-2".to_vec(),
                 },
             )],
@@ -579,7 +579,7 @@ fn acks_on_a_large_stream_compute_nothing() {
             vec![(
                 "http".into(),
                 Any {
-                    type_url: R.type_url(),
+                    type_url: R.type_url().into(),
                     value: b"routes-2".to_vec(),
                 },
             )],
@@ -613,7 +613,7 @@ fn a_new_cluster_and_its_endpoints_walk_nothing_on_a_large_stream() {
         (R, vec!["http"]),
     ]);
     let any = |t: ResourceType, v: &str| Any {
-        type_url: t.type_url(),
+        type_url: t.type_url().into(),
         value: v.as_bytes().to_vec(),
     };
     for mode in [Mode::Sotw, Mode::Delta] {

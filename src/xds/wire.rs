@@ -18,14 +18,14 @@ use prost::encoding::{DecodeContext, WireType, encode_key, encode_varint, encode
 use prost::encoding::{key_len, message, string};
 use prost::{DecodeError, Message};
 
-use super::cache::Resource;
+use super::cache::{Body, Resource};
 
 /// `DiscoveryResponse` (state of the world) with the snapshot's resources.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SotwResponse {
     pub version_info: String,
     pub resources: Vec<Arc<Resource>>,
-    pub type_url: String,
+    pub type_url: &'static str,
     pub nonce: String,
 }
 
@@ -34,7 +34,7 @@ pub struct SotwResponse {
 pub struct DeltaResponse {
     pub system_version_info: String,
     pub resources: Vec<Arc<Resource>>,
-    pub type_url: String,
+    pub type_url: &'static str,
     pub removed_resources: Vec<String>,
     pub nonce: String,
 }
@@ -44,8 +44,8 @@ impl SotwResponse {
     pub fn to_proto(&self) -> DiscoveryResponse {
         DiscoveryResponse {
             version_info: self.version_info.clone(),
-            resources: self.resources.iter().map(|r| r.body.clone()).collect(),
-            type_url: self.type_url.clone(),
+            resources: self.resources.iter().map(|r| r.body.to_any()).collect(),
+            type_url: self.type_url.to_string(),
             nonce: self.nonce.clone(),
             ..Default::default()
         }
@@ -62,12 +62,12 @@ impl DeltaResponse {
                 .iter()
                 .map(|r| DeltaResource {
                     name: r.name.clone(),
-                    version: r.version.clone(),
-                    resource: Some(r.body.clone()),
+                    version: r.version.to_string(),
+                    resource: Some(r.body.to_any()),
                     ..Default::default()
                 })
                 .collect(),
-            type_url: self.type_url.clone(),
+            type_url: self.type_url.to_string(),
             removed_resources: self.removed_resources.clone(),
             nonce: self.nonce.clone(),
             ..Default::default()
@@ -76,17 +76,28 @@ impl DeltaResponse {
 }
 
 /// A string field as prost writes it in proto3: nothing when empty.
-fn put_string(tag: u32, value: &String, buf: &mut impl BufMut) {
+fn put_string(tag: u32, value: &str, buf: &mut impl BufMut) {
+    put_bytes(tag, value.as_bytes(), buf);
+}
+
+fn string_len(tag: u32, value: &str) -> usize {
+    bytes_len(tag, value.as_bytes())
+}
+
+/// A bytes field as prost writes it in proto3: nothing when empty.
+fn put_bytes(tag: u32, value: &[u8], buf: &mut impl BufMut) {
     if !value.is_empty() {
-        string::encode(tag, value, buf);
+        encode_key(tag, WireType::LengthDelimited, buf);
+        encode_varint(value.len() as u64, buf);
+        buf.put_slice(value);
     }
 }
 
-fn string_len(tag: u32, value: &String) -> usize {
+fn bytes_len(tag: u32, value: &[u8]) -> usize {
     if value.is_empty() {
         0
     } else {
-        string::encoded_len(tag, value)
+        key_len(tag) + encoded_len_varint(value.len() as u64) + value.len()
     }
 }
 
@@ -110,6 +121,24 @@ macro_rules! encode_only {
     };
 }
 
+// Field numbers of google.protobuf.Any.
+const ANY_TYPE_URL: u32 = 1;
+const ANY_VALUE: u32 = 2;
+
+/// A resource's body goes on the wire as the `Any` it stands for.
+impl Message for Body {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        put_string(ANY_TYPE_URL, &self.type_url, buf);
+        put_bytes(ANY_VALUE, &self.value, buf);
+    }
+
+    encode_only!();
+
+    fn encoded_len(&self) -> usize {
+        string_len(ANY_TYPE_URL, &self.type_url) + bytes_len(ANY_VALUE, &self.value)
+    }
+}
+
 // Field numbers of envoy.service.discovery.v3.DiscoveryResponse.
 const SOTW_VERSION_INFO: u32 = 1;
 const SOTW_RESOURCES: u32 = 2;
@@ -122,7 +151,7 @@ impl Message for SotwResponse {
         for r in &self.resources {
             message::encode(SOTW_RESOURCES, &r.body, buf);
         }
-        put_string(SOTW_TYPE_URL, &self.type_url, buf);
+        put_string(SOTW_TYPE_URL, self.type_url, buf);
         put_string(SOTW_NONCE, &self.nonce, buf);
     }
 
@@ -135,7 +164,7 @@ impl Message for SotwResponse {
                 .iter()
                 .map(|r| message::encoded_len(SOTW_RESOURCES, &r.body))
                 .sum::<usize>()
-            + string_len(SOTW_TYPE_URL, &self.type_url)
+            + string_len(SOTW_TYPE_URL, self.type_url)
             + string_len(SOTW_NONCE, &self.nonce)
     }
 }
@@ -167,7 +196,7 @@ impl Message for DeltaResponse {
             message::encode(RESOURCE_BODY, &r.body, buf);
             put_string(RESOURCE_NAME, &r.name, buf);
         }
-        put_string(DELTA_TYPE_URL, &self.type_url, buf);
+        put_string(DELTA_TYPE_URL, self.type_url, buf);
         put_string(DELTA_NONCE, &self.nonce, buf);
         for name in &self.removed_resources {
             string::encode(DELTA_REMOVED_RESOURCES, name, buf);
@@ -186,7 +215,7 @@ impl Message for DeltaResponse {
                     key_len(DELTA_RESOURCES) + encoded_len_varint(len as u64) + len
                 })
                 .sum::<usize>()
-            + string_len(DELTA_TYPE_URL, &self.type_url)
+            + string_len(DELTA_TYPE_URL, self.type_url)
             + string_len(DELTA_NONCE, &self.nonce)
             + string::encoded_len_repeated(DELTA_REMOVED_RESOURCES, &self.removed_resources)
     }
@@ -203,7 +232,7 @@ mod tests {
             type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
             value,
         };
-        Arc::new(Resource::new(name.into(), body))
+        Arc::new(Resource::new(name.into(), body.into()))
     }
 
     fn resources() -> Vec<Arc<Resource>> {
@@ -222,7 +251,7 @@ mod tests {
             SotwResponse {
                 version_info: "v1".into(),
                 resources: resources(),
-                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
                 nonce: "7".into(),
             },
         ] {
@@ -243,7 +272,7 @@ mod tests {
             DeltaResponse {
                 system_version_info: "v2".into(),
                 resources: resources(),
-                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
                 removed_resources: vec!["gone".into(), "".into()],
                 nonce: "8".into(),
             },
@@ -254,6 +283,25 @@ mod tests {
             assert_eq!(decoded, resp.to_proto());
             // Same fields, so prost's encoding of the decoded message has the same length.
             assert_eq!(decoded.encode_to_vec().len(), bytes.len());
+        }
+    }
+
+    #[test]
+    fn a_body_encodes_as_the_any_it_stands_for() {
+        for any in [
+            Any {
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
+                value: b"bytes".to_vec(),
+            },
+            Any {
+                type_url: "t".into(),
+                value: Vec::new(),
+            },
+            Any::default(),
+        ] {
+            let body = Body::from(any.clone());
+            assert_eq!(body.encode_to_vec(), any.encode_to_vec());
+            assert_eq!(body.to_any(), any);
         }
     }
 
