@@ -654,6 +654,22 @@ mod tests {
         assert_eq!(changed.of(ResourceType::Endpoint)["c"].body, mk_any(b"e2"));
     }
 
+    /// A version a client announces compares by its text with the one sluice computed, whichever
+    /// way each is held.
+    #[test]
+    fn versions_compare_by_their_text() {
+        let computed = Resource::new("r".into(), mk_any(b"body")).version;
+        assert_eq!(computed.len(), 16);
+        assert!(computed.bytes().all(|b| b.is_ascii_hexdigit()));
+        let announced = Resource::known("r".into(), computed.to_string()).version;
+        assert_eq!(announced, computed);
+        assert_eq!(computed, announced);
+        let other = Resource::known("r".into(), "not-a-hash".into()).version;
+        assert_ne!(other, computed);
+        assert_eq!(other.as_str(), "not-a-hash");
+        assert_eq!(format!("{other:?}"), "\"not-a-hash\"");
+    }
+
     #[test]
     fn large_resources_are_versioned_by_content_too() {
         let big: Vec<u8> = (0..LARGE + 100).map(|i| (i % 251) as u8).collect();
