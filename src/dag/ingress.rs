@@ -270,8 +270,7 @@ fn add(
     path: PathMatch,
     action: RouteAction,
 ) -> Conflict {
-    let catch_all =
-        matches!(&path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if &**p == "/");
+    let catch_all = path.is_catch_all();
     if catch_all && let Some(by) = state.catch_all.get(host) {
         return Conflict::With(by.clone());
     }

@@ -120,6 +120,11 @@ impl PathMatch {
         }
     }
 
+    /// Whether it matches every path: prefix `/`, either kind.
+    pub fn is_catch_all(&self) -> bool {
+        matches!(self, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if &**p == "/")
+    }
+
     /// Whether a request path (without query) matches.
     pub fn matches(&self, path: &str) -> bool {
         match self {

@@ -119,10 +119,10 @@ pub fn redirects_everything(v: &VirtualHost) -> bool {
     v.tls.is_some()
         && v.tcp_proxy.is_none()
         && !v.host.starts_with('*')
-        && v.routes.iter().all(|r| !r.permit_insecure) && v.routes.iter().any(|r| {
-        r.headers.is_empty()
-            && matches!(&r.path, PathMatch::Prefix(p) | PathMatch::StringPrefix(p) if &**p == "/")
-    })
+        && v.routes.iter().all(|r| !r.permit_insecure)
+        && v.routes
+            .iter()
+            .any(|r| r.headers.is_empty() && r.path.is_catch_all())
 }
 
 /// The virtual host of the hosts that [redirect everything](redirects_everything): one route, a

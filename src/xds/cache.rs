@@ -201,18 +201,6 @@ impl PartialEq for Version {
 
 impl Eq for Version {}
 
-impl PartialEq<str> for Version {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<String> for Version {
-    fn eq(&self, other: &String) -> bool {
-        self.as_str() == other
-    }
-}
-
 impl std::fmt::Debug for Version {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(self.as_str(), f)
