@@ -187,7 +187,13 @@ fn main() {
 
     // Subscribe to everything the snapshot holds, and wait until the client has all of it.
     let current = pipeline.xds().borrow().clone();
-    let names = |t: ResourceType| current.of(t).keys().cloned().collect::<Vec<String>>();
+    let names = |t: ResourceType| {
+        current
+            .of(t)
+            .keys()
+            .map(|k| k.to_string())
+            .collect::<Vec<String>>()
+    };
     let subscribe = vec![
         (ResourceType::Cluster, vec![]),
         (ResourceType::Endpoint, names(ResourceType::Endpoint)),

@@ -155,7 +155,7 @@ impl Pipeline {
             };
             let cla = translate::build_load_assignment(&updated);
             let value = cla.encode_to_vec();
-            if held.get(&cla.cluster_name).map(|r| &r.body.value) == Some(&value) {
+            if held.get(cla.cluster_name.as_str()).map(|r| &r.body.value) == Some(&value) {
                 continue;
             }
             changed.push((

@@ -32,7 +32,9 @@ use super::{
     fill_load_assignment, https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
-use crate::xds::cache::{Body, Edit, Resource, Snapshot, TypeSnapshot, large_content_hasher};
+use crate::xds::cache::{
+    Body, Edit, Resource, ResourceName, Snapshot, TypeSnapshot, large_content_hasher,
+};
 
 /// Field number of `RouteConfiguration.virtual_hosts`.
 const VIRTUAL_HOSTS_FIELD: u32 = 2;
@@ -646,7 +648,8 @@ impl ClusterChange {
             ClusterChange::Removed(_) => return ResourceEdit::Removed,
             ClusterChange::Put(c) => c,
         };
-        match changed_resource(held(&c.name), t, &c.name, encode(c)) {
+        // The resource shares its name with the model's cluster.
+        match changed_resource(held(&c.name), t, c.name.clone(), encode(c)) {
             Some(r) => ResourceEdit::Put(r),
             None => ResourceEdit::Same,
         }
@@ -658,16 +661,13 @@ impl ClusterChange {
 fn changed_resource(
     held: Option<&Arc<Resource>>,
     t: ResourceType,
-    name: &str,
+    name: impl Into<ResourceName>,
     value: Vec<u8>,
 ) -> Option<Arc<Resource>> {
     if held.is_some_and(|r| r.body.value == value) {
         return None;
     }
-    Some(Arc::new(Resource::new(
-        name.to_string(),
-        Body::new(t, value),
-    )))
+    Some(Arc::new(Resource::new(name, Body::new(t, value))))
 }
 
 /// The resources of one per-cluster type: the previous ones (`prev`) with the edits of
@@ -763,7 +763,7 @@ impl<'p> Patch<'p> {
     /// content hasher it fed `value` to.
     fn put_hashed(&mut self, name: &str, value: Vec<u8>, hasher: &blake3::Hasher) {
         let body = Body::new(self.t, value);
-        let resource = Resource::with_large_hash(name.to_string(), body, hasher);
+        let resource = Resource::with_large_hash(name, body, hasher);
         self.edit().insert(Arc::new(resource));
     }
 

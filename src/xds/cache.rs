@@ -21,13 +21,18 @@ use sha2::{Digest, Sha256};
 
 use crate::translate::{ResourceType, Resources};
 
+/// A resource's name. The resource and its key in a [`ResourceMap`] share it, and so does every
+/// copy of the key the persistent maps make when they copy a node on an edit; the resources of
+/// clusters and load assignments share their model's [`ClusterName`](crate::dag::ClusterName).
+pub type ResourceName = Arc<str>;
+
 /// The resources of one type by name (a persistent map: clones share structure).
-pub type ResourceMap = imbl::OrdMap<String, Arc<Resource>>;
+pub type ResourceMap = imbl::OrdMap<ResourceName, Arc<Resource>>;
 
 /// One encoded resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resource {
-    pub name: String,
+    pub name: ResourceName,
     /// Hash of the name and the encoded bytes.
     pub version: Version,
     pub body: Body,
@@ -37,7 +42,8 @@ pub struct Resource {
 
 impl Resource {
     /// A resource from its encoded body; the version is the hash of the name and the bytes.
-    pub fn new(name: String, body: Body) -> Resource {
+    pub fn new(name: impl Into<ResourceName>, body: Body) -> Resource {
+        let name = name.into();
         let digest = content_hash(&name, &body.value);
         Resource {
             version: Version::of_digest(&digest),
@@ -49,7 +55,11 @@ impl Resource {
 
     /// [`Resource::new`] for a body of at least [`LARGE`] bytes whose content hash the caller
     /// finished from [`large_content_hasher`]; a smaller body is hashed here.
-    pub(crate) fn with_large_hash(name: String, body: Body, hasher: &blake3::Hasher) -> Resource {
+    pub(crate) fn with_large_hash(
+        name: impl Into<ResourceName>,
+        body: Body,
+        hasher: &blake3::Hasher,
+    ) -> Resource {
         if body.value.len() < LARGE {
             return Resource::new(name, body);
         }
@@ -57,16 +67,16 @@ impl Resource {
         Resource {
             version: Version::of_digest(&digest),
             part: SetHash::of_digest(&digest),
-            name,
+            name: name.into(),
             body,
         }
     }
 
     /// A resource a client says it holds at `version` (delta xDS `initial_resource_versions`),
     /// of which sluice has no body: it only stands for what the client holds, never sent.
-    pub fn known(name: String, version: String) -> Resource {
+    pub fn known(name: impl Into<ResourceName>, version: String) -> Resource {
         Resource {
-            name,
+            name: name.into(),
             version: Version::from(version),
             body: Body::default(),
             part: SetHash::default(),
@@ -88,7 +98,7 @@ impl Resource {
         body: impl Into<Body>,
     ) -> Resource {
         Resource {
-            name: name.to_string(),
+            name: name.into(),
             version: Version::from(version.to_string()),
             body: body.into(),
             part: SetHash(lanes),
@@ -456,9 +466,8 @@ impl Snapshot {
             let resources: ResourceMap = items
                 .iter()
                 .map(|r| {
-                    let body = Body::new(t, r.encode_to_vec());
-                    let name = name(r).to_string();
-                    (name.clone(), Arc::new(Resource::new(name, body)))
+                    let r = Resource::new(name(r), Body::new(t, r.encode_to_vec()));
+                    (r.name.clone(), Arc::new(r))
                 })
                 .collect();
             Arc::new(TypeSnapshot::new(resources))
@@ -511,7 +520,10 @@ impl Snapshot {
     fn type_snapshot<B: Into<Body>>(items: BTreeMap<String, B>) -> Arc<TypeSnapshot> {
         let resources: ResourceMap = items
             .into_iter()
-            .map(|(name, body)| (name.clone(), Arc::new(Resource::new(name, body.into()))))
+            .map(|(name, body)| {
+                let r = Resource::new(name, body.into());
+                (r.name.clone(), Arc::new(r))
+            })
             .collect();
         Arc::new(TypeSnapshot::new(resources))
     }
@@ -646,13 +658,13 @@ mod tests {
     /// way each is held.
     #[test]
     fn versions_compare_by_their_text() {
-        let computed = Resource::new("r".into(), mk_any(b"body")).version;
+        let computed = Resource::new("r", mk_any(b"body")).version;
         assert_eq!(computed.len(), 16);
         assert!(computed.bytes().all(|b| b.is_ascii_hexdigit()));
-        let announced = Resource::known("r".into(), computed.to_string()).version;
+        let announced = Resource::known("r", computed.to_string()).version;
         assert_eq!(announced, computed);
         assert_eq!(computed, announced);
-        let other = Resource::known("r".into(), "not-a-hash".into()).version;
+        let other = Resource::known("r", "not-a-hash".into()).version;
         assert_ne!(other, computed);
         assert_eq!(other.as_str(), "not-a-hash");
         assert_eq!(format!("{other:?}"), "\"not-a-hash\"");
@@ -661,7 +673,7 @@ mod tests {
     #[test]
     fn large_resources_are_versioned_by_content_too() {
         let big: Vec<u8> = (0..LARGE + 100).map(|i| (i % 251) as u8).collect();
-        let version = |bytes: &[u8]| Resource::new("r".into(), mk_any(bytes)).version;
+        let version = |bytes: &[u8]| Resource::new("r", mk_any(bytes)).version;
         assert_eq!(version(&big), version(&big.clone()));
         let mut other = big.clone();
         other[LARGE / 2] ^= 1;
@@ -715,14 +727,8 @@ mod tests {
     fn a_sets_version_depends_on_which_name_holds_what() {
         let set = |a: &[u8], b: &[u8]| {
             TypeSnapshot::new(ResourceMap::from(vec![
-                (
-                    "a".to_string(),
-                    Arc::new(Resource::new("a".into(), mk_any(a))),
-                ),
-                (
-                    "b".to_string(),
-                    Arc::new(Resource::new("b".into(), mk_any(b))),
-                ),
+                ("a".to_string(), Arc::new(Resource::new("a", mk_any(a)))),
+                ("b".to_string(), Arc::new(Resource::new("b", mk_any(b)))),
             ]))
         };
         assert_ne!(set(b"1", b"2").version, set(b"2", b"1").version);

@@ -35,7 +35,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, Disc
 
 use imbl::ordmap::DiffItem;
 
-use super::cache::{Resource, ResourceMap, Snapshot, TypeSnapshot, set_version};
+use super::cache::{Resource, ResourceMap, ResourceName, Snapshot, TypeSnapshot, set_version};
 use super::wire::{DeltaResponse, SotwResponse};
 use crate::translate::ResourceType;
 
@@ -261,7 +261,7 @@ impl Stream {
                         let eds = self.st(ResourceType::Endpoint);
                         eds.must_respond = true;
                         for n in changed {
-                            eds.sent.remove(&n);
+                            eds.sent.remove(&*n);
                         }
                         self.dirty.insert(ResourceType::Endpoint);
                     }
@@ -358,9 +358,9 @@ impl Stream {
                 let known: BTreeMap<&String, &String> =
                     req.initial_resource_versions.iter().collect();
                 for (n, v) in known {
-                    let r = Arc::new(Resource::known(n.clone(), v.clone()));
-                    st.sent.insert(n.clone(), r.clone());
-                    st.acked.insert(n.clone(), r);
+                    let r = Arc::new(Resource::known(n.as_str(), v.clone()));
+                    st.sent.insert(r.name.clone(), r.clone());
+                    st.acked.insert(r.name.clone(), r);
                 }
                 st.acked_basis = None;
             }
@@ -396,7 +396,7 @@ impl Stream {
         // The client forgets what it no longer subscribes to. Everything it holds was in scope
         // after the previous request, so only a changed subscription can leave something out.
         if st.scope_gen != scope_before {
-            let gone: Vec<String> = st
+            let gone: Vec<ResourceName> = st
                 .sent
                 .keys()
                 .filter(|n| !st.in_scope(n))
@@ -404,8 +404,8 @@ impl Stream {
                 .collect();
             if !gone.is_empty() {
                 for n in gone {
-                    st.sent.remove(&n);
-                    st.acked.remove(&n);
+                    st.sent.remove(&*n);
+                    st.acked.remove(&*n);
                 }
                 st.acked_basis = None;
             }
@@ -468,7 +468,7 @@ impl Stream {
         // One walk over both sorted sets, not a lookup per resource.
         join(st.names.iter(), all.iter())
             .filter_map(|j| match j {
-                Joined::Both(n, r) => Some((n.clone(), Arc::clone(r))),
+                Joined::Both(n, r) => Some((ResourceName::clone(n), Arc::clone(r))),
                 _ => None,
             })
             .collect()
@@ -484,7 +484,7 @@ impl Stream {
             Some((seen, narrowed)) if *narrowed == st.narrowed => {
                 seen.ptr_eq(all)
                     || seen.diff(all).all(|d| match d {
-                        DiffItem::Add(n, _) => st.names.contains(n),
+                        DiffItem::Add(n, _) => st.names.contains(&**n),
                         _ => true,
                     })
             }
@@ -561,7 +561,7 @@ impl Stream {
                 // Service coming or going costs its clusters, not a walk over 10k names.
                 acked.ptr_eq(&cds.acked)
                     || acked.diff(&cds.acked).all(|d| match d {
-                        DiffItem::Add(n, _) => eds.names.contains(n),
+                        DiffItem::Add(n, _) => eds.names.contains(&**n),
                         _ => true,
                     })
             }
@@ -724,7 +724,7 @@ impl Stream {
         removed.extend(
             st.new_names
                 .iter()
-                .filter(|n| !desired.contains_key(*n) && !st.sent.contains_key(*n))
+                .filter(|n| !desired.contains_key(n.as_str()) && !st.sent.contains_key(n.as_str()))
                 .cloned(),
         );
         if changed.is_empty() && removed.is_empty() && !st.must_respond {
@@ -745,20 +745,20 @@ impl Stream {
 
 /// One step of a walk over subscribed names and resources sorted by the same names ([`join`]): a
 /// name with no resource, a resource whose name is not subscribed, or both (name, resource).
-enum Joined<'a, B> {
+enum Joined<'a, K, B> {
     NameOnly,
     ResourceOnly,
-    Both(&'a String, &'a B),
+    Both(&'a K, &'a B),
 }
 
 /// Walks sorted names and a map sorted by name side by side: each name once.
-fn join<'a, B: 'a>(
-    names: impl Iterator<Item = &'a String>,
-    map: impl Iterator<Item = (&'a String, &'a B)>,
-) -> impl Iterator<Item = Joined<'a, B>> {
+fn join<'a, N: AsRef<str> + 'a, K: AsRef<str> + 'a, B: 'a>(
+    names: impl Iterator<Item = &'a N>,
+    map: impl Iterator<Item = (&'a K, &'a B)>,
+) -> impl Iterator<Item = Joined<'a, K, B>> {
     let (mut a, mut b) = (names.peekable(), map.peekable());
     std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some(an), Some((bn, _))) => Some(match an.as_str().cmp(bn.as_str()) {
+        (Some(an), Some((bn, _))) => Some(match (*an).as_ref().cmp((*bn).as_ref()) {
             std::cmp::Ordering::Less => a.next().map(|_| Joined::NameOnly)?,
             std::cmp::Ordering::Greater => b.next().map(|_| Joined::ResourceOnly)?,
             std::cmp::Ordering::Equal => {
@@ -788,7 +788,7 @@ fn diff(desired: &ResourceMap, sent: &ResourceMap) -> (Vec<Arc<Resource>>, BTree
             } if !old.same_content(r) => changed.push(Arc::clone(r)),
             DiffItem::Update { .. } => {}
             DiffItem::Remove(n, _) => {
-                removed.insert(n.clone());
+                removed.insert(n.to_string());
             }
         }
     }
@@ -796,7 +796,7 @@ fn diff(desired: &ResourceMap, sent: &ResourceMap) -> (Vec<Arc<Resource>>, BTree
 }
 
 /// The names held in both `before` and `after` with different contents.
-fn changed_versions(before: &ResourceMap, after: &ResourceMap) -> Vec<String> {
+fn changed_versions(before: &ResourceMap, after: &ResourceMap) -> Vec<ResourceName> {
     before
         .diff(after)
         .filter_map(|d| match d {

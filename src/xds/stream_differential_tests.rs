@@ -83,9 +83,9 @@ fn random_names(rng: &mut Rng, t: ResourceType, snap: &Snapshot) -> Vec<String> 
         1 => vec!["*".to_string()],
         2 => subset(rng, universe(t), 50),
         _ => match t {
-            E => snap.of(C).keys().cloned().collect(),
+            E => snap.of(C).keys().map(|k| k.to_string()).collect(),
             C | L => vec![],
-            _ => snap.of(t).keys().cloned().collect(),
+            _ => snap.of(t).keys().map(|k| k.to_string()).collect(),
         },
     }
 }

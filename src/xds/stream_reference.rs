@@ -270,7 +270,7 @@ impl RefStream {
         snap.of(t)
             .iter()
             .filter(|(n, _)| st.in_scope(n))
-            .map(|(n, r)| (n.clone(), r.clone()))
+            .map(|(n, r)| (n.to_string(), r.clone()))
             .collect()
     }
 
@@ -412,7 +412,7 @@ impl RefStream {
         let st = &self.types[&t];
         let changed: Vec<Arc<Resource>> = desired
             .values()
-            .filter(|r| st.sent.get(&r.name).map(String::as_str) != Some(r.version.as_str()))
+            .filter(|r| st.sent.get(&*r.name).map(String::as_str) != Some(r.version.as_str()))
             .cloned()
             .collect();
         let mut removed: BTreeSet<String> = st

@@ -110,7 +110,7 @@ fn mk_synced_sotw(snap: &Snapshot, stats: Arc<Stats>) -> Stream {
     assert_eq!(out.len(), 1);
     let cds_nonce = out[0].1.clone();
     assert!(sotw(&s.on_sotw_request(&mk_sotw(L, &[], ""), snap)).is_empty());
-    let names: Vec<&str> = snap.of(C).keys().map(String::as_str).collect();
+    let names: Vec<&str> = snap.of(C).keys().map(|k| &**k).collect();
     let out = sotw(&s.on_sotw_request(&mk_sotw(C, &[], &cds_nonce), snap));
     assert!(out.is_empty());
     let out = sotw(&s.on_sotw_request(&mk_sotw(E, &names, ""), snap));
@@ -534,7 +534,7 @@ fn ack_all(
 #[test]
 fn acks_on_a_large_stream_compute_nothing() {
     let snap = big_world(10_000);
-    let eps: Vec<&str> = snap.of(E).keys().map(String::as_str).collect();
+    let eps: Vec<&str> = snap.of(E).keys().map(|k| &**k).collect();
     let names = BTreeMap::from([(C, vec![]), (E, eps), (L, vec![]), (R, vec!["http"])]);
     for mode in [Mode::Sotw, Mode::Delta] {
         let mut s = Stream::new(mode, Arc::default());
@@ -605,7 +605,7 @@ fn acks_on_a_large_stream_compute_nothing() {
 #[test]
 fn a_new_cluster_and_its_endpoints_walk_nothing_on_a_large_stream() {
     let snap = big_world(10_000);
-    let eps: Vec<&str> = snap.of(E).keys().map(String::as_str).collect();
+    let eps: Vec<&str> = snap.of(E).keys().map(|k| &**k).collect();
     let names = BTreeMap::from([
         (C, vec![]),
         (E, eps.clone()),
@@ -701,7 +701,10 @@ fn walked_diffs_match_lookups() {
         let (a, b) = (set(30), set(30));
         let map = |m: &BTreeMap<String, String>| -> ResourceMap {
             m.iter()
-                .map(|(n, v)| (n.clone(), Arc::new(Resource::known(n.clone(), v.clone()))))
+                .map(|(n, v)| {
+                    let r = Resource::known(n.as_str(), v.clone());
+                    (r.name.clone(), Arc::new(r))
+                })
                 .collect()
         };
         let desired = map(&a);
@@ -709,16 +712,19 @@ fn walked_diffs_match_lookups() {
         // both walks must find the same differences.
         let mut derived = desired.clone();
         for n in a.keys().filter(|n| !b.contains_key(*n)) {
-            derived.remove(n);
+            derived.remove(n.as_str());
         }
         for (n, v) in &b {
             if a.get(n) != Some(v) {
-                derived.insert(n.clone(), Arc::new(Resource::known(n.clone(), v.clone())));
+                derived.insert(
+                    n.as_str().into(),
+                    Arc::new(Resource::known(n.as_str(), v.clone())),
+                );
             }
         }
         for sent in [map(&b), derived] {
             let (changed, removed) = diff(&desired, &sent);
-            let changed: Vec<&str> = changed.iter().map(|r| r.name.as_str()).collect();
+            let changed: Vec<&str> = changed.iter().map(|r| &*r.name).collect();
             let expect_changed: Vec<&str> = a
                 .iter()
                 .filter(|(n, v)| b.get(*n) != Some(*v))
@@ -728,10 +734,10 @@ fn walked_diffs_match_lookups() {
             let expect_removed: BTreeSet<String> =
                 b.keys().filter(|n| !a.contains_key(*n)).cloned().collect();
             assert_eq!(removed, expect_removed);
-            let expect_versions: Vec<String> = a
+            let expect_versions: Vec<ResourceName> = a
                 .iter()
                 .filter(|(n, v)| b.get(*n).is_some_and(|bv| bv != *v))
-                .map(|(n, _)| n.clone())
+                .map(|(n, _)| n.as_str().into())
                 .collect();
             assert_eq!(changed_versions(&desired, &sent), expect_versions);
         }
@@ -749,19 +755,23 @@ fn a_version_string_collision_is_still_sent() {
     };
     let held = Resource::crafted("r", "00ff00ff00ff00ff", [1, 2, 3, 4], body(b"old"));
     let new = Resource::crafted("r", "00ff00ff00ff00ff", [9, 2, 3, 4], body(b"new"));
-    let one =
-        |r: Resource| -> ResourceMap { ResourceMap::from(vec![("r".to_string(), Arc::new(r))]) };
+    let one = |r: Resource| -> ResourceMap {
+        ResourceMap::from(vec![(ResourceName::from("r"), Arc::new(r))])
+    };
     let (changed, removed) = diff(&one(new.clone()), &one(held.clone()));
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].body.value, b"new");
     assert!(removed.is_empty());
-    assert_eq!(changed_versions(&one(held), &one(new.clone())), ["r"]);
-    let announced = Resource::known("r".into(), "00ff00ff00ff00ff".into());
+    assert_eq!(
+        changed_versions(&one(held), &one(new.clone())),
+        [ResourceName::from("r")]
+    );
+    let announced = Resource::known("r", "00ff00ff00ff00ff".into());
     assert!(
         diff(&one(new.clone()), &one(announced.clone()))
             .0
             .is_empty()
     );
-    let announced_other = Resource::known("r".into(), "1111111111111111".into());
+    let announced_other = Resource::known("r", "1111111111111111".into());
     assert_eq!(diff(&one(new), &one(announced_other)).0.len(), 1);
 }

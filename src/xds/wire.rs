@@ -61,7 +61,7 @@ impl DeltaResponse {
                 .resources
                 .iter()
                 .map(|r| DeltaResource {
-                    name: r.name.clone(),
+                    name: r.name.to_string(),
                     version: r.version.to_string(),
                     resource: Some(r.body.to_any()),
                     ..Default::default()
@@ -232,7 +232,7 @@ mod tests {
             type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
             value,
         };
-        Arc::new(Resource::new(name.into(), body.into()))
+        Arc::new(Resource::new(name, body.into()))
     }
 
     fn resources() -> Vec<Arc<Resource>> {
