@@ -335,6 +335,33 @@ fn an_unchanged_model_shares_every_type() {
     assert!(a.same_as(&b));
 }
 
+/// A resource and its key in the snapshot hold one name, and the resources of a cluster (its
+/// cluster and its load assignment) hold the model's cluster name: no copy of a name per
+/// resource, whichever thread encoded it.
+#[test]
+fn resources_share_their_names() {
+    let store = synth::snapshot(synth::Shape {
+        routing_objects: 3 * PARALLEL_CLUSTERS,
+        endpoints_per_service: 1,
+        unrelated_secrets: 2,
+    });
+    let dag = build(&store);
+    let (snapshot, _) = Encoder::new(Options::default()).encode(&dag);
+    for t in ResourceType::ALL {
+        assert!(!snapshot.of(t).is_empty(), "{t:?}");
+        for (key, r) in snapshot.of(t) {
+            assert!(Arc::ptr_eq(key, &r.name), "{t:?} {key}");
+        }
+    }
+    for t in [ResourceType::Cluster, ResourceType::Endpoint] {
+        assert_eq!(snapshot.of(t).len(), dag.clusters.len(), "{t:?}");
+        for (name, c) in &dag.clusters {
+            let r = &snapshot.of(t)[&**name];
+            assert!(Arc::ptr_eq(&r.name, &c.name), "{t:?} {name}");
+        }
+    }
+}
+
 #[test]
 fn many_changed_clusters_are_encoded_on_a_second_thread_with_the_same_result() {
     let options = Options::default();
