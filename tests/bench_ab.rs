@@ -95,33 +95,26 @@ fn a_failed_run_or_a_missing_timing_fails_the_comparison() {
     let failing = fake_bench(dir.path(), "failing", "build 1.0 ms", 3);
     let partial = fake_bench(dir.path(), "partial", "build 1.0 ms", 0);
     let silent = fake_bench(dir.path(), "silent", "nothing timed", 0);
+    let compare = |pairs: &str, base: &Path, new: &Path| {
+        bench_ab(&[
+            "--pairs",
+            pairs,
+            base.to_str().unwrap(),
+            new.to_str().unwrap(),
+        ])
+    };
     for (new, expect) in [
         (&failing, "exited with 3"),
         (&partial, "'encode' is missing"),
     ] {
-        let out = bench_ab(&[
-            "--pairs",
-            "1",
-            good.to_str().unwrap(),
-            new.to_str().unwrap(),
-        ]);
+        let out = compare("1", &good, new);
         assert!(!out.status.success(), "{out:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(expect), "{expect:?} not in {err}");
     }
-    let out = bench_ab(&[
-        "--pairs",
-        "1",
-        silent.to_str().unwrap(),
-        silent.to_str().unwrap(),
-    ]);
+    let out = compare("1", &silent, &silent);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no timing found"));
-    let out = bench_ab(&[
-        "--pairs",
-        "0",
-        good.to_str().unwrap(),
-        good.to_str().unwrap(),
-    ]);
+    let out = compare("0", &good, &good);
     assert!(!out.status.success());
 }
