@@ -17,46 +17,74 @@ fn has_control(s: &str) -> bool {
 
 /// A DNS host name as a virtual host (RFC 1123), optionally with a single leading `*` label when
 /// `allow_wildcard`. Case is ignored (names are compared lowercased).
+///
+/// One pass over the bytes, allocating only for the error: every routing object's hosts are
+/// checked again on each full build.
 pub fn validate_hostname(
     path: impl fmt::Display,
     value: &str,
     allow_wildcard: bool,
 ) -> Result<(), FieldError> {
+    let rest = match value.strip_prefix("*.") {
+        Some(rest) if allow_wildcard => Some(rest),
+        Some(_) => None,
+        None => Some(value),
+    };
+    // Labels of letters, digits and '-' (which rules out control characters, ports, IPv6
+    // addresses and a '*' anywhere but the leading label); an IPv4 address passes them, so it is
+    // refused on its own.
+    let ok = value.len() <= 253
+        && rest.is_some_and(|rest| dns_labels(rest) && rest.parse::<std::net::Ipv4Addr>().is_err());
+    if ok {
+        return Ok(());
+    }
     let fix = if allow_wildcard {
         "must be a DNS name like \"www.example.com\" or \"*.example.com\" (lowercase letters, digits, '-' and '.'; no port, no IP address)"
     } else {
         "must be a DNS name like \"www.example.com\" (lowercase letters, digits, '-' and '.'; no wildcard, no port, no IP address)"
     };
-    if value.is_empty() || value.len() > 253 || has_control(value) {
-        return Err(FieldError::invalid(path.to_string(), value, fix));
+    Err(FieldError::invalid(path.to_string(), value, fix))
+}
+
+/// Whether `s` is one or more '.'-separated labels of 1 to 63 ASCII letters, digits and '-',
+/// none starting or ending with '-'.
+fn dns_labels(s: &str) -> bool {
+    let mut len = 0usize;
+    let mut prev = b'.';
+    for &b in s.as_bytes() {
+        if b == b'.' {
+            if len == 0 || prev == b'-' {
+                return false;
+            }
+            len = 0;
+        } else if b.is_ascii_alphanumeric() || (b == b'-' && len > 0) {
+            len += 1;
+            if len > 63 {
+                return false;
+            }
+        } else {
+            return false;
+        }
+        prev = b;
     }
-    let lower = value.to_ascii_lowercase();
-    let rest = match lower.strip_prefix("*.") {
-        Some(rest) if allow_wildcard => rest,
-        Some(_) => return Err(FieldError::invalid(path.to_string(), value, fix)),
-        None => lower.as_str(),
-    };
-    if rest.parse::<std::net::IpAddr>().is_ok() {
-        return Err(FieldError::invalid(path.to_string(), value, fix));
-    }
-    let labels_ok = rest.split('.').all(|label| {
-        !label.is_empty()
-            && label.len() <= 63
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-    });
-    if !labels_ok {
-        return Err(FieldError::invalid(path.to_string(), value, fix));
-    }
-    Ok(())
+    len > 0 && prev != b'-'
 }
 
 /// A URL path used as a match: starts with `/`, no whitespace or control characters, no query or
 /// fragment, no `.`/`..` segments and (when `no_double_slash`) no `//`.
 pub fn validate_path(
+    path: impl fmt::Display,
+    value: &str,
+    no_double_slash: bool,
+) -> Result<(), FieldError> {
+    if value.len() <= 4096 && plain_path(value, no_double_slash) {
+        return Ok(());
+    }
+    path_rules(path, value, no_double_slash)
+}
+
+/// The rules of [`validate_path`], one at a time, in the order their errors take precedence.
+fn path_rules(
     path: impl fmt::Display,
     value: &str,
     no_double_slash: bool,
@@ -111,6 +139,35 @@ pub fn validate_path(
         ));
     }
     Ok(())
+}
+
+/// Whether `value` passes every rule of [`validate_path`] but the length, judged in one pass over
+/// its bytes: it starts with '/' and holds only printable ASCII other than '?', '#' and '%', no
+/// "." or ".." segment and (when `no_double_slash`) no "//". A path this says no to is checked
+/// rule by rule, for the error (or passes them: '%' escapes and non-ASCII text are allowed).
+fn plain_path(value: &str, no_double_slash: bool) -> bool {
+    let bytes = value.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return false;
+    }
+    // The current segment's length and how many of its bytes are '.'.
+    let (mut len, mut dots) = (0usize, 0usize);
+    let dot_segment = |len: usize, dots: usize| (len == 1 || len == 2) && dots == len;
+    for (i, &b) in bytes.iter().enumerate().skip(1) {
+        if !b.is_ascii_graphic() || matches!(b, b'?' | b'#' | b'%') {
+            return false;
+        }
+        if b == b'/' {
+            if dot_segment(len, dots) || (no_double_slash && bytes[i - 1] == b'/') {
+                return false;
+            }
+            (len, dots) = (0, 0);
+        } else {
+            len += 1;
+            dots += usize::from(b == b'.');
+        }
+    }
+    !dot_segment(len, dots)
 }
 
 fn valid_percent_encoding(s: &str) -> bool {
@@ -414,6 +471,104 @@ mod tests {
         assert!(msg(validate_path("p", "/a/../b", true)).contains("\"..\" segments"));
         assert!(msg(validate_path("p", "/a%zz", true)).contains("'%' not followed"));
         assert!(validate_path("p", "/a%", true).is_err());
+    }
+
+    /// Every string of up to `max` characters from `alphabet`.
+    fn strings(alphabet: &[char], max: usize) -> Vec<String> {
+        let mut all = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..max {
+            last = last
+                .iter()
+                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
+                .collect();
+            all.extend(last.iter().cloned());
+        }
+        all
+    }
+
+    /// The host name rules as first written (lowercase, then label by label), against which the
+    /// one-pass check is held.
+    fn hostname_as_written(value: &str, allow_wildcard: bool) -> bool {
+        if value.is_empty() || value.len() > 253 || value.chars().any(char::is_control) {
+            return false;
+        }
+        let lower = value.to_ascii_lowercase();
+        let rest = match lower.strip_prefix("*.") {
+            Some(rest) if allow_wildcard => rest,
+            Some(_) => return false,
+            None => lower.as_str(),
+        };
+        rest.parse::<std::net::IpAddr>().is_err()
+            && rest.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+            })
+    }
+
+    #[test]
+    fn hostnames_in_one_pass_as_written() {
+        let alphabet = ['a', 'Z', '1', '-', '.', '*', ':', '\n', 'é'];
+        let mut accepted = 0;
+        for value in strings(&alphabet, 5) {
+            for wildcard in [false, true] {
+                let ok = validate_hostname("h", &value, wildcard).is_ok();
+                assert_eq!(
+                    ok,
+                    hostname_as_written(&value, wildcard),
+                    "{value:?} {wildcard}"
+                );
+                accepted += usize::from(ok);
+            }
+        }
+        assert!(accepted > 1000, "the corpus holds valid names too");
+        for value in [
+            "1.2.3.4",
+            "*.1.2.3.4",
+            "1.2.3.4.5",
+            "::1",
+            "[::1]",
+            &"a".repeat(63),
+            &"a".repeat(64),
+            &format!("{}.com", ["a"; 125].join(".")),
+            &format!("{}.com", ["a"; 126].join(".")),
+        ] {
+            for wildcard in [false, true] {
+                assert_eq!(
+                    validate_hostname("h", value, wildcard).is_ok(),
+                    hostname_as_written(value, wildcard),
+                    "{value:?} {wildcard}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn paths_in_one_pass_as_rule_by_rule() {
+        let alphabet = ['/', '.', 'a', '%', '2', '?', '#', ' ', 'é'];
+        let mut fast = 0;
+        for value in strings(&alphabet, 5) {
+            for no_double_slash in [false, true] {
+                assert_eq!(
+                    validate_path("p", &value, no_double_slash),
+                    path_rules("p", &value, no_double_slash),
+                    "{value:?} {no_double_slash}"
+                );
+                if plain_path(&value, no_double_slash) {
+                    fast += 1;
+                    assert!(path_rules("p", &value, no_double_slash).is_ok());
+                }
+            }
+        }
+        assert!(fast > 100, "the corpus holds plain paths too");
+        let long = format!("/{}", "a".repeat(4096));
+        assert!(plain_path(&long, true));
+        assert!(msg(validate_path("p", &long, true)).contains("at most 4096"));
     }
 
     #[test]
