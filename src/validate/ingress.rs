@@ -5,6 +5,8 @@
 //! The helpers [`ingress_class`], [`is_default_class`] and [`PathType`] are shared with the Ingress
 //! processor in `dag::ingress`, so admission and status read an object the same way.
 
+use std::fmt;
+
 use k8s_openapi::api::networking::v1::{
     HTTPIngressPath, Ingress, IngressBackend, IngressClass, ServiceBackendPort,
 };
@@ -85,10 +87,10 @@ pub fn is_default_class(c: &IngressClass) -> bool {
 /// The single-object rules of an Ingress.
 pub fn validate_ingress(o: &Ingress) -> Verdict {
     let mut v = Verdict::default();
-    let annotation_path = format!("metadata.annotations[{CLASS_ANNOTATION:?}]");
+    let annotation_path = format_args!("metadata.annotations[{CLASS_ANNOTATION:?}]");
     match (class_annotation(o), class_field(o)) {
         (Some(_), Some(_)) => v.error(FieldError::spec(
-            annotation_path,
+            annotation_path.to_string(),
             "set together with spec.ingressClassName; use only spec.ingressClassName",
         )),
         (Some(_), None) => v.warn(format!(
@@ -132,7 +134,7 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
             )),
             Some(http) => {
                 for (j, p) in http.paths.iter().enumerate() {
-                    validate_http_path(&mut v, &format!("spec.rules[{i}].http.paths[{j}]"), p);
+                    validate_http_path(&mut v, format_args!("spec.rules[{i}].http.paths[{j}]"), p);
                 }
             }
         }
@@ -156,13 +158,13 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
                 validate_hostname(format_args!("spec.tls[{i}].hosts[{j}]"), host, true),
             );
         }
-        let path = format!("spec.tls[{i}].secretName");
+        let path = format_args!("spec.tls[{i}].secretName");
         match non_empty(tls.secret_name.as_ref()) {
             None => v.error(FieldError::required(
-                path,
+                path.to_string(),
                 "sluice has no default certificate; name a kubernetes.io/tls Secret in the Ingress's namespace",
             )),
-            Some(name) => push(&mut v, validate_dns1123_subdomain(&path, name, "Secret")),
+            Some(name) => push(&mut v, validate_dns1123_subdomain(path, name, "Secret")),
         }
     }
     v
@@ -174,7 +176,9 @@ fn push(v: &mut Verdict, r: Result<(), FieldError>) {
     }
 }
 
-fn validate_http_path(v: &mut Verdict, base: &str, p: &HTTPIngressPath) {
+/// The rules of one path of a rule; `base` is its field path, written out only for a message
+/// (an Ingress's paths are checked on every full build).
+fn validate_http_path(v: &mut Verdict, base: impl fmt::Display + Copy, p: &HTTPIngressPath) {
     let path_type = match PathType::parse(&p.path_type) {
         Some(t) => t,
         None => {
@@ -195,17 +199,17 @@ fn validate_http_path(v: &mut Verdict, base: &str, p: &HTTPIngressPath) {
         let strict = path_type != PathType::ImplementationSpecific;
         push(v, validate_path(format_args!("{base}.path"), path, strict));
     }
-    validate_backend(v, &format!("{base}.backend"), &p.backend);
+    validate_backend(v, format_args!("{base}.backend"), &p.backend);
 }
 
-fn validate_backend(v: &mut Verdict, base: &str, b: &IngressBackend) {
+fn validate_backend(v: &mut Verdict, base: impl fmt::Display + Copy, b: &IngressBackend) {
     match (&b.service, &b.resource) {
         (Some(_), Some(_)) => v.error(FieldError::spec(
-            base,
+            base.to_string(),
             "sets both service and resource; set exactly one of them",
         )),
         (None, None) => v.error(FieldError::spec(
-            base,
+            base.to_string(),
             "sets neither service nor resource; set exactly one of them (sluice supports service)",
         )),
         (None, Some(_)) => v.warn(format!(
@@ -216,21 +220,25 @@ fn validate_backend(v: &mut Verdict, base: &str, b: &IngressBackend) {
                 v,
                 validate_dns1035_label(format_args!("{base}.service.name"), &svc.name, "Service"),
             );
-            validate_service_port(v, &format!("{base}.service.port"), svc.port.as_ref());
+            validate_service_port(v, format_args!("{base}.service.port"), svc.port.as_ref());
         }
     }
 }
 
-fn validate_service_port(v: &mut Verdict, base: &str, port: Option<&ServiceBackendPort>) {
+fn validate_service_port(
+    v: &mut Verdict,
+    base: impl fmt::Display + Copy,
+    port: Option<&ServiceBackendPort>,
+) {
     let number = port.and_then(|p| p.number);
     let name = port.and_then(|p| non_empty(p.name.as_ref()));
     match (number, name) {
         (None, None) => v.error(FieldError::required(
-            base,
+            base.to_string(),
             "set port.number (1-65535) or port.name",
         )),
         (Some(_), Some(_)) => v.error(FieldError::spec(
-            base,
+            base.to_string(),
             "sets both number and name; set exactly one of them",
         )),
         (Some(n), None) => {
@@ -241,13 +249,13 @@ fn validate_service_port(v: &mut Verdict, base: &str, port: Option<&ServiceBacke
                 ));
             }
         }
-        (None, Some(name)) => push(v, validate_iana_svc_name(&format!("{base}.name"), name)),
+        (None, Some(name)) => push(v, validate_iana_svc_name(format_args!("{base}.name"), name)),
     }
 }
 
 /// A port name (IANA_SVC_NAME): at most 15 characters, lowercase letters, digits and '-', at least
 /// one letter, no '-' at either end and no "--".
-pub fn validate_iana_svc_name(path: &str, value: &str) -> Result<(), FieldError> {
+pub fn validate_iana_svc_name(path: impl fmt::Display, value: &str) -> Result<(), FieldError> {
     let ok = !value.is_empty()
         && value.len() <= 15
         && value
@@ -261,7 +269,7 @@ pub fn validate_iana_svc_name(path: &str, value: &str) -> Result<(), FieldError>
         Ok(())
     } else {
         Err(FieldError::invalid(
-            path,
+            path.to_string(),
             value,
             "must be a port name: at most 15 characters, lowercase letters, digits and '-', at least one letter, no '-' at either end and no \"--\"",
         ))

@@ -3,9 +3,9 @@
 //! The same functions serve the webhook, `sluice validate` and `dag::build` (which also uses the
 //! conversions here: the deprecated v1beta1 `service` field, v1 header conditions, match identity).
 
-use std::collections::HashMap;
 use std::fmt;
 
+use hashbrown::HashMap;
 use serde_json::Value;
 
 use super::common::{
@@ -239,7 +239,9 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
             "must hold at least one route",
         ));
     }
-    // By the prefix each match stands for (`PathMatch::prefix`: without trailing slashes).
+    // By the prefix each match stands for (`PathMatch::prefix`: without trailing slashes); a
+    // single route has nothing to repeat.
+    let several = spec.routes.len() > 1;
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, r) in spec.routes.iter().enumerate() {
         let at = RouteAt(i);
@@ -250,7 +252,7 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
                     "" => "/",
                     trimmed => trimmed,
                 };
-                if let Some(first) = seen.insert(prefix, i) {
+                if several && let Some(first) = seen.insert(prefix, i) {
                     v.error(FieldError::invalid(
                         format!("{at}.match"),
                         &r.match_,
@@ -305,6 +307,7 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
 }
 
 /// `spec.routes[i]`, written out only where a message needs it.
+#[derive(Clone, Copy)]
 struct RouteAt(usize);
 
 impl fmt::Display for RouteAt {
@@ -509,7 +512,7 @@ pub fn v1_backends_field(r: &contour_v1::Route) -> &'static str {
     }
 }
 
-fn validate_backend(v: &mut Verdict, path: &str, b: &Backend) {
+fn validate_backend(v: &mut Verdict, path: impl fmt::Display + Copy, b: &Backend) {
     let keys = protocol_keys(b);
     match keys.as_slice() {
         [(key, name)] => check(
@@ -519,7 +522,7 @@ fn validate_backend(v: &mut Verdict, path: &str, b: &Backend) {
         _ => {
             let names: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
             v.error(FieldError::spec(
-                path,
+                path.to_string(),
                 format!(
                     "must name its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp (found {})",
                     found(&names)
@@ -598,7 +601,7 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
     }
     let mut seen: HashMap<(PathMatch, Vec<HeaderMatch>), usize> = HashMap::new();
     for (i, r) in spec.routes.iter().enumerate() {
-        let at = format!("spec.routes[{i}]");
+        let at = RouteAt(i);
         let before = v.errors.len();
         if let Some(m) = &r.match_ {
             if let Some(p) = &m.path {
@@ -611,7 +614,7 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
                 validate_header_condition(&mut v, &format!("{at}.match.headers[{k}]"), c);
             }
         }
-        if v.errors.len() == before {
+        if v.errors.len() == before && spec.routes.len() > 1 {
             let mut headers: Vec<HeaderMatch> = r
                 .match_
                 .iter()
@@ -628,15 +631,18 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
         }
         if !r.backends.is_empty() && !r.services.is_empty() {
             v.error(FieldError::spec(
-                &at,
+                at.to_string(),
                 "has both backends and services (services is an alias of backends); use backends only",
             ));
         }
         let list = r.backend_list();
         match (&r.delegate, list.is_empty()) {
-            (None, true) => v.error(FieldError::spec(&at, "must have backends or a delegate")),
+            (None, true) => v.error(FieldError::spec(
+                at.to_string(),
+                "must have backends or a delegate",
+            )),
             (Some(_), false) => v.error(FieldError::spec(
-                &at,
+                at.to_string(),
                 "must have backends or a delegate, not both",
             )),
             _ => {}
@@ -644,11 +650,11 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
         let field = v1_backends_field(r);
         check_service_count(&mut v, format_args!("{at}.{field}"), list.len());
         for (j, b) in list.iter().enumerate() {
-            validate_backend(&mut v, &format!("{at}.{field}[{j}]"), b);
+            validate_backend(&mut v, format_args!("{at}.{field}[{j}]"), b);
         }
         validate_tcp_route(&mut v, o, i);
         if let Some(d) = &r.delegate {
-            validate_delegate(&mut v, &format!("{at}.delegate"), d);
+            validate_delegate(&mut v, format_args!("{at}.delegate"), d);
         }
         if let Some(t) = r.timeout_policy.as_ref().and_then(|t| t.request.as_deref())
             && let Err(e) = parse_timeout(&format!("{at}.timeoutPolicy.request"), t)
