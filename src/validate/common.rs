@@ -514,38 +514,23 @@ mod tests {
     #[test]
     fn hostnames_in_one_pass_as_written() {
         let alphabet = ['a', 'Z', '1', '-', '.', '*', ':', '\n', 'é'];
+        let mut corpus = strings(&alphabet, 5);
+        corpus.extend(["1.2.3.4", "*.1.2.3.4", "1.2.3.4.5", "::1", "[::1]"].map(String::from));
+        corpus.extend(["a".repeat(63), "a".repeat(64)]);
+        corpus.extend([125, 126].map(|n| format!("{}.com", vec!["a"; n].join("."))));
         let mut accepted = 0;
-        for value in strings(&alphabet, 5) {
+        for value in &corpus {
             for wildcard in [false, true] {
-                let ok = validate_hostname("h", &value, wildcard).is_ok();
+                let ok = validate_hostname("h", value, wildcard).is_ok();
                 assert_eq!(
                     ok,
-                    hostname_as_written(&value, wildcard),
+                    hostname_as_written(value, wildcard),
                     "{value:?} {wildcard}"
                 );
                 accepted += usize::from(ok);
             }
         }
         assert!(accepted > 1000, "the corpus holds valid names too");
-        for value in [
-            "1.2.3.4",
-            "*.1.2.3.4",
-            "1.2.3.4.5",
-            "::1",
-            "[::1]",
-            &"a".repeat(63),
-            &"a".repeat(64),
-            &format!("{}.com", ["a"; 125].join(".")),
-            &format!("{}.com", ["a"; 126].join(".")),
-        ] {
-            for wildcard in [false, true] {
-                assert_eq!(
-                    validate_hostname("h", value, wildcard).is_ok(),
-                    hostname_as_written(value, wildcard),
-                    "{value:?} {wildcard}"
-                );
-            }
-        }
     }
 
     #[test]
