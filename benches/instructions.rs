@@ -1,0 +1,178 @@
+//! Instructions of one full `dag::build`, counted by callgrind (valgrind): for the same binary and
+//! input the count moves by ~0.2% from run to run (hash tables are seeded at random) however busy
+//! the machine is, so two commits compare here where timings on a shared VM drift by tens of per
+//! cent between minutes (docs/benchmarks.md, "Rules round").
+//!
+//! `cargo bench --bench instructions` counts the build of the `dag` benchmark's 10k cluster
+//! (`sluice::synth`): on one thread (`dag_build_one_thread_minstr_10k`, millions) and as sluice
+//! builds it, on two threads (`dag_build_minstr_10k`, both threads' instructions: the whole
+//! process less the same process stopped before the build). Time is not counted here: cache
+//! misses cost a build more than its instructions do; what this tells is the work.
+//!
+//! The benchmark runs itself under valgrind, the child building the snapshot and then the model
+//! in `counted_dag_build`. The smoke run (`cargo test --all-targets`) does the same for a
+//! 200-object cluster, or builds it in-process when valgrind is not installed.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use sluice::dag::{self, Dag, Options};
+use sluice::store::Snapshot;
+use sluice::synth::{Shape, snapshot};
+
+/// Set in the child: `<routing objects>:<one|two|none>`.
+const CHILD: &str = "SLUICE_INSTRUCTIONS_CHILD";
+
+#[derive(Clone, Copy)]
+enum Build {
+    /// `dag::build_on_one_thread`, counted on its own (callgrind's collection toggled on it).
+    OneThread,
+    /// `dag::build`, as sluice calls it: two threads from 2,000 routing objects on.
+    AsSluice,
+    /// No build: the rest of the process, to subtract.
+    None,
+}
+
+impl Build {
+    fn name(self) -> &'static str {
+        match self {
+            Build::OneThread => "one",
+            Build::AsSluice => "two",
+            Build::None => "none",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Build> {
+        [Build::OneThread, Build::AsSluice, Build::None]
+            .into_iter()
+            .find(|b| b.name() == s)
+    }
+}
+
+#[inline(never)]
+fn counted_dag_build(snapshot: &Snapshot, options: &Options, build: Build) -> Option<Dag> {
+    match build {
+        Build::OneThread => Some(dag::build_on_one_thread(snapshot, options)),
+        Build::AsSluice => Some(dag::build(snapshot, options)),
+        Build::None => None,
+    }
+}
+
+fn cluster(n: usize) -> Snapshot {
+    snapshot(Shape {
+        routing_objects: n,
+        endpoints_per_service: 5,
+        unrelated_secrets: n,
+    })
+}
+
+/// The child: builds the cluster, then (maybe) the model. Nothing is dropped, so the count of a
+/// run with a build less one without is the build's alone.
+fn child(spec: &str) {
+    let (n, build) = spec
+        .split_once(':')
+        .and_then(|(n, b)| Some((n.parse().ok()?, Build::parse(b)?)))
+        .unwrap_or_else(|| panic!("{CHILD}={spec:?}: expected <objects>:<one|two|none>"));
+    let snapshot = cluster(n);
+    let model = counted_dag_build(&snapshot, &Options::default(), build);
+    if let Some(m) = &model {
+        assert!(!m.vhosts.is_empty(), "the synthetic cluster routes");
+    }
+    std::mem::forget((std::hint::black_box(model), snapshot));
+}
+
+/// The instructions callgrind counted in one run of this binary as a child.
+fn count(n: usize, build: Build) -> u64 {
+    let out = std::env::temp_dir().join(format!(
+        "sluice-instructions-{}-{}.callgrind",
+        std::process::id(),
+        build.name()
+    ));
+    let mut cmd = Command::new("valgrind");
+    cmd.arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()));
+    if let Build::OneThread = build {
+        cmd.arg("--toggle-collect=*counted_dag_build*");
+    }
+    let run = cmd
+        .arg(std::env::current_exe().expect("the benchmark's own path"))
+        .env(CHILD, format!("{n}:{}", build.name()))
+        .output()
+        .expect("valgrind runs");
+    assert!(
+        run.status.success(),
+        "valgrind --tool=callgrind of a {n}-object build ({}) failed: {}\n{}",
+        build.name(),
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let total = read_total(&out);
+    let _ = std::fs::remove_file(&out);
+    total
+}
+
+/// The event total of a callgrind output file (`summary:` or `totals:`; Ir is the only event).
+fn read_total(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("callgrind wrote no {}: {e}", path.display()));
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary:")
+                .or_else(|| l.strip_prefix("totals:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or_else(|| panic!("no total in {}", path.display()))
+}
+
+fn valgrind_installed() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        child(&spec);
+        return;
+    }
+    let smoke = common::smoke();
+    let n = if smoke { 200 } else { 10_000 };
+    if !valgrind_installed() {
+        assert!(
+            smoke,
+            "the instructions benchmark needs valgrind (Debian: apt-get install valgrind)"
+        );
+        println!(
+            "instructions: valgrind not installed; building the {n}-object cluster in-process"
+        );
+        child(&format!("{n}:two"));
+        return;
+    }
+    let one = count(n, Build::OneThread);
+    let with = count(n, Build::AsSluice);
+    let without = count(n, Build::None);
+    assert!(
+        with > without && one > 0,
+        "a build counts instructions: one thread {one}, process with a build {with}, without {without}"
+    );
+    let two = with - without;
+    let m = |x: u64| x as f64 / 1e6;
+    println!(
+        "{n} routing objects, dag::build (callgrind instructions): on one thread {:.1} M, \
+         as sluice builds it {:.1} M (two threads from 2,000 objects: both threads' count)",
+        m(one),
+        m(two)
+    );
+    if !smoke {
+        let mut r = serde_json::Map::new();
+        r.insert(
+            "dag_build_one_thread_minstr_10k".into(),
+            common::round3(m(one)),
+        );
+        r.insert("dag_build_minstr_10k".into(), common::round3(m(two)));
+        common::write_results(r);
+    }
+}
