@@ -29,7 +29,6 @@ use std::time::Instant;
 use sluice::api::ObjKey;
 use sluice::dag::{self, Dag, Options};
 use sluice::store::{Objects, Snapshot};
-use sluice::synth::{Shape, snapshot};
 use sluice::translate::incremental::Encoder;
 use sluice::{translate, xds};
 
@@ -135,11 +134,7 @@ fn laid_out_in_key_order(snap: &Snapshot) -> Snapshot {
 /// The medians of `runs` rebuilds of a synthetic cluster of `n` routing objects; `key_order`: the
 /// snapshot laid out in key order first (`laid_out_in_key_order`).
 fn row(n: usize, runs: usize, key_order: bool) -> Row {
-    let generated = snapshot(Shape {
-        routing_objects: n,
-        endpoints_per_service: 5,
-        unrelated_secrets: n,
-    });
+    let generated = common::cluster(n);
     let snap = if key_order {
         let copy = laid_out_in_key_order(&generated);
         let options = Options::default();

@@ -20,7 +20,6 @@ use std::process::Command;
 
 use sluice::dag::{self, Dag, Options};
 use sluice::store::Snapshot;
-use sluice::synth::{Shape, snapshot};
 
 /// Set in the child: `<routing objects>:<one|two|none>`.
 const CHILD: &str = "SLUICE_INSTRUCTIONS_CHILD";
@@ -60,14 +59,6 @@ fn counted_dag_build(snapshot: &Snapshot, options: &Options, build: Build) -> Op
     }
 }
 
-fn cluster(n: usize) -> Snapshot {
-    snapshot(Shape {
-        routing_objects: n,
-        endpoints_per_service: 5,
-        unrelated_secrets: n,
-    })
-}
-
 /// The child: builds the cluster, then (maybe) the model. Nothing is dropped, so the count of a
 /// run with a build less one without is the build's alone.
 fn child(spec: &str) {
@@ -75,7 +66,7 @@ fn child(spec: &str) {
         .split_once(':')
         .and_then(|(n, b)| Some((n.parse().ok()?, Build::parse(b)?)))
         .unwrap_or_else(|| panic!("{CHILD}={spec:?}: expected <objects>:<one|two|none>"));
-    let snapshot = cluster(n);
+    let snapshot = common::cluster(n);
     let model = counted_dag_build(&snapshot, &Options::default(), build);
     if let Some(m) = &model {
         assert!(!m.vhosts.is_empty(), "the synthetic cluster routes");

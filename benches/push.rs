@@ -30,7 +30,6 @@ use envoy_types::pb::envoy::service::discovery::v3::{
 use sluice::api::ObjKey;
 use sluice::app::Pipeline;
 use sluice::store::Snapshot;
-use sluice::synth::{Shape, snapshot};
 use sluice::translate::ResourceType;
 use sluice::{dag, translate, xds};
 use tokio::sync::{mpsc, watch};
@@ -160,11 +159,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut snap = snapshot(Shape {
-        routing_objects: objects,
-        endpoints_per_service: 5,
-        unrelated_secrets: objects,
-    });
+    let mut snap = common::cluster(objects);
     let pipeline = Pipeline::new(dag::Options::default(), translate::Options::default());
     let dag = pipeline.publish(&snap);
     println!(

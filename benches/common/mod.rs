@@ -14,6 +14,16 @@ pub fn smoke() -> bool {
     !std::env::args().any(|a| a == "--bench")
 }
 
+/// The benchmarks' synthetic cluster (`sluice::synth`) of `n` routing objects: a Service with an
+/// EndpointSlice of 5 endpoints per object, and `n` unrelated Secrets.
+pub fn cluster(n: usize) -> sluice::store::Snapshot {
+    sluice::synth::snapshot(sluice::synth::Shape {
+        routing_objects: n,
+        endpoints_per_service: 5,
+        unrelated_secrets: n,
+    })
+}
+
 /// The value at quantile `q` (0..=1) of unsorted samples (nearest rank).
 pub fn quantile(samples: &[f64], q: f64) -> f64 {
     assert!(!samples.is_empty(), "no samples");
