@@ -304,6 +304,61 @@ async fn route_updates_under_load_give_no_errors_delta() {
     updates_under_load(XdsProtocol::Delta).await;
 }
 
+/// A route configuration far over the size from which resource bodies go out as the snapshot's
+/// own bytes (`xds::wire::SHARED_BODY_MIN`): 400 hosts, ~40 KB. Envoy takes it whole, serves its
+/// first and last host, and then a change of one host in its middle.
+async fn large_route_configuration(protocol: XdsProtocol) {
+    let a = Backend::start("big/a").await;
+    let b = Backend::start("big/b").await;
+    let roots = |changed: &str| {
+        let parts: Vec<String> = (0..400)
+            .map(|i| {
+                let svc = if i == 200 { changed } else { "a" };
+                ingressroute(
+                    "big",
+                    &format!("r{i}"),
+                    &format!("host-{i:03}.big.example.com"),
+                    &format!("  - match: /\n    services: [{{name: {svc}, port: 80}}]\n"),
+                )
+            })
+            .collect();
+        docs(&parts)
+    };
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("big", &[&a, &b])),
+            ("routes.yaml", roots("a")),
+        ],
+        protocol,
+    )
+    .await;
+    h.expect("host-000.big.example.com", "/", &[], "big/a")
+        .await;
+    h.expect("host-399.big.example.com", "/", &[], "big/a")
+        .await;
+    let config = h.admin("/config_dump?resource=dynamic_route_configs").await;
+    assert!(
+        config.len() > 40_000,
+        "{} bytes of route configuration",
+        config.len()
+    );
+    h.write("routes.yaml", &roots("b"));
+    h.expect("host-200.big.example.com", "/", &[], "big/b")
+        .await;
+    h.expect("host-399.big.example.com", "/", &[], "big/a")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_route_configuration_reaches_envoy_sotw() {
+    large_route_configuration(XdsProtocol::Sotw).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_route_configuration_reaches_envoy_delta() {
+    large_route_configuration(XdsProtocol::Delta).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn xds_over_mutual_tls() {
     let a = Backend::start("m/a").await;

@@ -3,21 +3,22 @@
 //! whatever it answers. Snapshots arrive over a `tokio::sync::watch` channel shared by every
 //! stream, so any number of Envoys follow the same state.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-
 use std::task::{Context, Poll};
 
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
+use prost::bytes::Bytes;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::codegen::{BoxFuture, StdError, http};
 use tonic::transport::ServerTlsConfig;
 use tonic::{Request, Status, Streaming};
 
 use super::cache::Snapshot;
 use super::stream::{Mode, Response, Stats, Stream};
-use super::wire::{DeltaResponse, SotwResponse};
+use super::wire::{DeltaResponse, Frames, GrpcMessage, SotwResponse};
 
 /// The ADS service.
 #[derive(Clone)]
@@ -51,7 +52,7 @@ impl AdsServer {
         mut inbound: Streaming<Req>,
         handle: fn(&mut Stream, &Req, &Snapshot) -> Vec<Response>,
         unwrap: fn(Response) -> Option<Resp>,
-    ) -> ReceiverStream<Result<Resp, Status>>
+    ) -> mpsc::Receiver<Result<Resp, Status>>
     where
         Req: Send + 'static,
         Resp: Send + 'static,
@@ -95,7 +96,7 @@ impl AdsServer {
             }
             tracing::info!(node = sm.node(), ?mode, "xDS stream closed");
         });
-        ReceiverStream::new(rx)
+        rx
     }
 }
 
@@ -103,7 +104,7 @@ impl AdsServer {
     fn stream_sotw(
         &self,
         request: Request<Streaming<DiscoveryRequest>>,
-    ) -> ResponseStream<SotwResponse> {
+    ) -> mpsc::Receiver<Result<SotwResponse, Status>> {
         tracing::info!(peer = ?request.remote_addr(), "xDS stream opened (state of the world)");
         self.spawn(
             Mode::Sotw,
@@ -119,7 +120,7 @@ impl AdsServer {
     fn stream_delta(
         &self,
         request: Request<Streaming<DeltaDiscoveryRequest>>,
-    ) -> ResponseStream<DeltaResponse> {
+    ) -> mpsc::Receiver<Result<DeltaResponse, Status>> {
         tracing::info!(peer = ?request.remote_addr(), "xDS stream opened (delta)");
         self.spawn(
             Mode::Delta,
@@ -133,12 +134,12 @@ impl AdsServer {
     }
 }
 
-type ResponseStream<T> = ReceiverStream<Result<T, Status>>;
-
 /// The gRPC service `envoy.service.discovery.v3.AggregatedDiscoveryService` (ADS), both methods.
 /// It is written here rather than generated so that responses go out as [`SotwResponse`] and
-/// [`DeltaResponse`], which encode the snapshot's resources in place: the generated service's
-/// messages would need a copy of every resource per response (docs/xds.md, "Cost per change").
+/// [`DeltaResponse`], which hold the snapshot's resources, in a response body of their own
+/// ([`ResponseBody`]) that sends large resources as the snapshot's bytes: the generated service's
+/// messages would need a copy of every resource per response, and its codec another
+/// (docs/xds.md, "Cost per change").
 #[derive(Clone)]
 pub struct AdsService(AdsServer);
 
@@ -158,31 +159,6 @@ impl tonic::server::NamedService for AdsService {
     const NAME: &'static str = SERVICE_NAME;
 }
 
-struct SotwMethod(AdsServer);
-struct DeltaMethod(AdsServer);
-
-impl tonic::server::StreamingService<DiscoveryRequest> for SotwMethod {
-    type Response = SotwResponse;
-    type ResponseStream = ResponseStream<SotwResponse>;
-    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
-
-    fn call(&mut self, request: Request<Streaming<DiscoveryRequest>>) -> Self::Future {
-        let out = self.0.stream_sotw(request);
-        Box::pin(async move { Ok(tonic::Response::new(out)) })
-    }
-}
-
-impl tonic::server::StreamingService<DeltaDiscoveryRequest> for DeltaMethod {
-    type Response = DeltaResponse;
-    type ResponseStream = ResponseStream<DeltaResponse>;
-    type Future = BoxFuture<tonic::Response<Self::ResponseStream>, Status>;
-
-    fn call(&mut self, request: Request<Streaming<DeltaDiscoveryRequest>>) -> Self::Future {
-        let out = self.0.stream_delta(request);
-        Box::pin(async move { Ok(tonic::Response::new(out)) })
-    }
-}
-
 impl<B> tonic::codegen::Service<http::Request<B>> for AdsService
 where
     B: tonic::codegen::Body + Send + 'static,
@@ -199,19 +175,107 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let server = self.0.clone();
         match req.uri().path() {
-            SOTW_PATH => Box::pin(async move {
-                let codec = tonic_prost::ProstCodec::<SotwResponse, DiscoveryRequest>::default();
-                let mut grpc = tonic::server::Grpc::new(codec);
-                Ok(grpc.streaming(SotwMethod(server), req).await)
-            }),
-            DELTA_PATH => Box::pin(async move {
-                let codec =
-                    tonic_prost::ProstCodec::<DeltaResponse, DeltaDiscoveryRequest>::default();
-                let mut grpc = tonic::server::Grpc::new(codec);
-                Ok(grpc.streaming(DeltaMethod(server), req).await)
-            }),
+            SOTW_PATH => Box::pin(async move { Ok(respond(req, |r| server.stream_sotw(r))) }),
+            DELTA_PATH => Box::pin(async move { Ok(respond(req, |r| server.stream_delta(r))) }),
             _ => Box::pin(async move { Ok(Status::unimplemented("").into_http()) }),
         }
+    }
+}
+
+/// Answers one ADS call: the request body decoded as a stream of `Req` for `open`, whose messages
+/// become the response body ([`ResponseBody`]).
+fn respond<B, Req, Resp>(
+    req: http::Request<B>,
+    open: impl FnOnce(Request<Streaming<Req>>) -> mpsc::Receiver<Result<Resp, Status>>,
+) -> http::Response<tonic::body::Body>
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+    Req: prost::Message + Default + Send + 'static,
+    Resp: GrpcMessage + Send + 'static,
+{
+    if let Some(encoding) = req.headers().get("grpc-encoding")
+        && encoding != "identity"
+    {
+        return Status::unimplemented(format!(
+            "xDS requests compressed with {encoding:?} are not supported: send them uncompressed"
+        ))
+        .into_http();
+    }
+    let (parts, body) = req.into_parts();
+    // tonic's default limit for a received message (4 MiB).
+    let inbound = Streaming::new_request(
+        tonic_prost::ProstDecoder::<Req>::default(),
+        body,
+        None,
+        None,
+    );
+    let request = Request::from_parts(
+        tonic::metadata::MetadataMap::from_headers(parts.headers),
+        parts.extensions,
+        inbound,
+    );
+    let body = ResponseBody {
+        messages: open(request),
+        chunks: VecDeque::new(),
+        done: false,
+    };
+    let mut response = http::Response::new(tonic::body::Body::new(body));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    response
+}
+
+/// The body of an ADS response: each message of the stream's task as the chunks of
+/// [`Frames::of`] (large resource bodies go out as the snapshot holds them, not copied per
+/// client as a codec would), then the trailers with the call's `grpc-status`.
+struct ResponseBody<T> {
+    messages: mpsc::Receiver<Result<T, Status>>,
+    chunks: VecDeque<Bytes>,
+    done: bool,
+}
+
+impl<T: GrpcMessage> http_body::Body for ResponseBody<T> {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Status>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(chunk) = this.chunks.pop_front() {
+                return Poll::Ready(Some(Ok(http_body::Frame::data(chunk))));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            let status = match std::task::ready!(this.messages.poll_recv(cx)) {
+                Some(Ok(message)) => match Frames::of(&message) {
+                    Ok(chunks) => {
+                        this.chunks.extend(chunks);
+                        continue;
+                    }
+                    Err(e) => Status::internal(e.to_string()),
+                },
+                Some(Err(status)) => status,
+                None => Status::ok(""),
+            };
+            this.done = true;
+            let mut trailers = http::HeaderMap::new();
+            if status.add_header(&mut trailers).is_err() {
+                // Only a message that cannot be a header value fails; the code alone then.
+                trailers.insert("grpc-status", http::HeaderValue::from(status.code() as i32));
+            }
+            return Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers))));
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.chunks.is_empty()
     }
 }
 
@@ -269,6 +333,86 @@ mod tests {
         let mut service = super::AdsService::new(super::AdsServer::new(rx, stop));
         let request = http::Request::builder()
             .uri("/envoy.service.discovery.v3.AggregatedDiscoveryService/FetchAggregated")
+            .body(tonic::body::Body::empty())
+            .unwrap();
+        let response = service.call(request).await.unwrap();
+        let code = tonic::Code::Unimplemented as i32;
+        assert_eq!(response.headers()["grpc-status"], code.to_string().as_str());
+    }
+
+    /// Every frame of a response body until it ends: the data joined, then the trailers.
+    async fn frames(
+        mut body: super::ResponseBody<super::DeltaResponse>,
+    ) -> (Vec<u8>, Option<tonic::codegen::http::HeaderMap>) {
+        use http_body_util::BodyExt;
+        let (mut data, mut trailers) = (Vec::new(), None);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.unwrap();
+            assert!(trailers.is_none(), "a frame after the trailers");
+            match frame.into_data() {
+                Ok(chunk) => data.extend_from_slice(&chunk),
+                Err(frame) => trailers = frame.into_trailers().ok(),
+            }
+        }
+        assert!(http_body::Body::is_end_stream(&body));
+        (data, trailers)
+    }
+
+    fn body(
+        messages: Vec<Result<super::DeltaResponse, tonic::Status>>,
+    ) -> super::ResponseBody<super::DeltaResponse> {
+        let (tx, rx) = tokio::sync::mpsc::channel(messages.len().max(1));
+        for m in messages {
+            tx.try_send(m).unwrap();
+        }
+        super::ResponseBody {
+            messages: rx,
+            chunks: Default::default(),
+            done: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_response_body_is_its_messages_then_status_ok() {
+        use prost::Message;
+        let message = |nonce: &str| super::DeltaResponse {
+            nonce: nonce.into(),
+            type_url: "t",
+            ..Default::default()
+        };
+        let (data, trailers) = frames(body(vec![Ok(message("1")), Ok(message("2"))])).await;
+        let mut expected = Vec::new();
+        for m in [message("1"), message("2")] {
+            let bytes = m.encode_to_vec();
+            expected.push(0);
+            expected.extend((bytes.len() as u32).to_be_bytes());
+            expected.extend(bytes);
+        }
+        assert_eq!(data, expected);
+        assert_eq!(trailers.unwrap()["grpc-status"], "0");
+    }
+
+    #[tokio::test]
+    async fn a_response_body_ends_with_the_status_of_an_error() {
+        let failed = tonic::Status::unavailable("shutting down");
+        let (data, trailers) = frames(body(vec![Err(failed)])).await;
+        assert!(data.is_empty());
+        let trailers = trailers.unwrap();
+        let code = tonic::Code::Unavailable as i32;
+        assert_eq!(trailers["grpc-status"], code.to_string().as_str());
+        assert_eq!(trailers["grpc-message"], "shutting%20down");
+    }
+
+    #[tokio::test]
+    async fn a_compressed_request_is_refused() {
+        use std::sync::Arc;
+        use tonic::codegen::{Service, http};
+        let (_snapshots, rx) = tokio::sync::watch::channel(Arc::new(super::Snapshot::default()));
+        let (_shutdown, stop) = tokio::sync::watch::channel(false);
+        let mut service = super::AdsService::new(super::AdsServer::new(rx, stop));
+        let request = http::Request::builder()
+            .uri(super::DELTA_PATH)
+            .header("grpc-encoding", "gzip")
             .body(tonic::body::Body::empty())
             .unwrap();
         let response = service.call(request).await.unwrap();
