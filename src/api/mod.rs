@@ -302,3 +302,27 @@ pub struct Delegate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
+
+// The stored routing objects are `Eq`: their equality is an equivalence (strings, integers,
+// booleans and JSON values, which hold no NaN), and with `Eq` an `Arc` of one compares its
+// pointers before its contents. The store's diffs (`store::each_change`) compare the objects
+// around a changed one: a whole persistent-map leaf of them per change, which without this
+// compared every field of each unchanged neighbour.
+impl Eq for heptio_v1beta1::IngressRoute {}
+impl Eq for contour_v1::IngressRoute {}
+impl Eq for route_v1alpha1::Route {}
+
+#[cfg(test)]
+mod stored_objects_tests {
+    /// Compiles only while the stored kinds are `Eq` (see above).
+    #[test]
+    fn stored_routing_objects_are_eq() {
+        fn eq<T: Eq>() {}
+        eq::<super::heptio_v1beta1::IngressRoute>();
+        eq::<super::contour_v1::IngressRoute>();
+        eq::<super::route_v1alpha1::Route>();
+        eq::<crate::store::ServicePorts>();
+        eq::<crate::store::SliceEndpoints>();
+        eq::<crate::store::TlsSecretData>();
+    }
+}

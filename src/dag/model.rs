@@ -39,7 +39,7 @@ pub struct Dag {
 }
 
 /// One virtual host and its routes.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct VirtualHost {
     pub host: String,
     /// Present when the host is served over HTTPS; HTTP requests then get a 301 to HTTPS except on
@@ -68,7 +68,7 @@ pub struct VhostTls {
 }
 
 /// One route: conditions on the request and what to do with it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Route {
     pub path: PathMatch,
     /// All must hold.
@@ -258,7 +258,7 @@ pub enum UpstreamProtocol {
 }
 
 /// An upstream cluster: one Service port with one set of settings.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Cluster {
     pub name: ClusterName,
