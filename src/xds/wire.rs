@@ -6,7 +6,9 @@
 //! configuration of 6,000 hosts on every routing change. These messages hold the snapshot's
 //! `Arc<Resource>`s instead and encode them in place; the bytes are what prost writes for the
 //! generated messages with the same content (the tests decode them as such). They are only ever
-//! encoded: decoding one skips every field.
+//! encoded: decoding one skips every field. The server sends them as [`Frames::of`] cuts them,
+//! large resource bodies as the snapshot's own bytes, so that not even the gRPC framing copies
+//! them.
 
 use std::sync::Arc;
 
@@ -197,10 +199,10 @@ pub struct TooLarge(pub usize);
 
 impl Frames {
     /// `message` as a gRPC message in chunks: its 5-byte prefix (not compressed, the length) and
-    /// its fields copied, each resource
-    /// body of [`SHARED_BODY_MIN`] bytes or more as the snapshot's own bytes. A push of the HTTP
-    /// route configuration (630 KB at 6,000 hosts) thus copies ~100 bytes per client instead of
-    /// all of it. The chunks, one after the other, are the prefix and `message.encode_to_vec()`.
+    /// its fields copied, each resource body of [`SHARED_BODY_MIN`] bytes or more as the
+    /// snapshot's own bytes. A push of the HTTP route configuration (630 KB at 6,000 hosts) thus
+    /// copies ~100 bytes per client instead of all of it. The chunks, one after the other, are
+    /// the prefix and `message.encode_to_vec()`.
     pub fn of(message: &impl GrpcMessage) -> Result<Vec<Bytes>, TooLarge> {
         let len = message.encoded_len();
         let prefix_len = u32::try_from(len).map_err(|_| TooLarge(len))?;
