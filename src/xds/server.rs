@@ -203,7 +203,7 @@ where
         .into_http();
     }
     let (parts, body) = req.into_parts();
-    // tonic's default limit for a received message (4 MiB).
+    // Requests uncompressed; no limit given: tonic's default for a received message (4 MiB).
     let inbound = Streaming::new_request(
         tonic_prost::ProstDecoder::<Req>::default(),
         body,
