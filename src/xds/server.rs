@@ -324,20 +324,27 @@ pub async fn serve(
 mod tests {
     use tokio_stream::StreamExt;
 
-    #[tokio::test]
-    async fn an_unknown_method_is_unimplemented() {
+    /// The `grpc-status` header of the service's immediate answer to a call with no body.
+    async fn immediate_status(request: tonic::codegen::http::request::Builder) -> String {
         use std::sync::Arc;
-        use tonic::codegen::{Service, http};
+        use tonic::codegen::Service;
         let (_snapshots, rx) = tokio::sync::watch::channel(Arc::new(super::Snapshot::default()));
         let (_shutdown, stop) = tokio::sync::watch::channel(false);
         let mut service = super::AdsService::new(super::AdsServer::new(rx, stop));
-        let request = http::Request::builder()
-            .uri("/envoy.service.discovery.v3.AggregatedDiscoveryService/FetchAggregated")
-            .body(tonic::body::Body::empty())
-            .unwrap();
+        let request = request.body(tonic::body::Body::empty()).unwrap();
         let response = service.call(request).await.unwrap();
+        response.headers()["grpc-status"]
+            .to_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[tokio::test]
+    async fn an_unknown_method_is_unimplemented() {
+        let request = tonic::codegen::http::Request::builder()
+            .uri("/envoy.service.discovery.v3.AggregatedDiscoveryService/FetchAggregated");
         let code = tonic::Code::Unimplemented as i32;
-        assert_eq!(response.headers()["grpc-status"], code.to_string().as_str());
+        assert_eq!(immediate_status(request).await, code.to_string());
     }
 
     /// Every frame of a response body until it ends: the data joined, then the trailers.
@@ -405,19 +412,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_compressed_request_is_refused() {
-        use std::sync::Arc;
-        use tonic::codegen::{Service, http};
-        let (_snapshots, rx) = tokio::sync::watch::channel(Arc::new(super::Snapshot::default()));
-        let (_shutdown, stop) = tokio::sync::watch::channel(false);
-        let mut service = super::AdsService::new(super::AdsServer::new(rx, stop));
-        let request = http::Request::builder()
+        let request = tonic::codegen::http::Request::builder()
             .uri(super::DELTA_PATH)
-            .header("grpc-encoding", "gzip")
-            .body(tonic::body::Body::empty())
-            .unwrap();
-        let response = service.call(request).await.unwrap();
+            .header("grpc-encoding", "gzip");
         let code = tonic::Code::Unimplemented as i32;
-        assert_eq!(response.headers()["grpc-status"], code.to_string().as_str());
+        assert_eq!(immediate_status(request).await, code.to_string());
     }
 
     #[tokio::test]
