@@ -42,13 +42,15 @@ struct Push {
 }
 
 /// A delta ADS client that subscribes to `subscribe` and ACKs every response; each response is
-/// reported on the returned channel.
+/// reported on the returned channel. Like an Envoy started with `sluice bootstrap`, it takes
+/// HTTP/2 frames of up to `XDS_MAX_FRAME_SIZE`.
 async fn client(
     port: u16,
     subscribe: Vec<(ResourceType, Vec<String>)>,
 ) -> mpsc::UnboundedReceiver<Push> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
         .unwrap()
+        .max_frame_size(sluice::cli::bootstrap::XDS_MAX_FRAME_SIZE)
         .connect()
         .await
         .expect("connect to the ADS server");

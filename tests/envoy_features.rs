@@ -4,6 +4,7 @@
 mod envoy_support;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -306,7 +307,9 @@ async fn route_updates_under_load_give_no_errors_delta() {
 
 /// A route configuration far over the size from which resource bodies go out as the snapshot's
 /// own bytes (`xds::wire::SHARED_BODY_MIN`): 400 hosts, ~40 KB. Envoy takes it whole, serves its
-/// first and last host, and then a change of one host in its middle.
+/// first and last host, and then a change of one host in its middle. It goes out in DATA frames
+/// larger than HTTP/2's default of 16 KiB, which Envoy takes because sluice's bootstrap has it
+/// announce a larger SETTINGS_MAX_FRAME_SIZE.
 async fn large_route_configuration(protocol: XdsProtocol) {
     let a = Backend::start("big/a").await;
     let b = Backend::start("big/b").await;
@@ -324,7 +327,7 @@ async fn large_route_configuration(protocol: XdsProtocol) {
             .collect();
         docs(&parts)
     };
-    let h = Harness::start(
+    let h = Harness::start_relayed(
         &[
             ("svc.yaml", services("big", &[&a, &b])),
             ("routes.yaml", roots("a")),
@@ -347,6 +350,15 @@ async fn large_route_configuration(protocol: XdsProtocol) {
         .await;
     h.expect("host-399.big.example.com", "/", &[], "big/a")
         .await;
+    let largest = h
+        .largest_xds_data_frame
+        .as_ref()
+        .unwrap()
+        .load(Ordering::Relaxed);
+    assert!(
+        largest > 16_384 && largest <= sluice::cli::bootstrap::XDS_MAX_FRAME_SIZE,
+        "largest DATA frame to Envoy: {largest} bytes"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

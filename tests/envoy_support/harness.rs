@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice::app::standalone::{StandaloneConfig, run};
@@ -27,6 +29,79 @@ pub struct Harness {
     sluice: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     cfg: StandaloneConfig,
     client: reqwest::Client,
+    /// With [`Harness::start_relayed`]: the length of the largest HTTP/2 DATA frame sluice's xDS
+    /// server has sent Envoy so far.
+    pub largest_xds_data_frame: Option<Arc<AtomicU32>>,
+}
+
+/// Relays each connection `listener` accepts to 127.0.0.1:`to`, both ways, and records in
+/// `largest` the length of the largest HTTP/2 DATA frame coming back from `to` (an HTTP/2
+/// server: its bytes are frames from the first on).
+async fn relay(listener: tokio::net::TcpListener, to: u16, largest: Arc<AtomicU32>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    while let Ok((inbound, _)) = listener.accept().await {
+        let largest = largest.clone();
+        tokio::spawn(async move {
+            let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", to)).await else {
+                return;
+            };
+            let (mut from_client, mut to_client) = inbound.into_split();
+            let (mut from_server, mut to_server) = outbound.into_split();
+            let up = async {
+                let _ = tokio::io::copy(&mut from_client, &mut to_server).await;
+                let _ = to_server.shutdown().await;
+            };
+            let down = async {
+                let mut frames = FrameHeaders::default();
+                let mut buf = vec![0u8; 64 << 10];
+                while let Ok(n @ 1..) = from_server.read(&mut buf).await {
+                    frames.feed(&buf[..n], |kind, len| {
+                        if kind == 0 {
+                            largest.fetch_max(len, Ordering::Relaxed);
+                        }
+                    });
+                    if to_client.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = to_client.shutdown().await;
+            };
+            tokio::join!(up, down);
+        });
+    }
+}
+
+/// Reads the 9-byte frame headers of an HTTP/2 byte stream fed in arbitrary pieces.
+#[derive(Default)]
+struct FrameHeaders {
+    head: Vec<u8>,
+    /// Payload bytes of the current frame still to pass.
+    skip: usize,
+}
+
+impl FrameHeaders {
+    /// Feeds the next bytes; `each(type, length)` is called for every frame header completed.
+    fn feed(&mut self, mut bytes: &[u8], mut each: impl FnMut(u8, u32)) {
+        while !bytes.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(bytes.len());
+                self.skip -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (9 - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if let [a, b, c, kind, ..] = self.head[..]
+                && self.head.len() == 9
+            {
+                let len = u32::from_be_bytes([0, a, b, c]);
+                each(kind, len);
+                self.skip = len as usize;
+                self.head.clear();
+            }
+        }
+    }
 }
 
 /// What a request got: the backend's name for a 200, else the status (and Location for redirects).
@@ -55,13 +130,33 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
     ) -> Harness {
-        Self::start_full(files, protocol, dag_options, false).await
+        Self::start_full(files, protocol, dag_options, false, false).await
+    }
+
+    /// [`Harness::start`] with Envoy's xDS connection passing through a relay that reads the
+    /// HTTP/2 frames sluice sends ([`Harness::largest_xds_data_frame`]).
+    pub async fn start_relayed(files: &[(&str, String)], protocol: XdsProtocol) -> Harness {
+        Self::start_full(
+            files,
+            protocol,
+            sluice::dag::Options::default(),
+            false,
+            true,
+        )
+        .await
     }
 
     /// [`Harness::start`] with xDS over mutual TLS (a CA, a server and a client certificate
     /// generated for the test).
     pub async fn start_mtls(files: &[(&str, String)], protocol: XdsProtocol) -> Harness {
-        Self::start_full(files, protocol, sluice::dag::Options::default(), true).await
+        Self::start_full(
+            files,
+            protocol,
+            sluice::dag::Options::default(),
+            true,
+            false,
+        )
+        .await
     }
 
     async fn start_full(
@@ -69,6 +164,7 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
         mtls: bool,
+        relayed: bool,
     ) -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -105,8 +201,19 @@ impl Harness {
             metrics_address: None,
         };
         let (stop, sluice) = spawn_sluice(cfg.clone());
+        let (envoy_xds_port, largest_xds_data_frame) = if relayed {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind the xDS relay");
+            let port = listener.local_addr().expect("relay address").port();
+            let largest = Arc::new(AtomicU32::new(0));
+            tokio::spawn(relay(listener, xds_port, largest.clone()));
+            (port, Some(largest))
+        } else {
+            (xds_port, None)
+        };
         let bootstrap = build_bootstrap(&BootstrapArgs {
-            xds_address: format!("127.0.0.1:{xds_port}"),
+            xds_address: format!("127.0.0.1:{envoy_xds_port}"),
             out: dir.path().join("bootstrap.json"),
             xds_ca: pki.as_ref().map(|p| p.ca.clone()),
             xds_cert: pki.as_ref().map(|p| p.client_cert.clone()),
@@ -154,6 +261,7 @@ impl Harness {
             sluice: Some(sluice),
             cfg,
             client,
+            largest_xds_data_frame,
         };
         h.validate_snapshot();
         h.wait_ready().await;
