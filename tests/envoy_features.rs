@@ -309,8 +309,9 @@ async fn route_updates_under_load_give_no_errors_delta() {
 /// own bytes (`xds::wire::SHARED_BODY_MIN`): 400 hosts, ~40 KB. Envoy takes it whole, serves its
 /// first and last host, and then a change of one host in its middle. It goes out in DATA frames
 /// larger than HTTP/2's default of 16 KiB, which Envoy takes because sluice's bootstrap has it
-/// announce a larger SETTINGS_MAX_FRAME_SIZE.
-async fn large_route_configuration(protocol: XdsProtocol) {
+/// announce a larger SETTINGS_MAX_FRAME_SIZE (seen through a relay on plain TCP; over mutual
+/// TLS the same frames are cut into TLS records).
+async fn large_route_configuration(protocol: XdsProtocol, link: XdsLink) {
     let a = Backend::start("big/a").await;
     let b = Backend::start("big/b").await;
     let roots = |changed: &str| {
@@ -327,14 +328,14 @@ async fn large_route_configuration(protocol: XdsProtocol) {
             .collect();
         docs(&parts)
     };
-    let h = Harness::start_relayed(
-        &[
-            ("svc.yaml", services("big", &[&a, &b])),
-            ("routes.yaml", roots("a")),
-        ],
-        protocol,
-    )
-    .await;
+    let files = [
+        ("svc.yaml", services("big", &[&a, &b])),
+        ("routes.yaml", roots("a")),
+    ];
+    let h = match link {
+        XdsLink::Relayed => Harness::start_relayed(&files, protocol).await,
+        XdsLink::Mtls => Harness::start_mtls(&files, protocol).await,
+    };
     h.expect("host-000.big.example.com", "/", &[], "big/a")
         .await;
     h.expect("host-399.big.example.com", "/", &[], "big/a")
@@ -350,6 +351,9 @@ async fn large_route_configuration(protocol: XdsProtocol) {
         .await;
     h.expect("host-399.big.example.com", "/", &[], "big/a")
         .await;
+    if link == XdsLink::Mtls {
+        return;
+    }
     let largest = h
         .largest_xds_data_frame
         .as_ref()
@@ -363,12 +367,26 @@ async fn large_route_configuration(protocol: XdsProtocol) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_route_configuration_reaches_envoy_sotw() {
-    large_route_configuration(XdsProtocol::Sotw).await;
+    large_route_configuration(XdsProtocol::Sotw, XdsLink::Relayed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_route_configuration_reaches_envoy_delta() {
-    large_route_configuration(XdsProtocol::Delta).await;
+    large_route_configuration(XdsProtocol::Delta, XdsLink::Relayed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_route_configuration_reaches_envoy_over_mtls() {
+    large_route_configuration(XdsProtocol::Delta, XdsLink::Mtls).await;
+}
+
+/// How a test carries Envoy's xDS connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum XdsLink {
+    /// Plain TCP through a relay that reads the HTTP/2 frames sluice sends.
+    Relayed,
+    /// Mutual TLS, as `Harness::start_mtls` sets it up.
+    Mtls,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
