@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use envoy_support::backend::Backend;
-use envoy_support::harness::{Harness, docs, service, slice};
+use envoy_support::harness::{Harness, XdsLink, docs, service, slice};
 use sluice::cli::bootstrap::XdsProtocol;
 
 fn ingressroute(ns: &str, name: &str, fqdn: &str, routes: &str) -> String {
@@ -306,7 +306,7 @@ async fn route_updates_under_load_give_no_errors_delta() {
 }
 
 /// A route configuration far over the size from which resource bodies go out as the snapshot's
-/// own bytes (`xds::wire::SHARED_BODY_MIN`): 400 hosts, ~40 KB. Envoy takes it whole, serves its
+/// own bytes (`xds::wire::SHARED_BODY_MIN`): 400 hosts, ~29 KB. Envoy takes it whole, serves its
 /// first and last host, and then a change of one host in its middle. It goes out in DATA frames
 /// larger than HTTP/2's default of 16 KiB, which Envoy takes because sluice's bootstrap has it
 /// announce a larger SETTINGS_MAX_FRAME_SIZE (seen through a relay on plain TCP; over mutual
@@ -332,10 +332,7 @@ async fn large_route_configuration(protocol: XdsProtocol, link: XdsLink) {
         ("svc.yaml", services("big", &[&a, &b])),
         ("routes.yaml", roots("a")),
     ];
-    let h = match link {
-        XdsLink::Relayed => Harness::start_relayed(&files, protocol).await,
-        XdsLink::Mtls => Harness::start_mtls(&files, protocol).await,
-    };
+    let h = Harness::start_over(&files, protocol, link).await;
     h.expect("host-000.big.example.com", "/", &[], "big/a")
         .await;
     h.expect("host-399.big.example.com", "/", &[], "big/a")
@@ -351,13 +348,12 @@ async fn large_route_configuration(protocol: XdsProtocol, link: XdsLink) {
         .await;
     h.expect("host-399.big.example.com", "/", &[], "big/a")
         .await;
-    if link == XdsLink::Mtls {
+    // Only a relay sees the frames.
+    if link != XdsLink::Relayed {
         return;
     }
-    let largest = h
-        .largest_xds_data_frame
-        .as_ref()
-        .unwrap()
+    let largest = (h.largest_xds_data_frame.as_ref())
+        .expect("a relayed harness reads the frames")
         .load(Ordering::Relaxed);
     assert!(
         largest > 16_384 && largest <= sluice::cli::bootstrap::XDS_MAX_FRAME_SIZE,
@@ -378,15 +374,6 @@ async fn a_large_route_configuration_reaches_envoy_delta() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_route_configuration_reaches_envoy_over_mtls() {
     large_route_configuration(XdsProtocol::Delta, XdsLink::Mtls).await;
-}
-
-/// How a test carries Envoy's xDS connection.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum XdsLink {
-    /// Plain TCP through a relay that reads the HTTP/2 frames sluice sends.
-    Relayed,
-    /// Mutual TLS, as `Harness::start_mtls` sets it up.
-    Mtls,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,9 +29,21 @@ pub struct Harness {
     sluice: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     cfg: StandaloneConfig,
     client: reqwest::Client,
-    /// With [`Harness::start_relayed`]: the length of the largest HTTP/2 DATA frame sluice's xDS
+    /// With [`XdsLink::Relayed`]: the length of the largest HTTP/2 DATA frame sluice's xDS
     /// server has sent Envoy so far.
     pub largest_xds_data_frame: Option<Arc<AtomicU32>>,
+}
+
+/// How a harness carries Envoy's xDS connection to sluice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdsLink {
+    /// Plain TCP, straight to sluice.
+    Direct,
+    /// Plain TCP through a relay that reads the HTTP/2 frames sluice sends
+    /// ([`Harness::largest_xds_data_frame`]).
+    Relayed,
+    /// Mutual TLS (a CA, a server and a client certificate generated for the test).
+    Mtls,
 }
 
 /// Relays each connection `listener` accepts to 127.0.0.1:`to`, both ways, and records in
@@ -130,45 +142,33 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
     ) -> Harness {
-        Self::start_full(files, protocol, dag_options, false, false).await
+        Self::start_full(files, protocol, dag_options, XdsLink::Direct).await
     }
 
-    /// [`Harness::start`] with Envoy's xDS connection passing through a relay that reads the
-    /// HTTP/2 frames sluice sends ([`Harness::largest_xds_data_frame`]).
-    pub async fn start_relayed(files: &[(&str, String)], protocol: XdsProtocol) -> Harness {
-        Self::start_full(
-            files,
-            protocol,
-            sluice::dag::Options::default(),
-            false,
-            true,
-        )
-        .await
+    /// [`Harness::start`] with Envoy's xDS connection carried as `link` says.
+    pub async fn start_over(
+        files: &[(&str, String)],
+        protocol: XdsProtocol,
+        link: XdsLink,
+    ) -> Harness {
+        Self::start_full(files, protocol, sluice::dag::Options::default(), link).await
     }
 
     /// [`Harness::start`] with xDS over mutual TLS (a CA, a server and a client certificate
     /// generated for the test).
     pub async fn start_mtls(files: &[(&str, String)], protocol: XdsProtocol) -> Harness {
-        Self::start_full(
-            files,
-            protocol,
-            sluice::dag::Options::default(),
-            true,
-            false,
-        )
-        .await
+        Self::start_over(files, protocol, XdsLink::Mtls).await
     }
 
     async fn start_full(
         files: &[(&str, String)],
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
-        mtls: bool,
-        relayed: bool,
+        link: XdsLink,
     ) -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
-        let pki = mtls.then(|| write_pki(dir.path()));
+        let pki = (link == XdsLink::Mtls).then(|| write_pki(dir.path()));
         let xds_tls = pki.as_ref().map(|p| {
             sluice::app::standalone::build_xds_tls(
                 Some(&p.ca),
@@ -201,7 +201,7 @@ impl Harness {
             metrics_address: None,
         };
         let (stop, sluice) = spawn_sluice(cfg.clone());
-        let (envoy_xds_port, largest_xds_data_frame) = if relayed {
+        let (envoy_xds_port, largest_xds_data_frame) = if link == XdsLink::Relayed {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .expect("bind the xDS relay");
