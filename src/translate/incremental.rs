@@ -32,9 +32,8 @@ use super::{
     fill_load_assignment, https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
-use crate::xds::cache::{
-    Body, Edit, Resource, ResourceName, Snapshot, TypeSnapshot, large_content_hasher,
-};
+use crate::xds::cache::{Body, Edit, Resource, ResourceName, Snapshot, TypeSnapshot};
+use crate::xds::content;
 
 /// Field number of `RouteConfiguration.virtual_hosts`.
 const VIRTUAL_HOSTS_FIELD: u32 = 2;
@@ -60,38 +59,24 @@ struct Prev {
 /// host (field key, length, encoded `VirtualHost`) in the order of their names, which is the
 /// configuration's order: a host's own, named after the host, and the shared
 /// [`route::HTTPS_REDIRECT_VHOST`]. A change of a few hosts is spliced into the previous bytes: the bytes
-/// between changed hosts are copied in runs, not encoded or assembled again, and the content hash
-/// resumes from a copy of the hasher taken before the first changed byte.
-#[derive(Debug)]
+/// between changed hosts are copied in runs, not encoded or assembled again. The content hash
+/// is made of the hashes of groups of entries ([`content`]); the layout keeps them, and a change
+/// hashes again only the groups that hold changed hosts.
+#[derive(Debug, Default)]
 struct Layout {
     entries: Vec<Entry>,
     /// The length of the bytes described (the head and every entry).
     len: usize,
-    /// The content hasher of the configuration ([`large_content_hasher`]) after each multiple of
-    /// `every` bytes: `checkpoints[i]` has been fed the first `(i + 1) * every` bytes.
-    checkpoints: Vec<blake3::Hasher>,
-    every: usize,
+    /// The hash of the last group, after the last entry that ends one (of the head and the
+    /// entries after it); None when not computed yet.
+    tail: Option<[u8; 32]>,
+    /// Bytes of groups hashed so far (the tests count them).
+    #[cfg(test)]
+    hashed: usize,
     /// The hosts that are domains of the shared [`route::HTTPS_REDIRECT_VHOST`], in the model's
     /// order ([`route::redirects_everything`]).
     redirected: BTreeSet<String>,
 }
-
-impl Default for Layout {
-    fn default() -> Self {
-        Layout {
-            entries: Vec::new(),
-            len: 0,
-            checkpoints: Vec::new(),
-            every: CHECKPOINT_EVERY,
-            redirected: BTreeSet::new(),
-        }
-    }
-}
-
-/// Bytes of the HTTP route configuration's content hash between two copies of its hasher: a
-/// change hashes at most this much of what comes before it again (a copy of the hasher is
-/// ~2 KB). Smaller pieces cost BLAKE3 more per byte (16 KiB: +10–25% over one pass).
-const CHECKPOINT_EVERY: usize = 64 << 10;
 
 /// Up to this many changed hosts are applied to the layout in place; more are merged into a new
 /// one in a single pass.
@@ -105,6 +90,10 @@ struct Entry {
     len: usize,
     /// The length of the body (the encoded `VirtualHost`), the last bytes of the entry.
     body: usize,
+    /// Whether the entry ends a group of the content hash ([`content::ends_group`]).
+    ends_group: bool,
+    /// The hash of the group the entry ends, once computed.
+    group: Option<Box<[u8; 32]>>,
 }
 
 impl Entry {
@@ -119,11 +108,14 @@ fn write_entry(out: &mut Vec<u8>, host: String, body: &[u8]) -> Entry {
     encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, out);
     encode_varint(body.len() as u64, out);
     out.extend_from_slice(body);
+    let len = out.len() - start;
     Entry {
         host: host.into_boxed_str(),
         start,
-        len: out.len() - start,
+        len,
         body: body.len(),
+        ends_group: content::ends_group(body, len),
+        group: None,
     }
 }
 
@@ -156,33 +148,93 @@ impl Layout {
 
     /// `old` (the configuration this layout describes, named `name`) with `edits` applied: a host
     /// with bytes is put (added or replaced), a host with None removed. The layout then describes
-    /// the result; the returned hasher has been fed all of it ([`Resource::with_large_hash`]).
+    /// the result; also returned is its content digest ([`Resource::with_large_digest`]).
     fn splice(
         &mut self,
         name: &str,
         old: &[u8],
         edits: BTreeMap<String, Option<Vec<u8>>>,
-    ) -> (Vec<u8>, blake3::Hasher) {
+    ) -> (Vec<u8>, [u8; 32]) {
         let head = self.entries.first().map_or(old.len(), |e| e.start);
         let added: usize = edits.values().flatten().map(|b| b.len() + 8).sum();
         let mut out = Vec::with_capacity(old.len() + added);
         // Where each edit falls among the old entries (edits are in host order, as entries are).
         let places: Vec<(usize, bool)> = edits.keys().map(|h| self.place(h)).collect();
-        // Everything before the first edit is unchanged, and so is the hash that far.
-        let unchanged = places
-            .first()
-            .map_or(old.len(), |&(i, _)| self.start_of(i, head));
-        if edits.len() <= IN_PLACE_EDITS {
-            self.splice_in_place(old, head, &mut out, edits, &places);
+        let touched = if edits.len() <= IN_PLACE_EDITS {
+            self.splice_in_place(old, head, &mut out, edits, &places)
         } else {
-            self.merge(old, head, &mut out, edits, places);
+            self.merge(old, head, &mut out, edits, places)
+        };
+        for at in touched {
+            self.touched(at);
         }
         self.len = out.len();
-        let hasher = self.hash_from(name, &out, unchanged);
-        (out, hasher)
+        let digest = self.digest(name, &out);
+        (out, digest)
+    }
+
+    /// An entry was put at `at`, or removed from before it: the group that holds the entry now
+    /// at `at` is hashed again, and so is the next one when that entry ends its group (an entry
+    /// that ends a group moves where the next group starts).
+    fn touched(&mut self, at: usize) {
+        if self.forget_group_of(at) == Some(at) {
+            self.forget_group_of(at + 1);
+        }
+    }
+
+    /// Forgets the hash of the group that holds entry `at` (or would, past the last entry): the
+    /// group of the first entry from `at` on that ends one, or the last group. Returns the index
+    /// of that entry.
+    fn forget_group_of(&mut self, at: usize) -> Option<usize> {
+        let rest = self.entries.get_mut(at..).unwrap_or_default();
+        match rest.iter_mut().position(|e| e.ends_group) {
+            Some(i) => {
+                rest[i].group = None;
+                Some(at + i)
+            }
+            None => {
+                self.tail = None;
+                None
+            }
+        }
+    }
+
+    /// The content digest of `bytes` (the configuration this layout describes, named `name`),
+    /// hashing the groups whose hashes are not known.
+    fn digest(&mut self, name: &str, bytes: &[u8]) -> [u8; 32] {
+        let mut digest = content::Digest::new(name);
+        let mut start = 0;
+        for e in &mut self.entries {
+            if e.ends_group {
+                let end = e.end();
+                let group = e.group.get_or_insert_with(|| {
+                    #[cfg(test)]
+                    {
+                        self.hashed += end - start;
+                    }
+                    Box::new(content::group_digest(&bytes[start..end]))
+                });
+                digest.group(group);
+                start = end;
+            }
+        }
+        if start < bytes.len() {
+            let tail = self.tail.get_or_insert_with(|| {
+                #[cfg(test)]
+                {
+                    self.hashed += bytes.len() - start;
+                }
+                content::group_digest(&bytes[start..])
+            });
+            digest.group(tail);
+        } else {
+            self.tail = None;
+        }
+        digest.finish()
     }
 
     /// Copies the bytes between edits in one run each, then updates the entries where they are.
+    /// Returns where the edits are among the new entries ([`Layout::touched`]).
     fn splice_in_place(
         &mut self,
         old: &[u8],
@@ -190,9 +242,10 @@ impl Layout {
         out: &mut Vec<u8>,
         edits: BTreeMap<String, Option<Vec<u8>>>,
         places: &[(usize, bool)],
-    ) {
+    ) -> Vec<usize> {
         let mut cursor = 0;
         let mut written = Vec::with_capacity(edits.len());
+        let puts: Vec<bool> = edits.values().map(Option::is_some).collect();
         for ((host, edit), &(i, found)) in edits.into_iter().zip(places) {
             let at = self.start_of(i, head);
             out.extend_from_slice(&old[cursor..at]);
@@ -222,9 +275,22 @@ impl Layout {
                 at += e.len;
             }
         }
+        // Each edit's old index, moved by the entries added and removed before it.
+        let mut shift = 0isize;
+        let mut touched = Vec::with_capacity(places.len());
+        for (put, &(i, found)) in puts.into_iter().zip(places) {
+            touched.push(i.saturating_add_signed(shift));
+            match (put, found) {
+                (true, false) => shift += 1,
+                (false, true) => shift -= 1,
+                _ => {}
+            }
+        }
+        touched
     }
 
     /// Builds the entries again in one pass: the old ones moved over, the edits merged in.
+    /// Returns where the edits are among the new entries ([`Layout::touched`]).
     fn merge(
         &mut self,
         old: &[u8],
@@ -232,47 +298,27 @@ impl Layout {
         out: &mut Vec<u8>,
         edits: BTreeMap<String, Option<Vec<u8>>>,
         places: Vec<(usize, bool)>,
-    ) {
+    ) -> Vec<usize> {
         out.extend_from_slice(&old[..head]);
         let mut kept = std::mem::take(&mut self.entries)
             .into_iter()
             .enumerate()
             .peekable();
         let mut entries = Vec::with_capacity(kept.len() + edits.len());
+        let mut touched = Vec::with_capacity(edits.len());
         for ((host, edit), (at, found)) in edits.into_iter().zip(places) {
             carry(old, out, &mut kept, &mut entries, at);
             if found {
                 kept.next();
             }
+            touched.push(entries.len());
             if let Some(body) = edit {
                 entries.push(write_entry(out, host, &body));
             }
         }
         carry(old, out, &mut kept, &mut entries, usize::MAX);
         self.entries = entries;
-    }
-
-    /// The content hasher fed with all of `bytes`, resuming from the last copy taken within the
-    /// first `unchanged` bytes (the same as in the previous configuration), and keeping copies
-    /// from there on. Copies are taken where the hasher's input (name, separator, bytes) reaches a
-    /// multiple of `every`: BLAKE3 hashes whole 1 KiB chunks many at a time, and input split
-    /// elsewhere would cost it up to three times as much.
-    fn hash_from(&mut self, name: &str, bytes: &[u8], unchanged: usize) -> blake3::Hasher {
-        let prefix = name.len() + 1;
-        self.checkpoints.truncate((unchanged + prefix) / self.every);
-        let (mut hasher, mut at) = match self.checkpoints.last() {
-            Some(h) => (h.clone(), self.checkpoints.len() * self.every - prefix),
-            None => (large_content_hasher(name), 0),
-        };
-        let mut next = (self.checkpoints.len() + 1) * self.every - prefix;
-        while next <= bytes.len() {
-            hasher.update(&bytes[at..next]);
-            self.checkpoints.push(hasher.clone());
-            at = next;
-            next += self.every;
-        }
-        hasher.update(&bytes[at..]);
-        hasher
+        touched
     }
 }
 
@@ -490,7 +536,7 @@ impl Encoder {
             }
         }
         if !http_edits.is_empty() || !routes.has(HTTP_ROUTE_CONFIG) {
-            let (bytes, hasher) = layout.splice(HTTP_ROUTE_CONFIG, old_http, http_edits);
+            let (bytes, digest) = layout.splice(HTTP_ROUTE_CONFIG, old_http, http_edits);
             if reset
                 && routes
                     .get(HTTP_ROUTE_CONFIG)
@@ -499,7 +545,7 @@ impl Encoder {
                 // Rebuilt from nothing, and the same as before.
             } else {
                 // Different entries make different bytes: no need to compare them.
-                routes.put_hashed(HTTP_ROUTE_CONFIG, bytes, &hasher);
+                routes.put_hashed(HTTP_ROUTE_CONFIG, bytes, &digest);
             }
         }
 
@@ -760,10 +806,10 @@ impl<'p> Patch<'p> {
     }
 
     /// Adds or replaces a resource the caller knows to differ from the one held, with the
-    /// content hasher it fed `value` to.
-    fn put_hashed(&mut self, name: &str, value: Vec<u8>, hasher: &blake3::Hasher) {
+    /// content digest it computed of `value` ([`Resource::with_large_digest`]).
+    fn put_hashed(&mut self, name: &str, value: Vec<u8>, digest: &[u8; 32]) {
         let body = Body::new(self.t, value);
-        let resource = Resource::with_large_hash(name, body, hasher);
+        let resource = Resource::with_large_digest(name, body, digest);
         self.edit().insert(Arc::new(resource));
     }
 

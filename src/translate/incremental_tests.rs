@@ -137,33 +137,40 @@ fn assembled(hosts: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
     config.encode_to_vec()
 }
 
+/// An encoded `VirtualHost` named `host` with `n` domains (bodies from ~10 to ~300 bytes:
+/// length varints of one and two bytes).
+fn vhost(host: &str, n: usize) -> Vec<u8> {
+    envoy_types::pb::envoy::config::route::v3::VirtualHost {
+        name: host.to_string(),
+        domains: (0..n).map(|i| format!("{host}-{i}")).collect(),
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// How many groups of the content hash the layout's entries make.
+fn groups(layout: &Layout) -> usize {
+    layout.entries.iter().filter(|e| e.ends_group).count() + 1
+}
+
 #[test]
-fn a_splice_makes_the_bytes_an_assembly_from_nothing_makes() {
-    let vhost = |host: &str, n: usize| {
-        envoy_types::pb::envoy::config::route::v3::VirtualHost {
-            name: host.to_string(),
-            // Bodies from 1 to ~300 bytes: length varints of one and two bytes.
-            domains: (0..n).map(|i| format!("{host}-{i}")).collect(),
-            ..Default::default()
-        }
-        .encode_to_vec()
-    };
+fn a_splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes() {
     let mut rng = Rng(0x5eed_0000_5011_ce00);
     let mut want: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    // Copies of the hasher every 512 bytes: resuming from them is exercised too.
-    let mut layout = Layout {
-        every: 512,
-        ..Layout::default()
-    };
+    let mut layout = Layout::default();
     let mut bytes = http_route_config_head();
     for step in 0..300 {
         // Edits at random places: first, last, middle, new hosts, removals; a few at a time
-        // (in place), and now and then many (merged).
+        // (in place), and now and then many (merged). The first step puts most hosts.
         let mut edits = BTreeMap::new();
-        let n = if step % 10 == 9 { 40 } else { 1 + rng.below(4) };
+        let n = match step {
+            0 => 1_000,
+            _ if step % 10 == 9 => 40,
+            _ => 1 + rng.below(4),
+        };
         for _ in 0..n {
-            let host = format!("h{:02}", rng.below(60));
-            if rng.below(3) == 0 {
+            let host = format!("h{:04}", rng.below(1_200));
+            if step > 0 && rng.below(3) == 0 {
                 if want.remove(&host).is_some() {
                     edits.insert(host, None);
                 }
@@ -173,13 +180,15 @@ fn a_splice_makes_the_bytes_an_assembly_from_nothing_makes() {
                 edits.insert(host, Some(body));
             }
         }
-        let hasher;
-        (bytes, hasher) = layout.splice("config", &bytes, edits);
+        let digest;
+        (bytes, digest) = layout.splice("config", &bytes, edits);
         assert!(bytes == assembled(&want), "step {step}: the bytes");
         assert_eq!(layout.len, bytes.len());
-        let mut fresh = large_content_hasher("config");
-        fresh.update(&bytes);
-        assert_eq!(hasher.finalize(), fresh.finalize(), "step {step}: the hash");
+        assert_eq!(
+            digest,
+            content::large_digest("config", &bytes),
+            "step {step}: the digest"
+        );
         for (host, body) in &want {
             assert_eq!(
                 layout.body(&bytes, host),
@@ -188,6 +197,53 @@ fn a_splice_makes_the_bytes_an_assembly_from_nothing_makes() {
             );
         }
         assert_eq!(layout.entries.len(), want.len());
+        // Enough bytes for groups to matter: ~100 KB in ~6 groups.
+        assert!(
+            groups(&layout) >= 3,
+            "step {step}: {} groups",
+            groups(&layout)
+        );
+    }
+}
+
+#[test]
+fn a_change_of_a_host_hashes_only_its_group_again() {
+    let mut layout = Layout::default();
+    let hosts = |range: std::ops::Range<usize>, n: usize| -> BTreeMap<String, Option<Vec<u8>>> {
+        range
+            .map(|i| {
+                let host = format!("host-{i:05}.example.com");
+                let body = vhost(&host, n);
+                (host, Some(body))
+            })
+            .collect()
+    };
+    let (mut bytes, _) = layout.splice("config", &http_route_config_head(), hosts(0..6_000, 3));
+    let total = bytes.len();
+    assert!(total > 500_000 && groups(&layout) > 20, "{total} bytes");
+    // The first host, the last, one in the middle; one changed, one added, one removed.
+    let mut edits = vec![
+        hosts(0..1, 4),
+        hosts(5_999..6_000, 4),
+        hosts(3_000..3_001, 4),
+    ];
+    edits.push(hosts(6_000..6_001, 3));
+    edits.push(BTreeMap::from([(
+        "host-02000.example.com".to_string(),
+        None,
+    )]));
+    for edit in edits {
+        layout.hashed = 0;
+        let digest;
+        (bytes, digest) = layout.splice("config", &bytes, edit.clone());
+        assert_eq!(digest, content::large_digest("config", &bytes), "{edit:?}");
+        // One group of ~16 KiB, two when the changed host moved where a group ends.
+        assert!(
+            layout.hashed < 4 * content::GROUP_BYTES as usize,
+            "{} of {total} bytes hashed again for {:?}",
+            layout.hashed,
+            edit.keys()
+        );
     }
 }
 

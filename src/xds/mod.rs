@@ -2,6 +2,7 @@
 //! the ADS gRPC server that moves messages between Envoys and the state machine.
 
 pub mod cache;
+pub(crate) mod content;
 pub mod server;
 pub mod stream;
 pub mod wire;

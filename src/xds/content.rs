@@ -1,0 +1,283 @@
+//! The content hash of a large resource, in groups of its top-level fields.
+//!
+//! A resource's version is a hash of its name and bytes, so that the same content gets the same
+//! version in every sluice process. The HTTP route configuration holds every host (630 KB at
+//! 6,000 hosts) and changes with any of them; hashed as one run of bytes, a change of one host
+//! hashed everything after it again. Hashed here, it is cut into groups of whole top-level
+//! fields (a route configuration's virtual hosts), each group hashed alone, and the version is
+//! the hash of the name and the groups' hashes in order. Where a group ends depends only on the
+//! field that ends it, never on where the field is: a host added or removed shifts the bytes
+//! after it but leaves the groups after its own as they were, so the encoder, which keeps each
+//! group's hash ([`crate::translate::incremental`]), hashes again only the group of a changed
+//! host (~16 KiB) and the list of group hashes (32 bytes per group).
+//!
+//! The digest is a function of the name and the bytes alone: an encoder that keeps group
+//! hashes and [`large_digest`] over the same bytes agree (the encoder's tests compare them). Two
+//! different byte strings with equal digests would need two different lists of group hashes
+//! with equal BLAKE3 hashes, or two different groups with equal hashes.
+
+/// The size a group ends at, on average: a field of `n` bytes ends its group with a chance of
+/// `n` in this many, so groups hold about this many bytes whatever the fields' sizes (a field
+/// at least this large always ends one). BLAKE3 hashes 16 of its 1 KiB chunks at a time.
+pub(crate) const GROUP_BYTES: u64 = 16 << 10;
+
+/// Bytes at the start of a field's value that decide whether it ends a group. A virtual host
+/// begins with its name: a change of its routes rarely moves a group's end.
+const DECIDING_BYTES: usize = 32;
+
+/// Whether a top-level field (other than the first) ends its group: `value` is its value (for a
+/// length-delimited field, the bytes after the length), `field_len` the length of the whole
+/// field (key, length and value).
+pub(crate) fn ends_group(value: &[u8], field_len: usize) -> bool {
+    // FNV-1a, then the finalizer of MurmurHash3 to spread its bits.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in &value[..value.len().min(DECIDING_BYTES)] {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
+    h % GROUP_BYTES < field_len as u64
+}
+
+/// The hash of one group's bytes.
+pub(crate) fn group_digest(bytes: &[u8]) -> [u8; 32] {
+    *blake3::hash(bytes).as_bytes()
+}
+
+/// The digest of a resource from its groups' hashes, fed in order.
+pub(crate) struct Digest(blake3::Hasher);
+
+impl Digest {
+    pub(crate) fn new(name: &str) -> Digest {
+        let mut h = blake3::Hasher::new();
+        h.update(name.as_bytes());
+        h.update(&[0]);
+        Digest(h)
+    }
+
+    pub(crate) fn group(&mut self, digest: &[u8; 32]) {
+        self.0.update(digest);
+    }
+
+    pub(crate) fn finish(&self) -> [u8; 32] {
+        *self.0.finalize().as_bytes()
+    }
+}
+
+/// The digest of resource `name` with encoded bytes `bytes`: its top-level fields are read in
+/// order, and groups end after each field but the first for which [`ends_group`] holds, and at
+/// the end. Bytes that do not read as fields from some point on are one field to the end.
+pub(crate) fn large_digest(name: &str, bytes: &[u8]) -> [u8; 32] {
+    let mut digest = Digest::new(name);
+    let (mut start, mut at) = (0, 0);
+    while at < bytes.len() {
+        let (value, end) = field_at(bytes, at).unwrap_or((at..bytes.len(), bytes.len()));
+        if at > 0 && ends_group(&bytes[value], end - at) {
+            digest.group(&group_digest(&bytes[start..end]));
+            start = end;
+        }
+        at = end;
+    }
+    if start < bytes.len() {
+        digest.group(&group_digest(&bytes[start..]));
+    }
+    digest.finish()
+}
+
+/// The field that starts at `at`: where its value is, and where it ends. None if the bytes
+/// there are not a whole field.
+fn field_at(bytes: &[u8], at: usize) -> Option<(std::ops::Range<usize>, usize)> {
+    let (key, after_key) = varint_at(bytes, at)?;
+    let (start, len) = match key & 7 {
+        // varint
+        0 => (after_key, varint_at(bytes, after_key)?.1 - after_key),
+        // 64-bit
+        1 => (after_key, 8),
+        // length-delimited
+        2 => {
+            let (len, after_len) = varint_at(bytes, after_key)?;
+            (after_len, usize::try_from(len).ok()?)
+        }
+        // 32-bit
+        5 => (after_key, 4),
+        // groups (deprecated) and wire types that do not exist
+        _ => return None,
+    };
+    let end = start.checked_add(len).filter(|&end| end <= bytes.len())?;
+    Some((start..end, end))
+}
+
+/// The varint at `at` and where it ends.
+fn varint_at(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &b) in bytes.get(at..)?.iter().take(10).enumerate() {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Some((value, at + i + 1));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_rng::Rng;
+    use prost::Message;
+
+    /// A message of `n` length-delimited fields of 20 to 300 bytes each, after a name field.
+    fn message(rng: &mut Rng, n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        prost::encoding::string::encode(1, &"http".to_string(), &mut out);
+        for i in 0..n {
+            let body: Vec<u8> = (0..20 + rng.below(280))
+                .map(|j| (i * 31 + j) as u8)
+                .collect();
+            prost::encoding::bytes::encode(2, &body, &mut out);
+        }
+        out
+    }
+
+    /// The groups `large_digest` makes of `bytes`, as byte ranges.
+    fn groups(bytes: &[u8]) -> Vec<std::ops::Range<usize>> {
+        let (mut out, mut start, mut at) = (Vec::new(), 0, 0);
+        while at < bytes.len() {
+            let (value, end) = field_at(bytes, at).unwrap_or((at..bytes.len(), bytes.len()));
+            if at > 0 && ends_group(&bytes[value], end - at) {
+                out.push(start..end);
+                start = end;
+            }
+            at = end;
+        }
+        if start < bytes.len() {
+            out.push(start..bytes.len());
+        }
+        out
+    }
+
+    #[test]
+    fn fields_are_read_as_prost_writes_them() {
+        use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, VirtualHost};
+        use envoy_types::pb::google::protobuf::{BoolValue, UInt32Value};
+        let config = RouteConfiguration {
+            name: "http".into(),
+            virtual_hosts: (0..3)
+                .map(|i| VirtualHost {
+                    name: format!("host-{i}"),
+                    domains: vec![format!("host-{i}")],
+                    ..Default::default()
+                })
+                .collect(),
+            validate_clusters: Some(BoolValue { value: true }),
+            most_specific_header_mutations_wins: true,
+            max_direct_response_body_size_bytes: Some(UInt32Value { value: 9 }),
+            ..Default::default()
+        };
+        let bytes = config.encode_to_vec();
+        let mut at = 0;
+        let mut fields = Vec::new();
+        while at < bytes.len() {
+            let (value, end) = field_at(&bytes, at).expect("a whole field");
+            fields.push(bytes[value].to_vec());
+            at = end;
+        }
+        let hosts: Vec<Vec<u8>> = config
+            .virtual_hosts
+            .iter()
+            .map(|v| v.encode_to_vec())
+            .collect();
+        assert_eq!(fields.len(), 7, "name, three hosts, two wrappers, a bool");
+        assert_eq!(fields[0], b"http");
+        assert_eq!(fields[1..4], hosts[..]);
+        // Fixed-size and varint fields, and what is not a field.
+        assert_eq!(field_at(&[0x0d, 1, 2, 3, 4], 0), Some((1..5, 5)));
+        assert_eq!(
+            field_at(&[0x09, 1, 2, 3, 4, 5, 6, 7, 8], 0),
+            Some((1..9, 9))
+        );
+        assert_eq!(field_at(&[0x08, 0x96, 0x01], 0), Some((1..3, 3)));
+        assert_eq!(field_at(&[0x0d, 1, 2, 3], 0), None);
+        assert_eq!(field_at(&[0x12, 5, 1], 0), None);
+        assert_eq!(field_at(&[0x0b], 0), None);
+        assert_eq!(field_at(&[0x08, 0x80], 0), None);
+        assert_eq!(field_at(&[0x12, 0xff, 0xff, 0xff, 0xff, 0x0f, 1], 0), None);
+    }
+
+    #[test]
+    fn groups_hold_about_group_bytes() {
+        let mut rng = Rng::new(7);
+        let bytes = message(&mut rng, 6_000);
+        let groups = groups(&bytes);
+        let mean = bytes.len() / groups.len();
+        assert!(
+            (GROUP_BYTES as usize / 2..GROUP_BYTES as usize * 2).contains(&mean),
+            "{} groups of {mean} bytes on average in {} bytes",
+            groups.len(),
+            bytes.len()
+        );
+        // A field of GROUP_BYTES or more always ends its group.
+        assert!(ends_group(&[], GROUP_BYTES as usize));
+    }
+
+    #[test]
+    fn the_digest_follows_every_byte_and_the_name() {
+        let mut rng = Rng::new(11);
+        let bytes = message(&mut rng, 800);
+        let digest = large_digest("http", &bytes);
+        assert_eq!(digest, large_digest("http", &bytes.clone()));
+        assert_ne!(digest, large_digest("https", &bytes));
+        assert_ne!(digest, large_digest("http", &bytes[..bytes.len() - 1]));
+        for _ in 0..200 {
+            let mut changed = bytes.clone();
+            let i = rng.below(changed.len());
+            changed[i] ^= 1 << rng.below(8);
+            assert_ne!(digest, large_digest("http", &changed), "byte {i}");
+        }
+        // Bytes that are not fields are hashed all the same.
+        let mut broken = bytes.clone();
+        broken.extend_from_slice(&[0x12, 0xff]);
+        assert_ne!(digest, large_digest("http", &broken));
+        let junk: Vec<u8> = (0..70_000).map(|i| (i % 7) as u8 | 0x80).collect();
+        let mut junk2 = junk.clone();
+        junk2[60_000] = 0;
+        assert_ne!(large_digest("r", &junk), large_digest("r", &junk2));
+    }
+
+    #[test]
+    fn a_field_added_leaves_the_other_groups_alone() {
+        let mut rng = Rng::new(13);
+        let bytes = message(&mut rng, 3_000);
+        let before = groups(&bytes);
+        // A field inserted in the middle, after the field that starts at `at`.
+        let cut = before[before.len() / 2].start + 1;
+        let mut at = 0;
+        while at < cut {
+            at = field_at(&bytes, at).unwrap().1;
+        }
+        let mut changed = bytes[..at].to_vec();
+        prost::encoding::bytes::encode(2, &vec![7u8; 90], &mut changed);
+        let added = changed.len() - at;
+        changed.extend_from_slice(&bytes[at..]);
+        let after = groups(&changed);
+        let moved = |r: &std::ops::Range<usize>| r.start + added..r.end + added;
+        let same_before = before
+            .iter()
+            .zip(&after)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let same_after = before
+            .iter()
+            .rev()
+            .zip(after.iter().rev())
+            .take_while(|(a, b)| moved(a) == **b)
+            .count();
+        assert!(
+            same_before + same_after + 1 >= before.len(),
+            "{} groups, {same_before} the same before the new field, {same_after} after it",
+            before.len()
+        );
+    }
+}
