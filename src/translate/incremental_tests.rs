@@ -197,6 +197,10 @@ fn a_splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes() {
             );
         }
         assert_eq!(layout.entries.len(), want.len());
+        assert!(
+            (layout.ends.iter()).eq(layout.entries.iter().map(|e| &e.ends_group)),
+            "step {step}: where groups end"
+        );
         // Enough bytes for groups to matter: ~100 KB in ~6 groups.
         assert!(
             groups(&layout) >= 3,
