@@ -562,8 +562,12 @@ impl Encoder {
         }
 
         let mut listeners = Patch::new(ResourceType::Listener, prev_type(ResourceType::Listener));
-        let http = listener::build_http_listener(&self.options);
-        listeners.add(&http.name, &http);
+        // The HTTP listener depends on the options alone, which are this encoder's for its life:
+        // the previous snapshot holds it.
+        if prev.is_none() {
+            let http = listener::build_http_listener(&self.options);
+            listeners.add(&http.name, &http);
+        }
         if tls_changed {
             match listener::build_https_listener(dag, &self.options) {
                 Some(https) => listeners.add(&https.name, &https),
