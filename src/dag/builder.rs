@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use super::Options;
 use super::model::*;
 use super::parallel::Half;
+use super::slices::SliceIndex;
 use super::sort::sorted_entries;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
@@ -157,6 +158,9 @@ pub struct Builder<'a> {
     /// What of the backing snapshot's Services and EndpointSlices `services` holds; None when
     /// it holds all of them.
     indexed: Option<PartialIndex>,
+    /// The EndpointSlices of each Service of the backing snapshot, when the caller keeps them
+    /// (the incremental builder): a partial build then finds a Service's slices by name.
+    slice_index: Option<&'a SliceIndex>,
     /// IngressRoutes (v1beta1, v1) that break their single-object rules, found by
     /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
     /// them again.
@@ -190,6 +194,19 @@ impl<'a> Builder<'a> {
         b
     }
 
+    /// [`Builder::partial`], finding the EndpointSlices of a Service in `slices` (which must
+    /// describe `whole`'s slices) instead of among its namespace's.
+    pub(super) fn partial_with_slices(
+        part: &'a Snapshot,
+        whole: &'a Snapshot,
+        options: &'a Options,
+        slices: &'a SliceIndex,
+    ) -> Self {
+        let mut b = Builder::partial(part, whole, options);
+        b.slice_index = Some(slices);
+        b
+    }
+
     /// A builder over one half of the routing objects of `snapshot` (a parallel build; see
     /// [`super::parallel`]), indexing Services and EndpointSlices as [`Builder::partial`] does.
     pub(super) fn half(snapshot: &'a Snapshot, half: Half<'a>, options: &'a Options) -> Self {
@@ -218,6 +235,7 @@ impl<'a> Builder<'a> {
             owners: HashMap::new(),
             services: HashMap::new(),
             indexed: None,
+            slice_index: None,
             invalid_ingressroutes: None,
             half: None,
             hasher: DefaultHashBuilder::default(),
@@ -270,6 +288,23 @@ impl<'a> Builder<'a> {
             return;
         }
         let whole = self.backing;
+        if let Some(slices) = self.slice_index {
+            // One by one, however many: each costs lookups, not a pass over the namespace.
+            one_by_one.insert(service.to_string());
+            if let Some((k, svc)) = whole
+                .services
+                .get_key_value(&ObjKey::new(namespace, service))
+            {
+                self.add_service(k, svc);
+            }
+            for key in slices.of_service(namespace, service) {
+                if let Some((k, slice)) = whole.endpoint_slices.get_key_value(key) {
+                    debug_assert_eq!(slice.service.as_deref(), Some(service));
+                    self.add_slice(k, slice);
+                }
+            }
+            return;
+        }
         let start = ObjKey::new(namespace, "");
         let in_namespace = |k: &ObjKey| *k.namespace == *namespace;
         if one_by_one.len() < ONE_BY_ONE {

@@ -30,6 +30,7 @@ use hashbrown::{HashMap, HashSet};
 
 use super::builder::vhost_clusters;
 use super::model::*;
+use super::slices::SliceIndex;
 use super::{Builder, Options};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::{Objects, Snapshot};
@@ -67,6 +68,8 @@ pub struct Incremental {
     secret_users: HashMap<String, u32>,
     /// Services whose EndpointSlices changed since the model was built.
     stale_endpoints: BTreeSet<ObjKey>,
+    /// The EndpointSlices of each Service, brought up to date by each partial build.
+    slices: SliceIndex,
     /// Whether the index describes the last build (false until a full build).
     ready: bool,
 }
@@ -257,7 +260,9 @@ impl Incremental {
             copy_object(next, &mut part_snapshot, obj);
         }
         let part = {
-            let mut b = Builder::partial(&part_snapshot, next, &self.options);
+            self.slices.follow(&next.endpoint_slices);
+            let mut b =
+                Builder::partial_with_slices(&part_snapshot, next, &self.options, &self.slices);
             super::run(&mut b);
             b.finish()
         };

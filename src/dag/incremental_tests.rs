@@ -475,3 +475,66 @@ fn a_partial_build_indexes_services_one_by_one_then_their_namespace() {
         assert_eq!(endpoints, k + usize::from(k > 1), "{k} Services");
     }
 }
+
+#[test]
+fn a_partial_build_finds_the_slices_of_a_service_after_they_move_between_services() {
+    // Two Services, each with a slice; between builds one slice is relabelled to the other
+    // Service, another is added, and the root's route changes (so the root is rebuilt and
+    // resolves both Services).
+    let objects = |labels: &[(&str, &str)], path: &str| {
+        let mut yaml = String::new();
+        for s in ["s0", "s1"] {
+            yaml.push_str(&format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: {s}, namespace: ns}}\n\
+                 spec: {{ports: [{{name: http, port: 80}}]}}\n---\n"
+            ));
+        }
+        for (n, (slice, service)) in labels.iter().enumerate() {
+            yaml.push_str(&format!(
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+                 metadata: {{name: {slice}, namespace: ns, labels: {{kubernetes.io/service-name: {service}}}}}\n\
+                 addressType: IPv4\nports: [{{name: http, port: 8080}}]\n\
+                 endpoints: [{{addresses: [10.0.0.{n}], conditions: {{ready: true}}}}]\n---\n"
+            ));
+        }
+        yaml.push_str(&format!(
+            "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
+             metadata: {{name: root, namespace: ns}}\n\
+             spec:\n  virtualhost: {{fqdn: one.example.com}}\n  routes:\n\
+             \x20 - match: {path}\n    services: [{{name: s0, port: 80}}]\n\
+             \x20 - match: /one\n    services: [{{name: s1, port: 80}}]\n"
+        ));
+        for r in 0..8 {
+            yaml.push_str(&format!(
+                "---\napiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
+                 metadata: {{name: other-{r}, namespace: other}}\n\
+                 spec:\n  virtualhost: {{fqdn: other-{r}.example.com}}\n  routes:\n\
+                 \x20 - match: /\n    services: [{{name: none, port: 80}}]\n"
+            ));
+        }
+        let docs = parse_documents("test.yaml", &yaml).expect("test objects parse");
+        Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
+            Document::Object(o) => Some(o),
+            _ => None,
+        }))
+    };
+    let options = Options::default();
+    let steps = [
+        objects(&[("a", "s0"), ("b", "s1")], "/"),
+        objects(&[("a", "s0"), ("b", "s1")], "/x"),
+        objects(&[("a", "s1"), ("b", "s1"), ("c", "s0")], "/y"),
+        objects(&[("a", "s0"), ("c", "s1")], "/z"),
+        objects(&[("c", "s1")], "/"),
+    ];
+    let mut inc = Incremental::new(options.clone());
+    let mut dag = inc.build_full(&steps[0]);
+    for (n, pair) in steps.windows(2).enumerate() {
+        let (got, kind) = inc.build(Some((&pair[0], &dag)), &pair[1]);
+        assert!(
+            matches!(kind, BuildKind::Partial { .. }),
+            "step {n}: {kind:?}"
+        );
+        assert_eq!(got, crate::dag::build(&pair[1], &options), "step {n}");
+        dag = got;
+    }
+}
