@@ -414,6 +414,25 @@ fn every_change_to_a_large_snapshot_is_rebuilt_and_pushed() {
     }
 }
 
+/// The snapshot of the objects of `yaml` (a stream of documents ending with one) and of eight
+/// roots in another namespace, so that a change of those in `yaml` is a small part of the
+/// routing objects (a partial build).
+fn with_other_roots(mut yaml: String) -> Snapshot {
+    for r in 0..8 {
+        yaml.push_str(&format!(
+            "---\napiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
+             metadata: {{name: other-{r}, namespace: other}}\n\
+             spec:\n  virtualhost: {{fqdn: other-{r}.example.com}}\n  routes:\n\
+             \x20 - match: /\n    services: [{{name: none, port: 80}}]\n"
+        ));
+    }
+    let docs = parse_documents("test.yaml", &yaml).expect("test objects parse");
+    Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
+        Document::Object(o) => Some(o),
+        _ => None,
+    }))
+}
+
 #[test]
 fn a_partial_build_indexes_services_one_by_one_then_their_namespace() {
     // A root forwarding to k Services of its namespace, k on both sides of the number indexed
@@ -446,20 +465,7 @@ fn a_partial_build_indexes_services_one_by_one_then_their_namespace() {
              \x20 - match: {path}\n    services: [{}]\n",
             services.join(", ")
         ));
-        // Other roots, so that the change is a small part of the routing objects.
-        for r in 0..8 {
-            yaml.push_str(&format!(
-                "---\napiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
-                 metadata: {{name: other-{r}, namespace: other}}\n\
-                 spec:\n  virtualhost: {{fqdn: other-{r}.example.com}}\n  routes:\n\
-                 \x20 - match: /\n    services: [{{name: none, port: 80}}]\n"
-            ));
-        }
-        let docs = parse_documents("test.yaml", &yaml).expect("test objects parse");
-        Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
-            Document::Object(o) => Some(o),
-            _ => None,
-        }))
+        with_other_roots(yaml)
     };
     let options = Options::default();
     for k in [1, 3, 4, 5, 8] {
@@ -504,19 +510,7 @@ fn a_partial_build_finds_the_slices_of_a_service_after_they_move_between_service
              \x20 - match: {path}\n    services: [{{name: s0, port: 80}}]\n\
              \x20 - match: /one\n    services: [{{name: s1, port: 80}}]\n"
         ));
-        for r in 0..8 {
-            yaml.push_str(&format!(
-                "---\napiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
-                 metadata: {{name: other-{r}, namespace: other}}\n\
-                 spec:\n  virtualhost: {{fqdn: other-{r}.example.com}}\n  routes:\n\
-                 \x20 - match: /\n    services: [{{name: none, port: 80}}]\n"
-            ));
-        }
-        let docs = parse_documents("test.yaml", &yaml).expect("test objects parse");
-        Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
-            Document::Object(o) => Some(o),
-            _ => None,
-        }))
+        with_other_roots(yaml)
     };
     let options = Options::default();
     let steps = [
