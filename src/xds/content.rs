@@ -14,7 +14,9 @@
 //! The digest is a function of the name and the bytes alone: an encoder that keeps group
 //! hashes and [`large_digest`] over the same bytes agree (the encoder's tests compare them). Two
 //! different byte strings with equal digests would need two different lists of group hashes
-//! with equal BLAKE3 hashes, or two different groups with equal hashes.
+//! with equal BLAKE3 hashes, or two different groups with equal hashes. Host names chosen so
+//! that no field ends a group make one group of everything: a change then hashes the whole
+//! resource again, as a change of its first host did before groups, and no more.
 
 /// The size a group ends at, on average: a field of `n` bytes ends its group with a chance of
 /// `n` in this many, so groups hold about this many bytes whatever the fields' sizes (a field
