@@ -18,6 +18,8 @@
 //! that no field ends a group make one group of everything: a change then hashes the whole
 //! resource again, as a change of its first host did before groups, and no more.
 
+use std::ops::Range;
+
 /// The size a group ends at, on average: a field of `n` bytes ends its group with a chance of
 /// `n` in this many, so groups hold about this many bytes whatever the fields' sizes (a field
 /// at least this large always ends one). BLAKE3 hashes 16 of its 1 KiB chunks at a time.
@@ -74,24 +76,37 @@ impl Digest {
 /// the end. Bytes that do not read as fields from some point on are one field to the end.
 pub(crate) fn large_digest(name: &str, bytes: &[u8]) -> [u8; 32] {
     let mut digest = Digest::new(name);
-    let (mut start, mut at) = (0, 0);
-    while at < bytes.len() {
-        let (value, end) = field_at(bytes, at).unwrap_or((at..bytes.len(), bytes.len()));
-        if at > 0 && ends_group(&bytes[value], end - at) {
-            digest.group(&group_digest(&bytes[start..end]));
-            start = end;
-        }
-        at = end;
-    }
-    if start < bytes.len() {
-        digest.group(&group_digest(&bytes[start..]));
+    for group in groups(bytes) {
+        digest.group(&group_digest(&bytes[group]));
     }
     digest.finish()
 }
 
+/// The groups of `bytes`, in order, as [`large_digest`] cuts them.
+fn groups(bytes: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    let (mut start, mut at) = (0, 0);
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            let field = at;
+            let (value, end) = field_at(bytes, field).unwrap_or((at..bytes.len(), bytes.len()));
+            at = end;
+            if field > 0 && ends_group(&bytes[value], end - field) {
+                let group = start..end;
+                start = end;
+                return Some(group);
+            }
+        }
+        (start < bytes.len()).then(|| {
+            let group = start..bytes.len();
+            start = bytes.len();
+            group
+        })
+    })
+}
+
 /// The field that starts at `at`: where its value is, and where it ends. None if the bytes
 /// there are not a whole field.
-fn field_at(bytes: &[u8], at: usize) -> Option<(std::ops::Range<usize>, usize)> {
+fn field_at(bytes: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
     let (key, after_key) = varint_at(bytes, at)?;
     let (start, len) = match key & 7 {
         // varint
@@ -112,16 +127,12 @@ fn field_at(bytes: &[u8], at: usize) -> Option<(std::ops::Range<usize>, usize)> 
     Some((start..end, end))
 }
 
-/// The varint at `at` and where it ends.
+/// The varint at `at` and where it ends (prost's decoding: at most ten bytes).
 fn varint_at(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
-    let mut value = 0u64;
-    for (i, &b) in bytes.get(at..)?.iter().take(10).enumerate() {
-        value |= u64::from(b & 0x7f) << (7 * i);
-        if b < 0x80 {
-            return Some((value, at + i + 1));
-        }
-    }
-    None
+    let mut rest = bytes.get(at..)?;
+    let before = rest.len();
+    let value = prost::encoding::decode_varint(&mut rest).ok()?;
+    Some((value, at + before - rest.len()))
 }
 
 #[cfg(test)]
@@ -144,20 +155,8 @@ mod tests {
     }
 
     /// The groups `large_digest` makes of `bytes`, as byte ranges.
-    fn groups(bytes: &[u8]) -> Vec<std::ops::Range<usize>> {
-        let (mut out, mut start, mut at) = (Vec::new(), 0, 0);
-        while at < bytes.len() {
-            let (value, end) = field_at(bytes, at).unwrap_or((at..bytes.len(), bytes.len()));
-            if at > 0 && ends_group(&bytes[value], end - at) {
-                out.push(start..end);
-                start = end;
-            }
-            at = end;
-        }
-        if start < bytes.len() {
-            out.push(start..bytes.len());
-        }
-        out
+    fn groups(bytes: &[u8]) -> Vec<Range<usize>> {
+        super::groups(bytes).collect()
     }
 
     #[test]
@@ -264,7 +263,7 @@ mod tests {
         let added = changed.len() - at;
         changed.extend_from_slice(&bytes[at..]);
         let after = groups(&changed);
-        let moved = |r: &std::ops::Range<usize>| r.start + added..r.end + added;
+        let moved = |r: &Range<usize>| r.start + added..r.end + added;
         let same_before = before
             .iter()
             .zip(&after)
