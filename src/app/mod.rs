@@ -410,7 +410,7 @@ mod tests {
         });
         let p = Pipeline::new(dag::Options::default(), translate::Options::default());
         p.publish(&s);
-        // A Service changes: the routing objects of its namespace are built again.
+        // A Service changes: the routing objects that name it are built again.
         let key = s.services.keys().next().unwrap().clone();
         let mut svc = (**s.services.get(&key).unwrap()).clone();
         let mut ports = svc.ports.into_vec();

@@ -14,8 +14,11 @@
 //! new links. The parts' virtual hosts and statuses replace the previous ones; clusters and
 //! secrets are the ones the virtual hosts use, counted by user.
 //!
-//! A change to a Service or a Secret changes the routing objects of its namespace: a routing
-//! object reads the Services and TLS Secrets of its own namespace only. A change to
+//! A change to a Service or a TLS Secret changes the routing objects that name it: a routing object
+//! reads the Services its backends name and the Secrets its TLS settings name, in its own
+//! namespace, and no other (a delegated route's backends are its vertex's, which is linked to its
+//! root). They are found by a pass over the routing objects of the namespace, reading their names
+//! ([`NamesOf`]): no index to keep, and a pass costs far less than building them. A change to
 //! IngressClasses, or to more routing objects than [`MAX_CHANGED_FRACTION`] of them, is built in
 //! full. EndpointSlice changes are taken into account by refreshing the endpoints of the affected
 //! Services' clusters (the endpoint fast path of the pipeline leaves the model's endpoints alone;
@@ -23,7 +26,7 @@
 //!
 //! Tests compare every incremental build with a full build of the same snapshot.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use hashbrown::{HashMap, HashSet};
@@ -135,17 +138,17 @@ impl Incremental {
         if !same_objects(&prev.ingress_classes, &next.ingress_classes) {
             return None;
         }
-        // A routing object reads Services and TLS Secrets of its own namespace only (a delegated
-        // route's backends are its vertex's): a change to one rebuilds the routing objects of its
-        // namespace, and through their links what they share hosts and delegations with.
-        let mut namespaces: BTreeSet<String> = BTreeSet::new();
-        let mut note_namespace = |key: &ObjKey| {
-            if !namespaces.contains(key.namespace.as_ref()) {
-                namespaces.insert(key.namespace.to_string());
-            }
-        };
-        diff_keys(&prev.services, &next.services, &mut note_namespace);
-        diff_keys(&prev.secrets, &next.secrets, &mut note_namespace);
+        // A Service or TLS Secret that changed rebuilds the routing objects of its namespace that
+        // name it, and through their links what they share hosts and delegations with.
+        let mut named: BTreeMap<Arc<str>, Names> = BTreeMap::new();
+        diff_keys(&prev.services, &next.services, |k| {
+            let names = named.entry(k.namespace.clone()).or_default();
+            names.services.insert(k.name.clone());
+        });
+        diff_keys(&prev.secrets, &next.secrets, |k| {
+            let names = named.entry(k.namespace.clone()).or_default();
+            names.secrets.insert(k.name.clone());
+        });
         let mut services = BTreeSet::new();
         crate::store::each_change(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
             for slice in [a, b].into_iter().flatten() {
@@ -180,10 +183,11 @@ impl Incremental {
             &next.routes_v1alpha1,
             note(c, Kind::RouteV1alpha1),
         );
-        for ns in &namespaces {
-            routing_objects_in(next, ns, &mut changed);
+        let readers = changed.len();
+        for (ns, names) in &named {
+            objects_naming(next, ns, names, &mut changed);
         }
-        if !namespaces.is_empty() {
+        if changed.len() > readers {
             changed.sort_unstable();
             changed.dedup();
         }
@@ -393,23 +397,135 @@ fn count<K: Clone + Eq + std::hash::Hash>(users: &mut HashMap<K, u32>, name: &K,
     false
 }
 
-/// Pushes every routing object of namespace `ns` in `s`.
-fn routing_objects_in(s: &Snapshot, ns: &str, out: &mut Vec<ObjectRef>) {
-    fn of<T>(objects: &Objects<T>, kind: Kind, ns: &str, out: &mut Vec<ObjectRef>) {
-        for (key, _) in objects.range(ObjKey::new(ns, "")..) {
+/// Services and TLS Secrets of one namespace, by name.
+#[derive(Default)]
+struct Names {
+    services: HashSet<Arc<str>>,
+    secrets: HashSet<Arc<str>>,
+}
+
+/// A Service or a TLS Secret a routing object names, in the object's namespace.
+#[derive(Clone, Copy)]
+enum Named<'a> {
+    Service(&'a str),
+    Secret(&'a str),
+}
+
+impl Names {
+    fn has(&self, n: Named<'_>) -> bool {
+        match n {
+            Named::Service(name) => self.services.contains(name),
+            Named::Secret(name) => self.secrets.contains(name),
+        }
+    }
+}
+
+/// Pushes the routing objects of namespace `ns` in `s` that name one of `names`.
+fn objects_naming(s: &Snapshot, ns: &str, names: &Names, out: &mut Vec<ObjectRef>) {
+    fn scan<T>(objects: &Objects<T>, kind: Kind, ns: &str, names: &Names, out: &mut Vec<ObjectRef>)
+    where
+        T: NamesOf,
+    {
+        for (key, o) in objects.range(ObjKey::new(ns, "")..) {
             if *key.namespace != *ns {
                 break;
             }
-            out.push(ObjectRef {
-                kind,
-                key: key.clone(),
-            });
+            let mut hit = false;
+            o.names_of(&mut |n| hit |= names.has(n));
+            if hit {
+                out.push(ObjectRef {
+                    kind,
+                    key: key.clone(),
+                });
+            }
         }
     }
-    of(&s.ingresses, Kind::Ingress, ns, out);
-    of(&s.ingressroutes_v1beta1, Kind::IngressRouteV1beta1, ns, out);
-    of(&s.ingressroutes_v1, Kind::IngressRouteV1, ns, out);
-    of(&s.routes_v1alpha1, Kind::RouteV1alpha1, ns, out);
+    scan(&s.ingresses, Kind::Ingress, ns, names, out);
+    scan(
+        &s.ingressroutes_v1beta1,
+        Kind::IngressRouteV1beta1,
+        ns,
+        names,
+        out,
+    );
+    scan(&s.ingressroutes_v1, Kind::IngressRouteV1, ns, names, out);
+    scan(&s.routes_v1alpha1, Kind::RouteV1alpha1, ns, names, out);
+}
+
+/// The Services and TLS Secrets a routing object names.
+trait NamesOf {
+    /// Calls `f` with every Service and TLS Secret the object names: every one its build can
+    /// look up (in its namespace), and possibly more (a backend of a route its own rules
+    /// refuse). Repeats possible.
+    fn names_of(&self, f: &mut dyn FnMut(Named<'_>));
+}
+
+fn tls_secret_of(v: Option<&crate::api::heptio_v1beta1::VirtualHost>) -> Option<&str> {
+    Some(v?.tls.as_ref()?.secret_name.as_str())
+}
+
+impl NamesOf for crate::api::heptio_v1beta1::IngressRoute {
+    fn names_of(&self, f: &mut dyn FnMut(Named<'_>)) {
+        for (i, r) in self.spec.routes.iter().enumerate() {
+            r.services.iter().for_each(|s| f(Named::Service(&s.name)));
+            if r.service.is_some() {
+                // The deprecated `service` field, decoded as the build decodes it.
+                let (decoded, _) = crate::validate::ingressroute::v1beta1_services(r, i);
+                decoded.iter().for_each(|(_, s)| f(Named::Service(&s.name)));
+            }
+        }
+        if let Some(name) = tls_secret_of(self.spec.virtualhost.as_ref()) {
+            f(Named::Secret(name));
+        }
+    }
+}
+
+impl NamesOf for crate::api::contour_v1::IngressRoute {
+    fn names_of(&self, f: &mut dyn FnMut(Named<'_>)) {
+        for r in &self.spec.routes {
+            for b in r.services.iter().chain(&r.backends) {
+                [
+                    &b.http, &b.https, &b.http2, &b.h2c, &b.https2, &b.h2, &b.tcp,
+                ]
+                .into_iter()
+                .flatten()
+                .for_each(|name| f(Named::Service(name)));
+            }
+        }
+        if let Some(name) = tls_secret_of(self.spec.virtualhost.as_ref()) {
+            f(Named::Secret(name));
+        }
+    }
+}
+
+impl NamesOf for crate::api::route_v1alpha1::Route {
+    fn names_of(&self, f: &mut dyn FnMut(Named<'_>)) {
+        for r in &self.spec.routes {
+            r.upstreams
+                .iter()
+                .for_each(|u| f(Named::Service(&u.service_name)));
+        }
+    }
+}
+
+impl NamesOf for k8s_openapi::api::networking::v1::Ingress {
+    fn names_of(&self, f: &mut dyn FnMut(Named<'_>)) {
+        let Some(spec) = &self.spec else {
+            return;
+        };
+        let paths = spec.rules.iter().flatten().filter_map(|r| r.http.as_ref());
+        let backends = paths
+            .flat_map(|h| h.paths.iter().map(|p| &p.backend))
+            .chain(spec.default_backend.as_ref());
+        for svc in backends.filter_map(|b| b.service.as_ref()) {
+            f(Named::Service(&svc.name));
+        }
+        for tls in spec.tls.iter().flatten() {
+            if let Some(name) = tls.secret_name.as_deref() {
+                f(Named::Secret(name));
+            }
+        }
+    }
 }
 
 fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&ObjKey)) {

@@ -284,82 +284,123 @@ fn a_change_rebuilds_only_the_objects_it_can_affect() {
 }
 
 #[test]
-fn a_service_or_secret_change_rebuilds_the_routing_objects_of_its_namespace() {
+fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
+    // Twelve Ingresses in one namespace, each forwarding to a Service of its own, the first
+    // three serving HTTPS with one Secret; a root in another namespace delegating to a vertex
+    // in this one, whose route forwards to a Service of this namespace too.
+    let mut yaml = String::new();
+    for k in 0..12 {
+        let tls = if k < 3 {
+            format!("  tls: [{{hosts: [h{k}.example.com], secretName: cert}}]\n")
+        } else {
+            String::new()
+        };
+        yaml.push_str(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: s{k}, namespace: shop}}\n\
+             spec: {{ports: [{{port: 80}}]}}\n---\n\
+             apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: ing-{k}, namespace: shop}}\n\
+             spec:\n  ingressClassName: sluice\n{tls}  rules:\n  - host: h{k}.example.com\n    http:\n      paths:\n\
+             \x20     - {{path: /, pathType: Prefix, backend: {{service: {{name: s{k}, port: {{number: 80}}}}}}}}\n---\n"
+        ));
+    }
+    yaml.push_str(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: cert, namespace: shop}\n\
+         type: kubernetes.io/tls\nstringData: {tls.crt: not a certificate, tls.key: not a key}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: s-vertex, namespace: shop}\n\
+         spec: {ports: [{port: 80}]}\n---\n\
+         apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {name: root, namespace: web}\n\
+         spec:\n  virtualhost: {fqdn: root.example.com}\n  routes:\n\
+         \x20 - match: /\n    delegate: {name: vertex, namespace: shop}\n---\n\
+         apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {name: vertex, namespace: shop}\n\
+         spec:\n  routes:\n  - match: /\n    services: [{name: s-vertex, port: 80}]\n",
+    );
+    let store = with_other_roots(yaml);
     let options = Options::default();
-    // 400 roots in team-0..99, their vertices in app-0..99, Ingresses in ing-*.
-    let store = crate::synth::snapshot(crate::synth::Shape {
-        routing_objects: 1000,
-        endpoints_per_service: 2,
-        unrelated_secrets: 10,
-    });
     let mut inc = Incremental::new(options.clone());
     let mut prev = (store.clone(), inc.build_full(&store));
-    let in_namespace = |s: &Snapshot, ns: &str| {
-        let mut v = Vec::new();
-        routing_objects_in(s, ns, &mut v);
-        v.len()
-    };
-    let mut step = |next: Snapshot, namespace: &str, prev: &mut (Snapshot, Dag)| {
+    let mut step = |what: &str, edit: &dyn Fn(&mut Snapshot), want: usize| {
+        let mut next = prev.0.clone();
+        edit(&mut next);
         let (got, kind) = inc.build(Some((&prev.0, &prev.1)), &next);
-        assert_eq!(got, crate::dag::build(&next, &options), "{namespace}");
-        let BuildKind::Partial { objects } = kind else {
-            panic!("{namespace}: {kind:?}");
-        };
-        // The namespace's routing objects, and the objects they reach (a vertex's root).
-        let own = in_namespace(&next, namespace);
-        assert!(
-            own > 0 && objects >= own && objects <= 3 * own,
-            "{objects} for {own}"
-        );
-        *prev = (next, got);
+        assert_eq!(got, crate::dag::build(&next, &options), "{what}");
+        assert_eq!(kind, BuildKind::Partial { objects: want }, "{what}");
+        prev = (next, got);
+        prev.1.clone()
     };
+    let svc = |name: &str| ObjKey::new("shop", name);
+    let ing = |k: usize| ObjectRef::new(Kind::Ingress, "shop", format!("ing-{k}"));
 
-    // A root's Service goes: its route answers 503 and its status says why.
-    let mut next = prev.0.clone();
-    let svc = ObjKey::new("team-3", "root-svc-3");
-    assert!(next.services.remove(&svc).is_some());
-    step(next, "team-3", &mut prev);
-    let root = ObjectRef::new(Kind::IngressRouteV1beta1, "team-3", "root-3");
+    // A Service changes its port: the one Ingress naming it is built again, not the namespace.
+    let mut moved = (*store.services[&svc("s5")]).clone();
+    moved.ports[0].port = 8080;
+    let moved = Arc::new(moved);
+    step(
+        "s5's port",
+        &|s| _ = s.services.insert(svc("s5"), moved.clone()),
+        1,
+    );
+    // It goes: its route answers 503 and the Ingress's status says why.
+    let dag = step("s5 removed", &|s| _ = s.services.remove(&svc("s5")), 1);
     assert!(
-        prev.1.statuses[&root]
+        dag.statuses[&ing(5)]
             .messages
             .iter()
-            .any(|m| m.message.contains("root-svc-3")),
+            .any(|m| m.message.contains("s5")),
         "{:?}",
-        prev.1.statuses[&root]
+        dag.statuses[&ing(5)]
     );
-    // It comes back.
-    let mut next = prev.0.clone();
-    next.services
-        .insert(svc.clone(), store.services[&svc].clone());
-    step(next, "team-3", &mut prev);
-    assert_eq!(prev.1, crate::dag::build(&store, &options));
-
-    // A vertex's Service (another namespace than its root's) changes its port.
-    let mut next = prev.0.clone();
-    let vsvc = ObjKey::new("app-5", "vertex-svc-5");
-    let mut ports = (*store.services[&vsvc]).clone();
-    ports.ports[0].port = 8080;
-    next.services.insert(vsvc, Arc::new(ports));
-    step(next, "app-5", &mut prev);
-
-    // A root's TLS Secret goes, then comes back.
-    let secret = ObjKey::new("team-10", "tls-10");
-    let mut next = prev.0.clone();
-    assert!(next.secrets.remove(&secret).is_some());
-    step(next, "team-10", &mut prev);
-    // Without its certificate the host is not served over HTTPS (nor, as it asks for TLS, at all).
+    let back = store.services[&svc("s5")].clone();
+    step(
+        "s5 back",
+        &|s| _ = s.services.insert(svc("s5"), back.clone()),
+        1,
+    );
+    // The Secret of three Ingresses goes, then comes back.
+    let cert = ObjKey::new("shop", "cert");
+    step("cert removed", &|s| _ = s.secrets.remove(&cert), 3);
+    let secret = store.secrets[&cert].clone();
+    step(
+        "cert back",
+        &|s| _ = s.secrets.insert(cert.clone(), secret.clone()),
+        3,
+    );
+    // The vertex's Service: the vertex and the root delegating to it.
+    let dag = step(
+        "s-vertex removed",
+        &|s| _ = s.services.remove(&svc("s-vertex")),
+        2,
+    );
+    let root = ObjectRef::new(Kind::IngressRouteV1beta1, "web", "root");
     assert!(
-        prev.1
-            .vhosts
-            .get("host-10.example.com")
-            .is_none_or(|v| v.tls.is_none())
+        dag.statuses[&root]
+            .messages
+            .iter()
+            .chain(
+                &dag.statuses[&ObjectRef::new(Kind::IngressRouteV1beta1, "shop", "vertex")]
+                    .messages
+            )
+            .any(|m| m.message.contains("s-vertex")),
+        "{:?}",
+        dag.statuses[&root]
     );
-    let mut next = prev.0.clone();
-    next.secrets
-        .insert(secret.clone(), store.secrets[&secret].clone());
-    step(next, "team-10", &mut prev);
-    assert!(prev.1.vhosts["host-10.example.com"].tls.is_some());
+    // A Service no routing object names: nothing to build again.
+    let unused = Arc::new((*store.services[&svc("s0")]).clone());
+    step(
+        "unnamed Service added",
+        &|s| _ = s.services.insert(svc("unused"), unused.clone()),
+        0,
+    );
+    // Back where it started, through partial builds only.
+    let first = store.clone();
+    let dag = step(
+        "everything back",
+        &|s| {
+            s.services = first.services.clone();
+            s.secrets = first.secrets.clone();
+        },
+        2,
+    );
+    assert_eq!(dag, crate::dag::build(&store, &options));
 }
 
 #[test]
