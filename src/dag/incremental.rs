@@ -183,11 +183,12 @@ impl Incremental {
             &next.routes_v1alpha1,
             note(c, Kind::RouteV1alpha1),
         );
-        let readers = changed.len();
+        let routing_changes = changed.len();
         for (ns, names) in &named {
             objects_naming(next, ns, names, &mut changed);
         }
-        if changed.len() > readers {
+        if changed.len() > routing_changes {
+            // Readers of what changed, which may have changed themselves.
             changed.sort_unstable();
             changed.dedup();
         }
