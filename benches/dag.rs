@@ -1,10 +1,13 @@
 //! The full rebuild of the routing model and its Envoy resources over synthetic clusters, timed
 //! phase by phase so the profile is visible:
 //!
-//! - **sluice's path** (the `dag_build_ms_10k` key): `dag::build`, then
-//!   `translate::incremental::Encoder::encode` from nothing, as `Pipeline::publish` does at start-up
-//!   (each resource is translated and encoded in turn, clusters on a second thread), then the drop
-//!   of the previous iteration's model, snapshot and encoder.
+//! - **sluice's path** (the `dag_build_ms_10k` key): `dag::build` (through
+//!   `Incremental::build_model`), then `translate::incremental::Encoder::encode` from nothing, as
+//!   `Pipeline::publish` does at start-up (each resource is translated and encoded in turn,
+//!   clusters on a second thread), then the drop of the previous iteration's model, snapshot and
+//!   encoder. After that total, `Incremental::index`: the index a full build leaves for the
+//!   partial builds after it, which `Pipeline::publish` makes once the model and its resources
+//!   are published (printed as "then index", key `dag_index_ms_10k`).
 //! - **a full rebuild in a running sluice**: the same, with the encoder holding the previous model
 //!   (what an IngressClass change causes): every resource is encoded again and compared with the
 //!   bytes it replaces.
@@ -27,6 +30,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice::api::ObjKey;
+use sluice::dag::incremental::{BuildKind, Incremental};
 use sluice::dag::{self, Dag, Options};
 use sluice::store::{Objects, Snapshot};
 use sluice::translate::incremental::Encoder;
@@ -39,6 +43,9 @@ struct Times {
     translate: f64,
     encode: f64,
     drop: f64,
+    /// After the total: the index a full build leaves for the partial builds after it, which
+    /// `Pipeline::publish` makes once the model and its resources are published (sluice's path).
+    index: f64,
     total: f64,
 }
 
@@ -49,6 +56,7 @@ struct Medians {
     translate: f64,
     encode: f64,
     drop: f64,
+    index: f64,
     total: f64,
 }
 
@@ -60,6 +68,7 @@ impl Medians {
             translate: phase(|t| t.translate),
             encode: phase(|t| t.encode),
             drop: phase(|t| t.drop),
+            index: phase(|t| t.index),
             total: phase(|t| t.total),
         }
     }
@@ -90,13 +99,15 @@ fn ms(a: Instant, b: Instant) -> f64 {
 }
 
 /// The times of a rebuild on sluice's path: started at `t0`, model built at `t1`, translated and
-/// encoded (one phase there, timed as `encode`) at `t2`, previous state dropped at `t3`.
-fn sluice_times(t0: Instant, t1: Instant, t2: Instant, t3: Instant) -> Times {
+/// encoded (one phase there, timed as `encode`) at `t2`, previous state dropped at `t3`, indexed
+/// for partial builds (after the total) at `t4`.
+fn sluice_times(t0: Instant, t1: Instant, t2: Instant, t3: Instant, t4: Instant) -> Times {
     Times {
         dag: ms(t0, t1),
         translate: 0.0,
         encode: ms(t1, t2),
         drop: ms(t2, t3),
+        index: ms(t3, t4),
         total: ms(t0, t3),
     }
 }
@@ -181,18 +192,22 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         !prev.1.of(translate::ResourceType::Cluster).is_empty(),
         "synthetic cluster has clusters"
     );
+    // The model is built as `Pipeline::publish` builds it in full, and indexed after the rest.
+    let mut incremental = Incremental::new(options.clone());
     let sluice: Vec<Times> = (0..runs)
         .map(|_| {
             let t0 = Instant::now();
-            let d = Arc::new(dag::build(&snap, &options));
+            let (d, kind) = incremental.build_model(None, &snap);
+            assert_eq!(kind, BuildKind::Full);
+            let d = Arc::new(d);
             let t1 = Instant::now();
             let mut encoder = Encoder::new(translate_options.clone());
             let (x, retired) = encoder.encode(&d);
             let t2 = Instant::now();
-            drop(d);
             prev = std::hint::black_box((encoder, x, retired));
             let t3 = Instant::now();
-            sluice_times(t0, t1, t2, t3)
+            incremental.index(&snap, &d);
+            sluice_times(t0, t1, t2, t3, Instant::now())
         })
         .collect();
 
@@ -201,14 +216,15 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     let running: Vec<Times> = (0..runs)
         .map(|_| {
             let t0 = Instant::now();
-            let d = Arc::new(dag::build(&snap, &options));
+            let d = Arc::new(incremental.build_model(None, &snap).0);
             let t1 = Instant::now();
             let (x, retired) = encoder.encode(&d);
             let t2 = Instant::now();
-            drop((d, retired));
+            drop(retired);
             prev_xds = std::hint::black_box(x);
             let t3 = Instant::now();
-            sluice_times(t0, t1, t2, t3)
+            incremental.index(&snap, &d);
+            sluice_times(t0, t1, t2, t3, Instant::now())
         })
         .collect();
     drop((encoder, prev_xds));
@@ -235,6 +251,7 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
                 translate: ms(t1, t2),
                 encode: ms(t2, t3),
                 drop: ms(t3, t4),
+                index: 0.0,
                 total: ms(t0, t4),
             }
         })
@@ -261,8 +278,8 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         ("full rebuild, sluice's path, running         ", r.running),
     ] {
         println!(
-            "  {what}{:8.2} ms = dag {:.2} + translate and encode {:.2} + drop previous {:.2}",
-            m.total, m.dag, m.encode, m.drop
+            "  {what}{:8.2} ms = dag {:.2} + translate and encode {:.2} + drop previous {:.2}; then index {:.2}",
+            m.total, m.dag, m.encode, m.drop, m.index
         );
     }
     let m = r.all_protos;
@@ -314,6 +331,7 @@ fn main() {
         results.insert("dag_build_ms_10k".into(), r2(b.sluice.total));
         results.insert("dag_only_build_ms_10k".into(), r2(b.dag_only));
         results.insert("translate_ms_10k".into(), r2(b.sluice.encode));
+        results.insert("dag_index_ms_10k".into(), r2(b.sluice.index));
         results.insert("full_rebuild_running_ms_10k".into(), r2(b.running.total));
         results.insert(
             "full_rebuild_all_protos_ms_10k".into(),

@@ -99,7 +99,9 @@ impl Pipeline {
             return (prev_dag.clone(), PublishPath::Endpoints);
         }
         let prev = last.as_ref().map(|(s, d)| (s, d.as_ref()));
-        let (dag, kind) = builder.build(prev, snapshot);
+        // A full build's index for the partial builds after it is made once the model and its
+        // resources are published (below): Envoy and the status writer need not wait for it.
+        let (dag, kind) = builder.build_model(prev, snapshot);
         let dag = Arc::new(dag);
         let path = match kind {
             dag::incremental::BuildKind::Full => PublishPath::Full,
@@ -126,6 +128,9 @@ impl Pipeline {
         garbage.last = last.replace((snapshot.clone(), dag.clone()));
         garbage.retired = Some(retired);
         drop_later(garbage);
+        if path == PublishPath::Full {
+            builder.index(snapshot, &dag);
+        }
         (dag, path)
     }
 

@@ -44,7 +44,8 @@ pub const MAX_CHANGED_FRACTION: f64 = 0.25;
 /// What routing objects share (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Link {
-    Host(String),
+    /// In lower case.
+    Host(Arc<str>),
     IngressRoute(ObjKey),
 }
 
@@ -94,30 +95,64 @@ impl Incremental {
     /// Builds the model of every routing object of `snapshot` and indexes it.
     pub fn build_full(&mut self, snapshot: &Snapshot) -> Dag {
         let dag = super::build(snapshot, &self.options);
+        self.index(snapshot, &dag);
+        dag
+    }
+
+    /// Indexes `dag`, a model of every routing object of `snapshot` ([`super::build`]), for the
+    /// partial builds after it. [`Incremental::build_model`] leaves the index of a full build to
+    /// its caller (through this), who can publish the model first: nothing but the next change
+    /// needs the index.
+    pub fn index(&mut self, snapshot: &Snapshot, dag: &Dag) {
+        let objects = snapshot.routing_objects();
         self.links.clear();
+        self.links.reserve(objects);
+        // About two links per object (its name or hosts, and a delegation or a host).
         self.holders.clear();
-        for (obj, links) in routing_links(snapshot) {
+        self.holders.reserve(objects * 2);
+        each_routing_object(snapshot, |obj, links| {
             for l in &links {
-                self.holders.entry(l.clone()).or_default().push(obj.clone());
+                // Most links have one holder: room for one, grown only for the others.
+                (self.holders.entry(l.clone()))
+                    .or_insert_with(|| Vec::with_capacity(1))
+                    .push(obj.clone());
             }
-            self.links.insert(obj, super::exact_vec(links));
-        }
-        for holders in self.holders.values_mut() {
-            *holders = super::exact_vec(std::mem::take(holders));
+            self.links.insert(obj, links);
+        });
+        for h in self.holders.values_mut() {
+            if h.len() != h.capacity() {
+                *h = super::exact_vec(std::mem::take(h));
+            }
         }
         self.cluster_users.clear();
+        self.cluster_users.reserve(dag.clusters.len());
         self.secret_users.clear();
+        self.secret_users.reserve(dag.secrets.len());
         for v in dag.vhosts.values() {
             self.count_users(v, 1, &mut Vec::new());
         }
         self.stale_endpoints.clear();
         self.ready = true;
-        dag
     }
 
     /// The model of `next`, built from `prev` (the model this index last built, from
     /// `prev_snapshot`) where that is possible, else in full.
     pub fn build(&mut self, prev: Option<(&Snapshot, &Dag)>, next: &Snapshot) -> (Dag, BuildKind) {
+        let (dag, kind) = self.build_model(prev, next);
+        if kind == BuildKind::Full {
+            self.index(next, &dag);
+        }
+        (dag, kind)
+    }
+
+    /// [`Incremental::build`], except that a full build is not indexed: the caller calls
+    /// [`Incremental::index`] with it, when the model is published, before the next build (until
+    /// then every build is a full one).
+    pub fn build_model(
+        &mut self,
+        prev: Option<(&Snapshot, &Dag)>,
+        next: &Snapshot,
+    ) -> (Dag, BuildKind) {
         if let Some((prev_snapshot, prev_dag)) = prev
             && self.ready
             && let Some(changed) = self.changed_objects(prev_snapshot, next)
@@ -128,7 +163,8 @@ impl Incremental {
                 return (dag, BuildKind::Partial { objects });
             }
         }
-        (self.build_full(next), BuildKind::Full)
+        self.ready = false;
+        (super::build(next, &self.options), BuildKind::Full)
     }
 
     /// The routing objects that changed, or None when the change needs a full build. Notes the
@@ -254,7 +290,7 @@ impl Incremental {
         let hosts: HashSet<&str> = seen
             .iter()
             .filter_map(|l| match l {
-                Link::Host(h) => Some(h.as_str()),
+                Link::Host(h) => Some(&**h),
                 Link::IngressRoute(_) => None,
             })
             .collect();
@@ -360,12 +396,13 @@ impl Incremental {
         true
     }
 
-    /// Adds (`by` = 1) or removes (-1) a virtual host's use of its clusters and secret; pushes
-    /// the names left without a user to `unused` (true for a secret).
+    /// Adds (`by` = 1) or removes (-1) a virtual host's uses of its clusters and secret; pushes
+    /// the names left without a user to `unused` (true for a secret). A cluster is counted once
+    /// per use (a host's routes can share it): a host is removed as it was added, so a name has
+    /// no user left exactly when no host uses it.
     fn count_users(&mut self, v: &VirtualHost, by: i32, unused: &mut Vec<(String, bool)>) {
-        let mut counted: HashSet<&str> = HashSet::new();
         for c in vhost_clusters(v) {
-            if counted.insert(&**c) && count(&mut self.cluster_users, c, by) {
+            if count(&mut self.cluster_users, c, by) {
                 unused.push((c.to_string(), false));
             }
         }
@@ -533,32 +570,37 @@ fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&Ob
     crate::store::each_change(a, b, |k, _, _| f(k));
 }
 
-fn host_link(host: &str) -> Link {
-    Link::Host(host.to_ascii_lowercase())
-}
-
-/// The links of every routing object of a snapshot.
-fn routing_links(s: &Snapshot) -> impl Iterator<Item = (ObjectRef, Vec<Link>)> + '_ {
-    let refs = s
-        .ingresses
-        .keys()
-        .map(|k| ObjectRef {
-            kind: Kind::Ingress,
-            key: k.clone(),
-        })
-        .chain(s.ingressroutes_v1beta1.keys().map(|k| ObjectRef {
-            kind: Kind::IngressRouteV1beta1,
-            key: k.clone(),
-        }))
-        .chain(s.ingressroutes_v1.keys().map(|k| ObjectRef {
-            kind: Kind::IngressRouteV1,
-            key: k.clone(),
-        }))
-        .chain(s.routes_v1alpha1.keys().map(|k| ObjectRef {
-            kind: Kind::RouteV1alpha1,
-            key: k.clone(),
-        }));
-    refs.filter_map(|r| object_links(s, &r).map(|l| (r, l)))
+/// Calls `f` with every routing object of a snapshot and its links.
+fn each_routing_object(s: &Snapshot, mut f: impl FnMut(ObjectRef, Vec<Link>)) {
+    fn each<T>(
+        objects: &Objects<T>,
+        kind: Kind,
+        links: fn(&ObjKey, &T) -> Vec<Link>,
+        f: &mut impl FnMut(ObjectRef, Vec<Link>),
+    ) {
+        for (key, o) in objects {
+            let obj = ObjectRef {
+                kind,
+                key: key.clone(),
+            };
+            f(obj, links(key, o));
+        }
+    }
+    each(&s.ingresses, Kind::Ingress, links_of_ingress, &mut f);
+    let v1beta1 = &s.ingressroutes_v1beta1;
+    each(v1beta1, Kind::IngressRouteV1beta1, links_of_v1beta1, &mut f);
+    each(
+        &s.ingressroutes_v1,
+        Kind::IngressRouteV1,
+        links_of_v1,
+        &mut f,
+    );
+    each(
+        &s.routes_v1alpha1,
+        Kind::RouteV1alpha1,
+        links_of_route,
+        &mut f,
+    );
 }
 
 /// A link as a routing object names it, borrowed from the object (a host in any letter case).
@@ -570,10 +612,22 @@ pub(super) enum LinkRef<'a> {
 }
 
 impl LinkRef<'_> {
-    fn to_link(self) -> Link {
+    /// The link, named by the object of key `key`: its namespace and name are shared with the
+    /// key where they are the same.
+    fn to_link(self, key: &ObjKey) -> Link {
+        let shared = |s: &str, own: &Arc<str>| match **own == *s {
+            true => own.clone(),
+            false => Arc::from(s),
+        };
         match self {
-            LinkRef::Host(h) => host_link(h),
-            LinkRef::IngressRoute(ns, name) => Link::IngressRoute(ObjKey::new(ns, name)),
+            LinkRef::Host(h) if h.bytes().any(|c| c.is_ascii_uppercase()) => {
+                Link::Host(Arc::from(h.to_ascii_lowercase()))
+            }
+            LinkRef::Host(h) => Link::Host(Arc::from(h)),
+            LinkRef::IngressRoute(ns, name) => Link::IngressRoute(ObjKey {
+                namespace: shared(ns, &key.namespace),
+                name: shared(name, &key.name),
+            }),
         }
     }
 }
@@ -621,33 +675,52 @@ pub(super) fn ingress_links<'a>(
     }
 }
 
+/// The links of an IngressRoute of key `key` (either API version), one allocation for them.
+fn links_of_ingressroute<'a>(
+    key: &'a ObjKey,
+    delegates: impl Iterator<Item = &'a crate::api::Delegate> + Clone,
+    fqdn: Option<&'a str>,
+) -> Vec<Link> {
+    let mut links = Vec::with_capacity(1 + delegates.clone().count() + usize::from(fqdn.is_some()));
+    ingressroute_links(key, delegates, fqdn, &mut |l| links.push(l.to_link(key)));
+    links
+}
+
+fn links_of_v1beta1(key: &ObjKey, o: &crate::api::heptio_v1beta1::IngressRoute) -> Vec<Link> {
+    let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+    let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
+    links_of_ingressroute(key, delegates, fqdn)
+}
+
+fn links_of_v1(key: &ObjKey, o: &crate::api::contour_v1::IngressRoute) -> Vec<Link> {
+    let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+    let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
+    links_of_ingressroute(key, delegates, fqdn)
+}
+
+fn links_of_route(key: &ObjKey, o: &crate::api::route_v1alpha1::Route) -> Vec<Link> {
+    vec![LinkRef::Host(&o.spec.host).to_link(key)]
+}
+
+/// The links of an Ingress, each once, in order.
+fn links_of_ingress(key: &ObjKey, o: &k8s_openapi::api::networking::v1::Ingress) -> Vec<Link> {
+    let mut links = Vec::new();
+    ingress_links(o, &mut |l| links.push(l.to_link(key)));
+    links.sort();
+    links.dedup();
+    super::exact_vec(links)
+}
+
 /// The links of one routing object of the snapshot; None when it is not there.
 fn object_links(s: &Snapshot, obj: &ObjectRef) -> Option<Vec<Link>> {
     let key = &obj.key;
-    let mut links = Vec::new();
-    let mut push = |l: LinkRef<'_>| links.push(l.to_link());
-    match obj.kind {
-        Kind::IngressRouteV1beta1 => {
-            let o = s.ingressroutes_v1beta1.get(key)?;
-            let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
-            let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
-            ingressroute_links(key, delegates, fqdn, &mut push);
-        }
-        Kind::IngressRouteV1 => {
-            let o = s.ingressroutes_v1.get(key)?;
-            let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
-            let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
-            ingressroute_links(key, delegates, fqdn, &mut push);
-        }
-        Kind::RouteV1alpha1 => push(LinkRef::Host(&s.routes_v1alpha1.get(key)?.spec.host)),
-        Kind::Ingress => {
-            ingress_links(s.ingresses.get(key)?, &mut push);
-            links.sort();
-            links.dedup();
-        }
+    Some(match obj.kind {
+        Kind::IngressRouteV1beta1 => links_of_v1beta1(key, s.ingressroutes_v1beta1.get(key)?),
+        Kind::IngressRouteV1 => links_of_v1(key, s.ingressroutes_v1.get(key)?),
+        Kind::RouteV1alpha1 => links_of_route(key, s.routes_v1alpha1.get(key)?),
+        Kind::Ingress => links_of_ingress(key, s.ingresses.get(key)?),
         _ => return None,
-    }
-    Some(links)
+    })
 }
 
 /// Copies one routing object from `from` into `to`.
