@@ -131,6 +131,9 @@ impl Incremental {
         for v in dag.vhosts.values() {
             self.count_users(v, 1, &mut Vec::new());
         }
+        // The EndpointSlices of each Service, which the first partial build would otherwise
+        // index (every slice of the store at once) before the change it builds.
+        self.slices.follow(&snapshot.endpoint_slices);
         self.stale_endpoints.clear();
         self.ready = true;
     }

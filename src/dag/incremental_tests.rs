@@ -573,3 +573,34 @@ fn a_partial_build_finds_the_slices_of_a_service_after_they_move_between_service
         dag = got;
     }
 }
+
+#[test]
+fn a_full_build_leaves_the_endpoint_slices_indexed_for_the_first_change() {
+    // The index of a full build includes the Services' EndpointSlices, so that the first
+    // partial build after it does not index every slice of the store before its change.
+    let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: s0, namespace: ns}\n\
+        spec: {ports: [{name: http, port: 80}]}\n---\n\
+        apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+        metadata: {name: a, namespace: ns, labels: {kubernetes.io/service-name: s0}}\n\
+        addressType: IPv4\nports: [{name: http, port: 8080}]\n\
+        endpoints: [{addresses: [10.0.0.1], conditions: {ready: true}}]\n---\n\
+        apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
+        metadata: {name: root, namespace: ns}\n\
+        spec: {virtualhost: {fqdn: one.example.com}, routes: [{match: /, services: [{name: s0, port: 80}]}]}\n";
+    let store = with_other_roots(yaml.to_string());
+    let mut inc = Incremental::new(Options::default());
+    let (dag, kind) = inc.build_model(None, &store);
+    assert_eq!(kind, BuildKind::Full);
+    assert_eq!(
+        inc.slices.of_service("ns", "s0").count(),
+        0,
+        "before the index"
+    );
+    inc.index(&store, &dag);
+    let slices: Vec<&str> = inc
+        .slices
+        .of_service("ns", "s0")
+        .map(|k| &*k.name)
+        .collect();
+    assert_eq!(slices, ["a"]);
+}
