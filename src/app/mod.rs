@@ -100,7 +100,7 @@ impl Pipeline {
         }
         let prev = last.as_ref().map(|(s, d)| (s, d.as_ref()));
         // A full build's index for the partial builds after it is made once the model and its
-        // resources are published (below): Envoy and the status writer need not wait for it.
+        // resources are published (below): the push to Envoy need not wait for it.
         let (dag, kind) = builder.build_model(prev, snapshot);
         let dag = Arc::new(dag);
         let path = match kind {
