@@ -38,6 +38,9 @@ struct PipelineState {
     builder: dag::incremental::Incremental,
     /// Translates and encodes what changed between successive models.
     encoder: translate::incremental::Encoder,
+    /// The last full build's index for the partial builds after it, being made on a thread of its
+    /// own once the build is published; the next publication takes it back first.
+    indexing: Option<std::thread::JoinHandle<dag::incremental::Incremental>>,
 }
 
 /// Which path a publication took (see [`Pipeline::publish_counted`]).
@@ -70,6 +73,7 @@ impl Pipeline {
                 last: None,
                 builder: dag::incremental::Incremental::new(dag_options),
                 encoder: translate::incremental::Encoder::new(translate_options.clone()),
+                indexing: None,
             }),
             dag_tx,
             xds_tx,
@@ -89,7 +93,15 @@ impl Pipeline {
             last,
             builder,
             encoder,
+            indexing,
         } = &mut *state;
+        if let Some(indexing) = indexing.take() {
+            match indexing.join() {
+                Ok(indexed) => *builder = indexed,
+                // The builder left in its place has no index: this build is a full one.
+                Err(_) => tracing::error!("indexing a full build panicked; building in full"),
+            }
+        }
         if let Some((prev_snapshot, prev_dag)) = last.as_mut()
             && let Some(changes) = prev_snapshot.endpoint_only_changes(snapshot)
             && self.publish_endpoints(prev_dag, snapshot, &changes.services)
@@ -100,7 +112,8 @@ impl Pipeline {
         }
         let prev = last.as_ref().map(|(s, d)| (s, d.as_ref()));
         // A full build's index for the partial builds after it is made once the model and its
-        // resources are published (below): the push to Envoy need not wait for it.
+        // resources are published, on a thread of its own (below): neither the push to Envoy
+        // nor the caller (cluster mode's status writer) waits for it, only the next change.
         let (dag, kind) = builder.build_model(prev, snapshot);
         let dag = Arc::new(dag);
         let path = match kind {
@@ -129,7 +142,17 @@ impl Pipeline {
         garbage.retired = Some(retired);
         drop_later(garbage);
         if path == PublishPath::Full {
-            builder.index(snapshot, &dag);
+            let mut indexed = builder.take();
+            let (snapshot, model) = (snapshot.clone(), dag.clone());
+            let thread = std::thread::Builder::new().name("sluice-index".into());
+            match thread.spawn(move || {
+                indexed.index(&snapshot, &model);
+                indexed
+            }) {
+                Ok(handle) => *indexing = Some(handle),
+                // The builder left in place has no index: the next build is a full one.
+                Err(e) => tracing::warn!(error = %e, "cannot start a thread to index a full build"),
+            }
         }
         (dag, path)
     }

@@ -92,6 +92,13 @@ impl Incremental {
         self.stale_endpoints.extend(services.into_iter().cloned());
     }
 
+    /// This index, moved out; what is left in its place has the same options and no index (its
+    /// next build is a full one).
+    pub fn take(&mut self) -> Incremental {
+        let empty = Incremental::new(self.options.clone());
+        std::mem::replace(self, empty)
+    }
+
     /// Builds the model of every routing object of `snapshot` and indexes it.
     pub fn build_full(&mut self, snapshot: &Snapshot) -> Dag {
         let dag = super::build(snapshot, &self.options);
