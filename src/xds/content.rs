@@ -248,6 +248,26 @@ mod tests {
     }
 
     #[test]
+    fn a_small_resource_cannot_hash_like_a_large_one() {
+        use crate::translate::ResourceType;
+        use crate::xds::cache::{Body, Resource};
+        let mut rng = Rng::new(17);
+        let bytes = message(&mut rng, 800);
+        assert!(bytes.len() >= crate::xds::cache::LARGE);
+        // What the large digest hashes after the name: the groups' hashes, which a small
+        // resource of the same name could hold as its bytes.
+        let hashes: Vec<u8> = groups(&bytes)
+            .into_iter()
+            .flat_map(|g| group_digest(&bytes[g]))
+            .collect();
+        let t = ResourceType::Route;
+        let large = Resource::new("http", Body::new(t, bytes));
+        let small = Resource::new("http", Body::new(t, hashes));
+        assert!(!large.same_content(&small));
+        assert_ne!(large.version, small.version);
+    }
+
+    #[test]
     fn a_field_added_leaves_the_other_groups_alone() {
         let mut rng = Rng::new(13);
         let bytes = message(&mut rng, 3_000);
