@@ -2,7 +2,6 @@
 //! over HTTPS in standalone mode, its cross-object index is the manifest directory and follows it
 //! when files change, `/metrics` counts its verdicts, and SIGTERM stops it cleanly.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -10,12 +9,10 @@ use std::time::{Duration, Instant};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use serde_json::{Value, json};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
+#[path = "envoy_support/ports.rs"]
+mod ports;
+
+use ports::free_port;
 
 /// Writes a serving certificate for 127.0.0.1 into `dir`; returns the CA's PEM.
 fn write_pki(dir: &Path) -> String {

@@ -376,13 +376,10 @@ pub fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
-/// A free TCP port on 127.0.0.1.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+#[path = "../../tests/envoy_support/ports.rs"]
+mod ports;
+
+pub use ports::free_port;
 
 /// The flags that make a sluice serve xDS and Envoy's listener on loopback.
 pub struct Ports {
