@@ -122,6 +122,46 @@ fn write_entry(out: &mut Vec<u8>, host: String, body: &[u8]) -> Entry {
     }
 }
 
+/// Changed hosts of the HTTP route configuration: bytes to put, or None to remove. They are
+/// collected in a vector, mostly in host order already (from the diff of the models' hosts), and
+/// sorted once before the splice: cheaper than keeping a sorted map of thousands of hosts for a
+/// build from nothing.
+#[derive(Debug, Default)]
+struct HostEdits(Vec<(String, Option<Vec<u8>>)>);
+
+impl HostEdits {
+    fn put(&mut self, host: String, bytes: Option<Vec<u8>>) {
+        self.0.push((host, bytes));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The edits in host order, each host once with its last edit, as a map's inserts would
+    /// leave them.
+    fn sorted(self) -> Vec<(String, Option<Vec<u8>>)> {
+        let mut edits = self.0;
+        // Stable: the edits of one host stay in the order they were made.
+        edits.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(String, Option<Vec<u8>>)> = Vec::with_capacity(edits.len());
+        for edit in edits {
+            match out.last_mut() {
+                Some(last) if last.0 == edit.0 => *last = edit,
+                _ => out.push(edit),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+impl From<BTreeMap<String, Option<Vec<u8>>>> for HostEdits {
+    fn from(edits: BTreeMap<String, Option<Vec<u8>>>) -> HostEdits {
+        HostEdits(edits.into_iter().collect())
+    }
+}
+
 impl Layout {
     /// The encoded `VirtualHost` of `host` in `bytes` (the configuration this layout describes).
     fn body<'b>(&self, bytes: &'b [u8], host: &str) -> Option<&'b [u8]> {
@@ -152,17 +192,13 @@ impl Layout {
     /// `old` (the configuration this layout describes, named `name`) with `edits` applied: a host
     /// with bytes is put (added or replaced), a host with None removed. The layout then describes
     /// the result; also returned is its content digest ([`Resource::with_large_digest`]).
-    fn splice(
-        &mut self,
-        name: &str,
-        old: &[u8],
-        edits: BTreeMap<String, Option<Vec<u8>>>,
-    ) -> (Vec<u8>, [u8; 32]) {
+    fn splice(&mut self, name: &str, old: &[u8], edits: HostEdits) -> (Vec<u8>, [u8; 32]) {
+        let edits = edits.sorted();
         let head = self.entries.first().map_or(old.len(), |e| e.start);
-        let added: usize = edits.values().flatten().map(|b| b.len() + 8).sum();
+        let added: usize = edits.iter().flat_map(|(_, b)| b).map(|b| b.len() + 8).sum();
         let mut out = Vec::with_capacity(old.len() + added);
         // Where each edit falls among the old entries (edits are in host order, as entries are).
-        let places: Vec<(usize, bool)> = edits.keys().map(|h| self.place(h)).collect();
+        let places: Vec<(usize, bool)> = edits.iter().map(|(h, _)| self.place(h)).collect();
         let touched = if edits.len() <= IN_PLACE_EDITS {
             self.splice_in_place(old, head, &mut out, edits, &places)
         } else {
@@ -244,12 +280,12 @@ impl Layout {
         old: &[u8],
         head: usize,
         out: &mut Vec<u8>,
-        edits: BTreeMap<String, Option<Vec<u8>>>,
+        edits: Vec<(String, Option<Vec<u8>>)>,
         places: &[(usize, bool)],
     ) -> Vec<usize> {
         let mut cursor = 0;
         let mut written = Vec::with_capacity(edits.len());
-        let puts: Vec<bool> = edits.values().map(Option::is_some).collect();
+        let puts: Vec<bool> = edits.iter().map(|(_, b)| b.is_some()).collect();
         for ((host, edit), &(i, found)) in edits.into_iter().zip(places) {
             let at = self.start_of(i, head);
             out.extend_from_slice(&old[cursor..at]);
@@ -307,7 +343,7 @@ impl Layout {
         old: &[u8],
         head: usize,
         out: &mut Vec<u8>,
-        edits: BTreeMap<String, Option<Vec<u8>>>,
+        edits: Vec<(String, Option<Vec<u8>>)>,
         places: Vec<(usize, bool)>,
     ) -> Vec<usize> {
         out.extend_from_slice(&old[..head]);
@@ -477,7 +513,7 @@ impl Encoder {
         let mut routes = Patch::new(ResourceType::Route, prev_type(ResourceType::Route));
         let fallback = dag.vhosts.get("*").map(|v| &**v);
         // Changed hosts of the HTTP route configuration: bytes to put, or None to remove.
-        let mut http_edits: BTreeMap<String, Option<Vec<u8>>> = BTreeMap::new();
+        let mut http_edits = HostEdits::default();
         let redirected_before = layout.redirected.len();
         let mut redirected_changed = false;
         let mut set_http = |layout: &mut Layout, v: &VirtualHost| {
@@ -485,14 +521,14 @@ impl Encoder {
                 // A domain of the shared virtual host; its own goes, if it had one.
                 redirected_changed |= layout.redirected.insert(v.host.clone());
                 if layout.body(old_http, &v.host).is_some() {
-                    http_edits.insert(v.host.clone(), None);
+                    http_edits.put(v.host.clone(), None);
                 }
                 return;
             }
             redirected_changed |= layout.redirected.remove(&v.host);
             let bytes = route::build_http_vhost(v, fallback).encode_to_vec();
             if layout.body(old_http, &v.host) != Some(&bytes[..]) {
-                http_edits.insert(v.host.clone(), Some(bytes));
+                http_edits.put(v.host.clone(), Some(bytes));
             }
         };
         let mut removed_http = Vec::new();
@@ -534,7 +570,7 @@ impl Encoder {
         for host in removed_http {
             redirected_changed |= layout.redirected.remove(host);
             if layout.body(old_http, host).is_some() {
-                http_edits.insert(host.clone(), None);
+                http_edits.put(host.clone(), None);
             }
         }
         if redirected_changed {
@@ -544,7 +580,7 @@ impl Encoder {
                     .encode_to_vec()
             });
             if bytes.is_some() || redirected_before > 0 {
-                http_edits.insert(shared, bytes);
+                http_edits.put(shared, bytes);
             }
         }
         if !http_edits.is_empty() || !routes.has(HTTP_ROUTE_CONFIG) {

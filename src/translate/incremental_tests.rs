@@ -154,6 +154,25 @@ fn groups(layout: &Layout) -> usize {
 }
 
 #[test]
+fn host_edits_are_sorted_with_each_hosts_last_edit() {
+    let mut edits = HostEdits::default();
+    edits.put("b".into(), Some(vec![1]));
+    edits.put("a".into(), None);
+    edits.put("c".into(), Some(vec![2]));
+    edits.put("b".into(), None);
+    edits.put("a".into(), Some(vec![3]));
+    edits.put("b".into(), Some(vec![4]));
+    assert_eq!(
+        edits.sorted(),
+        vec![
+            ("a".to_string(), Some(vec![3])),
+            ("b".to_string(), Some(vec![4])),
+            ("c".to_string(), Some(vec![2])),
+        ]
+    );
+}
+
+#[test]
 fn a_splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes() {
     let mut rng = Rng(0x5eed_0000_5011_ce00);
     let mut want: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -181,7 +200,7 @@ fn a_splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes() {
             }
         }
         let digest;
-        (bytes, digest) = layout.splice("config", &bytes, edits);
+        (bytes, digest) = layout.splice("config", &bytes, edits.into());
         assert!(bytes == assembled(&want), "step {step}: the bytes");
         assert_eq!(layout.len, bytes.len());
         assert_eq!(
@@ -222,7 +241,11 @@ fn a_change_of_a_host_hashes_only_its_group_again() {
             })
             .collect()
     };
-    let (mut bytes, _) = layout.splice("config", &http_route_config_head(), hosts(0..6_000, 3));
+    let (mut bytes, _) = layout.splice(
+        "config",
+        &http_route_config_head(),
+        hosts(0..6_000, 3).into(),
+    );
     let total = bytes.len();
     assert!(total > 500_000 && groups(&layout) > 20, "{total} bytes");
     // The first host, the last, one in the middle; one changed, one added, one removed.
@@ -239,7 +262,7 @@ fn a_change_of_a_host_hashes_only_its_group_again() {
     for edit in edits {
         layout.hashed = 0;
         let digest;
-        (bytes, digest) = layout.splice("config", &bytes, edit.clone());
+        (bytes, digest) = layout.splice("config", &bytes, edit.clone().into());
         assert_eq!(digest, content::large_digest("config", &bytes), "{edit:?}");
         // One group of ~16 KiB, two when the changed host moved where a group ends.
         assert!(
