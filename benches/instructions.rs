@@ -6,8 +6,11 @@
 //! `cargo bench --bench instructions` counts the build of the `dag` benchmark's 10k cluster
 //! (`sluice::synth`): on one thread (`dag_build_one_thread_minstr_10k`, millions) and as sluice
 //! builds it, on two threads (`dag_build_minstr_10k`, both threads' instructions: the whole
-//! process less the same process stopped before the build). Time is not counted here: cache
-//! misses cost a build more than its instructions do; what this tells is the work.
+//! process less the same process stopped before the build); then the translation and encoding
+//! of that model from nothing, as `Pipeline::publish` does at start (`translate_minstr_10k`, both
+//! threads: the process that also encodes less the one that stops after the build). Time is not
+//! counted here: cache misses cost a build more than its instructions do; what this tells is the
+//! work.
 //!
 //! The benchmark runs itself under valgrind, the child building the snapshot and then the model
 //! in `counted_dag_build`. The smoke run (`cargo test --all-targets`) does the same for a
@@ -18,10 +21,13 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use std::sync::Arc;
+
 use sluice::dag::{self, Dag, Options};
 use sluice::store::Snapshot;
+use sluice::translate;
 
-/// Set in the child: `<routing objects>:<one|two|none>`.
+/// Set in the child: `<routing objects>:<one|two|encode|none>`.
 const CHILD: &str = "SLUICE_INSTRUCTIONS_CHILD";
 
 #[derive(Clone, Copy)]
@@ -30,6 +36,8 @@ enum Build {
     OneThread,
     /// `dag::build`, as sluice calls it: two threads from 2,000 routing objects on.
     AsSluice,
+    /// `dag::build` as sluice calls it, then a new encoder's xDS snapshot of the model.
+    Encode,
     /// No build: the rest of the process, to subtract.
     None,
 }
@@ -39,14 +47,20 @@ impl Build {
         match self {
             Build::OneThread => "one",
             Build::AsSluice => "two",
+            Build::Encode => "encode",
             Build::None => "none",
         }
     }
 
     fn parse(s: &str) -> Option<Build> {
-        [Build::OneThread, Build::AsSluice, Build::None]
-            .into_iter()
-            .find(|b| b.name() == s)
+        [
+            Build::OneThread,
+            Build::AsSluice,
+            Build::Encode,
+            Build::None,
+        ]
+        .into_iter()
+        .find(|b| b.name() == s)
     }
 }
 
@@ -54,7 +68,7 @@ impl Build {
 fn counted_dag_build(snapshot: &Snapshot, options: &Options, build: Build) -> Option<Dag> {
     match build {
         Build::OneThread => Some(dag::build_on_one_thread(snapshot, options)),
-        Build::AsSluice => Some(dag::build(snapshot, options)),
+        Build::AsSluice | Build::Encode => Some(dag::build(snapshot, options)),
         Build::None => None,
     }
 }
@@ -65,13 +79,25 @@ fn child(spec: &str) {
     let (n, build) = spec
         .split_once(':')
         .and_then(|(n, b)| Some((n.parse().ok()?, Build::parse(b)?)))
-        .unwrap_or_else(|| panic!("{CHILD}={spec:?}: expected <objects>:<one|two|none>"));
+        .unwrap_or_else(|| panic!("{CHILD}={spec:?}: expected <objects>:<one|two|encode|none>"));
     let snapshot = common::cluster(n);
-    let model = counted_dag_build(&snapshot, &Options::default(), build);
+    let model = counted_dag_build(&snapshot, &Options::default(), build).map(Arc::new);
     if let Some(m) = &model {
         assert!(!m.vhosts.is_empty(), "the synthetic cluster routes");
     }
-    std::mem::forget((std::hint::black_box(model), snapshot));
+    let encoded = match (&model, build) {
+        (Some(m), Build::Encode) => {
+            let mut encoder = translate::incremental::Encoder::new(translate::Options::default());
+            let (xds, _) = encoder.encode(m);
+            assert!(
+                !xds.of(translate::ResourceType::Cluster).is_empty(),
+                "the model's clusters are encoded"
+            );
+            Some((xds, encoder))
+        }
+        _ => None,
+    };
+    std::mem::forget((std::hint::black_box((model, encoded)), snapshot));
 }
 
 /// The instructions callgrind counted in one run of this binary as a child.
@@ -144,18 +170,23 @@ fn main() {
     }
     let one = count(n, Build::OneThread);
     let with = count(n, Build::AsSluice);
+    let encoded = count(n, Build::Encode);
     let without = count(n, Build::None);
     assert!(
-        with > without && one > 0,
-        "a build counts instructions: one thread {one}, process with a build {with}, without {without}"
+        with > without && one > 0 && encoded > with,
+        "a build counts instructions: one thread {one}, process with a build {with}, \
+         with a build and its encoding {encoded}, without {without}"
     );
     let two = with - without;
+    let encode = encoded - with;
     let m = |x: u64| x as f64 / 1e6;
     println!(
         "{n} routing objects, dag::build (callgrind instructions): on one thread {:.1} M, \
-         as sluice builds it {:.1} M (two threads from 2,000 objects: both threads' count)",
+         as sluice builds it {:.1} M (two threads from 2,000 objects: both threads' count); \
+         then translate and encode from nothing {:.1} M (both threads)",
         m(one),
-        m(two)
+        m(two),
+        m(encode)
     );
     if !smoke {
         let mut r = serde_json::Map::new();
@@ -164,6 +195,7 @@ fn main() {
             common::round3(m(one)),
         );
         r.insert("dag_build_minstr_10k".into(), common::round3(m(two)));
+        r.insert("translate_minstr_10k".into(), common::round3(m(encode)));
         common::write_results(r);
     }
 }
