@@ -20,7 +20,6 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-
 use std::sync::Arc;
 
 use sluice::dag::{self, Dag, Options};
