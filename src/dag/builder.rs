@@ -15,13 +15,12 @@ use sha2::{Digest, Sha256};
 use super::Options;
 use super::model::*;
 use super::parallel::Half;
+use super::services::{ServiceIndex, ServiceMap, add_service, add_slice};
 use super::slices::SliceIndex;
 use super::sort::sorted_entries;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
-use crate::store::{
-    Objects, ServicePortRef, ServicePorts, SliceEndpoints, Snapshot, TlsSecretData,
-};
+use crate::store::{Objects, ServicePortRef, SliceEndpoints, Snapshot, TlsSecretData};
 
 pub use crate::store::SERVICE_NAME_LABEL;
 /// Host header of active health checks when the object names none.
@@ -87,43 +86,6 @@ fn match_hash(hasher: &DefaultHashBuilder, path: &PathMatch, headers: &[HeaderMa
     hasher.hash_one((path, headers))
 }
 
-/// The EndpointSlices of one Service, in snapshot order (almost always exactly one).
-#[derive(Default)]
-enum Slices<'a> {
-    #[default]
-    None,
-    One(&'a SliceEndpoints),
-    Many(Vec<&'a SliceEndpoints>),
-}
-
-impl<'a> Slices<'a> {
-    fn as_slice(&self) -> &[&'a SliceEndpoints] {
-        match self {
-            Slices::None => &[],
-            Slices::One(s) => std::slice::from_ref(s),
-            Slices::Many(v) => v,
-        }
-    }
-
-    fn push(&mut self, slice: &'a SliceEndpoints) {
-        match self {
-            Slices::None => *self = Slices::One(slice),
-            Slices::One(first) => *self = Slices::Many(vec![*first, slice]),
-            Slices::Many(v) => v.push(slice),
-        }
-    }
-}
-
-/// What a build knows of one Service name: the Service, when there is one (with its key in the
-/// snapshot: a cluster names its Service with a copy of it), and the EndpointSlices naming it.
-/// One entry for both, so resolving a backend costs one hash-table probe, not two (at 10k
-/// Services each probe is a cache miss).
-#[derive(Default)]
-struct ServiceEntry<'a> {
-    service: Option<(&'a ObjKey, &'a ServicePorts)>,
-    slices: Slices<'a>,
-}
-
 /// The lowercase form of a host name, borrowed when it already is lowercase.
 fn lowercase(host: &str) -> Cow<'_, str> {
     if host.bytes().any(|c| c.is_ascii_uppercase()) {
@@ -153,8 +115,12 @@ pub struct Builder<'a> {
     statuses: HashMap<ObjectRef, StatusAcc>,
     claims: HashMap<String, Vec<HostClaim>>,
     owners: HashMap<String, ObjectRef>,
-    /// Services and their EndpointSlices by namespace and Service name.
-    services: HashMap<(&'a str, &'a str), ServiceEntry<'a>>,
+    /// Services and their EndpointSlices by namespace and Service name, unless `shared` holds
+    /// them.
+    services: ServiceMap<'a>,
+    /// Every Service and EndpointSlice of the backing snapshot, indexed for both halves of a
+    /// parallel build.
+    shared: Option<&'a ServiceIndex<'a>>,
     /// What of the backing snapshot's Services and EndpointSlices `services` holds; None when
     /// it holds all of them.
     indexed: Option<PartialIndex>,
@@ -176,10 +142,10 @@ impl<'a> Builder<'a> {
         let mut b = Builder::empty(snapshot, snapshot, options, snapshot.routing_objects());
         b.services.reserve(snapshot.services.len());
         for (k, svc) in &snapshot.services {
-            b.add_service(k, svc);
+            add_service(&mut b.services, k, svc);
         }
         for (key, slice) in &snapshot.endpoint_slices {
-            b.add_slice(key, slice);
+            add_slice(&mut b.services, key, slice);
         }
         b
     }
@@ -208,10 +174,15 @@ impl<'a> Builder<'a> {
     }
 
     /// A builder over one half of the routing objects of `snapshot` (a parallel build; see
-    /// [`super::parallel`]), indexing Services and EndpointSlices as [`Builder::partial`] does.
-    pub(super) fn half(snapshot: &'a Snapshot, half: Half<'a>, options: &'a Options) -> Self {
+    /// [`super::parallel`]), resolving backends in `services` (made of `snapshot`).
+    pub(super) fn half(
+        snapshot: &'a Snapshot,
+        half: Half<'a>,
+        services: &'a ServiceIndex<'a>,
+        options: &'a Options,
+    ) -> Self {
         let mut b = Builder::empty(snapshot, snapshot, options, half.routing_objects());
-        b.indexed = Some(PartialIndex::default());
+        b.shared = Some(services);
         b.half = Some(half);
         b
     }
@@ -234,6 +205,7 @@ impl<'a> Builder<'a> {
             claims: HashMap::new(),
             owners: HashMap::new(),
             services: HashMap::new(),
+            shared: None,
             indexed: None,
             slice_index: None,
             invalid_ingressroutes: None,
@@ -257,24 +229,6 @@ impl<'a> Builder<'a> {
             .map(|(_, kv)| kv)
     }
 
-    fn add_service(&mut self, key: &'a ObjKey, svc: &'a ServicePorts) {
-        self.services
-            .entry((key.namespace.as_ref(), key.name.as_ref()))
-            .or_default()
-            .service = Some((key, svc));
-    }
-
-    fn add_slice(&mut self, key: &'a ObjKey, slice: &'a SliceEndpoints) {
-        let Some(svc) = slice.service.as_deref() else {
-            return;
-        };
-        self.services
-            .entry((key.namespace.as_ref(), svc))
-            .or_default()
-            .slices
-            .push(slice);
-    }
-
     /// Indexes a Service and its EndpointSlices, unless they already are (a partial build).
     fn index_service(&mut self, namespace: &str, service: &str) {
         let Some(index) = &mut self.indexed else {
@@ -295,12 +249,12 @@ impl<'a> Builder<'a> {
                 .services
                 .get_key_value(&ObjKey::new(namespace, service))
             {
-                self.add_service(k, svc);
+                add_service(&mut self.services, k, svc);
             }
             for key in slices.of_service(namespace, service) {
                 if let Some((k, slice)) = whole.endpoint_slices.get_key_value(key) {
                     debug_assert_eq!(slice.service.as_deref(), Some(service));
-                    self.add_slice(k, slice);
+                    add_slice(&mut self.services, k, slice);
                 }
             }
             return;
@@ -313,14 +267,14 @@ impl<'a> Builder<'a> {
                 .services
                 .get_key_value(&ObjKey::new(namespace, service))
             {
-                self.add_service(k, svc);
+                add_service(&mut self.services, k, svc);
             }
             for (k, slice) in whole.endpoint_slices.range(start..) {
                 if !in_namespace(k) {
                     break;
                 }
                 if slice.service.as_deref() == Some(service) {
-                    self.add_slice(k, slice);
+                    add_slice(&mut self.services, k, slice);
                 }
             }
             return;
@@ -332,14 +286,14 @@ impl<'a> Builder<'a> {
             if !in_namespace(k) {
                 break;
             }
-            self.add_service(k, svc);
+            add_service(&mut self.services, k, svc);
         }
         for (k, slice) in whole.endpoint_slices.range(start..) {
             if !in_namespace(k) {
                 break;
             }
             if !slice.service.as_deref().is_some_and(|s| done.contains(s)) {
-                self.add_slice(k, slice);
+                add_slice(&mut self.services, k, slice);
             }
         }
     }
@@ -511,8 +465,13 @@ impl<'a> Builder<'a> {
     /// The error is the status message for the referring object.
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
-        self.index_service(b.namespace, b.service);
-        let entry = self.services.get(&(b.namespace, b.service));
+        let entry = match self.shared {
+            Some(shared) => shared.get(b.namespace, b.service),
+            None => {
+                self.index_service(b.namespace, b.service);
+                self.services.get(&(b.namespace, b.service))
+            }
+        };
         let Some((svc_key, svc)) = entry.and_then(|e| e.service) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,

@@ -19,6 +19,7 @@ pub mod lookup;
 pub mod model;
 mod parallel;
 pub mod route;
+mod services;
 mod slices;
 mod sort;
 pub mod table;

@@ -16,6 +16,7 @@ use hashbrown::{DefaultHashBuilder, HashMap};
 use super::builder::SortedParts;
 use super::incremental::{LinkRef, ingress_links, ingressroute_links};
 use super::model::*;
+use super::services::ServiceIndex;
 use super::{Builder, Options};
 use crate::api::Kind;
 use crate::store::Snapshot;
@@ -29,25 +30,14 @@ pub const PARALLEL_OBJECTS: usize = 2_000;
 /// merge as they should (the caller then builds on one thread).
 pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     let sides = sides(snapshot);
+    let services = ServiceIndex::new(snapshot);
+    let half = |side| Half {
+        sides: &sides,
+        side,
+    };
     let (a, b) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| {
-            build_half(
-                snapshot,
-                Half {
-                    sides: &sides,
-                    side: 1,
-                },
-                options,
-            )
-        });
-        let here = build_half(
-            snapshot,
-            Half {
-                sides: &sides,
-                side: 0,
-            },
-            options,
-        );
+        let other = scope.spawn(|| build_half(snapshot, half(1), &services, options));
+        let here = build_half(snapshot, half(0), &services, options);
         let other = other
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -76,8 +66,13 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     })
 }
 
-fn build_half(snapshot: &Snapshot, half: Half<'_>, options: &Options) -> SortedParts {
-    let mut b = Builder::half(snapshot, half, options);
+fn build_half<'a>(
+    snapshot: &'a Snapshot,
+    half: Half<'a>,
+    services: &'a ServiceIndex<'a>,
+    options: &'a Options,
+) -> SortedParts {
+    let mut b = Builder::half(snapshot, half, services, options);
     super::run(&mut b);
     b.finish_sorted()
 }
