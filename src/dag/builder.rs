@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::Options;
 use super::model::*;
 use super::parallel::Half;
-use super::services::{ServiceIndex, ServiceMap, add_service, add_slice};
+use super::services::{ServiceIndex, ServiceMap, add_service, add_slice, index_all};
 use super::slices::SliceIndex;
 use super::sort::sorted_entries;
 use crate::api::status::reason;
@@ -122,7 +122,7 @@ pub struct Builder<'a> {
     /// parallel build.
     shared: Option<&'a ServiceIndex<'a>>,
     /// What of the backing snapshot's Services and EndpointSlices `services` holds; None when
-    /// it holds all of them.
+    /// it (or `shared`) holds all of them.
     indexed: Option<PartialIndex>,
     /// The EndpointSlices of each Service of the backing snapshot, when the caller keeps them
     /// (the incremental builder): a partial build then finds a Service's slices by name.
@@ -140,13 +140,7 @@ impl<'a> Builder<'a> {
     /// A builder over every routing object of `snapshot`.
     pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
         let mut b = Builder::empty(snapshot, snapshot, options, snapshot.routing_objects());
-        b.services.reserve(snapshot.services.len());
-        for (k, svc) in &snapshot.services {
-            add_service(&mut b.services, k, svc);
-        }
-        for (key, slice) in &snapshot.endpoint_slices {
-            add_slice(&mut b.services, key, slice);
-        }
+        b.services = index_all(snapshot);
         b
     }
 

@@ -83,6 +83,15 @@ fn index_range<'a>(
     map
 }
 
+/// Every Service and EndpointSlice of `snapshot` (a one-thread build's index).
+pub(super) fn index_all(snapshot: &Snapshot) -> ServiceMap<'_> {
+    index_range(
+        snapshot,
+        (Bound::Unbounded, Bound::Unbounded),
+        snapshot.services.len(),
+    )
+}
+
 /// Every Service and EndpointSlice of a snapshot, indexed once for both halves of a parallel
 /// build: in two parts split by namespace (a slice is always in its Service's namespace), each
 /// made on a thread of its own. Left to index what their backends name, as partial builds do,
@@ -103,7 +112,7 @@ impl<'a> ServiceIndex<'a> {
         let split = (snapshot.services.iter().nth(services / 2))
             .map(|(k, _)| ObjKey::new(k.namespace.clone(), ""));
         let Some(at) = &split else {
-            let all = index_range(snapshot, (Unbounded, Unbounded), 0);
+            let all = index_all(snapshot);
             return ServiceIndex {
                 split,
                 parts: [all, ServiceMap::new()],
@@ -150,12 +159,6 @@ mod tests {
         })
     }
 
-    /// The index of `snapshot` as the one-thread build makes it: one map of everything.
-    fn whole(snapshot: &Snapshot) -> ServiceMap<'_> {
-        use Bound::Unbounded;
-        index_range(snapshot, (Unbounded, Unbounded), 0)
-    }
-
     #[test]
     fn both_parts_together_find_what_one_map_of_everything_finds() {
         let mut snapshot = Snapshot::default();
@@ -179,7 +182,7 @@ mod tests {
         let index = ServiceIndex::new(&snapshot);
         assert!(index.split.is_some());
         assert!(!index.parts[0].is_empty() && !index.parts[1].is_empty());
-        let whole = whole(&snapshot);
+        let whole = index_all(&snapshot);
         assert_eq!(index.parts[0].len() + index.parts[1].len(), whole.len());
         for ((ns, svc), entry) in &whole {
             let got = index.get(ns, svc).expect("indexed");
