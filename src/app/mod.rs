@@ -166,10 +166,10 @@ impl Pipeline {
         snapshot: &Snapshot,
         services: &std::collections::BTreeSet<crate::api::ObjKey>,
     ) -> bool {
-        use prost::Message;
         let current = self.xds_tx.borrow().clone();
         let held = current.of(translate::ResourceType::Endpoint);
         let mut changed = Vec::new();
+        let mut load_assignments = translate::LoadAssignmentBytes::default();
         let clusters = services
             .iter()
             .flat_map(|s| dag::clusters_of_service(&dag.clusters, s));
@@ -181,13 +181,12 @@ impl Pipeline {
                 endpoints,
                 ..(**cluster).clone()
             };
-            let cla = translate::build_load_assignment(&updated);
-            let value = cla.encode_to_vec();
-            if held.get(cla.cluster_name.as_str()).map(|r| &r.body.value) == Some(&value) {
+            let value = load_assignments.encode(&updated);
+            if held.get(&*updated.name).map(|r| &r.body.value) == Some(&value) {
                 continue;
             }
             changed.push((
-                cla.cluster_name,
+                updated.name.to_string(),
                 xds::cache::Body::new(translate::ResourceType::Endpoint, value),
             ));
         }

@@ -28,9 +28,11 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
 };
 use envoy_types::pb::envoy::r#type::v3::CodecClientType;
 
+use prost::Message;
+
 use super::{ads_config_source, any, duration, u32v};
 use crate::api::LbStrategy;
-use crate::dag::{Cluster, TlsSecret, UpstreamProtocol};
+use crate::dag::{Cluster, HealthCheckPolicy, OutlierDetection, TlsSecret, UpstreamProtocol};
 
 /// How long Envoy waits for a TCP connection to an upstream host.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,6 +40,89 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
+    EnvoyCluster {
+        name: c.name.to_string(),
+        ..build_cluster_settings(&ClusterSettings::of(c))
+    }
+}
+
+/// What of a model's [`Cluster`] its Envoy cluster is made of, besides its name: the Envoy
+/// cluster does not depend on anything else (its load assignment is named after it, over EDS).
+/// Clusters of one cluster set differ in their names and share a few settings, so
+/// [`ClusterBytes`] encodes each settings' part once.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ClusterSettings {
+    lb: LbStrategy,
+    protocol: UpstreamProtocol,
+    health_check: Option<HealthCheckPolicy>,
+    outlier_detection: Option<OutlierDetection>,
+}
+
+impl ClusterSettings {
+    fn of(c: &Cluster) -> ClusterSettings {
+        ClusterSettings {
+            lb: c.lb,
+            protocol: c.protocol,
+            health_check: c.health_check.clone(),
+            outlier_detection: c.outlier_detection.clone(),
+        }
+    }
+
+    /// Whether `c` has these settings (without copying its health check).
+    fn are_those_of(&self, c: &Cluster) -> bool {
+        self.lb == c.lb
+            && self.protocol == c.protocol
+            && self.health_check == c.health_check
+            && self.outlier_detection == c.outlier_detection
+    }
+}
+
+/// Encodes Envoy clusters as `build_cluster(c).encode_to_vec()` does, byte for byte, building
+/// and encoding the message of each distinct [`ClusterSettings`] once. prost writes a message's
+/// fields in the order of their numbers, and a cluster's name is field 1: its encoding is the
+/// name's field followed by the encoding of the same cluster without a name.
+#[derive(Default)]
+pub struct ClusterBytes {
+    /// Each settings seen, with its cluster's encoding without a name; the last one used first.
+    encoded: Vec<(ClusterSettings, Vec<u8>)>,
+}
+
+impl ClusterBytes {
+    pub fn encode(&mut self, c: &Cluster) -> Vec<u8> {
+        let i = match self.encoded.iter().position(|(s, _)| s.are_those_of(c)) {
+            Some(i) => i,
+            None => {
+                let settings = ClusterSettings::of(c);
+                let rest = build_cluster_settings(&settings).encode_to_vec();
+                self.encoded.push((settings, rest));
+                self.encoded.len() - 1
+            }
+        };
+        // The most recently used settings move to the front: a cluster set has one or a few
+        // settings, mostly the defaults.
+        if i > 0 {
+            self.encoded.swap(0, i);
+        }
+        let rest = &self.encoded[0].1;
+        let name = c.name.as_bytes();
+        let mut out = Vec::with_capacity(
+            prost::encoding::key_len(1)
+                + prost::encoding::encoded_len_varint(name.len() as u64)
+                + name.len()
+                + rest.len(),
+        );
+        if !name.is_empty() {
+            prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut out);
+            prost::encoding::encode_varint(name.len() as u64, &mut out);
+            out.extend_from_slice(name);
+        }
+        out.extend_from_slice(rest);
+        out
+    }
+}
+
+/// The Envoy cluster of `settings`, without a name.
+fn build_cluster_settings(c: &ClusterSettings) -> EnvoyCluster {
     let lb_policy = match c.lb {
         LbStrategy::RoundRobin => LbPolicy::RoundRobin,
         LbStrategy::WeightedLeastRequest => LbPolicy::LeastRequest,
@@ -110,7 +195,6 @@ pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
         typed_extension_protocol_options.insert(HTTP_PROTOCOL_OPTIONS.to_string(), any(&opts));
     }
     EnvoyCluster {
-        name: c.name.to_string(),
         cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
         eds_cluster_config: Some(EdsClusterConfig {
             eds_config: Some(ads_config_source()),
@@ -127,61 +211,113 @@ pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
 }
 
 pub fn build_load_assignment(c: &Cluster) -> ClusterLoadAssignment {
-    let mut cla = ClusterLoadAssignment::default();
-    fill_load_assignment(c, &mut cla);
-    cla
+    ClusterLoadAssignment {
+        cluster_name: c.name.to_string(),
+        endpoints: if c.endpoints.is_empty() {
+            Vec::new()
+        } else {
+            vec![LocalityLbEndpoints {
+                lb_endpoints: c
+                    .endpoints
+                    .iter()
+                    .map(|e| lb_endpoint(e.address, e.port))
+                    .collect(),
+                ..Default::default()
+            }]
+        },
+        ..Default::default()
+    }
 }
 
-/// Makes `cla` the load assignment of `c` (as [`build_load_assignment`] builds it), reusing the
-/// strings and vectors it holds: encoding every cluster's load assignment through one message
-/// allocates per cluster only what grew. `cla` must hold nothing but what this function sets.
-pub fn fill_load_assignment(c: &Cluster, cla: &mut ClusterLoadAssignment) {
-    cla.cluster_name.clear();
-    cla.cluster_name.push_str(&c.name);
-    if c.endpoints.is_empty() {
-        cla.endpoints.clear();
+/// One upstream address of a load assignment.
+fn lb_endpoint(ip: IpAddr, port: u16) -> LbEndpoint {
+    LbEndpoint {
+        host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
+            address: Some(Address {
+                address: Some(address::Address::SocketAddress(SocketAddress {
+                    address: {
+                        let mut a = String::with_capacity(15);
+                        push_ip(&mut a, ip);
+                        a
+                    },
+                    port_specifier: Some(PortSpecifier::PortValue(u32::from(port))),
+                    ..Default::default()
+                })),
+            }),
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// Encodes load assignments as `build_load_assignment(c).encode_to_vec()` does, byte for byte,
+/// through one reused message of one endpoint: each endpoint is encoded by prost once, where
+/// encoding the whole message measures each endpoint's nested messages once per level above
+/// them (seven levels from the load assignment down to the port).
+///
+/// The load assignment's fields around the endpoints are written here, in prost's order (that of
+/// their numbers): the cluster's name (field 1), then the one locality (field 2), which holds
+/// nothing but its endpoints (its field 2, each encoded by prost with its field number and
+/// length).
+#[derive(Default)]
+pub struct LoadAssignmentBytes {
+    endpoint: Option<LbEndpoint>,
+    /// The locality's encoding: its endpoints, each as a field.
+    locality: Vec<u8>,
+}
+
+impl LoadAssignmentBytes {
+    pub fn encode(&mut self, c: &Cluster) -> Vec<u8> {
+        use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+        self.locality.clear();
+        for e in &c.endpoints {
+            let endpoint = match &mut self.endpoint {
+                Some(held) => {
+                    set_address(held, e.address, e.port);
+                    held
+                }
+                None => self.endpoint.insert(lb_endpoint(e.address, e.port)),
+            };
+            prost::encoding::message::encode(2, endpoint, &mut self.locality);
+        }
+        let name = c.name.as_bytes();
+        let mut out = Vec::with_capacity(
+            2 * key_len(1)
+                + encoded_len_varint(name.len() as u64)
+                + name.len()
+                + encoded_len_varint(self.locality.len() as u64)
+                + self.locality.len(),
+        );
+        if !name.is_empty() {
+            encode_key(1, WireType::LengthDelimited, &mut out);
+            encode_varint(name.len() as u64, &mut out);
+            out.extend_from_slice(name);
+        }
+        if !c.endpoints.is_empty() {
+            encode_key(2, WireType::LengthDelimited, &mut out);
+            encode_varint(self.locality.len() as u64, &mut out);
+            out.extend_from_slice(&self.locality);
+        }
+        out
+    }
+}
+
+/// Makes `e` the endpoint of `ip` and `port`, reusing its address's string.
+fn set_address(e: &mut LbEndpoint, ip: IpAddr, port: u16) {
+    if let Some(HostIdentifier::Endpoint(EnvoyEndpoint {
+        address:
+            Some(Address {
+                address: Some(address::Address::SocketAddress(held)),
+            }),
+        ..
+    })) = &mut e.host_identifier
+    {
+        held.address.clear();
+        push_ip(&mut held.address, ip);
+        held.port_specifier = Some(PortSpecifier::PortValue(u32::from(port)));
         return;
     }
-    cla.endpoints.resize_with(1, LocalityLbEndpoints::default);
-    let lb_endpoints = &mut cla.endpoints[0].lb_endpoints;
-    lb_endpoints.truncate(c.endpoints.len());
-    for (i, e) in c.endpoints.iter().enumerate() {
-        let port = Some(PortSpecifier::PortValue(u32::from(e.port)));
-        if let Some(LbEndpoint {
-            host_identifier:
-                Some(HostIdentifier::Endpoint(EnvoyEndpoint {
-                    address:
-                        Some(Address {
-                            address: Some(address::Address::SocketAddress(held)),
-                        }),
-                    ..
-                })),
-            ..
-        }) = lb_endpoints.get_mut(i)
-        {
-            held.address.clear();
-            push_ip(&mut held.address, e.address);
-            held.port_specifier = port;
-            continue;
-        }
-        lb_endpoints.push(LbEndpoint {
-            host_identifier: Some(HostIdentifier::Endpoint(EnvoyEndpoint {
-                address: Some(Address {
-                    address: Some(address::Address::SocketAddress(SocketAddress {
-                        address: {
-                            let mut a = String::with_capacity(15);
-                            push_ip(&mut a, e.address);
-                            a
-                        },
-                        port_specifier: port,
-                        ..Default::default()
-                    })),
-                }),
-                ..Default::default()
-            })),
-            ..Default::default()
-        });
-    }
+    *e = lb_endpoint(ip, port);
 }
 
 /// Appends an address as `Display` writes it. IPv4 addresses, nearly every endpoint, are written
@@ -222,8 +358,11 @@ pub fn build_secret(s: &TlsSecret) -> Secret {
 
 #[cfg(test)]
 mod tests {
-    use super::push_ip;
-    use std::net::{IpAddr, Ipv4Addr};
+    use std::net::Ipv4Addr;
+
+    use super::*;
+    use crate::api::ObjKey;
+    use crate::dag::Endpoint;
 
     #[test]
     fn addresses_are_written_as_display_writes_them() {
@@ -245,5 +384,68 @@ mod tests {
             push_ip(&mut out, ip);
             assert_eq!(out, v6);
         }
+    }
+
+    fn health_check(path: &str) -> HealthCheckPolicy {
+        HealthCheckPolicy {
+            path: path.into(),
+            host: "probe.example".into(),
+            interval: Duration::from_secs(5),
+            timeout: Duration::from_millis(1500),
+            unhealthy_threshold: 3,
+            healthy_threshold: 2,
+        }
+    }
+
+    /// Every combination of settings, under names whose length takes one or two bytes (and the
+    /// empty name, which prost leaves out), encoded by one `ClusterBytes` in two orders: the
+    /// bytes are prost's own encoding of `build_cluster`'s message each time.
+    #[test]
+    fn cluster_bytes_are_prosts_encoding_of_the_cluster() {
+        let mut clusters = Vec::new();
+        let long = "n".repeat(200);
+        for lb in [
+            LbStrategy::RoundRobin,
+            LbStrategy::WeightedLeastRequest,
+            LbStrategy::Random,
+        ] {
+            for protocol in [
+                UpstreamProtocol::Http,
+                UpstreamProtocol::Https,
+                UpstreamProtocol::H2c,
+                UpstreamProtocol::H2,
+                UpstreamProtocol::Tcp,
+            ] {
+                for health_check in [None, Some(health_check("/a")), Some(health_check("/b"))] {
+                    for outlier_detection in [None, Some(OutlierDetection { consecutive_5xx: 7 })] {
+                        for name in ["web/app/80", long.as_str(), ""] {
+                            clusters.push(Cluster {
+                                name: name.into(),
+                                service: ObjKey::new("web", "app"),
+                                port: 80,
+                                protocol,
+                                lb,
+                                health_check: health_check.clone(),
+                                outlier_detection: outlier_detection.clone(),
+                                endpoints: vec![Endpoint {
+                                    address: "10.0.0.1".parse().unwrap(),
+                                    port: 8080,
+                                }],
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let mut bytes = ClusterBytes::default();
+        let backwards = clusters.iter().rev();
+        for c in clusters.iter().chain(backwards) {
+            let want = build_cluster(c).encode_to_vec();
+            assert_eq!(bytes.encode(c), want, "{c:?}");
+        }
+        // Settings of equal values share one encoding.
+        assert_eq!(bytes.encoded.len(), 3 * 5 * 3 * 2);
+        let decoded = EnvoyCluster::decode(&bytes.encode(&clusters[1])[..]).unwrap();
+        assert_eq!(decoded.name, long);
     }
 }

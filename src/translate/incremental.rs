@@ -21,15 +21,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use imbl::ordmap::DiffItem;
 use prost::encoding::{WireType, encode_key, encode_varint};
 use prost::{Message, Name};
 
 use super::{
-    HTTP_ROUTE_CONFIG, HTTPS_LISTENER, Options, ResourceType, build_cluster, build_secret,
-    fill_load_assignment, https_route_config_name, listener, route,
+    ClusterBytes, HTTP_ROUTE_CONFIG, HTTPS_LISTENER, LoadAssignmentBytes, Options, ResourceType,
+    build_secret, https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
 use crate::xds::cache::{Body, Edit, Resource, ResourceName, Snapshot, TypeSnapshot};
@@ -475,10 +474,9 @@ impl Encoder {
                 let changes = &load_assignments.changes;
                 let mut edits = Vec::with_capacity(changes.len());
                 let held = |name: &str| prev_clusters.as_ref()?.resources.get(name);
+                let mut bytes = ClusterBytes::default();
                 for change in changes {
-                    edits.push(change.edit(ResourceType::Cluster, held, |c| {
-                        build_cluster(c).encode_to_vec()
-                    }));
+                    edits.push(change.edit(ResourceType::Cluster, held, |c| bytes.encode(c)));
                 }
                 // Sent before the map inserts below: the receiver is alive until it has it.
                 let _ = their_chunks.send(load_assignments.encode_chunks());
@@ -678,7 +676,7 @@ impl LoadAssignments {
     /// Encodes chunks of changes until none is left.
     fn encode_chunks(&self) -> Chunks {
         let held = |name: &str| self.prev.as_ref()?.resources.get(name);
-        let mut cla = ClusterLoadAssignment::default();
+        let mut bytes = LoadAssignmentBytes::default();
         let mut out = Vec::new();
         loop {
             let start = self
@@ -688,12 +686,9 @@ impl LoadAssignments {
             let Some(chunk) = self.changes.get(start..end).filter(|c| !c.is_empty()) else {
                 return out;
             };
-            let edits = chunk.iter().map(|change| {
-                change.edit(ResourceType::Endpoint, held, |c| {
-                    fill_load_assignment(c, &mut cla);
-                    cla.encode_to_vec()
-                })
-            });
+            let edits = chunk
+                .iter()
+                .map(|change| change.edit(ResourceType::Endpoint, held, |c| bytes.encode(c)));
             out.push((start, edits.collect()));
         }
     }

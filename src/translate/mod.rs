@@ -34,7 +34,9 @@ use prost::{Message, Name};
 
 use crate::dag::Dag;
 
-pub use cluster::{build_cluster, build_load_assignment, build_secret, fill_load_assignment};
+pub use cluster::{
+    ClusterBytes, LoadAssignmentBytes, build_cluster, build_load_assignment, build_secret,
+};
 pub use listener::{HTTP_LISTENER, HTTPS_LISTENER};
 pub use route::{HTTP_ROUTE_CONFIG, https_route_config_name, merge_slashes};
 

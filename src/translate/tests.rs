@@ -642,36 +642,41 @@ fn clusters_carry_lb_health_checks_outlier_detection_and_protocols() {
 }
 
 #[test]
-fn one_reused_load_assignment_encodes_each_cluster_as_a_new_one_does() {
-    // Clusters of 3, 1, none, then 2 endpoints through one message: what a shorter cluster
-    // leaves behind of a longer one must not reach its bytes.
+fn load_assignment_bytes_are_prosts_encoding_of_the_load_assignment() {
+    // Clusters of 3, 1, none, 2, then 3,000 endpoints (the locality's length takes three bytes)
+    // through one encoder, IPv6 among them: what a longer cluster leaves behind must not reach
+    // a shorter one's bytes, and the bytes are prost's own encoding of the message each time.
     let with = |name: &str, n: u16| {
         let mut c = mk_cluster(name, 8000);
         c.endpoints = (1..=n)
             .map(|i| Endpoint {
-                address: format!("10.0.{i}.{}", 100 + i).parse().unwrap(),
+                address: if i % 5 == 0 {
+                    format!("fd00::{i:x}").parse().unwrap()
+                } else {
+                    format!("10.{}.{}.{}", i / 256, i % 256, 100 + i % 100)
+                        .parse()
+                        .unwrap()
+                },
                 port: 8000 + i,
             })
             .collect();
         c
     };
-    let mut reused = ClusterLoadAssignment::default();
+    let mut bytes = super::LoadAssignmentBytes::default();
     for c in [
         with("a-long-cluster-name", 3),
         with("b", 1),
         with("c", 0),
         with("d", 2),
+        with(&"e".repeat(300), 3000),
+        with("", 2),
+        with("f", 1),
     ] {
-        super::fill_load_assignment(&c, &mut reused);
-        assert_eq!(reused, build_load_assignment(&c), "{}", c.name);
-        assert_eq!(
-            reused.encode_to_vec(),
-            build_load_assignment(&c).encode_to_vec(),
-            "{}",
-            c.name
-        );
+        let want = build_load_assignment(&c);
+        let got = bytes.encode(&c);
+        assert_eq!(got, want.encode_to_vec(), "{}", c.name);
+        assert_eq!(ClusterLoadAssignment::decode(&got[..]).unwrap(), want);
     }
-    assert_eq!(reused.endpoints[0].lb_endpoints.len(), 2);
 }
 
 #[test]
