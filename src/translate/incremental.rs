@@ -524,7 +524,7 @@ impl Encoder {
                 return;
             }
             redirected_changed |= layout.redirected.remove(&v.host);
-            let bytes = route::build_http_vhost(v, fallback).encode_to_vec();
+            let bytes = route::encode_http_vhost(v, fallback);
             if layout.body(old_http, &v.host) != Some(&bytes[..]) {
                 http_edits.put(v.host.clone(), Some(bytes));
             }

@@ -77,18 +77,55 @@ pub fn build_http_route_config(dag: &Dag) -> RouteConfiguration {
 /// One host of the HTTP route configuration (`fallback` is the model's `*` host, whose routes a
 /// `*.suffix` host carries as well). Only hosts without a TCP proxy are in that configuration.
 pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> EnvoyVhost {
-    let mut routes: Vec<EnvoyRoute> = v
-        .routes
-        .iter()
-        .map(|r| {
-            let action = if v.tls.is_some() && !r.permit_insecure {
-                redirect_to_https()
-            } else {
-                build_action(r)
-            };
-            build_route(&v.host, r, action)
-        })
-        .collect();
+    let mut routes = Vec::with_capacity(v.routes.len());
+    http_vhost_routes(v, fallback, |r| routes.push(r));
+    EnvoyVhost {
+        name: v.host.clone(),
+        domains: vec![v.host.clone()],
+        routes,
+        ..Default::default()
+    }
+}
+
+/// `build_http_vhost(v, fallback).encode_to_vec()`, byte for byte, without the message: its name
+/// (field 1) and its one domain (field 2) written here, then each route encoded by prost (field
+/// 3) as it is made. prost writes a message's fields in the order of their numbers, and a virtual
+/// host sets no other field. Encoding the whole message measured each route once more.
+pub fn encode_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Vec<u8> {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+    let host = v.host.as_bytes();
+    let mut out = Vec::with_capacity(2 * (host.len() + 3) + 96 * v.routes.len());
+    if !host.is_empty() {
+        for field in [1, 2] {
+            encode_key(field, WireType::LengthDelimited, &mut out);
+            encode_varint(host.len() as u64, &mut out);
+            out.extend_from_slice(host);
+        }
+    } else {
+        // An empty domain is still an entry of the list; an empty name is left out.
+        encode_key(2, WireType::LengthDelimited, &mut out);
+        encode_varint(0, &mut out);
+    }
+    http_vhost_routes(v, fallback, |r| {
+        prost::encoding::message::encode(3, &r, &mut out)
+    });
+    out
+}
+
+/// The routes of a plain-HTTP virtual host, in order, each handed to `each`.
+fn http_vhost_routes(
+    v: &VirtualHost,
+    fallback: Option<&VirtualHost>,
+    mut each: impl FnMut(EnvoyRoute),
+) {
+    for r in &v.routes {
+        let action = if v.tls.is_some() && !r.permit_insecure {
+            redirect_to_https()
+        } else {
+            build_action(r)
+        };
+        each(build_route(&v.host, r, action));
+    }
     // Envoy's `*.foo.com` also takes `a.b.foo.com`; such requests belong to `*`. Its routes
     // follow, restricted to hosts the wildcard does not match.
     if let (Some(fb), true) = (fallback, v.host.starts_with("*.")) {
@@ -99,14 +136,8 @@ pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Envo
                 not_single.invert_match = true;
                 m.headers.insert(0, not_single);
             }
-            routes.push(route);
+            each(route);
         }
-    }
-    EnvoyVhost {
-        name: v.host.clone(),
-        domains: vec![v.host.clone()],
-        routes,
-        ..Default::default()
     }
 }
 

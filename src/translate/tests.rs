@@ -765,3 +765,84 @@ fn type_urls_are_the_messages_type_urls() {
         assert_eq!(ResourceType::from_type_url(t.type_url()), Some(t));
     }
 }
+
+#[test]
+fn http_vhost_bytes_are_prosts_encoding_of_the_virtual_host() {
+    // Every route kind: plain, TLS (redirected unless insecure is permitted), headers, weights,
+    // none live, timeouts and retries, a wildcard host with the catch-all host's routes after its
+    // own, a host name whose length takes two bytes, and the empty host name prost leaves out.
+    let mut headers = mk_route(PathMatch::Exact("/exact".into()), "c1");
+    headers.headers = vec![
+        HeaderMatch {
+            name: "x-a".into(),
+            op: HeaderOp::Exact("1".into()),
+        },
+        HeaderMatch {
+            name: "x-b".into(),
+            op: HeaderOp::NotContains("no".into()),
+        },
+    ];
+    let mut weighted = mk_route(PathMatch::prefix("/w"), "c1");
+    weighted.action = RouteAction::Forward(vec![
+        WeightedCluster {
+            cluster: "c1".into(),
+            weight: 3,
+        },
+        WeightedCluster {
+            cluster: "c2".into(),
+            weight: 0,
+        },
+        WeightedCluster {
+            cluster: "c3".into(),
+            weight: 1,
+        },
+    ]);
+    let mut none_live = mk_route(PathMatch::StringPrefix("/a//b".into()), "c1");
+    none_live.action = RouteAction::Forward(vec![WeightedCluster {
+        cluster: "c1".into(),
+        weight: 0,
+    }]);
+    let mut unavailable = mk_route(PathMatch::prefix("/gone"), "c1");
+    unavailable.action = RouteAction::Unavailable("Service not found".into());
+    let mut slow = mk_route(PathMatch::prefix("/slow"), "c2");
+    slow.timeout = Some(Timeout::After(Duration::from_secs(9)));
+    slow.retry = Some(RetryPolicy {
+        count: 2,
+        per_try_timeout: Some(Duration::from_millis(250)),
+    });
+    slow.permit_insecure = true;
+    let routes = vec![
+        headers,
+        weighted,
+        none_live,
+        unavailable,
+        slow,
+        mk_route(PathMatch::prefix("/"), "c1"),
+    ];
+    let mut tls = mk_vhost("tls.example.com", routes.clone());
+    tls.tls = Some(VhostTls {
+        secret: "default/cert".into(),
+        min_version: TlsVersion::V1_2,
+    });
+    let fallback = mk_vhost("*", routes.clone());
+    let vhosts = [
+        mk_vhost("plain.example.com", routes.clone()),
+        tls,
+        mk_vhost("*.example.com", routes.clone()),
+        fallback.clone(),
+        mk_vhost(&format!("{}.example.com", "l".repeat(200)), routes.clone()),
+        mk_vhost("", routes),
+        mk_vhost("empty.example.com", vec![]),
+    ];
+    for v in &vhosts {
+        for fb in [None, Some(&fallback)] {
+            let want = route::build_http_vhost(v, fb);
+            let got = route::encode_http_vhost(v, fb);
+            assert_eq!(got, want.encode_to_vec(), "{}", v.host);
+            assert_eq!(
+                envoy_types::pb::envoy::config::route::v3::VirtualHost::decode(&got[..]).unwrap(),
+                want
+            );
+        }
+    }
+}
