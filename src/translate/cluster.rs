@@ -78,30 +78,31 @@ impl ClusterSettings {
 }
 
 /// Encodes Envoy clusters as `build_cluster(c).encode_to_vec()` does, byte for byte, building
-/// and encoding the message of each distinct [`ClusterSettings`] once. prost writes a message's
-/// fields in the order of their numbers, and a cluster's name is field 1: its encoding is the
-/// name's field followed by the encoding of the same cluster without a name.
+/// and encoding the message of each [`ClusterSettings`] once while it is among the last
+/// [`ClusterBytes::HELD`] used. prost writes a message's fields in the order of their numbers, and
+/// a cluster's name is field 1: its encoding is the name's field followed by the encoding of the
+/// same cluster without a name.
 #[derive(Default)]
 pub struct ClusterBytes {
-    /// Each settings seen, with its cluster's encoding without a name; the last one used first.
+    /// Settings with their cluster's encoding without a name, the most recently used first.
     encoded: Vec<(ClusterSettings, Vec<u8>)>,
 }
 
 impl ClusterBytes {
+    /// How many settings are held. A cluster set has a handful (most clusters take the
+    /// defaults); one whose clusters nearly all differ (a health check path of their own each)
+    /// costs a look through these and one settings' encoding per cluster, as without them.
+    const HELD: usize = 16;
+
     pub fn encode(&mut self, c: &Cluster) -> Vec<u8> {
-        let i = match self.encoded.iter().position(|(s, _)| s.are_those_of(c)) {
-            Some(i) => i,
+        match self.encoded.iter().position(|(s, _)| s.are_those_of(c)) {
+            Some(i) => self.encoded[..=i].rotate_right(1),
             None => {
                 let settings = ClusterSettings::of(c);
                 let rest = build_cluster_settings(&settings).encode_to_vec();
-                self.encoded.push((settings, rest));
-                self.encoded.len() - 1
+                self.encoded.truncate(Self::HELD - 1);
+                self.encoded.insert(0, (settings, rest));
             }
-        };
-        // The most recently used settings move to the front: a cluster set has one or a few
-        // settings, mostly the defaults.
-        if i > 0 {
-            self.encoded.swap(0, i);
         }
         let rest = &self.encoded[0].1;
         let name = c.name.as_bytes();
@@ -437,15 +438,27 @@ mod tests {
                 }
             }
         }
+        // More settings (90) than are held: each is encoded again once it has been let go.
         let mut bytes = ClusterBytes::default();
         let backwards = clusters.iter().rev();
         for c in clusters.iter().chain(backwards) {
             let want = build_cluster(c).encode_to_vec();
             assert_eq!(bytes.encode(c), want, "{c:?}");
+            assert!(bytes.encoded.len() <= ClusterBytes::HELD);
         }
-        // Settings of equal values share one encoding.
-        assert_eq!(bytes.encoded.len(), 3 * 5 * 3 * 2);
         let decoded = EnvoyCluster::decode(&bytes.encode(&clusters[1])[..]).unwrap();
         assert_eq!(decoded.name, long);
+
+        // Clusters of one settings, then of a few alternating: one encoding each.
+        let mut bytes = ClusterBytes::default();
+        let of = |i: usize| &clusters[i * 3 * 2 * 3];
+        for i in [0, 0, 0, 1, 2, 1, 2, 0, 1] {
+            assert_eq!(bytes.encode(of(i)), build_cluster(of(i)).encode_to_vec());
+        }
+        assert_eq!(bytes.encoded.len(), 3);
+        assert!(
+            bytes.encoded[0].0.are_those_of(of(1)),
+            "the last used first"
+        );
     }
 }
