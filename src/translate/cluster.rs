@@ -254,7 +254,7 @@ fn lb_endpoint(ip: IpAddr, port: u16) -> LbEndpoint {
 /// Encodes load assignments as `build_load_assignment(c).encode_to_vec()` does, byte for byte,
 /// through one reused message of one endpoint: each endpoint is encoded by prost once, where
 /// encoding the whole message measures each endpoint's nested messages once per level above
-/// them (seven levels from the load assignment down to the port).
+/// them (six levels of messages, from the load assignment down to the socket address).
 ///
 /// The load assignment's fields around the endpoints are written here, in prost's order (that of
 /// their numbers): the cluster's name (field 1), then the one locality (field 2), which holds
