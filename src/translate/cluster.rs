@@ -33,6 +33,7 @@ use prost::Message;
 use super::{ads_config_source, any, duration, u32v};
 use crate::api::LbStrategy;
 use crate::dag::{Cluster, HealthCheckPolicy, OutlierDetection, TlsSecret, UpstreamProtocol};
+use crate::xds::wire::{bytes_len, put_bytes, put_string, string_len};
 
 /// How long Envoy waits for a TCP connection to an upstream host.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -105,18 +106,8 @@ impl ClusterBytes {
             }
         }
         let rest = &self.encoded[0].1;
-        let name = c.name.as_bytes();
-        let mut out = Vec::with_capacity(
-            prost::encoding::key_len(1)
-                + prost::encoding::encoded_len_varint(name.len() as u64)
-                + name.len()
-                + rest.len(),
-        );
-        if !name.is_empty() {
-            prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut out);
-            prost::encoding::encode_varint(name.len() as u64, &mut out);
-            out.extend_from_slice(name);
-        }
+        let mut out = Vec::with_capacity(string_len(1, &c.name) + rest.len());
+        put_string(1, &c.name, &mut out);
         out.extend_from_slice(rest);
         out
     }
@@ -269,7 +260,6 @@ pub struct LoadAssignmentBytes {
 
 impl LoadAssignmentBytes {
     pub fn encode(&mut self, c: &Cluster) -> Vec<u8> {
-        use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
         self.locality.clear();
         for e in &c.endpoints {
             let endpoint = match &mut self.endpoint {
@@ -281,24 +271,10 @@ impl LoadAssignmentBytes {
             };
             prost::encoding::message::encode(2, endpoint, &mut self.locality);
         }
-        let name = c.name.as_bytes();
-        let mut out = Vec::with_capacity(
-            2 * key_len(1)
-                + encoded_len_varint(name.len() as u64)
-                + name.len()
-                + encoded_len_varint(self.locality.len() as u64)
-                + self.locality.len(),
-        );
-        if !name.is_empty() {
-            encode_key(1, WireType::LengthDelimited, &mut out);
-            encode_varint(name.len() as u64, &mut out);
-            out.extend_from_slice(name);
-        }
-        if !c.endpoints.is_empty() {
-            encode_key(2, WireType::LengthDelimited, &mut out);
-            encode_varint(self.locality.len() as u64, &mut out);
-            out.extend_from_slice(&self.locality);
-        }
+        // No endpoints, no locality; with endpoints its bytes are never empty.
+        let mut out = Vec::with_capacity(string_len(1, &c.name) + bytes_len(2, &self.locality));
+        put_string(1, &c.name, &mut out);
+        put_bytes(2, &self.locality, &mut out);
         out
     }
 }

@@ -26,6 +26,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 use super::{duration, u32v};
 use crate::dag::{Dag, HeaderMatch, HeaderOp, PathMatch, Route, RouteAction, VirtualHost};
 use crate::validate::common::Timeout;
+use crate::xds::wire::{put_string, string_len};
 
 /// Name of the route configuration of the plain HTTP listener.
 pub const HTTP_ROUTE_CONFIG: &str = "ingress_http";
@@ -93,19 +94,13 @@ pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Envo
 /// host sets no other field. Encoding the whole message measured each route once more.
 pub fn encode_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Vec<u8> {
     use prost::encoding::{WireType, encode_key, encode_varint};
-    let host = v.host.as_bytes();
-    let mut out = Vec::with_capacity(2 * (host.len() + 3) + 96 * v.routes.len());
-    if !host.is_empty() {
-        for field in [1, 2] {
-            encode_key(field, WireType::LengthDelimited, &mut out);
-            encode_varint(host.len() as u64, &mut out);
-            out.extend_from_slice(host);
-        }
-    } else {
-        // An empty domain is still an entry of the list; an empty name is left out.
-        encode_key(2, WireType::LengthDelimited, &mut out);
-        encode_varint(0, &mut out);
-    }
+    let host = v.host.as_str();
+    let mut out = Vec::with_capacity(2 * string_len(1, host) + 2 + 96 * v.routes.len());
+    put_string(1, host, &mut out);
+    // The one domain: an entry of a list, written even when empty.
+    encode_key(2, WireType::LengthDelimited, &mut out);
+    encode_varint(host.len() as u64, &mut out);
+    out.extend_from_slice(host.as_bytes());
     http_vhost_routes(v, fallback, |r| {
         prost::encoding::message::encode(3, &r, &mut out)
     });

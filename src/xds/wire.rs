@@ -78,16 +78,16 @@ impl DeltaResponse {
 }
 
 /// A string field as prost writes it in proto3: nothing when empty.
-fn put_string(tag: u32, value: &str, buf: &mut impl BufMut) {
+pub(crate) fn put_string(tag: u32, value: &str, buf: &mut impl BufMut) {
     put_bytes(tag, value.as_bytes(), buf);
 }
 
-fn string_len(tag: u32, value: &str) -> usize {
+pub(crate) fn string_len(tag: u32, value: &str) -> usize {
     bytes_len(tag, value.as_bytes())
 }
 
 /// A bytes field as prost writes it in proto3: nothing when empty.
-fn put_bytes(tag: u32, value: &[u8], buf: &mut impl BufMut) {
+pub(crate) fn put_bytes(tag: u32, value: &[u8], buf: &mut impl BufMut) {
     if !value.is_empty() {
         encode_key(tag, WireType::LengthDelimited, buf);
         encode_varint(value.len() as u64, buf);
@@ -95,7 +95,7 @@ fn put_bytes(tag: u32, value: &[u8], buf: &mut impl BufMut) {
     }
 }
 
-fn bytes_len(tag: u32, value: &[u8]) -> usize {
+pub(crate) fn bytes_len(tag: u32, value: &[u8]) -> usize {
     if value.is_empty() {
         0
     } else {
