@@ -11,6 +11,7 @@ pub mod cli;
 pub mod dag;
 pub mod k8s;
 pub mod manifest;
+pub mod pmap;
 pub mod store;
 pub mod synth;
 #[cfg(test)]

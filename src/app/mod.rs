@@ -243,7 +243,7 @@ fn drop_later<T: Send + 'static>(value: T) {
 /// Logs the routing objects whose status changed since `prev` to invalid or orphaned (cluster
 /// mode: every status is on its object; the log says what a build changed, not all of it again).
 pub fn log_status_changes(prev: &Dag, dag: &Dag) {
-    use imbl::ordmap::DiffItem;
+    use crate::pmap::DiffItem;
     for item in prev.statuses.diff(&dag.statuses) {
         let (obj, status) = match item {
             DiffItem::Add(obj, status) => (obj, status),

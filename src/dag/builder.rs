@@ -785,10 +785,7 @@ pub fn clusters_of_service<'d>(
 ) -> impl Iterator<Item = (&'d ClusterName, &'d Arc<Cluster>)> + 'd {
     let prefix = format!("{}/{}/", service.namespace, service.name);
     clusters
-        .range::<_, str>((
-            std::ops::Bound::Included(prefix.as_str()),
-            std::ops::Bound::Unbounded,
-        ))
+        .range_from::<str>(prefix.as_str())
         .take_while(move |(name, _)| name.starts_with(prefix.as_str()))
         .filter(move |(_, c)| c.service == *service)
 }

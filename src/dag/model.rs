@@ -11,10 +11,11 @@ use serde::Serialize;
 
 use crate::api::{LbStrategy, ObjKey, ObjectRef, TlsVersion};
 
-/// A sorted map the model is made of: a persistent B-tree ([`imbl::OrdMap`]), so a model derived
-/// from the previous one (an incremental build) shares every entry it did not change, cloning a
-/// model is cheap, and comparing two models skips what they share.
-pub type Map<K, V> = imbl::OrdMap<K, V>;
+/// A sorted map the model is made of: a persistent B-tree ([`crate::pmap::OrdMap`]), so a model
+/// derived from the previous one (an incremental build) shares every entry it did not change,
+/// cloning a model is cheap, comparing two models skips what they share, and a full build makes
+/// each map from its sorted entries in one pass.
+pub type Map<K, V> = crate::pmap::OrdMap<K, V>;
 
 /// A cluster's name, shared by the cluster, its key in [`Dag::clusters`] and every route that
 /// forwards to it (one allocation per cluster instead of one per use).

@@ -3,7 +3,7 @@
 //!
 //! The result is always exactly `xds::Snapshot::from_resources(&translate::build(dag, options))`
 //! (the tests compare both over sequences of changes). What changed is found by diffing the
-//! model's persistent maps against the previous model's ([`imbl::OrdMap::diff`]): a model built
+//! model's persistent maps against the previous model's ([`crate::pmap::OrdMap::diff`]): a model built
 //! from the previous one (`dag::incremental`) shares every tree node it did not touch, and the
 //! diff steps over shared nodes, so a change of one object costs work in proportion to what it
 //! changed, not to the size of the model. What it saves:
@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::pmap::DiffItem;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-use imbl::ordmap::DiffItem;
 use prost::encoding::{WireType, encode_key, encode_varint};
 use prost::{Message, Name};
 
