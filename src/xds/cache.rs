@@ -7,7 +7,7 @@
 //! The resources of a type are a persistent B-tree ([`ResourceMap`]): a snapshot derived from
 //! another by a few changed resources ([`TypeSnapshot::edit`]) shares every other node with it,
 //! costs O(changes · log n) to make, and xDS streams find what changed between the two by
-//! skipping the shared nodes ([`imbl::OrdMap::diff`]). The version of a type is kept up to date
+//! skipping the shared nodes ([`crate::pmap::OrdMap::diff`]). The version of a type is kept up to date
 //! the same way: it is a sum over its resources ([`SetHash`]), so a change adjusts it by the
 //! resources that changed instead of hashing all of them again.
 
@@ -27,7 +27,7 @@ use crate::translate::{ResourceType, Resources};
 pub type ResourceName = Arc<str>;
 
 /// The resources of one type by name (a persistent map: clones share structure).
-pub type ResourceMap = imbl::OrdMap<ResourceName, Arc<Resource>>;
+pub type ResourceMap = crate::pmap::OrdMap<ResourceName, Arc<Resource>>;
 
 /// One encoded resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,21 +284,40 @@ pub struct TypeSnapshot {
 }
 
 /// A [`TypeSnapshot`] being derived from another: inserts and removals keep the set's sum.
+///
+/// An edit from nothing (the first snapshot, a full encode) gets its resources in name order;
+/// until one comes out of order, or is removed, they are appended to a vector and the persistent
+/// map is built from it in one pass ([`crate::pmap::OrdMap::from_sorted`]).
 #[derive(Clone, Debug, Default)]
 pub struct Edit {
     resources: ResourceMap,
+    /// Resources in strictly increasing name order, while `resources` is empty.
+    appended: Vec<(ResourceName, Arc<Resource>)>,
     sum: SetHash,
 }
 
 impl Edit {
     /// The resource of that name, as edited so far.
     pub fn get(&self, name: &str) -> Option<&Arc<Resource>> {
-        self.resources.get(name)
+        if self.appended.is_empty() {
+            return self.resources.get(name);
+        }
+        let at = self
+            .appended
+            .binary_search_by(|(n, _)| (**n).cmp(name))
+            .ok()?;
+        Some(&self.appended[at].1)
     }
 
     /// Adds a resource or replaces the one of its name.
     pub fn insert(&mut self, r: Arc<Resource>) {
         self.sum.add(&r);
+        if self.resources.is_empty() && self.appended.last().is_none_or(|(last, _)| *last < r.name)
+        {
+            self.appended.push((r.name.clone(), r));
+            return;
+        }
+        self.settle();
         if let Some(old) = self.resources.insert(r.name.clone(), r) {
             self.sum.sub(&old);
         }
@@ -306,12 +325,21 @@ impl Edit {
 
     /// Removes the resource of that name, if any.
     pub fn remove(&mut self, name: &str) {
+        self.settle();
         if let Some(old) = self.resources.remove(name) {
             self.sum.sub(&old);
         }
     }
 
-    pub fn finish(self) -> TypeSnapshot {
+    /// Moves the appended resources into the map.
+    fn settle(&mut self) {
+        if !self.appended.is_empty() {
+            self.resources = ResourceMap::from_sorted(std::mem::take(&mut self.appended));
+        }
+    }
+
+    pub fn finish(mut self) -> TypeSnapshot {
+        self.settle();
         TypeSnapshot {
             version: self.sum.version(),
             resources: self.resources,
@@ -365,7 +393,7 @@ fn hex8(digest: &[u8]) -> String {
 /// nodes the maps share are not looked into.
 fn same_contents(a: &ResourceMap, b: &ResourceMap) -> bool {
     a.diff(b).all(|d| match d {
-        imbl::ordmap::DiffItem::Update {
+        crate::pmap::DiffItem::Update {
             old: (_, x),
             new: (_, y),
         } => x.same_content(y),
@@ -400,6 +428,7 @@ impl TypeSnapshot {
     pub fn edit(&self) -> Edit {
         Edit {
             resources: self.resources.clone(),
+            appended: Vec::new(),
             sum: self.sum,
         }
     }
@@ -570,15 +599,15 @@ mod tests {
         );
     }
 
-    fn crafted(name: &str, lanes: [u64; 4], body: &[u8]) -> (String, Arc<Resource>) {
+    fn crafted(name: &str, lanes: [u64; 4], body: &[u8]) -> (ResourceName, Arc<Resource>) {
         let r = Resource::crafted(name, "0000000000000000", lanes, mk_any(body));
-        (name.to_string(), Arc::new(r))
+        (name.into(), Arc::new(r))
     }
 
     /// Two sets of the same size whose hash sums collide are still told apart.
     #[test]
     fn a_collision_of_set_versions_is_not_taken_for_equal_content() {
-        let snap = |members: Vec<(String, Arc<Resource>)>| Snapshot {
+        let snap = |members: Vec<(ResourceName, Arc<Resource>)>| Snapshot {
             types: BTreeMap::from([(
                 ResourceType::Cluster,
                 Arc::new(TypeSnapshot::new(ResourceMap::from(members))),
@@ -678,6 +707,47 @@ mod tests {
         assert_eq!(version(&big).len(), 16);
     }
 
+    /// An edit from nothing appends resources given in name order and keeps the same contents
+    /// and version as map inserts would when they come out of order, again, or are removed.
+    #[test]
+    fn an_edit_from_nothing_holds_what_it_was_given_in_any_order() {
+        let mut rng = crate::test_rng::Rng::new(7);
+        let r =
+            |n: u64, v: u64| Arc::new(Resource::new(format!("r{n:03}"), mk_any(&v.to_le_bytes())));
+        for round in 0..60 {
+            let mut edit = Edit::default();
+            let mut model = BTreeMap::new();
+            let mut next = 0;
+            for _ in 0..rng.below(200) {
+                // Mostly the next name up, as a full encode gives them.
+                let n = if rng.chance(90 - round) {
+                    next += 1 + rng.next() % 3;
+                    next
+                } else {
+                    rng.next() % (next + 5)
+                };
+                if rng.chance(5) {
+                    edit.remove(&format!("r{n:03}"));
+                    model.remove(&n);
+                } else {
+                    let res = r(n, rng.next() % 3);
+                    edit.insert(res.clone());
+                    model.insert(n, res);
+                }
+                let probe = rng.next() % (next + 5);
+                assert_eq!(edit.get(&format!("r{probe:03}")), model.get(&probe));
+            }
+            let edited = edit.finish();
+            let fresh = TypeSnapshot::new(
+                model
+                    .values()
+                    .map(|r| (r.name.clone(), r.clone()))
+                    .collect(),
+            );
+            assert_eq!(edited, fresh, "round {round}");
+        }
+    }
+
     /// A type derived by edits has the version (and the resources) of the same set built from
     /// nothing, whatever was inserted, replaced and removed in between, and shares the nodes of
     /// what it did not change.
@@ -685,7 +755,11 @@ mod tests {
     fn edited_types_are_versioned_like_fresh_ones() {
         let mut rng = crate::test_rng::Rng(0x2545_f491_4f6c_dd1d);
         let r = |n: u64, v: u64| Arc::new(Resource::new(format!("r{n}"), mk_any(&v.to_le_bytes())));
-        let mut current = TypeSnapshot::new((0..300).map(|n| (format!("r{n}"), r(n, 0))).collect());
+        let mut current = TypeSnapshot::new(
+            (0..300)
+                .map(|n| (format!("r{n}").into(), r(n, 0)))
+                .collect(),
+        );
         for _ in 0..200 {
             let mut edit = current.edit();
             for _ in 0..rng.below(4) {
@@ -723,8 +797,8 @@ mod tests {
     fn a_sets_version_depends_on_which_name_holds_what() {
         let set = |a: &[u8], b: &[u8]| {
             TypeSnapshot::new(ResourceMap::from(vec![
-                ("a".to_string(), Arc::new(Resource::new("a", mk_any(a)))),
-                ("b".to_string(), Arc::new(Resource::new("b", mk_any(b)))),
+                ("a".into(), Arc::new(Resource::new("a", mk_any(a)))),
+                ("b".into(), Arc::new(Resource::new("b", mk_any(b)))),
             ]))
         };
         assert_ne!(set(b"1", b"2").version, set(b"2", b"1").version);

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
-use imbl::ordmap::DiffItem;
+use crate::pmap::DiffItem;
 
 use super::cache::{Resource, ResourceMap, ResourceName, Snapshot, TypeSnapshot, set_version};
 use super::wire::{DeltaResponse, SotwResponse};
