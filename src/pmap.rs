@@ -656,13 +656,14 @@ where
     }
 }
 
-impl<K: PartialEq, V: PartialEq> PartialEq for OrdMap<K, V> {
+impl<K: Ord, V: PartialEq> PartialEq for OrdMap<K, V> {
+    /// Compared through [`OrdMap::diff`]: what two maps share is not looked into.
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && (self.ptr_eq(other) || self.iter().eq(other.iter()))
+        self.len == other.len && self.diff(other).next().is_none()
     }
 }
 
-impl<K: Eq, V: Eq> Eq for OrdMap<K, V> {}
+impl<K: Ord, V: Eq> Eq for OrdMap<K, V> {}
 
 impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for OrdMap<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -195,4 +195,11 @@ fn the_diff_of_a_map_and_an_edited_clone_reads_only_around_the_edits() {
     // Three leaves of 16 and a few separators on three paths, not 20,000 keys.
     assert!(compared < 400, "{compared} comparisons");
     assert_eq!(map.diff(&map.clone()).count(), 0);
+    // Equality goes the same way.
+    let mut touched = map.clone();
+    *touched.get_mut(&Counted(4)).unwrap() = 2;
+    COMPARED.with(|c| c.set(0));
+    assert!(map == touched);
+    let compared = COMPARED.with(Cell::get);
+    assert!(compared < 200, "{compared} comparisons");
 }
