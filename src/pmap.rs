@@ -11,10 +11,10 @@
 //! way down, splitting nodes half empty) was a fifth of a 10k build's instructions. Here a map is
 //! built from sorted entries by cutting them into full leaves and stacking branches over them.
 //!
-//! The tree is a B+tree: entries only in leaves, each branch holding for every child but the first
-//! the smallest key it may hold. Nodes are reference counted; an edit copies the path from the root
-//! to the entry it changes (`Arc::make_mut`), so the maps it was cloned from keep theirs. All leaves
-//! are at the same depth.
+//! The tree is a B+tree: entries only in leaves, each branch holding for every child but the
+//! first the smallest key it may hold. Nodes are reference counted; an edit copies the path from
+//! the root to the entry it changes (`Arc::make_mut`), so the maps it was cloned from keep
+//! theirs. All leaves are at the same depth.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;

@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::pmap::DiffItem;
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -27,6 +26,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::api::{Kind, ObjectRef};
+use crate::pmap::DiffItem;
 
 use super::metrics::Metrics;
 use super::rebuild::Built;

@@ -3,10 +3,10 @@
 //!
 //! The result is always exactly `xds::Snapshot::from_resources(&translate::build(dag, options))`
 //! (the tests compare both over sequences of changes). What changed is found by diffing the
-//! model's persistent maps against the previous model's ([`crate::pmap::OrdMap::diff`]): a model built
-//! from the previous one (`dag::incremental`) shares every tree node it did not touch, and the
-//! diff steps over shared nodes, so a change of one object costs work in proportion to what it
-//! changed, not to the size of the model. What it saves:
+//! model's persistent maps against the previous model's ([`crate::pmap::OrdMap::diff`]): a model
+//! built from the previous one (`dag::incremental`) shares every tree node it did not touch, and
+//! the diff steps over shared nodes, so a change of one object costs work in proportion to what
+//! it changed, not to the size of the model. What it saves:
 //! - a cluster, load assignment, secret or TLS host's route configuration whose part of the model
 //!   is unchanged is not translated, encoded or even visited: the previous snapshot's
 //!   `Arc<Resource>` is kept;
@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::pmap::DiffItem;
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use prost::encoding::{WireType, encode_key, encode_varint};
 use prost::{Message, Name};
@@ -31,6 +30,7 @@ use super::{
     build_secret, https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
+use crate::pmap::DiffItem;
 use crate::xds::cache::{Body, Edit, Resource, ResourceName, Snapshot, TypeSnapshot};
 use crate::xds::content;
 

@@ -7,8 +7,8 @@
 //! The resources of a type are a persistent B-tree ([`ResourceMap`]): a snapshot derived from
 //! another by a few changed resources ([`TypeSnapshot::edit`]) shares every other node with it,
 //! costs O(changes · log n) to make, and xDS streams find what changed between the two by
-//! skipping the shared nodes ([`crate::pmap::OrdMap::diff`]). The version of a type is kept up to date
-//! the same way: it is a sum over its resources ([`SetHash`]), so a change adjusts it by the
+//! skipping the shared nodes ([`crate::pmap::OrdMap::diff`]). The version of a type is kept up to
+//! date the same way: it is a sum over its resources ([`SetHash`]), so a change adjusts it by the
 //! resources that changed instead of hashing all of them again.
 
 use std::borrow::Cow;

@@ -33,10 +33,9 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
-use crate::pmap::DiffItem;
-
 use super::cache::{Resource, ResourceMap, ResourceName, Snapshot, TypeSnapshot, set_version};
 use super::wire::{DeltaResponse, SotwResponse};
+use crate::pmap::DiffItem;
 use crate::translate::ResourceType;
 
 /// Counters shared by every stream of a server (exported on `/metrics` by [`register_stats`]).
