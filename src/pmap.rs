@@ -157,11 +157,7 @@ impl<K, V> OrdMap<K, V> {
         K: Borrow<Q>,
         Q: Ord + ?Sized,
     {
-        let mut cursor = Cursor {
-            path: Vec::new(),
-            leaf: &[],
-            at: 0,
-        };
+        let mut cursor = Cursor::new(None);
         let mut node = self.root.as_deref();
         while let Some(n) = node {
             node = match n {
