@@ -76,11 +76,17 @@ struct HostClaim {
 }
 
 /// A virtual host being built, with the match identity (path and header conditions) of each of its
-/// routes for duplicate detection: the table holds indexes into `vhost.routes`.
+/// routes for duplicate detection: the table holds indexes into `vhost.routes`, once the host has
+/// [`INDEX_ROUTES_FROM`] routes (fewer are compared one by one).
 struct VhostAcc {
     vhost: VirtualHost,
     matches: HashTable<usize>,
 }
+
+/// The number of routes from which a virtual host's duplicate detection goes through a hash table.
+/// Most hosts have a handful of routes, and comparing a new route with each is cheaper than
+/// hashing it and allocating a table per host.
+const INDEX_ROUTES_FROM: usize = 8;
 
 fn match_hash(hasher: &DefaultHashBuilder, path: &PathMatch, headers: &[HeaderMatch]) -> u64 {
     hasher.hash_one((path, headers))
@@ -113,7 +119,8 @@ pub struct Builder<'a> {
     clusters: HashMap<ClusterName, (Cluster, bool)>,
     secrets: BTreeMap<String, TlsSecret>,
     statuses: HashMap<ObjectRef, StatusAcc>,
-    claims: HashMap<String, Vec<HostClaim>>,
+    /// Each claimed host's first claimant, and any others (most hosts have one: no vector).
+    claims: HashMap<String, (HostClaim, Vec<HostClaim>)>,
     owners: HashMap<String, ObjectRef>,
     /// Services and their EndpointSlices by namespace and Service name, unless `shared` holds
     /// them.
@@ -192,11 +199,14 @@ impl<'a> Builder<'a> {
             snapshot,
             backing,
             options,
-            vhosts: HashMap::new(),
+            // Sized for a host per routing object, about what the synthetic clusters and the
+            // clusters seen have: growing a table of thousands of hosts step by step rehashes
+            // every host at each step.
+            vhosts: HashMap::with_capacity(routing_objects),
             clusters: HashMap::with_capacity(backing.services.len().min(routing_objects)),
             secrets: BTreeMap::new(),
             statuses: HashMap::with_capacity(routing_objects),
-            claims: HashMap::new(),
+            claims: HashMap::with_capacity(routing_objects),
             owners: HashMap::new(),
             services: HashMap::new(),
             shared: None,
@@ -366,18 +376,32 @@ impl<'a> Builder<'a> {
     /// Records that a root wants to own a host exclusively; [`Builder::settle_host_claims`] picks
     /// the oldest claimant (creationTimestamp, then namespace, then name).
     pub fn claim_host(&mut self, host: &str, owner: ObjectRef, created: Option<Time>) {
-        self.claims
-            .entry(host.to_ascii_lowercase())
-            .or_default()
-            .push(HostClaim { owner, created });
+        let claim = HostClaim { owner, created };
+        match self.claims.entry_ref(lowercase(host).as_ref()) {
+            hashbrown::hash_map::EntryRef::Occupied(mut e) => e.get_mut().1.push(claim),
+            hashbrown::hash_map::EntryRef::Vacant(e) => {
+                e.insert((claim, Vec::new()));
+            }
+        }
     }
 
     /// Decides every claimed host's owner and marks the other claimants invalid, naming the owner.
     pub fn settle_host_claims(&mut self) {
-        let mut claims: Vec<(String, Vec<HostClaim>)> =
-            std::mem::take(&mut self.claims).into_iter().collect();
-        claims.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (host, mut cs) in claims {
+        let claims = std::mem::take(&mut self.claims);
+        self.owners.reserve(claims.len());
+        // Hosts with one claimant are owned by it. Contested hosts are settled in host order, so
+        // the messages come out the same on every build.
+        let mut contested = Vec::new();
+        for (host, (first, others)) in claims {
+            if others.is_empty() {
+                self.owners.insert(host, first.owner);
+            } else {
+                contested.push((host, first, others));
+            }
+        }
+        contested.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (host, first, mut cs) in contested {
+            cs.push(first);
             // Objects without a creationTimestamp (files given to the CLI) count as newest.
             cs.sort_by(|a, b| {
                 (a.created.is_none(), &a.created, &a.owner.key, a.owner.kind).cmp(&(
@@ -438,17 +462,31 @@ impl<'a> Builder<'a> {
         route.headers.sort();
         let hasher = self.hasher.clone();
         let acc = self.vhost_acc(host);
-        let hash = match_hash(&hasher, &route.path, &route.headers);
         let routes = &acc.vhost.routes;
         let same = |&i: &usize| routes[i].path == route.path && routes[i].headers == route.headers;
-        if let Some(&i) = acc.matches.find(hash, same) {
-            return Err(Box::new((routes[i].source.clone(), route)));
+        if routes.len() < INDEX_ROUTES_FROM {
+            // Few routes: compared one by one, no table.
+            if let Some(i) = (0..routes.len()).find(same) {
+                return Err(Box::new((routes[i].source.clone(), route)));
+            }
+        } else {
+            let hash_of = |r: &Route| match_hash(&hasher, &r.path, &r.headers);
+            if acc.matches.is_empty() {
+                // The table starts with the routes compared one by one so far.
+                acc.matches
+                    .reserve(2 * routes.len(), |&j| hash_of(&routes[j]));
+                for (j, r) in routes.iter().enumerate() {
+                    acc.matches
+                        .insert_unique(hash_of(r), j, |&k| hash_of(&routes[k]));
+                }
+            }
+            if let Some(&i) = acc.matches.find(hash_of(&route), same) {
+                return Err(Box::new((routes[i].source.clone(), route)));
+            }
+            let i = routes.len();
+            acc.matches
+                .insert_unique(hash_of(&route), i, |&j| hash_of(&routes[j]));
         }
-        let i = routes.len();
-        acc.matches.insert_unique(hash, i, |&j| {
-            let r: &Route = &acc.vhost.routes[j];
-            match_hash(&hasher, &r.path, &r.headers)
-        });
         acc.vhost.routes.push(route);
         Ok(())
     }
@@ -882,6 +920,52 @@ mod tests {
         assert_eq!(names("n", "s"), ["n/s/web/80"]);
         assert!(names("ns", "w").is_empty());
         assert!(names("other", "web").is_empty());
+    }
+
+    /// A route with a path and two header conditions (in either order), from object `from`.
+    fn route(path: &str, header: usize, swapped: bool, from: usize) -> Route {
+        let h = |name: &str, v: usize| HeaderMatch {
+            name: name.to_string(),
+            op: HeaderOp::Exact(v.to_string()),
+        };
+        let mut headers = vec![h("x-a", header), h("x-b", header % 2)];
+        if swapped {
+            headers.reverse();
+        }
+        Route {
+            path: PathMatch::prefix(path),
+            headers,
+            action: RouteAction::Unavailable("none".into()),
+            permit_insecure: false,
+            timeout: None,
+            retry: None,
+            source: ObjectRef::new(Kind::Ingress, "ns", format!("r{from}").as_str()),
+        }
+    }
+
+    #[test]
+    fn a_route_with_the_match_of_an_earlier_one_is_refused_at_any_number_of_routes() {
+        let snapshot = Snapshot::default();
+        let options = Options::default();
+        let mut b = Builder::new(&snapshot, &options);
+        // Below and above the number of routes from which the matches are in a table; paths
+        // repeat with other headers, which makes other matches.
+        let n = 3 * INDEX_ROUTES_FROM;
+        let path = |i: usize| format!("/p{}", i % 5);
+        for i in 0..n {
+            b.add_route("h", route(&path(i), i, false, i))
+                .expect("a new match is added");
+            for j in (0..=i).rev().step_by(3) {
+                let refused = b
+                    .add_route("h", route(&path(j), j, j % 2 == 0, 1000 + j))
+                    .expect_err("the same match again");
+                assert_eq!(
+                    refused.0,
+                    ObjectRef::new(Kind::Ingress, "ns", format!("r{j}").as_str())
+                );
+            }
+        }
+        assert_eq!(b.vhost("h").routes.len(), n);
     }
 
     #[test]
