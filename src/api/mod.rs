@@ -188,11 +188,13 @@ impl ObjKey {
 
 impl fmt::Display for ObjKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            f.write_str(&self.name)
-        } else {
-            write!(f, "{}/{}", self.namespace, self.name)
+        // Written piece by piece: keys are formatted into many status messages, and `write!`
+        // would go through the formatting machinery (padding included) for each part.
+        if !self.namespace.is_empty() {
+            f.write_str(&self.namespace)?;
+            f.write_str("/")?;
         }
+        f.write_str(&self.name)
     }
 }
 
@@ -214,7 +216,9 @@ impl ObjectRef {
 
 impl fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.kind.kind(), self.key)
+        f.write_str(self.kind.kind())?;
+        f.write_str(" ")?;
+        fmt::Display::fmt(&self.key, f)
     }
 }
 

@@ -256,8 +256,8 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
 
     /// Records a valid description unless the object has one already.
     fn valid(&mut self, obj: &ObjectRef, description: impl FnOnce() -> Cow<'static, str>) {
-        if !self.valid.contains_key(obj) {
-            self.valid.insert(obj.clone(), description());
+        if let Entry::Vacant(e) = self.valid.entry(obj.clone()) {
+            e.insert(description());
         }
     }
 
@@ -355,7 +355,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             if !self.reached.contains(&node.obj.key) {
                 self.reached.insert(node.obj.key.clone());
             }
-            self.valid(&node.obj, || format!("delegated from {}", ctx.root).into());
+            self.valid(&node.obj, || delegated_from(ctx.root).into());
         }
 
         // 2. Routes, in the order written. A route with the same match as an earlier one (its own
@@ -593,4 +593,22 @@ fn describe_match(r: &Route) -> String {
         let hs: Vec<String> = r.headers.iter().map(|h| h.to_string()).collect();
         format!("{} [{}]", r.path, hs.join(", "))
     }
+}
+
+/// The description of a vertex a root delegates to: "delegated from <root>", written into a
+/// string of its final size (`format!` grows its string piece by piece, and a build writes one
+/// for every vertex).
+fn delegated_from(root: &ObjectRef) -> String {
+    const START: &str = "delegated from ";
+    let (kind, ns, name) = (root.kind.kind(), &*root.key.namespace, &*root.key.name);
+    let mut s = String::with_capacity(START.len() + kind.len() + 1 + ns.len() + 1 + name.len());
+    s.push_str(START);
+    s.push_str(kind);
+    s.push(' ');
+    if !ns.is_empty() {
+        s.push_str(ns);
+        s.push('/');
+    }
+    s.push_str(name);
+    s
 }
