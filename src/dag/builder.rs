@@ -791,13 +791,14 @@ fn cluster_name(
     b: &BackendRef<'_>,
     hc: Option<&HealthCheckPolicy>,
 ) -> String {
-    use std::fmt::Write;
-    let mut base = String::with_capacity(namespace.len() + service.len() + 8);
+    let mut port_text = itoa::Buffer::new();
+    let port_text = port_text.format(port);
+    let mut base = String::with_capacity(namespace.len() + service.len() + port_text.len() + 2);
     base.push_str(namespace);
     base.push('/');
     base.push_str(service);
     base.push('/');
-    let _ = write!(base, "{port}");
+    base.push_str(port_text);
     let defaults = b.protocol == UpstreamProtocol::Http
         && b.lb == LbStrategy::RoundRobin
         && hc.is_none()
