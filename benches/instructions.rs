@@ -10,7 +10,9 @@
 //! of that model from nothing, as `Pipeline::publish` does at start (`translate_minstr_10k`, both
 //! threads: the process that also encodes less the one that stops after the build). Time is not
 //! counted here: cache misses cost a build more than its instructions do; what this tells is the
-//! work.
+//! work, and, for the one-thread build, the data misses of a simulated 512 KiB second-level cache
+//! (`dag_build_one_thread_l2_misses_k_10k`, thousands; callgrind's cache simulation, as
+//! repeatable as its instruction count): the memory the build waits on.
 //!
 //! The benchmark runs itself under valgrind, the child building the snapshot and then the model
 //! in `counted_dag_build`. The smoke run (`cargo test --all-targets`) does the same for a
@@ -99,8 +101,20 @@ fn child(spec: &str) {
     std::mem::forget((std::hint::black_box((model, encoded)), snapshot));
 }
 
-/// The instructions callgrind counted in one run of this binary as a child.
-fn count(n: usize, build: Build) -> u64 {
+/// What callgrind counted in one run of this binary as a child: instructions, and with
+/// `cache_sim` the data misses of a simulated second-level cache.
+struct Counts {
+    instructions: u64,
+    l2_data_misses: Option<u64>,
+}
+
+/// The simulated cache whose data misses are counted: 512 KiB, 8 ways, 64-byte lines, the size of
+/// this VM's per-core L2 (callgrind simulates a first level and a last one; this is the last).
+/// Misses of it are what a build waits on memory for, counted the same way on any machine.
+const SIMULATED_L2: &str = "--LL=524288,8,64";
+
+/// Counts one run of this binary as a child.
+fn count(n: usize, build: Build, cache_sim: bool) -> Counts {
     let out = std::env::temp_dir().join(format!(
         "sluice-instructions-{}-{}.callgrind",
         std::process::id(),
@@ -111,6 +125,9 @@ fn count(n: usize, build: Build) -> u64 {
         .arg(format!("--callgrind-out-file={}", out.display()));
     if let Build::OneThread = build {
         cmd.arg("--toggle-collect=*counted_dag_build*");
+    }
+    if cache_sim {
+        cmd.args(["--cache-sim=yes", SIMULATED_L2]);
     }
     let run = cmd
         .arg(std::env::current_exe().expect("the benchmark's own path"))
@@ -124,22 +141,39 @@ fn count(n: usize, build: Build) -> u64 {
         run.status,
         String::from_utf8_lossy(&run.stderr)
     );
-    let total = read_total(&out);
+    let totals = read_totals(&out);
     let _ = std::fs::remove_file(&out);
-    total
+    let event = |name: &str| totals.iter().find(|(e, _)| e == name).map(|&(_, v)| v);
+    Counts {
+        instructions: event("Ir").unwrap_or_else(|| panic!("callgrind counted no instructions")),
+        // Read and write misses of the last level's data (`DLmr`, `DLmw`).
+        l2_data_misses: cache_sim.then(|| {
+            event("DLmr").expect("cache simulation's read misses")
+                + event("DLmw").expect("cache simulation's write misses")
+        }),
+    }
 }
 
-/// The event total of a callgrind output file (`summary:` or `totals:`; Ir is the only event).
-fn read_total(path: &Path) -> u64 {
+/// The event totals of a callgrind output file: each name of its `events:` line with its value
+/// on the `summary:` (or `totals:`) line.
+fn read_totals(path: &Path) -> Vec<(String, u64)> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("callgrind wrote no {}: {e}", path.display()));
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("summary:")
-                .or_else(|| l.strip_prefix("totals:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    let line = |prefix: &str| text.lines().find_map(|l| l.strip_prefix(prefix));
+    let names = line("events:").unwrap_or_else(|| panic!("no events in {}", path.display()));
+    let values = line("summary:")
+        .or_else(|| line("totals:"))
+        .unwrap_or_else(|| panic!("no total in {}", path.display()));
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .map(|(name, v)| {
+            let v = v
+                .parse()
+                .unwrap_or_else(|_| panic!("{name} total {v:?} in {}", path.display()));
+            (name.to_string(), v)
         })
-        .unwrap_or_else(|| panic!("no total in {}", path.display()))
+        .collect()
 }
 
 fn valgrind_installed() -> bool {
@@ -167,14 +201,18 @@ fn main() {
         child(&format!("{n}:two"));
         return;
     }
-    let one = count(n, Build::OneThread);
-    let with = count(n, Build::AsSluice);
-    let encoded = count(n, Build::Encode);
-    let without = count(n, Build::None);
+    let one_counts = count(n, Build::OneThread, true);
+    let one = one_counts.instructions;
+    let misses = one_counts
+        .l2_data_misses
+        .expect("the one-thread count simulates the caches");
+    let with = count(n, Build::AsSluice, false).instructions;
+    let encoded = count(n, Build::Encode, false).instructions;
+    let without = count(n, Build::None, false).instructions;
     assert!(
-        with > without && one > 0 && encoded > with,
-        "a build counts instructions: one thread {one}, process with a build {with}, \
-         with a build and its encoding {encoded}, without {without}"
+        with > without && one > 0 && misses > 0 && encoded > with,
+        "a build counts instructions: one thread {one} (L2 data misses {misses}), process with \
+         a build {with}, with a build and its encoding {encoded}, without {without}"
     );
     let two = with - without;
     let encode = encoded - with;
@@ -187,6 +225,12 @@ fn main() {
         m(two),
         m(encode)
     );
+    println!(
+        "on one thread, data misses of a simulated 512 KiB L2 (callgrind {SIMULATED_L2}): \
+         {:.1} k, {:.2} per thousand instructions",
+        misses as f64 / 1e3,
+        misses as f64 * 1e3 / one as f64
+    );
     if !smoke {
         let mut r = serde_json::Map::new();
         r.insert(
@@ -195,6 +239,10 @@ fn main() {
         );
         r.insert("dag_build_minstr_10k".into(), common::round3(m(two)));
         r.insert("translate_minstr_10k".into(), common::round3(m(encode)));
+        r.insert(
+            "dag_build_one_thread_l2_misses_k_10k".into(),
+            common::round3(misses as f64 / 1e3),
+        );
         common::write_results(r);
     }
 }
