@@ -21,32 +21,36 @@ const MAX_LEVEL: usize = 8;
 pub(super) fn sorted_entries<K: Ord + OrderChunks, V>(
     entries: impl Iterator<Item = (K, V)>,
 ) -> Vec<(K, V)> {
-    let mut slots: Vec<Option<(K, V)>> = entries.map(Some).collect();
-    let mut order: Vec<(u64, usize)> = slots
+    let mut entries: Vec<(K, V)> = entries.collect();
+    let mut order: Vec<(u64, usize)> = entries
         .iter()
         .enumerate()
-        .map(|(i, _)| (key_of(&slots, i).order_chunk(0).unwrap_or(0), i))
+        .map(|(i, (k, _))| (k.order_chunk(0).unwrap_or(0), i))
         .collect();
     order.sort_unstable_by_key(|&(chunk, _)| chunk);
-    sort_runs(&slots, &mut order, 0);
-    order
-        .into_iter()
-        .map(|(_, i)| slots[i].take().expect("each position once"))
-        .collect()
-}
-
-fn key_of<K, V>(slots: &[Option<(K, V)>], i: usize) -> &K {
-    &slots[i].as_ref().expect("every slot is filled").0
+    sort_runs(&entries, &mut order, 0);
+    // Entries put where they belong in place, one cycle of the permutation at a time: each
+    // entry is moved once more, into memory already read, rather than into a second vector.
+    let mut from: Vec<usize> = order.into_iter().map(|(_, i)| i).collect();
+    for start in 0..from.len() {
+        let mut at = start;
+        while from[at] != at {
+            let next = from[at];
+            from[at] = at;
+            if next == start {
+                break;
+            }
+            entries.swap(at, next);
+            at = next;
+        }
+    }
+    entries
 }
 
 /// Orders each run of equal numbers in `order` (sorted by the chunks of `level`): by the next
 /// level's chunks where every key of the run has one, by the keys themselves where not.
-fn sort_runs<K: Ord + OrderChunks, V>(
-    slots: &[Option<(K, V)>],
-    order: &mut [(u64, usize)],
-    level: usize,
-) {
-    let key = |i: usize| key_of(slots, i);
+fn sort_runs<K: Ord + OrderChunks, V>(slots: &[(K, V)], order: &mut [(u64, usize)], level: usize) {
+    let key = |i: usize| &slots[i].0;
     for run in order.chunk_by_mut(|a, b| a.0 == b.0) {
         if run.len() < 2 {
             continue;
