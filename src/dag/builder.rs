@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use hashbrown::hash_map::RawEntryMut;
@@ -17,6 +18,7 @@ use super::model::*;
 use super::parallel::Half;
 use super::services::{ServiceIndex, ServiceMap, add_service, add_slice, index_all};
 use super::slices::SliceIndex;
+use super::slots::{ORPHANED, Of, Slot, SlotIndex, StatusSlots};
 use super::sort::sorted_entries;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
@@ -43,17 +45,6 @@ pub struct BackendRef<'a> {
     pub lb: LbStrategy,
     pub health_check: Option<&'a HealthCheck>,
     pub outlier_detection: Option<OutlierDetection>,
-}
-
-/// The description of an orphaned object.
-const ORPHANED: &str = "not part of a delegation chain from a root";
-
-#[derive(Default)]
-struct StatusAcc {
-    state: Option<State>,
-    description: Option<Cow<'static, str>>,
-    messages: Vec<StatusMessage>,
-    generation: Option<i64>,
 }
 
 /// What a partial build indexed of the backing snapshot's Services and EndpointSlices.
@@ -118,7 +109,7 @@ pub struct Builder<'a> {
     /// by [`Builder::finish`]: a route refused after its backends resolved uses none).
     clusters: HashMap<ClusterName, (Cluster, bool)>,
     secrets: BTreeMap<String, TlsSecret>,
-    statuses: HashMap<ObjectRef, StatusAcc>,
+    statuses: StatusSlots<'a>,
     /// Each claimed host's first claimant, and any others (most hosts have one: no vector).
     claims: HashMap<String, (HostClaim, Vec<HostClaim>)>,
     owners: HashMap<String, ObjectRef>,
@@ -146,7 +137,7 @@ pub struct Builder<'a> {
 impl<'a> Builder<'a> {
     /// A builder over every routing object of `snapshot`.
     pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
-        let mut b = Builder::empty(snapshot, snapshot, options, snapshot.routing_objects());
+        let mut b = Builder::empty(snapshot, snapshot, options, None);
         b.services = index_all(snapshot);
         b
     }
@@ -156,7 +147,7 @@ impl<'a> Builder<'a> {
     /// EndpointSlices are indexed when a backend first names them: one at a time for the first
     /// few of a namespace, then the whole namespace.
     pub fn partial(part: &'a Snapshot, whole: &'a Snapshot, options: &'a Options) -> Self {
-        let mut b = Builder::empty(part, whole, options, part.routing_objects());
+        let mut b = Builder::empty(part, whole, options, None);
         b.indexed = Some(PartialIndex::default());
         b
     }
@@ -182,19 +173,20 @@ impl<'a> Builder<'a> {
         services: &'a ServiceIndex<'a>,
         options: &'a Options,
     ) -> Self {
-        let mut b = Builder::empty(snapshot, snapshot, options, half.routing_objects());
+        let mut b = Builder::empty(snapshot, snapshot, options, Some(half));
         b.shared = Some(services);
-        b.half = Some(half);
         b
     }
 
-    /// A builder with nothing indexed, sized for `routing_objects`.
+    /// A builder with nothing indexed, over the routing objects of `snapshot` (of its `half`).
     fn empty(
         snapshot: &'a Snapshot,
         backing: &'a Snapshot,
         options: &'a Options,
-        routing_objects: usize,
+        half: Option<Half<'a>>,
     ) -> Self {
+        let statuses = StatusSlots::new(snapshot, half);
+        let routing_objects = statuses.index().len();
         Builder {
             snapshot,
             backing,
@@ -205,7 +197,7 @@ impl<'a> Builder<'a> {
             vhosts: HashMap::with_capacity(routing_objects),
             clusters: HashMap::with_capacity(backing.services.len().min(routing_objects)),
             secrets: BTreeMap::new(),
-            statuses: HashMap::with_capacity(routing_objects),
+            statuses,
             claims: HashMap::with_capacity(routing_objects),
             owners: HashMap::new(),
             services: HashMap::new(),
@@ -213,24 +205,27 @@ impl<'a> Builder<'a> {
             indexed: None,
             slice_index: None,
             invalid_ingressroutes: None,
-            half: None,
+            half,
             hasher: DefaultHashBuilder::default(),
         }
     }
 
-    /// The routing objects of one kind this builder builds, in key order: `objects` (the
-    /// builder's snapshot's map of `kind`), or the objects of it in this builder's half.
+    /// The routing objects of one kind this builder builds, in key order, each with its slot
+    /// (what its status is said of): `objects` (the builder's snapshot's map of `kind`), or the
+    /// objects of it in this builder's half.
     pub fn own<T>(
         &self,
         kind: Kind,
         objects: &'a Objects<T>,
-    ) -> impl Iterator<Item = (&'a ObjKey, &'a Arc<T>)> + use<'a, T> {
+    ) -> impl Iterator<Item = (Slot, &'a ObjKey, &'a Arc<T>)> + use<'a, T> {
         let half = self.half;
+        let start = self.statuses.index().start(kind);
         objects
             .iter()
             .enumerate()
             .filter(move |(i, _)| half.is_none_or(|h| h.holds(kind, *i)))
-            .map(|(_, kv)| kv)
+            .zip(start..)
+            .map(|((_, (key, o)), slot)| (slot, key, o))
     }
 
     /// Indexes a Service and its EndpointSlices, unless they already are (a partial build).
@@ -304,32 +299,25 @@ impl<'a> Builder<'a> {
 
     // ---- status ----
 
-    fn acc(&mut self, obj: &ObjectRef, meta: Option<&ObjectMeta>) -> &mut StatusAcc {
-        // An object already known costs one lookup and no clone of its name.
-        let acc = match self.statuses.raw_entry_mut().from_key(obj) {
-            RawEntryMut::Occupied(e) => e.into_mut(),
-            RawEntryMut::Vacant(e) => e.insert(obj.clone(), StatusAcc::default()).1,
-        };
-        if let Some(meta) = meta {
-            acc.generation = meta.generation;
-        }
-        acc
+    /// The numbering of the routing objects this builder builds.
+    pub(super) fn slot_index(&self) -> &Rc<SlotIndex<'a>> {
+        self.statuses.index()
     }
 
     /// Registers a routing object so it gets a status even if nothing else is said about it.
-    pub fn track(&mut self, obj: &ObjectRef, meta: &ObjectMeta) {
-        self.acc(obj, Some(meta));
+    pub fn track(&mut self, slot: Slot, meta: &ObjectMeta) {
+        self.statuses.acc(Of::Slot(slot)).generation = meta.generation;
     }
 
     /// Marks the object invalid with one more message. Invalid is final: later calls to
     /// [`Builder::set_valid`] or [`Builder::set_orphaned`] do not undo it.
-    pub fn set_invalid(
+    pub fn set_invalid<'r>(
         &mut self,
-        obj: &ObjectRef,
+        obj: impl Into<Of<'r>>,
         reason: &'static str,
         message: impl Into<String>,
     ) {
-        let acc = self.acc(obj, None);
+        let acc = self.statuses.acc(obj.into());
         if acc.state != Some(State::Invalid) {
             // A description written while the object still looked valid no longer applies.
             acc.description = None;
@@ -342,8 +330,12 @@ impl<'a> Builder<'a> {
     }
 
     /// Marks the object valid (unless already invalid), with the description to show.
-    pub fn set_valid(&mut self, obj: &ObjectRef, description: impl Into<Cow<'static, str>>) {
-        let acc = self.acc(obj, None);
+    pub fn set_valid<'r>(
+        &mut self,
+        obj: impl Into<Of<'r>>,
+        description: impl Into<Cow<'static, str>>,
+    ) {
+        let acc = self.statuses.acc(obj.into());
         if acc.state != Some(State::Invalid) {
             acc.state = Some(State::Valid);
             acc.description.get_or_insert_with(|| description.into());
@@ -351,8 +343,8 @@ impl<'a> Builder<'a> {
     }
 
     /// Marks the object orphaned unless something else was decided about it.
-    pub fn set_orphaned(&mut self, obj: &ObjectRef) {
-        let acc = self.acc(obj, None);
+    pub fn set_orphaned<'r>(&mut self, obj: impl Into<Of<'r>>) {
+        let acc = self.statuses.acc(obj.into());
         if acc.state.is_none() {
             acc.state = Some(State::Orphaned);
             acc.description = Some(ORPHANED.into());
@@ -360,15 +352,19 @@ impl<'a> Builder<'a> {
     }
 
     /// Marks the object ignored (another controller's), with why.
-    pub fn set_ignored(&mut self, obj: &ObjectRef, message: impl Into<Cow<'static, str>>) {
-        let acc = self.acc(obj, None);
+    pub fn set_ignored<'r>(
+        &mut self,
+        obj: impl Into<Of<'r>>,
+        message: impl Into<Cow<'static, str>>,
+    ) {
+        let acc = self.statuses.acc(obj.into());
         acc.state = Some(State::Ignored);
         acc.description = Some(message.into());
     }
 
     /// The state decided so far, if any.
-    pub fn state_of(&self, obj: &ObjectRef) -> Option<State> {
-        self.statuses.get(obj).and_then(|a| a.state)
+    pub fn state_of<'r>(&self, obj: impl Into<Of<'r>>) -> Option<State> {
+        self.statuses.get(obj.into()).and_then(|a| a.state)
     }
 
     // ---- virtual host ownership ----
@@ -655,11 +651,7 @@ impl<'a> Builder<'a> {
             vhosts,
             clusters: sorted_entries(used),
             secrets,
-            statuses: sorted_entries(
-                self.statuses
-                    .into_iter()
-                    .map(|(r, acc)| (r, acc.into_status())),
-            ),
+            statuses: self.statuses.into_sorted(),
         }
     }
 }
@@ -680,35 +672,6 @@ impl SortedParts {
             clusters: self.clusters.into_iter().collect(),
             secrets: self.secrets.into_iter().collect(),
             statuses: self.statuses.into_iter().collect(),
-        }
-    }
-}
-
-impl StatusAcc {
-    fn into_status(self) -> ObjectStatus {
-        let acc = self;
-        let state = acc.state.unwrap_or(State::Valid);
-        let description = acc.description.unwrap_or_else(|| match state {
-            State::Invalid => acc
-                .messages
-                .first()
-                .map_or("invalid".into(), |m| m.message.clone().into()),
-            State::Valid => "valid".into(),
-            State::Orphaned => ORPHANED.into(),
-            State::Ignored => "ignored".into(),
-        });
-        let description = if state == State::Invalid && acc.messages.len() > 1 {
-            let more = acc.messages.len() - 1;
-            let plural = if more == 1 { "" } else { "s" };
-            format!("{description} (and {more} more problem{plural})").into()
-        } else {
-            description
-        };
-        ObjectStatus {
-            state,
-            description,
-            messages: acc.messages,
-            generation: acc.generation,
         }
     }
 }

@@ -4,8 +4,10 @@
 //! Each API version lowers its objects into [`Node`]s (routes with a path, own header conditions and
 //! a target: backends, a TCP proxy or a delegation). [`Walk`] then goes depth-first from each served
 //! root, carrying the delegated space (path prefix + header conditions), the permitInsecure grant
-//! and the chain of objects (cycle detection). Objects are found through the snapshot's maps and
-//! lowered at most once per build, so the work is linear in the size of the reachable graph.
+//! and the chain of objects (cycle detection). Objects are found by key through the build's
+//! numbering of its objects (see [`super::slots`]; the snapshot's maps for an object the build does
+//! not hold), and lowered at most once per build, so the work is linear in the size of the
+//! reachable graph. What the walk records of an object (reached, valid) it records by number.
 //!
 //! Nodes borrow from the snapshot, and field paths (`spec.routes[1].services[0]`) are written only
 //! into the messages that need them: most objects are valid, and a rebuild should not pay for text
@@ -20,6 +22,7 @@ use hashbrown::{HashMap, HashSet};
 
 use super::builder::{BackendRef, Builder, PortRef, effective_weight, weights_even};
 use super::model::*;
+use super::slots::Slot;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
 use crate::validate::common::Timeout;
@@ -42,6 +45,8 @@ type VisitKey = (*const (), PathMatch, Vec<HeaderMatch>, bool);
 /// One IngressRoute lowered for the walk, borrowing from the snapshot.
 pub(super) struct Node<'s> {
     pub obj: ObjectRef,
+    /// Its number in the build, when the build holds it (see [`super::slots`]).
+    pub slot: Option<Slot>,
     pub routes: Vec<NodeRoute<'s>>,
 }
 
@@ -205,10 +210,12 @@ pub(super) struct Walk<'s, F: Fn(&ObjKey) -> Found<'s>> {
     strict_insecure: bool,
     cache: HashMap<ObjKey, Found<'s>>,
     /// Vertices reached from a served root, whatever became of them.
-    pub reached: HashSet<ObjKey>,
+    reached: Reached,
     /// Valid descriptions, applied after the walk (so an object found invalid later in the walk
-    /// never shows a "valid" description).
-    valid: HashMap<ObjectRef, Cow<'static, str>>,
+    /// never shows a "valid" description): by slot, and by key for an object the build does not
+    /// number.
+    valid: HashMap<Slot, Cow<'static, str>>,
+    valid_unnumbered: HashMap<ObjectRef, Cow<'static, str>>,
     /// Status messages already reported (a vertex reached twice reports once).
     reported: HashSet<(ObjectRef, String)>,
     /// Visits of the current root's walk and their outcome: reaching a vertex again in the same
@@ -228,8 +235,9 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             find,
             strict_insecure,
             cache: HashMap::new(),
-            reached: HashSet::new(),
+            reached: Reached::default(),
             valid: HashMap::new(),
+            valid_unnumbered: HashMap::new(),
             reported: HashSet::new(),
             visited: HashMap::new(),
             budget_per_root: BASE_VISIT_BUDGET
@@ -255,9 +263,14 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
     }
 
     /// Records a valid description unless the object has one already.
-    fn valid(&mut self, obj: &ObjectRef, description: impl FnOnce() -> Cow<'static, str>) {
-        if let Entry::Vacant(e) = self.valid.entry(obj.clone()) {
-            e.insert(description());
+    fn valid(&mut self, node: &Node<'_>, description: impl FnOnce() -> Cow<'static, str>) {
+        match node.slot {
+            Some(slot) => {
+                self.valid.entry(slot).or_insert_with(description);
+            }
+            None => {
+                (self.valid_unnumbered.entry(node.obj.clone())).or_insert_with(description);
+            }
         }
     }
 
@@ -280,12 +293,15 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         self.budget = self.budget_per_root;
         // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
         let _ = self.visit(b, &ctx, &root, &scope, &mut chain);
-        self.valid(&root.obj, || "valid IngressRoute".into());
+        self.valid(&root, || "valid IngressRoute".into());
     }
 
     /// Applies the valid descriptions gathered during the walks.
-    pub fn finish(self, b: &mut Builder<'_>) -> HashSet<ObjKey> {
-        for (obj, description) in self.valid {
+    pub fn finish(self, b: &mut Builder<'_>) -> Reached {
+        for (slot, description) in self.valid {
+            b.set_valid(slot, description);
+        }
+        for (obj, description) in self.valid_unnumbered {
             b.set_valid(&obj, description);
         }
         self.reached
@@ -352,10 +368,8 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             ));
         }
         if scope.by.is_some() {
-            if !self.reached.contains(&node.obj.key) {
-                self.reached.insert(node.obj.key.clone());
-            }
-            self.valid(&node.obj, || delegated_from(ctx.root).into());
+            self.reached.insert(node);
+            self.valid(node, || delegated_from(ctx.root).into());
         }
 
         // 2. Routes, in the order written. A route with the same match as an earlier one (its own
@@ -582,6 +596,33 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
                 )
             }
         }
+    }
+}
+
+/// The vertices a walk reached: by slot, and by key for an object the build does not number.
+#[derive(Default)]
+pub(super) struct Reached {
+    slots: HashSet<Slot>,
+    unnumbered: HashSet<ObjKey>,
+}
+
+impl Reached {
+    fn insert(&mut self, node: &Node<'_>) {
+        match node.slot {
+            Some(slot) => {
+                self.slots.insert(slot);
+            }
+            None => {
+                if !self.unnumbered.contains(&node.obj.key) {
+                    self.unnumbered.insert(node.obj.key.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether the object with `slot` and `key` was reached.
+    pub fn contains(&self, slot: Slot, key: &ObjKey) -> bool {
+        self.slots.contains(&slot) || self.unnumbered.contains(key)
     }
 }
 

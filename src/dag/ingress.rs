@@ -12,6 +12,7 @@ use hashbrown::HashMap;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressSpec};
 
 use super::model::{PathMatch, Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster};
+use super::slots::Slot;
 use super::{BackendRef, Builder, PortRef};
 use crate::api::status::reason;
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef, TlsVersion};
@@ -44,32 +45,32 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
         .ingress_classes
         .get(&ObjKey::new("", ours))
         .is_some_and(|c| is_default_class(c));
-    let mut order: Vec<(&ObjKey, &Ingress)> = b
+    let mut order: Vec<(Slot, &ObjKey, &Ingress)> = b
         .own(Kind::Ingress, &snapshot.ingresses)
-        .map(|(k, o)| (k, o.as_ref()))
+        .map(|(slot, k, o)| (slot, k, o.as_ref()))
         .collect();
-    order.sort_by(|(ka, a), (kb, b)| {
+    order.sort_by(|(_, ka, a), (_, kb, b)| {
         let ta = a.metadata.creation_timestamp.as_ref();
         let tb = b.metadata.creation_timestamp.as_ref();
         (ta.is_none(), ta, ka).cmp(&(tb.is_none(), tb, kb))
     });
     let mut state = IngressState::default();
-    for (key, ing) in order {
+    for (slot, key, ing) in order {
         let obj = ObjectRef {
             kind: Kind::Ingress,
             key: key.clone(),
         };
-        b.track(&obj, &ing.metadata);
+        b.track(slot, &ing.metadata);
         match ingress_class(ing) {
             Some(class) if class == ours => {}
             Some(class) => {
-                b.set_ignored(&obj, format!("ingress class {class:?} is not {ours:?}"));
+                b.set_ignored(slot, format!("ingress class {class:?} is not {ours:?}"));
                 continue;
             }
             None if default_class => {}
             None => {
                 b.set_ignored(
-                    &obj,
+                    slot,
                     format!(
                         "no ingress class set and IngressClass {ours:?} is not marked default (annotation ingressclass.kubernetes.io/is-default-class: \"true\")"
                     ),
@@ -80,14 +81,14 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
         let verdict = validate_ingress(ing);
         if !verdict.errors.is_empty() {
             for e in &verdict.errors {
-                b.set_invalid(&obj, e.reason, e.to_string());
+                b.set_invalid(slot, e.reason, e.to_string());
             }
             continue;
         }
         if let Some(spec) = &ing.spec {
             build_ingress(b, &mut state, &obj, spec);
         }
-        b.set_valid(&obj, "valid Ingress");
+        b.set_valid(slot, "valid Ingress");
     }
 }
 

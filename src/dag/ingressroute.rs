@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::Builder;
 use super::delegation::{BackendField, Found, Node, NodeBackend, NodeRoute, Target, Walk};
 use super::model::*;
+use super::slots::{Slot, SlotIndex};
 use crate::api::contour_v1::{self, BackendProtocol};
 use crate::api::heptio_v1beta1::{self, VirtualHost};
 use crate::api::status::reason;
@@ -30,7 +31,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     // The single-object rules run once per object: the delegation walk reuses the verdicts.
     let mut invalid = [HashSet::new(), HashSet::new()];
-    for (key, o) in b.own(Kind::IngressRouteV1beta1, &snap.ingressroutes_v1beta1) {
+    for (slot, key, o) in b.own(Kind::IngressRouteV1beta1, &snap.ingressroutes_v1beta1) {
         let obj = ObjectRef {
             kind: Kind::IngressRouteV1beta1,
             key: key.clone(),
@@ -40,9 +41,9 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
         if !verdict.allowed() {
             invalid[0].insert(key);
         }
-        claim(b, obj, &o.metadata, verdict, vh);
+        claim(b, slot, obj, &o.metadata, verdict, vh);
     }
-    for (key, o) in b.own(Kind::IngressRouteV1, &snap.ingressroutes_v1) {
+    for (slot, key, o) in b.own(Kind::IngressRouteV1, &snap.ingressroutes_v1) {
         let obj = ObjectRef {
             kind: Kind::IngressRouteV1,
             key: key.clone(),
@@ -52,7 +53,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
         if !verdict.allowed() {
             invalid[1].insert(key);
         }
-        claim(b, obj, &o.metadata, verdict, vh);
+        claim(b, slot, obj, &o.metadata, verdict, vh);
     }
     b.invalid_ingressroutes = Some(invalid);
 }
@@ -73,15 +74,16 @@ fn breaks_rules<T>(
 
 fn claim(
     b: &mut Builder<'_>,
+    slot: Slot,
     obj: ObjectRef,
     meta: &ObjectMeta,
     verdict: Verdict,
     vh: Option<&VirtualHost>,
 ) {
-    b.track(&obj, meta);
+    b.track(slot, meta);
     if !verdict.allowed() {
         for e in verdict.errors {
-            b.set_invalid(&obj, e.reason, e.to_string());
+            b.set_invalid(slot, e.reason, e.to_string());
         }
         return;
     }
@@ -92,7 +94,7 @@ fn claim(
     if !b.options.root_allowed_in(ns) {
         let allowed = b.options.root_namespaces.join(", ");
         b.set_invalid(
-            &obj,
+            slot,
             reason::ROOT_NAMESPACE,
             format!(
                 "root IngressRoute in namespace {} is not allowed; root namespaces are: {allowed}",
@@ -110,16 +112,15 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
     let objects = &snap.ingressroutes_v1beta1;
     let other = &snap.ingressroutes_v1;
     let verdicts = b.invalid_ingressroutes.as_ref().map(|[v, _]| v.clone());
-    let find = |key: &ObjKey| match objects.get(key) {
+    let lookup = Lookup::new(b, Kind::IngressRouteV1beta1, objects);
+    let find = |key: &ObjKey| match lookup.get(key) {
         None => Found::Missing(other_group_hint(
             other.contains_key(key),
             Kind::IngressRouteV1,
         )),
-        Some(o) if o.spec.virtualhost.is_some() => Found::Root,
-        Some(o) if breaks_rules(verdicts.as_ref(), key, o.as_ref(), validate_v1beta1) => {
-            Found::Invalid
-        }
-        Some(o) => Found::Vertex(Rc::new(lower_v1beta1(key, o))),
+        Some((_, o)) if o.spec.virtualhost.is_some() => Found::Root,
+        Some((_, o)) if breaks_rules(verdicts.as_ref(), key, o, validate_v1beta1) => Found::Invalid,
+        Some((slot, o)) => Found::Vertex(Rc::new(lower_v1beta1(key, slot, o))),
     };
     let walk = Walk::new(find, false, b.backing.ingressroutes_v1beta1.len());
     build_version(
@@ -138,14 +139,15 @@ pub fn build_v1(b: &mut Builder<'_>) {
     let objects = &snap.ingressroutes_v1;
     let other = &snap.ingressroutes_v1beta1;
     let verdicts = b.invalid_ingressroutes.as_ref().map(|[_, v]| v.clone());
-    let find = |key: &ObjKey| match objects.get(key) {
+    let lookup = Lookup::new(b, Kind::IngressRouteV1, objects);
+    let find = |key: &ObjKey| match lookup.get(key) {
         None => Found::Missing(other_group_hint(
             other.contains_key(key),
             Kind::IngressRouteV1beta1,
         )),
-        Some(o) if o.spec.virtualhost.is_some() => Found::Root,
-        Some(o) if breaks_rules(verdicts.as_ref(), key, o.as_ref(), validate_v1) => Found::Invalid,
-        Some(o) => Found::Vertex(Rc::new(lower_v1(key, o))),
+        Some((_, o)) if o.spec.virtualhost.is_some() => Found::Root,
+        Some((_, o)) if breaks_rules(verdicts.as_ref(), key, o, validate_v1) => Found::Invalid,
+        Some((slot, o)) => Found::Vertex(Rc::new(lower_v1(key, slot, o))),
     };
     let walk = Walk::new(find, true, b.backing.ingressroutes_v1.len());
     build_version(
@@ -156,6 +158,41 @@ pub fn build_v1(b: &mut Builder<'_>) {
         |o| o.spec.virtualhost.as_ref(),
         lower_v1,
     );
+}
+
+/// The IngressRoutes of one version a delegation can name, found by key: through the build's
+/// numbering (one hash of the key) when the build holds the object, with its slot; in the
+/// snapshot's map otherwise.
+struct Lookup<'s, T> {
+    index: Rc<SlotIndex<'s>>,
+    kind: Kind,
+    start: Slot,
+    /// The builder's objects of `kind`, by slot from `start`.
+    own: Vec<&'s T>,
+    objects: &'s Objects<T>,
+}
+
+impl<'s, T> Lookup<'s, T> {
+    fn new(b: &Builder<'s>, kind: Kind, objects: &'s Objects<T>) -> Self {
+        let index = b.slot_index().clone();
+        Lookup {
+            kind,
+            start: index.start(kind),
+            index,
+            own: b.own(kind, objects).map(|(_, _, o)| o.as_ref()).collect(),
+            objects,
+        }
+    }
+
+    fn get(&self, key: &ObjKey) -> Option<(Option<Slot>, &'s T)> {
+        let numbered = (self.index.find(self.kind, key)).and_then(|slot| {
+            Some((
+                Some(slot),
+                *self.own.get(slot.wrapping_sub(self.start) as usize)?,
+            ))
+        });
+        numbered.or_else(|| Some((None, self.objects.get(key)?.as_ref())))
+    }
 }
 
 /// Why a delegate of the same name in the other API group does not count.
@@ -175,30 +212,25 @@ fn build_version<'s, T, F>(
     objects: &'s Objects<T>,
     mut walk: Walk<'s, F>,
     vhost_of: impl Fn(&'s T) -> Option<&'s VirtualHost>,
-    lower: impl Fn(&ObjKey, &'s T) -> Node<'s>,
+    lower: impl Fn(&ObjKey, Option<Slot>, &'s T) -> Node<'s>,
 ) where
     F: Fn(&ObjKey) -> Found<'s>,
 {
     // Roots to serve, decided before any walk: valid, and owner of their host.
     let mut roots = Vec::new();
-    for (key, o) in b.own(kind, objects) {
+    for (slot, key, o) in b.own(kind, objects) {
         let Some(vh) = vhost_of(o) else {
             continue;
         };
         let owns = b
             .host_owner(&vh.fqdn)
             .is_some_and(|owner| owner.kind == kind && owner.key == *key);
-        if owns
-            && b.state_of(&ObjectRef {
-                kind,
-                key: key.clone(),
-            }) != Some(State::Invalid)
-        {
-            roots.push((key, o, vh));
+        if owns && b.state_of(slot) != Some(State::Invalid) {
+            roots.push((slot, key, o, vh));
         }
     }
-    for (key, o, vh) in roots {
-        let node = Rc::new(lower(key, o));
+    for (slot, key, o, vh) in roots {
+        let node = Rc::new(lower(key, Some(slot), o));
         if let Some(tls) = &vh.tls {
             match b.tls_secret(&key.namespace, &tls.secret_name) {
                 Err(m) => {
@@ -220,12 +252,9 @@ fn build_version<'s, T, F>(
         walk.walk_root(b, node, &vh.fqdn);
     }
     let reached = walk.finish(b);
-    for (key, o) in b.own(kind, objects) {
-        if vhost_of(o).is_none() && !reached.contains(key) {
-            b.set_orphaned(&ObjectRef {
-                kind,
-                key: key.clone(),
-            });
+    for (slot, key, o) in b.own(kind, objects) {
+        if vhost_of(o).is_none() && !reached.contains(slot, key) {
+            b.set_orphaned(slot);
         }
     }
 }
@@ -244,7 +273,11 @@ pub(super) fn delegate_namespace<'a>(own_ns: &'a str, d: &'a Delegate) -> &'a st
 }
 
 /// Lowers a v1beta1 IngressRoute (valid by its own rules) for the walk.
-fn lower_v1beta1<'s>(key: &ObjKey, o: &'s heptio_v1beta1::IngressRoute) -> Node<'s> {
+fn lower_v1beta1<'s>(
+    key: &ObjKey,
+    slot: Option<Slot>,
+    o: &'s heptio_v1beta1::IngressRoute,
+) -> Node<'s> {
     let spec = &o.spec;
     let backend = |field: BackendField, s: Cow<'s, heptio_v1beta1::Service>| {
         let lb = s.strategy.or(spec.strategy).unwrap_or_default();
@@ -321,6 +354,7 @@ fn lower_v1beta1<'s>(key: &ObjKey, o: &'s heptio_v1beta1::IngressRoute) -> Node<
             kind: Kind::IngressRouteV1beta1,
             key: key.clone(),
         },
+        slot,
         routes,
     }
 }
@@ -340,7 +374,7 @@ fn duration(path: &str, value: Option<&str>) -> Option<Timeout> {
 }
 
 /// Lowers a v1 IngressRoute (valid by its own rules) for the walk.
-fn lower_v1<'s>(key: &ObjKey, o: &'s contour_v1::IngressRoute) -> Node<'s> {
+fn lower_v1<'s>(key: &ObjKey, slot: Option<Slot>, o: &'s contour_v1::IngressRoute) -> Node<'s> {
     let spec = &o.spec;
     let routes =
         spec.routes
@@ -430,6 +464,7 @@ fn lower_v1<'s>(key: &ObjKey, o: &'s contour_v1::IngressRoute) -> Node<'s> {
             kind: Kind::IngressRouteV1,
             key: key.clone(),
         },
+        slot,
         routes,
     }
 }

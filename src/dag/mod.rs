@@ -21,6 +21,7 @@ mod parallel;
 pub mod route;
 mod services;
 mod slices;
+mod slots;
 mod sort;
 pub mod table;
 

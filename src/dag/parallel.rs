@@ -408,4 +408,59 @@ mod tests {
             super::super::build_on_one_thread(&store, &options)
         );
     }
+
+    #[test]
+    fn a_half_keeps_what_it_says_of_an_object_dealt_into_the_other() {
+        // The dealing keeps a root and its vertex together; should a half still reach an
+        // object it does not hold, the object's status and routes are kept by key, as the
+        // one-thread build keeps them.
+        let yaml = "
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: a}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: root, namespace: a}
+spec:
+  virtualhost: {fqdn: a.example.com}
+  routes:
+  - match: /
+    services: [{name: app, port: 80}]
+  - match: /v
+    delegate: {name: vertex}
+---
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: vertex, namespace: a}
+spec:
+  routes:
+  - match: /v
+    services: [{name: app, port: 80}]
+";
+        let docs = crate::manifest::parse_documents("test", yaml).expect("test input parses");
+        let store = Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
+            crate::manifest::Document::Object(o) => Some(o),
+            _ => None,
+        }));
+        // In key order: root, vertex. The root in half 0, its vertex in half 1.
+        let sides = Sides {
+            ingressroutes_v1beta1: vec![0, 1],
+            ..Sides::default()
+        };
+        let services = ServiceIndex::new(&store);
+        let options = Options::default();
+        let half = Half {
+            sides: &sides,
+            side: 0,
+        };
+        let parts = build_half(&store, half, &services, &options);
+        let whole = super::super::build_on_one_thread(&store, &options);
+        assert_eq!(parts.into_dag(), whole);
+        let vertex =
+            &whole.statuses[&crate::api::ObjectRef::new(Kind::IngressRouteV1beta1, "a", "vertex")];
+        assert_eq!(vertex.state, State::Valid);
+        assert_eq!(vertex.description, "delegated from IngressRoute a/root");
+    }
 }

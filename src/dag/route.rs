@@ -15,23 +15,23 @@ use crate::validate::route::validate_route;
 /// claim their host (claims compete with IngressRoute roots: the oldest object wins).
 pub fn claim_hosts(b: &mut Builder<'_>) {
     let snap = b.snapshot;
-    for (key, o) in b.own(Kind::RouteV1alpha1, &snap.routes_v1alpha1) {
+    for (slot, key, o) in b.own(Kind::RouteV1alpha1, &snap.routes_v1alpha1) {
         let obj = ObjectRef {
             kind: Kind::RouteV1alpha1,
             key: key.clone(),
         };
-        b.track(&obj, &o.metadata);
+        b.track(slot, &o.metadata);
         let verdict = validate_route(o);
         if !verdict.allowed() {
             for e in verdict.errors {
-                b.set_invalid(&obj, e.reason, e.to_string());
+                b.set_invalid(slot, e.reason, e.to_string());
             }
             continue;
         }
         if !b.options.root_allowed_in(&key.namespace) {
             let allowed = b.options.root_namespaces.join(", ");
             b.set_invalid(
-                &obj,
+                slot,
                 reason::ROOT_NAMESPACE,
                 format!(
                     "Route in namespace {} is not allowed (a Route is the root of its host); root namespaces are: {allowed}",
@@ -47,13 +47,13 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
 /// Serves every valid Route that owns its host.
 pub fn build_routes(b: &mut Builder<'_>) {
     let snap = b.snapshot;
-    for (key, o) in b.own(Kind::RouteV1alpha1, &snap.routes_v1alpha1) {
+    for (slot, key, o) in b.own(Kind::RouteV1alpha1, &snap.routes_v1alpha1) {
         let obj = ObjectRef {
             kind: Kind::RouteV1alpha1,
             key: key.clone(),
         };
         let spec = &o.spec;
-        if b.host_owner(&spec.host) != Some(&obj) || b.state_of(&obj) == Some(State::Invalid) {
+        if b.host_owner(&spec.host) != Some(&obj) || b.state_of(slot) == Some(State::Invalid) {
             continue;
         }
         for (i, rule) in spec.routes.iter().enumerate() {
@@ -81,7 +81,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 .collect();
             let (action, errors) = forward(b, &key.namespace, &backends, None);
             for e in errors {
-                b.set_invalid(&obj, e.reason, e.message);
+                b.set_invalid(slot, e.reason, e.message);
             }
             let route = Route {
                 path: PathMatch::prefix(&rule.path_prefix),
@@ -96,7 +96,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 let (existing, route) = *conflict;
                 let what = route.path.to_string();
                 b.set_invalid(
-                    &obj,
+                    slot,
                     reason::ROUTE_CONFLICT,
                     format!(
                         "spec.routes[{i}].pathPrefix: {what} on {} is already defined by {existing}",
@@ -105,6 +105,6 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 );
             }
         }
-        b.set_valid(&obj, "valid Route");
+        b.set_valid(slot, "valid Route");
     }
 }
