@@ -335,10 +335,19 @@ impl<'a> Builder<'a> {
         obj: impl Into<Of<'r>>,
         description: impl Into<Cow<'static, str>>,
     ) {
+        self.set_valid_with(obj, || description.into());
+    }
+
+    /// [`Builder::set_valid`], making the description only when the object has none yet.
+    pub fn set_valid_with<'r>(
+        &mut self,
+        obj: impl Into<Of<'r>>,
+        description: impl FnOnce() -> Cow<'static, str>,
+    ) {
         let acc = self.statuses.acc(obj.into());
         if acc.state != Some(State::Invalid) {
             acc.state = Some(State::Valid);
-            acc.description.get_or_insert_with(|| description.into());
+            acc.description.get_or_insert_with(description);
         }
     }
 

@@ -211,11 +211,6 @@ pub(super) struct Walk<'s, F: Fn(&ObjKey) -> Found<'s>> {
     cache: HashMap<ObjKey, Found<'s>>,
     /// Vertices reached from a served root, whatever became of them.
     reached: Reached,
-    /// Valid descriptions, applied after the walk (so an object found invalid later in the walk
-    /// never shows a "valid" description): by slot, and by key for an object the build does not
-    /// number.
-    valid: HashMap<Slot, Cow<'static, str>>,
-    valid_unnumbered: HashMap<ObjectRef, Cow<'static, str>>,
     /// Status messages already reported (a vertex reached twice reports once).
     reported: HashSet<(ObjectRef, String)>,
     /// Visits of the current root's walk and their outcome: reaching a vertex again in the same
@@ -236,8 +231,6 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             strict_insecure,
             cache: HashMap::new(),
             reached: Reached::default(),
-            valid: HashMap::new(),
-            valid_unnumbered: HashMap::new(),
             reported: HashSet::new(),
             visited: HashMap::new(),
             budget_per_root: BASE_VISIT_BUDGET
@@ -262,15 +255,17 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         }
     }
 
-    /// Records a valid description unless the object has one already.
-    fn valid(&mut self, node: &Node<'_>, description: impl FnOnce() -> Cow<'static, str>) {
+    /// Marks the node's object valid, with `description` unless it has one already. An object
+    /// found invalid later in the walk shows no "valid" description: being marked invalid drops
+    /// it, and invalid is final.
+    fn valid(
+        b: &mut Builder<'_>,
+        node: &Node<'_>,
+        description: impl FnOnce() -> Cow<'static, str>,
+    ) {
         match node.slot {
-            Some(slot) => {
-                self.valid.entry(slot).or_insert_with(description);
-            }
-            None => {
-                (self.valid_unnumbered.entry(node.obj.clone())).or_insert_with(description);
-            }
+            Some(slot) => b.set_valid_with(slot, description),
+            None => b.set_valid_with(&node.obj, description),
         }
     }
 
@@ -293,17 +288,11 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         self.budget = self.budget_per_root;
         // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
         let _ = self.visit(b, &ctx, &root, &scope, &mut chain);
-        self.valid(&root, || "valid IngressRoute".into());
+        Self::valid(b, &root, || "valid IngressRoute".into());
     }
 
-    /// Applies the valid descriptions gathered during the walks.
-    pub fn finish(self, b: &mut Builder<'_>) -> Reached {
-        for (slot, description) in self.valid {
-            b.set_valid(slot, description);
-        }
-        for (obj, description) in self.valid_unnumbered {
-            b.set_valid(&obj, description);
-        }
+    /// The vertices the walks reached.
+    pub fn finish(self) -> Reached {
         self.reached
     }
 
@@ -369,7 +358,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         }
         if scope.by.is_some() {
             self.reached.insert(node);
-            self.valid(node, || delegated_from(ctx.root).into());
+            Self::valid(b, node, || delegated_from(ctx.root).into());
         }
 
         // 2. Routes, in the order written. A route with the same match as an earlier one (its own

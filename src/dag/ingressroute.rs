@@ -251,7 +251,7 @@ fn build_version<'s, T, F>(
         }
         walk.walk_root(b, node, &vh.fqdn);
     }
-    let reached = walk.finish(b);
+    let reached = walk.finish();
     for (slot, key, o) in b.own(kind, objects) {
         if vhost_of(o).is_none() && !reached.contains(slot, key) {
             b.set_orphaned(slot);
