@@ -107,7 +107,9 @@ pub struct Builder<'a> {
     vhosts: HashMap<String, VhostAcc>,
     /// Every cluster a backend resolved to, and whether a route of the model uses it (decided
     /// by [`Builder::finish`]: a route refused after its backends resolved uses none).
-    clusters: HashMap<ClusterName, (Cluster, bool)>,
+    /// The clusters are made shared (as the model holds them) when they are made: the table's
+    /// entries stay small, and nothing moves a cluster's settings and endpoints again.
+    clusters: HashMap<ClusterName, (Arc<Cluster>, bool)>,
     secrets: BTreeMap<String, TlsSecret>,
     statuses: StatusSlots<'a>,
     /// Each claimed host's first claimant, and any others (most hosts have one: no vector).
@@ -572,7 +574,7 @@ impl<'a> Builder<'a> {
                     outlier_detection: b.outlier_detection.clone(),
                     endpoints: slice_endpoints(slices.iter().copied(), sp.slice_port_name()),
                 };
-                e.insert(name.clone(), (cluster, false));
+                e.insert(name.clone(), (Arc::new(cluster), false));
                 Ok(name)
             }
         }
@@ -655,7 +657,7 @@ impl<'a> Builder<'a> {
         let used = clusters
             .into_iter()
             .filter(|(_, (_, used))| *used)
-            .map(|(name, (c, _))| (name, Arc::new(c)));
+            .map(|(name, (c, _))| (name, c));
         SortedParts {
             vhosts,
             clusters: sorted_entries(used),
