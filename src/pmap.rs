@@ -217,6 +217,22 @@ impl<K: Ord + Clone, V: Clone> OrdMap<K, V> {
         }
     }
 
+    /// The map of `entries`, which must be in strictly increasing key order, as a build's
+    /// sorted parts are by construction. [`OrdMap::from_sorted`] checks the order by comparing
+    /// every key with the next, which for keys whose text lies all over the heap is a cache miss
+    /// per entry; this checks it in debug builds (every test) only.
+    pub fn from_distinct_sorted(entries: Vec<(K, V)>) -> Self {
+        debug_assert!(
+            entries.windows(2).all(|w| w[0].0 < w[1].0),
+            "entries in strictly increasing key order"
+        );
+        let len = entries.len();
+        OrdMap {
+            root: build(entries),
+            len,
+        }
+    }
+
     pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
     where
         K: Borrow<Q>,

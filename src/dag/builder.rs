@@ -678,11 +678,12 @@ pub(super) struct SortedParts {
 
 impl SortedParts {
     pub(super) fn into_dag(self) -> Dag {
+        // Each part's keys are distinct and in order (see `finish_sorted`).
         Dag {
-            vhosts: self.vhosts.into_iter().collect(),
-            clusters: self.clusters.into_iter().collect(),
-            secrets: self.secrets.into_iter().collect(),
-            statuses: self.statuses.into_iter().collect(),
+            vhosts: Map::from_distinct_sorted(self.vhosts),
+            clusters: Map::from_distinct_sorted(self.clusters),
+            secrets: Map::from_distinct_sorted(self.secrets),
+            statuses: Map::from_distinct_sorted(self.statuses),
         }
     }
 }

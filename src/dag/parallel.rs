@@ -46,12 +46,12 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     // The statuses (the largest map) are merged on a second thread, the rest on this one.
     let (statuses, (vhosts, clusters, secrets)) = std::thread::scope(|scope| {
         let statuses = scope.spawn(|| {
-            merge(a.statuses, b.statuses, Shared::Refused).map(|v| v.into_iter().collect())
+            merge(a.statuses, b.statuses, Shared::Refused).map(Map::from_distinct_sorted)
         });
         let rest = (
-            merge(a.vhosts, b.vhosts, Shared::Refused).map(|v| v.into_iter().collect()),
-            merge(a.clusters, b.clusters, Shared::IfEqual).map(|v| v.into_iter().collect()),
-            merge(a.secrets, b.secrets, Shared::IfEqual).map(|v| v.into_iter().collect()),
+            merge(a.vhosts, b.vhosts, Shared::Refused).map(Map::from_distinct_sorted),
+            merge(a.clusters, b.clusters, Shared::IfEqual).map(Map::from_distinct_sorted),
+            merge(a.secrets, b.secrets, Shared::IfEqual).map(Map::from_distinct_sorted),
         );
         let statuses = statuses
             .join()

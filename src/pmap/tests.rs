@@ -203,3 +203,20 @@ fn the_diff_of_a_map_and_an_edited_clone_reads_only_around_the_edits() {
     let compared = COMPARED.with(Cell::get);
     assert!(compared < 200, "{compared} comparisons");
 }
+
+#[test]
+fn distinct_sorted_entries_make_the_map_from_sorted_makes() {
+    for n in [0usize, 1, 16, 17, 300, 5_000] {
+        let entries: Vec<(u32, u32)> = (0..n as u32).map(|i| (i * 3, i)).collect();
+        let map = OrdMap::from_distinct_sorted(entries.clone());
+        map.check();
+        assert_eq!(map, OrdMap::from_sorted(entries), "{n} entries");
+    }
+}
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "strictly increasing")]
+fn distinct_sorted_entries_out_of_order_are_caught_in_debug_builds() {
+    OrdMap::from_distinct_sorted(vec![(2, 'b'), (1, 'a')]);
+}
