@@ -467,11 +467,7 @@ fn with_other_roots(mut yaml: String) -> Snapshot {
              \x20 - match: /\n    services: [{{name: none, port: 80}}]\n"
         ));
     }
-    let docs = parse_documents("test.yaml", &yaml).expect("test objects parse");
-    Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
-        Document::Object(o) => Some(o),
-        _ => None,
-    }))
+    Snapshot::from_test_yaml(&yaml)
 }
 
 #[test]

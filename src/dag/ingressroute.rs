@@ -474,18 +474,12 @@ mod tests {
     use std::time::Duration;
 
     use crate::dag::{self, Dag, Options};
-    use crate::manifest::{Document, parse_documents};
     use crate::store::Snapshot;
 
     use super::*;
 
     fn mk_dag(yaml: &str) -> Dag {
-        let docs = parse_documents("test", yaml).expect("test input parses");
-        let objects = docs.into_iter().filter_map(|(_, d)| match d {
-            Document::Object(o) => Some(o),
-            _ => None,
-        });
-        dag::build(&Snapshot::from_objects(objects), &Options::default())
+        dag::build(&Snapshot::from_test_yaml(yaml), &Options::default())
     }
 
     fn status(d: &Dag, kind: Kind, ns: &str, name: &str) -> (State, Vec<String>) {

@@ -439,11 +439,7 @@ spec:
   - match: /v
     services: [{name: app, port: 80}]
 ";
-        let docs = crate::manifest::parse_documents("test", yaml).expect("test input parses");
-        let store = Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
-            crate::manifest::Document::Object(o) => Some(o),
-            _ => None,
-        }));
+        let store = Snapshot::from_test_yaml(yaml);
         // In key order: root, vertex. The root in half 0, its vertex in half 1.
         let sides = Sides {
             ingressroutes_v1beta1: vec![0, 1],

@@ -364,17 +364,9 @@ impl IndexHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Document, parse_documents};
 
     fn mk_snapshot(yaml: &str) -> Snapshot {
-        let objects = parse_documents("t.yaml", yaml)
-            .unwrap()
-            .into_iter()
-            .filter_map(|(_, d)| match d {
-                Document::Object(o) => Some(o),
-                _ => None,
-            });
-        Snapshot::from_objects(objects)
+        Snapshot::from_test_yaml(yaml)
     }
 
     const ROOTS: &str = r#"
