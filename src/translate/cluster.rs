@@ -243,17 +243,19 @@ fn lb_endpoint(ip: IpAddr, port: u16) -> LbEndpoint {
 }
 
 /// Encodes load assignments as `build_load_assignment(c).encode_to_vec()` does, byte for byte,
-/// through one reused message of one endpoint: each endpoint is encoded by prost once, where
-/// encoding the whole message measures each endpoint's nested messages once per level above
-/// them (six levels of messages, from the load assignment down to the socket address).
+/// without the message: each endpoint's nested messages (lb endpoint, endpoint, address, socket
+/// address) are measured once, innermost first, and written in one pass, where prost measures
+/// each level once per level above it. An endpoint of a Service sets two fields only, its
+/// address and port, so its encoding is small enough to write here with prost's primitives; the
+/// test of this type checks it against prost's encoding of the whole message.
 ///
-/// The load assignment's fields around the endpoints are written here, in prost's order (that of
-/// their numbers): the cluster's name (field 1), then the one locality (field 2), which holds
-/// nothing but its endpoints (its field 2, each encoded by prost with its field number and
-/// length).
+/// The load assignment's fields are written in prost's order (that of their numbers): the
+/// cluster's name (field 1), then the one locality (field 2), which holds nothing but its
+/// endpoints (its field 2).
 #[derive(Default)]
 pub struct LoadAssignmentBytes {
-    endpoint: Option<LbEndpoint>,
+    /// The address text of the endpoint being written.
+    ip: String,
     /// The locality's encoding: its endpoints, each as a field.
     locality: Vec<u8>,
 }
@@ -262,14 +264,9 @@ impl LoadAssignmentBytes {
     pub fn encode(&mut self, c: &Cluster) -> Vec<u8> {
         self.locality.clear();
         for e in &c.endpoints {
-            let endpoint = match &mut self.endpoint {
-                Some(held) => {
-                    set_address(held, e.address, e.port);
-                    held
-                }
-                None => self.endpoint.insert(lb_endpoint(e.address, e.port)),
-            };
-            prost::encoding::message::encode(2, endpoint, &mut self.locality);
+            self.ip.clear();
+            push_ip(&mut self.ip, e.address);
+            put_lb_endpoint(&self.ip, e.port, &mut self.locality);
         }
         // No endpoints, no locality; with endpoints its bytes are never empty.
         let mut out = Vec::with_capacity(string_len(1, &c.name) + bytes_len(2, &self.locality));
@@ -279,22 +276,28 @@ impl LoadAssignmentBytes {
     }
 }
 
-/// Makes `e` the endpoint of `ip` and `port`, reusing its address's string.
-fn set_address(e: &mut LbEndpoint, ip: IpAddr, port: u16) {
-    if let Some(HostIdentifier::Endpoint(EnvoyEndpoint {
-        address:
-            Some(Address {
-                address: Some(address::Address::SocketAddress(held)),
-            }),
-        ..
-    })) = &mut e.host_identifier
-    {
-        held.address.clear();
-        push_ip(&mut held.address, ip);
-        held.port_specifier = Some(PortSpecifier::PortValue(u32::from(port)));
-        return;
+/// Appends `LocalityLbEndpoints.lb_endpoints` (field 2) holding the endpoint `ip`:`port`, as
+/// prost encodes [`lb_endpoint`]'s message: `LbEndpoint.endpoint` (field 1, of a oneof) →
+/// `Endpoint.address` (field 1) → `Address.socket_address` (field 1, of a oneof) →
+/// `SocketAddress.address` (field 2, a string, left out when empty) and `.port_value` (field 3,
+/// of a oneof, so written even when 0).
+fn put_lb_endpoint(ip: &str, port: u16, out: &mut Vec<u8>) {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+    let nested = |len: usize| key_len(1) + encoded_len_varint(len as u64) + len;
+    let socket = string_len(2, ip) + key_len(3) + encoded_len_varint(u64::from(port));
+    let address = nested(socket);
+    let endpoint = nested(address);
+    let lb_endpoint = nested(endpoint);
+    out.reserve(nested(lb_endpoint));
+    encode_key(2, WireType::LengthDelimited, out);
+    encode_varint(lb_endpoint as u64, out);
+    for len in [endpoint, address, socket] {
+        encode_key(1, WireType::LengthDelimited, out);
+        encode_varint(len as u64, out);
     }
-    *e = lb_endpoint(ip, port);
+    put_string(2, ip, out);
+    encode_key(3, WireType::Varint, out);
+    encode_varint(u64::from(port), out);
 }
 
 /// Appends an address as `Display` writes it. IPv4 addresses, nearly every endpoint, are written
