@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt::Write;
 use std::hash::BuildHasher;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -110,6 +111,9 @@ pub struct Builder<'a> {
     /// The clusters are made shared (as the model holds them) when they are made: the table's
     /// entries stay small, and nothing moves a cluster's settings and endpoints again.
     clusters: HashMap<ClusterName, (Arc<Cluster>, bool)>,
+    /// The name of the cluster a backend resolves to, written here to look it up: a new
+    /// cluster's name is copied from it once, a known one's not at all.
+    cluster_name: String,
     secrets: BTreeMap<String, TlsSecret>,
     statuses: StatusSlots<'a>,
     /// Each claimed host's first claimant, and any others (most hosts have one: no vector).
@@ -198,6 +202,7 @@ impl<'a> Builder<'a> {
             // every host at each step.
             vhosts: HashMap::with_capacity(routing_objects),
             clusters: HashMap::with_capacity(backing.services.len().min(routing_objects)),
+            cluster_name: String::new(),
             secrets: BTreeMap::new(),
             statuses,
             claims: HashMap::with_capacity(routing_objects),
@@ -558,12 +563,20 @@ impl<'a> Builder<'a> {
         };
         let slices = entry.map_or(&[][..], |e| e.slices.as_slice());
         let health_check = b.health_check.map(health_check_policy);
-        let name = cluster_name(b.namespace, b.service, sp.port, b, health_check.as_ref());
+        let name = &mut self.cluster_name;
+        write_cluster_name(
+            name,
+            b.namespace,
+            b.service,
+            sp.port,
+            b,
+            health_check.as_ref(),
+        );
         // One hash of the name, whether the cluster is new or not.
         match self.clusters.raw_entry_mut().from_key(name.as_str()) {
             RawEntryMut::Occupied(e) => Ok(e.key().clone()),
             RawEntryMut::Vacant(e) => {
-                let name = ClusterName::from(name);
+                let name = ClusterName::from(name.as_str());
                 let cluster = Cluster {
                     name: name.clone(),
                     service: svc_key.clone(),
@@ -626,6 +639,7 @@ impl<'a> Builder<'a> {
 
     /// What [`Builder::finish`] makes the model of: its entries in key order.
     pub(super) fn finish_sorted(self) -> SortedParts {
+        let mut clusters = self.clusters;
         let vhosts: Vec<(String, Arc<VirtualHost>)> = sorted_entries(
             self.vhosts
                 .into_iter()
@@ -634,17 +648,17 @@ impl<'a> Builder<'a> {
                     let mut v = a.vhost;
                     v.routes.sort_by(route_precedence);
                     v.routes = super::exact_vec(std::mem::take(&mut v.routes));
+                    // The clusters the model's hosts use, marked while the routes are at hand.
+                    for name in vhost_clusters(&v) {
+                        if let Some((_, used)) = clusters.get_mut(&**name) {
+                            *used = true;
+                        }
+                    }
                     (host, Arc::new(v))
                 }),
         );
-        let mut clusters = self.clusters;
         let mut secrets = Vec::new();
         for (_, v) in &vhosts {
-            for name in vhost_clusters(v) {
-                if let Some((_, used)) = clusters.get_mut(&**name) {
-                    *used = true;
-                }
-            }
             if let Some(tls) = &v.tls
                 && let Some(s) = self.secrets.get(&tls.secret)
             {
@@ -759,35 +773,37 @@ pub fn health_check_policy(h: &HealthCheck) -> HealthCheckPolicy {
 
 /// `namespace/service/port`, plus a short hash of the settings when they differ from the defaults,
 /// so the same Service port with different settings gets distinct, stable clusters.
-fn cluster_name(
+/// Writes the name into `out`, replacing what it held.
+fn write_cluster_name(
+    out: &mut String,
     namespace: &str,
     service: &str,
     port: i32,
     b: &BackendRef<'_>,
     hc: Option<&HealthCheckPolicy>,
-) -> String {
-    let mut port_text = itoa::Buffer::new();
-    let port_text = port_text.format(port);
-    let mut base = String::with_capacity(namespace.len() + service.len() + port_text.len() + 2);
-    base.push_str(namespace);
-    base.push('/');
-    base.push_str(service);
-    base.push('/');
-    base.push_str(port_text);
+) {
+    out.clear();
+    out.push_str(namespace);
+    out.push('/');
+    out.push_str(service);
+    out.push('/');
+    out.push_str(itoa::Buffer::new().format(port));
     let defaults = b.protocol == UpstreamProtocol::Http
         && b.lb == LbStrategy::RoundRobin
         && hc.is_none()
         && b.outlier_detection.is_none();
     if defaults {
-        return base;
+        return;
     }
     let canon = format!(
         "{:?}|{:?}|{:?}|{:?}",
         b.protocol, b.lb, hc, b.outlier_detection
     );
     let digest = Sha256::digest(canon.as_bytes());
-    let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
-    format!("{base}/{hex}")
+    out.push('/');
+    for byte in &digest[..5] {
+        let _ = write!(out, "{byte:02x}");
+    }
 }
 
 /// The clusters of one Service in `clusters`. Their names begin with `namespace/service/` (see
