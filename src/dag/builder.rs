@@ -459,6 +459,17 @@ impl<'a> Builder<'a> {
             })
     }
 
+    /// Room for `n` routes on a host that has none yet, before an object adds its routes: a host
+    /// whose routes all come from one object then holds them in a vector of their number, which
+    /// [`Builder::finish`] keeps instead of copying them to one (routes pushed one by one leave
+    /// room for four, then eight).
+    pub fn expect_routes(&mut self, host: &str, n: usize) {
+        let routes = &mut self.vhost_acc(host).vhost.routes;
+        if routes.capacity() == 0 {
+            routes.reserve_exact(n);
+        }
+    }
+
     /// The virtual host for a (lowercased) host name, created on first use.
     pub fn vhost(&mut self, host: &str) -> &mut VirtualHost {
         &mut self.vhost_acc(host).vhost

@@ -283,6 +283,8 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             host,
             root: &root.obj,
         };
+        // Without delegation, the root's routes are the host's.
+        b.expect_routes(host, root.routes.len());
         let mut chain = vec![root.clone()];
         self.visited.clear();
         self.budget = self.budget_per_root;
