@@ -67,18 +67,34 @@ pub(super) fn add_slice<'a>(map: &mut ServiceMap<'a>, key: &'a ObjKey, slice: &'
         .push(slice);
 }
 
-/// Every Service and EndpointSlice of `snapshot` whose key is in `range`.
+/// Every Service and EndpointSlice of `snapshot` whose key is in `range`, a namespace at a time:
+/// its Services, then its EndpointSlices, which find their Services' entries (and names) still
+/// in the CPU's caches. All Services first, then all slices, read each Service's entry and name
+/// from memory a second time.
 fn index_range<'a>(
     snapshot: &'a Snapshot,
     range: (Bound<&ObjKey>, Bound<&ObjKey>),
     capacity: usize,
 ) -> ServiceMap<'a> {
     let mut map = ServiceMap::with_capacity(capacity);
-    for (k, svc) in snapshot.services.range::<_, ObjKey>(range) {
-        add_service(&mut map, k, svc);
-    }
-    for (k, slice) in snapshot.endpoint_slices.range::<_, ObjKey>(range) {
-        add_slice(&mut map, k, slice);
+    let mut services = snapshot.services.range::<_, ObjKey>(range).peekable();
+    let mut slices = snapshot
+        .endpoint_slices
+        .range::<_, ObjKey>(range)
+        .peekable();
+    loop {
+        // The first namespace either kind has left (both are in key order).
+        let namespace = match (services.peek(), slices.peek()) {
+            (None, None) => break,
+            (Some((k, _)), None) | (None, Some((k, _))) => k.namespace.clone(),
+            (Some((a, _)), Some((b, _))) => a.namespace.clone().min(b.namespace.clone()),
+        };
+        while let Some((k, svc)) = services.next_if(|(k, _)| k.namespace == namespace) {
+            add_service(&mut map, k, svc);
+        }
+        while let Some((k, slice)) = slices.next_if(|(k, _)| k.namespace == namespace) {
+            add_slice(&mut map, k, slice);
+        }
     }
     map
 }
@@ -179,11 +195,34 @@ mod tests {
         // A slice of a Service that does not exist, and one in a namespace with no Services.
         (snapshot.endpoint_slices).insert(ObjKey::new("c", "lost-0"), slice("lost", "10.1.0.1"));
         (snapshot.endpoint_slices).insert(ObjKey::new("y", "gone-0"), slice("gone", "10.1.0.2"));
+        // A namespace of slices alone before every namespace of Services.
+        (snapshot.endpoint_slices).insert(ObjKey::new("0", "early-0"), slice("a", "10.1.0.3"));
         let index = ServiceIndex::new(&snapshot);
         assert!(index.split.is_some());
         assert!(!index.parts[0].is_empty() && !index.parts[1].is_empty());
         let whole = index_all(&snapshot);
         assert_eq!(index.parts[0].len() + index.parts[1].len(), whole.len());
+        // The index made a namespace at a time holds what every Service, then every slice,
+        // added one by one make.
+        let mut reference = ServiceMap::new();
+        for (k, svc) in &snapshot.services {
+            add_service(&mut reference, k, svc);
+        }
+        for (k, s) in &snapshot.endpoint_slices {
+            add_slice(&mut reference, k, s);
+        }
+        assert_eq!(reference.len(), whole.len());
+        for ((ns, svc), entry) in &reference {
+            let got = whole.get(&(*ns, *svc)).expect("indexed");
+            assert_eq!(
+                got.service.map(|(k, s)| (k, s as *const ServicePorts)),
+                entry.service.map(|(k, s)| (k, s as *const ServicePorts)),
+            );
+            let ptrs = |s: &Slices<'_>| -> Vec<*const SliceEndpoints> {
+                s.as_slice().iter().map(|s| *s as *const _).collect()
+            };
+            assert_eq!(ptrs(&got.slices), ptrs(&entry.slices), "{ns}/{svc}");
+        }
         for ((ns, svc), entry) in &whole {
             let got = index.get(ns, svc).expect("indexed");
             assert_eq!(
