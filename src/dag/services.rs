@@ -175,6 +175,19 @@ mod tests {
         })
     }
 
+    /// The same Service and the same slices, in the same order.
+    fn assert_same_entry(got: &ServiceEntry<'_>, want: &ServiceEntry<'_>, what: &str) {
+        assert_eq!(
+            got.service.map(|(k, s)| (k, s as *const ServicePorts)),
+            want.service.map(|(k, s)| (k, s as *const ServicePorts)),
+            "{what}"
+        );
+        let ptrs = |s: &Slices<'_>| -> Vec<*const SliceEndpoints> {
+            s.as_slice().iter().map(|s| *s as *const _).collect()
+        };
+        assert_eq!(ptrs(&got.slices), ptrs(&want.slices), "{what}");
+    }
+
     #[test]
     fn both_parts_together_find_what_one_map_of_everything_finds() {
         let mut snapshot = Snapshot::default();
@@ -214,25 +227,14 @@ mod tests {
         assert_eq!(reference.len(), whole.len());
         for ((ns, svc), entry) in &reference {
             let got = whole.get(&(*ns, *svc)).expect("indexed");
-            assert_eq!(
-                got.service.map(|(k, s)| (k, s as *const ServicePorts)),
-                entry.service.map(|(k, s)| (k, s as *const ServicePorts)),
-            );
-            let ptrs = |s: &Slices<'_>| -> Vec<*const SliceEndpoints> {
-                s.as_slice().iter().map(|s| *s as *const _).collect()
-            };
-            assert_eq!(ptrs(&got.slices), ptrs(&entry.slices), "{ns}/{svc}");
+            assert_same_entry(got, entry, &format!("{ns}/{svc}"));
         }
         for ((ns, svc), entry) in &whole {
-            let got = index.get(ns, svc).expect("indexed");
-            assert_eq!(
-                got.service.map(|(k, s)| (k, s as *const ServicePorts)),
-                entry.service.map(|(k, s)| (k, s as *const ServicePorts)),
+            assert_same_entry(
+                index.get(ns, svc).expect("indexed"),
+                entry,
+                &format!("{ns}/{svc}"),
             );
-            let ptrs = |s: &Slices<'_>| -> Vec<*const SliceEndpoints> {
-                s.as_slice().iter().map(|s| *s as *const _).collect()
-            };
-            assert_eq!(ptrs(&got.slices), ptrs(&entry.slices), "{ns}/{svc}");
         }
         assert!(index.get("c", "no-such-service").is_none());
         assert!(index.get("zz", "svc-5").is_none());
