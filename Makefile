@@ -50,6 +50,7 @@ bench:
 	$(CARGO) bench --bench push
 	$(CARGO) bench --bench webhook
 	$(CARGO) bench --bench memory
+	$(CARGO) bench --bench envoy
 	e2e/run.sh --bench
 	scripts/bench-table.py target/bench/results.json | tee target/bench/table.md
 

@@ -1,0 +1,362 @@
+//! A new route through a real Envoy, without a cluster: how the time from sluice publishing a
+//! route to Envoy serving it divides between sluice and Envoy (`envoy_*` keys).
+//!
+//! sluice's ADS server (the production `xds::serve` over loopback gRPC) serves the pipeline's
+//! snapshots of the synthetic cluster (`src/synth.rs`: 10k routing objects, 6,000 plain-HTTP
+//! hosts, as many as the cluster benchmark's propagation) to a real Envoy started with the
+//! bootstrap `sluice bootstrap` writes and the flags docs/xds.md recommends. Then, one at a time,
+//! a root IngressRoute with a new host is added to the snapshot and published, as the cluster-mode
+//! rebuild loop does for a create, and the new host is requested through Envoy every 0.2 ms
+//! until its backend (on 127.0.0.1) answers 200. Envoy's log (microsecond timestamps) tells when
+//! it received the route configuration, when it had built its route table from it, and when it
+//! accepted it; the first 200 comes once its worker has swapped in the new table (and freed the
+//! one it replaces).
+//!
+//! No request goes anywhere but 127.0.0.1: the synthetic hosts route to addresses that are never
+//! requested, and the new hosts to the local backend.
+//!
+//! `cargo bench --bench envoy` runs 10k objects; any other way (`cargo test --all-targets`) a
+//! smoke run with 200 objects that records nothing.
+
+mod common;
+#[path = "../tests/envoy_support/mod.rs"]
+mod envoy_support;
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sluice::app::Pipeline;
+use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
+use sluice::manifest::{Document, parse_documents};
+use sluice::store::Snapshot;
+use sluice::{dag, translate, xds};
+use tokio::sync::watch;
+
+/// Envoy, stopped when dropped (also when the benchmark panics).
+struct Envoy(Child);
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The status of `GET /` for `host` through Envoy's HTTP listener on 127.0.0.1:`port`, or None
+/// when there is no answer (Envoy not listening yet).
+fn status(port: u16, host: &str) -> Option<u16> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 16];
+    let n = s.read(&mut head).ok()?;
+    std::str::from_utf8(&head[..n])
+        .ok()?
+        .split(' ')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Adds the objects of a YAML stream to the snapshot.
+fn insert_yaml(snap: &mut Snapshot, yaml: &str) {
+    for (_, doc) in parse_documents("bench.yaml", yaml).expect("benchmark objects parse") {
+        match doc {
+            Document::Object(o) => snap.insert(o),
+            other => panic!("benchmark object not read: {other:?}"),
+        }
+    }
+}
+
+/// The Service the new hosts route to: one endpoint, the local backend.
+fn backend_service(backend_port: u16) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Service
+metadata: {{namespace: prop, name: backend}}
+spec:
+  ports: [{{name: http, port: 80, targetPort: {backend_port}}}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  namespace: prop
+  name: backend-abc
+  labels: {{kubernetes.io/service-name: backend}}
+addressType: IPv4
+endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
+ports: [{{name: http, port: {backend_port}}}]
+"#
+    )
+}
+
+/// A root IngressRoute of its own host, routing `/` to the backend.
+fn new_root(k: usize) -> (String, String) {
+    let host = format!("new-{k}.prop.example.com");
+    let yaml = format!(
+        r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{namespace: prop, name: new-{k}}}
+spec:
+  virtualhost: {{fqdn: {host}}}
+  routes: [{{match: /, services: [{{name: backend, port: 80}}]}}]
+"#
+    );
+    (host, yaml)
+}
+
+/// When Envoy logged the three steps of a route configuration update, seconds of the day.
+#[derive(Clone, Copy, Debug)]
+struct Update {
+    received: f64,
+    built: f64,
+    accepted: f64,
+}
+
+/// The updates of the HTTP route configuration in Envoy's log (`--log-format` below: the time of
+/// day with microseconds, then the logger's name).
+fn updates(log: &str) -> Vec<Update> {
+    let seconds = |line: &str| -> Option<f64> {
+        let t = line.strip_prefix('[')?.split(']').next()?;
+        let mut parts = t.split(':');
+        let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+        Some(
+            h.parse::<f64>().ok()? * 3600.0
+                + m.parse::<f64>().ok()? * 60.0
+                + s.parse::<f64>().ok()?,
+        )
+    };
+    let mut out = Vec::new();
+    let mut received = None;
+    let mut built = None;
+    for line in log.lines() {
+        let Some(t) = seconds(line) else { continue };
+        if line.contains("Received DeltaDiscoveryResponse for type.googleapis.com/envoy.config.route.v3.RouteConfiguration") {
+            received = Some(t);
+        } else if line.contains("rds: loading new configuration: config_name=ingress_http") {
+            built = Some(t);
+        } else if line.contains("RouteConfiguration accepted")
+            && let (Some(received), Some(built)) = (received.take(), built.take())
+        {
+            out.push(Update {
+                received,
+                built,
+                accepted: t,
+            });
+        }
+    }
+    out
+}
+
+fn main() {
+    let smoke = common::smoke();
+    let (objects, steps) = if smoke { (200, 3) } else { (10_000, 40) };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let backend = rt.block_on(envoy_support::backend::Backend::start("backend"));
+    let (http_port, https_port, admin_port) = (
+        envoy_support::free_port(),
+        envoy_support::free_port(),
+        envoy_support::free_port(),
+    );
+    let mut snap = common::cluster(objects);
+    insert_yaml(&mut snap, &backend_service(backend.port));
+    let pipeline = Pipeline::new(
+        dag::Options::default(),
+        translate::Options {
+            listen_address: "127.0.0.1".into(),
+            http_port,
+            https_port,
+        },
+    );
+    let model = pipeline.publish(&snap);
+    let (_stop_tx, stop_rx) = watch::channel(false);
+    let server = xds::server::AdsServer::new(pipeline.xds(), stop_rx);
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let xds_port = listener.local_addr().unwrap().port();
+    rt.spawn(xds::server::serve(
+        listener,
+        server,
+        None,
+        std::future::pending(),
+    ));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bootstrap = build_bootstrap(&BootstrapArgs {
+        xds_address: format!("127.0.0.1:{xds_port}"),
+        out: dir.path().join("bootstrap.json"),
+        xds_ca: None,
+        xds_cert: None,
+        xds_key: None,
+        admin_port: Some(admin_port),
+        admin_socket: None,
+        node_id: "bench".into(),
+        node_cluster: "bench".into(),
+        xds_protocol: XdsProtocol::Delta,
+    })
+    .expect("bootstrap");
+    let bootstrap_path = dir.path().join("bootstrap.json");
+    std::fs::write(&bootstrap_path, bootstrap.to_string()).expect("write bootstrap");
+    let log_path = dir.path().join("envoy.log");
+    let log = std::fs::File::create(&log_path).expect("envoy log");
+    let _envoy = Envoy(
+        Command::new(envoy_support::envoy_bin())
+            .arg("-c")
+            .arg(&bootstrap_path)
+            // As docs/xds.md "Running Envoy" recommends, on one worker as in the e2e tests.
+            .args(["--concurrency", "1", "--ignore-unknown-dynamic-fields"])
+            .args([
+                "--disable-hot-restart",
+                "--base-id",
+                &admin_port.to_string(),
+            ])
+            // The two loggers whose lines mark an update's steps, timed to the microsecond.
+            .args(["--component-log-level", "config:debug,rds:debug"])
+            .args(["--log-format", "[%T.%f][%n] %v"])
+            // Its log's times of day in UTC, as the benchmark reads the clock.
+            .env("TZ", "UTC")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("envoy log"))
+            .stderr(log)
+            .spawn()
+            .expect("start envoy"),
+    );
+
+    // Envoy holds the synthetic cluster once it serves a first new host.
+    let t = Instant::now();
+    let (host, yaml) = new_root(0);
+    insert_yaml(&mut snap, &yaml);
+    pipeline.publish(&snap);
+    while status(http_port, &host) != Some(200) {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "Envoy did not serve within 120 s; its log:\n{}",
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "{objects} routing objects: {} virtual hosts, {} clusters; Envoy served the first new host \
+         {:.1} s after it started",
+        model.vhosts.len(),
+        model.clusters.len(),
+        t.elapsed().as_secs_f64()
+    );
+    std::thread::sleep(Duration::from_secs(if smoke { 0 } else { 2 }));
+
+    // Per step: when publish began (seconds of the day) and the first 200 (ms after that).
+    let mut samples = Vec::new();
+    for k in 1..=steps {
+        let (host, yaml) = new_root(k);
+        insert_yaml(&mut snap, &yaml);
+        let start = Instant::now();
+        let day = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64()
+            % 86_400.0;
+        pipeline.publish(&snap);
+        loop {
+            match status(http_port, &host) {
+                Some(200) => break,
+                Some(404) | None => {}
+                Some(other) => panic!("{host} answered {other}"),
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{host} not served within 30 s"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        samples.push((day, start.elapsed().as_secs_f64() * 1e3));
+        // Bounded: as many steps as asked for, 150 ms apart.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(
+        backend.hits() >= steps as u64,
+        "the backend served the new hosts"
+    );
+
+    // Envoy's steps for each publish: the first update it received after the publish began.
+    let log = std::fs::read_to_string(&log_path).expect("envoy log");
+    let updates = updates(&log);
+    let mut phases: [Vec<f64>; 4] = Default::default();
+    for &(day, served_ms) in &samples {
+        let Some(u) = updates.iter().find(|u| u.received >= day - 0.001) else {
+            continue;
+        };
+        let served = day + served_ms / 1e3;
+        let parts = [
+            u.received - day,
+            u.built - u.received,
+            u.accepted - u.built,
+            served - u.accepted,
+        ];
+        for (v, p) in phases.iter_mut().zip(parts) {
+            v.push(p * 1e3);
+        }
+    }
+    // The smoke run checks that Envoy's log still marks every update, so the split cannot rot.
+    assert!(
+        !smoke || phases[0].len() == samples.len(),
+        "Envoy's log marked {} of {} updates:\n{log}",
+        phases[0].len(),
+        samples.len()
+    );
+    let served: Vec<f64> = samples.iter().map(|s| s.1).collect();
+    let p50 = common::quantile(&served, 0.5);
+    let p99 = common::quantile(&served, 0.99);
+    println!(
+        "new host → first 200 through Envoy: p50 {p50:.1} ms, p99 {p99:.1} ms ({} hosts)",
+        served.len()
+    );
+    let names = [
+        "publish → Envoy received the route configuration",
+        "received → route table built (decode, checks, build)",
+        "built → update accepted",
+        "accepted → first 200 (worker swaps tables)",
+    ];
+    if phases[0].len() == samples.len() {
+        for (name, v) in names.iter().zip(&phases) {
+            println!("  {name:<55} p50 {:7.1} ms", common::quantile(v, 0.5));
+        }
+    } else {
+        println!(
+            "  Envoy's log marked {} of {} updates: its steps are not split",
+            phases[0].len(),
+            samples.len()
+        );
+    }
+
+    if !smoke {
+        let mut results = serde_json::Map::new();
+        results.insert("envoy_new_host_p50_ms_10k".into(), common::round3(p50));
+        results.insert("envoy_new_host_p99_ms_10k".into(), common::round3(p99));
+        if phases[0].len() == samples.len() {
+            for (key, v) in [
+                "envoy_received_p50_ms_10k",
+                "envoy_route_table_p50_ms_10k",
+                "envoy_accepted_p50_ms_10k",
+                "envoy_worker_p50_ms_10k",
+            ]
+            .iter()
+            .zip(&phases)
+            {
+                results.insert((*key).into(), common::round3(common::quantile(v, 0.5)));
+            }
+        }
+        common::write_results(results);
+    }
+}
