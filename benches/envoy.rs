@@ -22,6 +22,8 @@ mod common;
 #[path = "../tests/envoy_support/mod.rs"]
 mod envoy_support;
 
+use envoy_support::harness;
+
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,8 +32,7 @@ use sluice::app::Pipeline;
 use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
 use sluice::manifest::{Document, parse_documents};
 use sluice::store::Snapshot;
-use sluice::{dag, translate, xds};
-use tokio::sync::watch;
+use sluice::{dag, translate};
 
 /// Envoy, stopped when dropped (also when the benchmark panics).
 struct Envoy(Child);
@@ -71,29 +72,6 @@ fn insert_yaml(snap: &mut Snapshot, yaml: &str) {
             other => panic!("benchmark object not read: {other:?}"),
         }
     }
-}
-
-/// The Service the new hosts route to: one endpoint, the local backend.
-fn backend_service(backend_port: u16) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Service
-metadata: {{namespace: prop, name: backend}}
-spec:
-  ports: [{{name: http, port: 80, targetPort: {backend_port}}}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  namespace: prop
-  name: backend-abc
-  labels: {{kubernetes.io/service-name: backend}}
-addressType: IPv4
-endpoints: [{{addresses: [127.0.0.1], conditions: {{ready: true}}}}]
-ports: [{{name: http, port: {backend_port}}}]
-"#
-    )
 }
 
 /// A root IngressRoute of its own host, routing `/` to the backend.
@@ -170,7 +148,14 @@ fn main() {
         envoy_support::free_port(),
     );
     let mut snap = common::cluster(objects);
-    insert_yaml(&mut snap, &backend_service(backend.port));
+    // The Service the new hosts route to: one endpoint, the local backend.
+    insert_yaml(
+        &mut snap,
+        &harness::docs(&[
+            harness::service("prop", "backend", 80, "http"),
+            harness::slice("prop", "backend", "http", backend.port, "abc"),
+        ]),
+    );
     let pipeline = Pipeline::new(
         dag::Options::default(),
         translate::Options {
@@ -180,18 +165,7 @@ fn main() {
         },
     );
     let model = pipeline.publish(&snap);
-    let (_stop_tx, stop_rx) = watch::channel(false);
-    let server = xds::server::AdsServer::new(pipeline.xds(), stop_rx);
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let xds_port = listener.local_addr().unwrap().port();
-    rt.spawn(xds::server::serve(
-        listener,
-        server,
-        None,
-        std::future::pending(),
-    ));
+    let (xds_port, _stop_xds) = common::serve_xds(&rt, &pipeline);
 
     let dir = tempfile::tempdir().expect("tempdir");
     let bootstrap = build_bootstrap(&BootstrapArgs {

@@ -31,8 +31,8 @@ use sluice::api::ObjKey;
 use sluice::app::Pipeline;
 use sluice::store::Snapshot;
 use sluice::translate::ResourceType;
-use sluice::{dag, translate, xds};
-use tokio::sync::{mpsc, watch};
+use sluice::{dag, translate};
+use tokio::sync::mpsc;
 
 /// One response as the client saw it.
 struct Push {
@@ -169,18 +169,7 @@ fn main() {
         dag.vhosts.len(),
         dag.clusters.len()
     );
-    let (_stop_tx, stop_rx) = watch::channel(false);
-    let server = xds::server::AdsServer::new(pipeline.xds(), stop_rx);
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let port = listener.local_addr().unwrap().port();
-    rt.spawn(xds::server::serve(
-        listener,
-        server,
-        None,
-        std::future::pending(),
-    ));
+    let (port, _stop_xds) = common::serve_xds(&rt, &pipeline);
 
     // Subscribe to everything the snapshot holds, and wait until the client has all of it.
     let current = pipeline.xds().borrow().clone();

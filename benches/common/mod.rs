@@ -24,6 +24,28 @@ pub fn cluster(n: usize) -> sluice::store::Snapshot {
     })
 }
 
+/// sluice's ADS server (the production `xds::serve`) on a free loopback port, serving the
+/// pipeline's snapshots on `rt`: its port, and the sender that stops its streams when dropped or
+/// told so.
+pub fn serve_xds(
+    rt: &tokio::runtime::Runtime,
+    pipeline: &sluice::app::Pipeline,
+) -> (u16, tokio::sync::watch::Sender<bool>) {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = sluice::xds::server::AdsServer::new(pipeline.xds(), stop_rx);
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind the xDS server on loopback");
+    let port = listener.local_addr().expect("xDS server address").port();
+    rt.spawn(sluice::xds::server::serve(
+        listener,
+        server,
+        None,
+        std::future::pending(),
+    ));
+    (port, stop_tx)
+}
+
 /// The value at quantile `q` (0..=1) of unsorted samples (nearest rank).
 pub fn quantile(samples: &[f64], q: f64) -> f64 {
     assert!(!samples.is_empty(), "no samples");
