@@ -632,18 +632,21 @@ fn main() {
     }
     // Envoy's own time applying listeners, clusters and the HTTP route configuration (its
     // `update_duration` histograms: percentiles over every update since it started, most of them
-    // the creates above). Envoy merges histograms at its stats flush (every 5 s), hence the wait.
+    // the creates above). Envoy merges histograms at a flush of its statistics, which sluice's
+    // bootstrap has it do when they are read (`stats_flush_on_admin`): the merge a first read
+    // starts ends after that read's answer, so the histograms are read a second time.
     // Printed, not recorded.
     let envoy_stats = rt.block_on(async {
-        tokio::time::sleep(Duration::from_secs(6)).await;
         let url = format!("http://127.0.0.1:{}/stats", ports.admin);
         let filter = r"(lds|cds|rds\.ingress_http)\.update_duration";
-        http.get(url)
-            .query(&[("usedonly", ""), ("filter", filter)])
-            .send()
-            .await?
-            .text()
-            .await
+        let read = || {
+            http.get(&url)
+                .query(&[("usedonly", ""), ("filter", filter)])
+                .send()
+        };
+        read().await?.text().await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        read().await?.text().await
     });
     match envoy_stats {
         Ok(text) => {

@@ -304,7 +304,11 @@ fn main() {
     ];
     if phases[0].len() == samples.len() {
         for (name, v) in names.iter().zip(&phases) {
-            println!("  {name:<55} p50 {:7.1} ms", common::quantile(v, 0.5));
+            println!(
+                "  {name:<55} p50 {:7.1} ms  max {:7.1} ms",
+                common::quantile(v, 0.5),
+                common::quantile(v, 1.0)
+            );
         }
     } else {
         println!(
@@ -330,6 +334,11 @@ fn main() {
             {
                 results.insert((*key).into(), common::round3(common::quantile(v, 0.5)));
             }
+            // The longest wait for Envoy's main thread before it took an update in.
+            results.insert(
+                "envoy_received_max_ms_10k".into(),
+                common::round3(common::quantile(&phases[0], 1.0)),
+            );
         }
         common::write_results(results);
     }

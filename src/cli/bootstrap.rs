@@ -164,7 +164,11 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
             "cds_config": ads_source
         },
         "static_resources": { "clusters": [xds_cluster] },
-        "layered_runtime": layered_runtime()
+        "layered_runtime": layered_runtime(),
+        // No periodic flush of the statistics: with thousands of clusters it held Envoy's main
+        // thread for tens of milliseconds every 5 s, and an xDS update arriving then waited for
+        // it (docs/xds.md, "Bootstrap"). The admin interface flushes them when they are read.
+        "stats_flush_on_admin": true
     }))
 }
 
@@ -262,6 +266,9 @@ mod tests {
             h2["custom_settings_parameters"],
             json!([{ "identifier": 5, "value": 1048576 }])
         );
+        // Statistics flushed when read through the admin interface, not on a timer.
+        assert_eq!(b["stats_flush_on_admin"], true);
+        assert!(b.get("stats_flush_interval").is_none());
         // Envoy's RE2 limit raised to the one sluice's regexes are checked against, the admin
         // runtime layer kept.
         assert_eq!(
