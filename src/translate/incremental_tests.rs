@@ -82,7 +82,7 @@ fn the_same_as_a_full_encode_over_a_sequence_of_changes() {
     let mut incremental = crate::dag::incremental::Incremental::new(Default::default());
     let mut last: Option<(Store, Arc<Dag>)> = None;
     // Steps after which the hosts sharing the HTTPS redirect's virtual host were others.
-    let mut redirected = BTreeSet::new();
+    let mut redirected = hashbrown::HashSet::new();
     let mut redirected_changes = 0;
     for step in 0..150 {
         let dag = match &last {

@@ -162,12 +162,12 @@ fn tcp_proxy_filter(host: &str, clusters: &[DagWeightedCluster]) -> Option<Filte
     let live: Vec<_> = clusters.iter().filter(|c| c.weight > 0).collect();
     let specifier = match live.as_slice() {
         [] => return None,
-        [one] => TcpClusterSpecifier::Cluster(one.cluster.to_string()),
+        [one] => TcpClusterSpecifier::Cluster(String::from(&*one.cluster)),
         many => TcpClusterSpecifier::WeightedClusters(WeightedCluster {
             clusters: many
                 .iter()
                 .map(|c| ClusterWeight {
-                    name: c.cluster.to_string(),
+                    name: String::from(&*c.cluster),
                     weight: c.weight,
                     ..Default::default()
                 })

@@ -812,12 +812,35 @@ fn http_vhost_bytes_are_prosts_encoding_of_the_virtual_host() {
         per_try_timeout: Some(Duration::from_millis(250)),
     });
     slow.permit_insecure = true;
+    // Written directly rather than by prost (`put_plain_route`): one live cluster of several,
+    // an exact path, a string prefix, names and paths whose lengths take two bytes, an empty
+    // cluster name, and insecure routes of a TLS host.
+    let mut one_live = mk_route(PathMatch::prefix("/one"), "c1");
+    one_live.action = RouteAction::Forward(vec![
+        WeightedCluster {
+            cluster: "c0".into(),
+            weight: 0,
+        },
+        WeightedCluster {
+            cluster: "c9".into(),
+            weight: 7,
+        },
+    ]);
+    let mut insecure = mk_route(PathMatch::Exact("/insecure".into()), "c2");
+    insecure.permit_insecure = true;
+    let long = format!("/{}", "p".repeat(300));
     let routes = vec![
         headers,
         weighted,
         none_live,
         unavailable,
         slow,
+        one_live,
+        insecure,
+        mk_route(PathMatch::Exact("/exact/only".into()), "c2"),
+        mk_route(PathMatch::StringPrefix("/str".into()), "c3"),
+        mk_route(PathMatch::prefix(&long), &"n".repeat(130)),
+        mk_route(PathMatch::Exact(long.as_str().into()), ""),
         mk_route(PathMatch::prefix("/"), "c1"),
     ];
     let mut tls = mk_vhost("tls.example.com", routes.clone());
