@@ -204,21 +204,41 @@ impl Layout {
         } else {
             self.merge(old, head, &mut out, edits, places)
         };
+        // The group the previous edit's entry was found in, from where that search started to
+        // the entry that ends the group (None: the last group): a later edit in that span is
+        // in the same group, already forgotten. A group holds ~16 KiB of entries (~160 hosts);
+        // searching from each edited entry of a rebuild went over its group again each time.
+        let mut last: Option<(usize, Option<usize>)> = None;
         for at in touched {
-            self.touched(at);
+            let end = self.forget_group_once(at, &mut last);
+            if end == Some(at) {
+                self.forget_group_once(at + 1, &mut last);
+            }
         }
         self.len = out.len();
         let digest = self.digest(name, &out);
         (out, digest)
     }
 
-    /// An entry was put at `at`, or removed from before it: the group that holds the entry now
-    /// at `at` is hashed again, and so is the next one when that entry ends its group (an entry
-    /// that ends a group moves where the next group starts).
-    fn touched(&mut self, at: usize) {
-        if self.forget_group_of(at) == Some(at) {
-            self.forget_group_of(at + 1);
+    /// [`Layout::forget_group_of`], unless `last` (the span searched by the previous call, to the
+    /// entry it found) holds `at`: that group was forgotten already. An entry was put at `at`,
+    /// or removed from before it: the group that holds the entry now at `at` is hashed again,
+    /// and so is the next one when that entry ends its group (an entry that ends a group moves
+    /// where the next group starts).
+    fn forget_group_once(
+        &mut self,
+        at: usize,
+        last: &mut Option<(usize, Option<usize>)>,
+    ) -> Option<usize> {
+        if let Some((from, end)) = *last
+            && from <= at
+            && end.is_none_or(|end| at <= end)
+        {
+            return end;
         }
+        let end = self.forget_group_of(at);
+        *last = Some((at, end));
+        end
     }
 
     /// Forgets the hash of the group that holds entry `at` (or would, past the last entry): the
@@ -274,7 +294,7 @@ impl Layout {
     }
 
     /// Copies the bytes between edits in one run each, then updates the entries where they are.
-    /// Returns where the edits are among the new entries ([`Layout::touched`]).
+    /// Returns where the edits are among the new entries ([`Layout::forget_group_once`]).
     fn splice_in_place(
         &mut self,
         old: &[u8],
@@ -337,7 +357,7 @@ impl Layout {
     }
 
     /// Builds the entries again in one pass: the old ones moved over, the edits merged in.
-    /// Returns where the edits are among the new entries ([`Layout::touched`]).
+    /// Returns where the edits are among the new entries ([`Layout::forget_group_once`]).
     fn merge(
         &mut self,
         old: &[u8],
@@ -543,8 +563,8 @@ impl Encoder {
             tls_changed |= tls_chain(old) != tls_chain(new);
             match new.filter(|v| has_https_routes(v)) {
                 Some(v) => {
-                    let pb = route::build_https_route_config(v);
-                    routes.add(&pb.name, &pb);
+                    let (name, bytes) = route::encode_https_route_config(v);
+                    routes.add_encoded(&name, bytes);
                 }
                 None if old.is_some_and(has_https_routes) => {
                     routes.remove(&https_route_config_name(host));

@@ -96,20 +96,54 @@ pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Envo
 /// field. The routes nearly every host has ([`put_plain_route`]) are written directly; the others
 /// are built and encoded by prost. Encoding the whole message measured each route once more.
 pub fn encode_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Vec<u8> {
+    let mut out = vhost_head(&v.host, v.routes.len());
+    http_vhost_routes(v, fallback, |r, shape| put_route(r, shape, &mut out));
+    out
+}
+
+/// `build_https_route_config(v)`: its name and its encoding, byte for byte, made as
+/// [`encode_http_vhost`] makes a plain-HTTP virtual host: the configuration's name (field 1),
+/// then its one virtual host (field 2, an entry of a list, written even when empty).
+pub fn encode_https_route_config(v: &VirtualHost) -> (String, Vec<u8>) {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+    let mut vhost = vhost_head(&v.host, v.routes.len());
+    for r in &v.routes {
+        let shape = HttpShape::Own {
+            host: &v.host,
+            redirect: false,
+        };
+        put_route(r, shape, &mut vhost);
+    }
+    let name = https_route_config_name(&v.host);
+    let mut out = Vec::with_capacity(
+        string_len(1, &name) + 1 + encoded_len_varint(vhost.len() as u64) + vhost.len(),
+    );
+    put_string(1, &name, &mut out);
+    encode_key(2, WireType::LengthDelimited, &mut out);
+    encode_varint(vhost.len() as u64, &mut out);
+    out.extend_from_slice(&vhost);
+    (name, out)
+}
+
+/// The start of an encoded virtual host of one domain, `host`: its name (field 1) and the
+/// domain (field 2), with room for `routes` routes to follow.
+fn vhost_head(host: &str, routes: usize) -> Vec<u8> {
     use prost::encoding::{WireType, encode_key, encode_varint};
-    let host = v.host.as_str();
-    let mut out = Vec::with_capacity(2 * string_len(1, host) + 2 + 96 * v.routes.len());
+    let mut out = Vec::with_capacity(2 * string_len(1, host) + 2 + 96 * routes);
     put_string(1, host, &mut out);
     // The one domain: an entry of a list, written even when empty.
     encode_key(2, WireType::LengthDelimited, &mut out);
     encode_varint(host.len() as u64, &mut out);
     out.extend_from_slice(host.as_bytes());
-    http_vhost_routes(v, fallback, |r, shape| {
-        if !put_plain_route(r, shape, &mut out) {
-            prost::encoding::message::encode(3, &build_http_route(r, shape), &mut out)
-        }
-    });
     out
+}
+
+/// Appends `build_http_route(r, shape)` as field 3 of a virtual host: directly when
+/// [`put_plain_route`] takes it, else built and encoded by prost.
+fn put_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) {
+    if !put_plain_route(r, shape, out) {
+        prost::encoding::message::encode(3, &build_http_route(r, shape), out)
+    }
 }
 
 /// Where a route of a plain-HTTP virtual host comes from.

@@ -768,7 +768,7 @@ fn type_urls_are_the_messages_type_urls() {
 }
 
 #[test]
-fn http_vhost_bytes_are_prosts_encoding_of_the_virtual_host() {
+fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
     // Every route kind: plain, TLS (redirected unless insecure is permitted), headers, weights,
     // none live, timeouts and retries, a wildcard host with the catch-all host's routes after its
     // own, a host name whose length takes two bytes, and the empty host name prost leaves out.
@@ -868,5 +868,10 @@ fn http_vhost_bytes_are_prosts_encoding_of_the_virtual_host() {
                 want
             );
         }
+        // The same routes in a TLS host's own route configuration (none redirected there).
+        let want = route::build_https_route_config(v);
+        let (name, got) = route::encode_https_route_config(v);
+        assert_eq!(name, want.name);
+        assert_eq!(got, want.encode_to_vec(), "https/{}", v.host);
     }
 }
