@@ -289,10 +289,10 @@ fn put_lb_endpoint(ip: &str, port: u16, out: &mut Vec<u8>) {
     let endpoint = nested(address);
     let lb_endpoint = nested(endpoint);
     out.reserve(nested(lb_endpoint));
-    if lb_endpoint < 0x80 {
+    if lb_endpoint < 0x80 && !ip.is_empty() {
         // Every length takes one byte (always so: an IPv6 address has at most 39 characters),
-        // and so does each key (`tag << 3 | wire type`, below 128): the eight bytes before the
-        // address's field at once, not a varint call each (a tenth of a 10k translation).
+        // and so does each key (`tag << 3 | wire type`, below 128): the ten bytes before the
+        // address's text at once, not a varint call each (a tenth of a 10k translation).
         const LD: u8 = WireType::LengthDelimited as u8;
         out.extend_from_slice(&[
             2 << 3 | LD,
@@ -303,8 +303,10 @@ fn put_lb_endpoint(ip: &str, port: u16, out: &mut Vec<u8>) {
             address as u8,
             1 << 3 | LD,
             socket as u8,
+            2 << 3 | LD,
+            ip.len() as u8,
         ]);
-        put_string(2, ip, out);
+        out.extend_from_slice(ip.as_bytes());
         out.push(3 << 3 | WireType::Varint as u8);
         encode_varint(u64::from(port), out);
         return;
