@@ -42,6 +42,19 @@ pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
     }
 }
 
+/// Forward to these (cluster, weight) pairs.
+fn forward(clusters: &[(&str, u32)]) -> RouteAction {
+    RouteAction::Forward(
+        clusters
+            .iter()
+            .map(|&(cluster, weight)| WeightedCluster {
+                cluster: cluster.into(),
+                weight,
+            })
+            .collect(),
+    )
+}
+
 pub(crate) fn mk_cluster(name: &str, port: u16) -> DagCluster {
     DagCluster {
         name: name.into(),
@@ -324,36 +337,14 @@ fn header_conditions_map_to_matchers() {
 #[test]
 fn weights_timeouts_retries_and_unavailable() {
     let mut split = mk_route(PathMatch::prefix("/split"), "a");
-    split.action = RouteAction::Forward(vec![
-        WeightedCluster {
-            cluster: "a".into(),
-            weight: 80,
-        },
-        WeightedCluster {
-            cluster: "b".into(),
-            weight: 20,
-        },
-        WeightedCluster {
-            cluster: "c".into(),
-            weight: 0,
-        },
-    ]);
+    split.action = forward(&[("a", 80), ("b", 20), ("c", 0)]);
     split.timeout = Some(Timeout::Infinite);
     split.retry = Some(RetryPolicy {
         count: 3,
         per_try_timeout: Some(Duration::from_millis(250)),
     });
     let mut one = mk_route(PathMatch::prefix("/one"), "a");
-    one.action = RouteAction::Forward(vec![
-        WeightedCluster {
-            cluster: "a".into(),
-            weight: 0,
-        },
-        WeightedCluster {
-            cluster: "b".into(),
-            weight: 5,
-        },
-    ]);
+    one.action = forward(&[("a", 0), ("b", 5)]);
     one.timeout = Some(Timeout::After(Duration::from_secs(90)));
     let mut gone = mk_route(PathMatch::prefix("/gone"), "a");
     gone.action = RouteAction::Unavailable("Service \"x\" not found".into());
@@ -784,20 +775,7 @@ fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
         },
     ];
     let mut weighted = mk_route(PathMatch::prefix("/w"), "c1");
-    weighted.action = RouteAction::Forward(vec![
-        WeightedCluster {
-            cluster: "c1".into(),
-            weight: 3,
-        },
-        WeightedCluster {
-            cluster: "c2".into(),
-            weight: 0,
-        },
-        WeightedCluster {
-            cluster: "c3".into(),
-            weight: 1,
-        },
-    ]);
+    weighted.action = forward(&[("c1", 3), ("c2", 0), ("c3", 1)]);
     let mut none_live = mk_route(PathMatch::StringPrefix("/a//b".into()), "c1");
     none_live.action = RouteAction::Forward(vec![WeightedCluster {
         cluster: "c1".into(),
@@ -816,16 +794,7 @@ fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
     // an exact path, a string prefix, names and paths whose lengths take two bytes, an empty
     // cluster name, and insecure routes of a TLS host.
     let mut one_live = mk_route(PathMatch::prefix("/one"), "c1");
-    one_live.action = RouteAction::Forward(vec![
-        WeightedCluster {
-            cluster: "c0".into(),
-            weight: 0,
-        },
-        WeightedCluster {
-            cluster: "c9".into(),
-            weight: 7,
-        },
-    ]);
+    one_live.action = forward(&[("c0", 0), ("c9", 7)]);
     let mut insecure = mk_route(PathMatch::Exact("/insecure".into()), "c2");
     insecure.permit_insecure = true;
     let long = format!("/{}", "p".repeat(300));
