@@ -146,7 +146,8 @@ fn put_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) {
     }
 }
 
-/// Where a route of a plain-HTTP virtual host comes from.
+/// Where a route of a virtual host comes from: a plain-HTTP virtual host of `ingress_http`, or
+/// the one of a TLS host's own configuration (its own routes, none redirected).
 #[derive(Clone, Copy)]
 enum HttpShape<'a> {
     /// The host's own route: `host` is the virtual host's name; `redirect` when it answers 301
@@ -181,7 +182,7 @@ fn http_vhost_routes<'a>(
     }
 }
 
-/// The Envoy route of one route of a plain-HTTP virtual host.
+/// The Envoy route of one route of a virtual host ([`HttpShape`]).
 fn build_http_route(r: &Route, shape: HttpShape<'_>) -> EnvoyRoute {
     match shape {
         HttpShape::Own { host, redirect } => {
