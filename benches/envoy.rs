@@ -25,24 +25,13 @@ mod envoy_support;
 use envoy_support::harness;
 
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::envoy::{Envoy, updates};
 use sluice::app::Pipeline;
-use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
 use sluice::manifest::{Document, parse_documents};
 use sluice::store::Snapshot;
 use sluice::{dag, translate};
-
-/// Envoy, stopped when dropped (also when the benchmark panics).
-struct Envoy(Child);
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The status of `GET /` for `host` through Envoy's HTTP listener on 127.0.0.1:`port`, or None
 /// when there is no answer (Envoy not listening yet).
@@ -90,49 +79,6 @@ spec:
     (host, yaml)
 }
 
-/// When Envoy logged the three steps of a route configuration update, seconds of the day.
-#[derive(Clone, Copy, Debug)]
-struct Update {
-    received: f64,
-    built: f64,
-    accepted: f64,
-}
-
-/// The updates of the HTTP route configuration in Envoy's log (`--log-format` below: the time of
-/// day with microseconds, then the logger's name).
-fn updates(log: &str) -> Vec<Update> {
-    let seconds = |line: &str| -> Option<f64> {
-        let t = line.strip_prefix('[')?.split(']').next()?;
-        let mut parts = t.split(':');
-        let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
-        Some(
-            h.parse::<f64>().ok()? * 3600.0
-                + m.parse::<f64>().ok()? * 60.0
-                + s.parse::<f64>().ok()?,
-        )
-    };
-    let mut out = Vec::new();
-    let mut received = None;
-    let mut built = None;
-    for line in log.lines() {
-        let Some(t) = seconds(line) else { continue };
-        if line.contains("Received DeltaDiscoveryResponse for type.googleapis.com/envoy.config.route.v3.RouteConfiguration") {
-            received = Some(t);
-        } else if line.contains("rds: loading new configuration: config_name=ingress_http") {
-            built = Some(t);
-        } else if line.contains("RouteConfiguration accepted")
-            && let (Some(received), Some(built)) = (received.take(), built.take())
-        {
-            out.push(Update {
-                received,
-                built,
-                accepted: t,
-            });
-        }
-    }
-    out
-}
-
 fn main() {
     let smoke = common::smoke();
     let (objects, steps) = if smoke { (200, 3) } else { (10_000, 40) };
@@ -167,46 +113,7 @@ fn main() {
     let model = pipeline.publish(&snap);
     let (xds_port, _stop_xds) = common::serve_xds(&rt, &pipeline);
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let bootstrap = build_bootstrap(&BootstrapArgs {
-        xds_address: format!("127.0.0.1:{xds_port}"),
-        out: dir.path().join("bootstrap.json"),
-        xds_ca: None,
-        xds_cert: None,
-        xds_key: None,
-        admin_port: Some(admin_port),
-        admin_socket: None,
-        node_id: "bench".into(),
-        node_cluster: "bench".into(),
-        xds_protocol: XdsProtocol::Delta,
-    })
-    .expect("bootstrap");
-    let bootstrap_path = dir.path().join("bootstrap.json");
-    std::fs::write(&bootstrap_path, bootstrap.to_string()).expect("write bootstrap");
-    let log_path = dir.path().join("envoy.log");
-    let log = std::fs::File::create(&log_path).expect("envoy log");
-    let _envoy = Envoy(
-        Command::new(envoy_support::envoy_bin())
-            .arg("-c")
-            .arg(&bootstrap_path)
-            // As docs/xds.md "Running Envoy" recommends, on one worker as in the e2e tests.
-            .args(["--concurrency", "1", "--ignore-unknown-dynamic-fields"])
-            .args([
-                "--disable-hot-restart",
-                "--base-id",
-                &admin_port.to_string(),
-            ])
-            // The two loggers whose lines mark an update's steps, timed to the microsecond.
-            .args(["--component-log-level", "config:debug,rds:debug"])
-            .args(["--log-format", "[%T.%f][%n] %v"])
-            // Its log's times of day in UTC, as the benchmark reads the clock.
-            .env("TZ", "UTC")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("envoy log"))
-            .stderr(log)
-            .spawn()
-            .expect("start envoy"),
-    );
+    let envoy = Envoy::start(&envoy_support::envoy_bin(), xds_port, admin_port);
 
     // Envoy holds the synthetic cluster once it serves a first new host.
     let t = Instant::now();
@@ -217,7 +124,7 @@ fn main() {
         assert!(
             t.elapsed() < Duration::from_secs(120),
             "Envoy did not serve within 120 s; its log:\n{}",
-            std::fs::read_to_string(&log_path).unwrap_or_default()
+            envoy.log()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -264,7 +171,7 @@ fn main() {
     );
 
     // Envoy's steps for each publish: the first update it received after the publish began.
-    let log = std::fs::read_to_string(&log_path).expect("envoy log");
+    let log = envoy.log();
     let updates = updates(&log);
     let mut phases: [Vec<f64>; 4] = Default::default();
     for &(day, served_ms) in &samples {

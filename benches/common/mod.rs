@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+pub mod envoy;
+
 // The allocator the sluice binary uses (src/main.rs), so in-process measurements match it.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
