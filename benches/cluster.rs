@@ -448,11 +448,7 @@ fn main() {
         0,
         "Services spread evenly over the 20 namespaces"
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime(2);
     let env = support::env();
     let client = rt
         .block_on(kube::Client::try_default())

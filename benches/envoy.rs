@@ -82,11 +82,7 @@ spec:
 fn main() {
     let smoke = common::smoke();
     let (objects, steps) = if smoke { (200, 3) } else { (10_000, 40) };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime(2);
     let backend = rt.block_on(envoy_support::backend::Backend::start("backend"));
     let (http_port, https_port, admin_port) = (
         envoy_support::free_port(),

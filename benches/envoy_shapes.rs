@@ -1,6 +1,6 @@
 //! What Envoy's time to take in an update of the HTTP route configuration grows with: the same
-//! hosts and routes laid out in other shapes, each served to a real Envoy (`envoy_*` study, no
-//! keys recorded; docs/benchmarks.md, "Next", item 1).
+//! hosts and routes laid out in other shapes, each served to a real Envoy (a study: it records no
+//! keys; docs/benchmarks.md, "Envoy's update by the configuration's shape").
 //!
 //! For each shape, sluice's ADS server (the production `xds::serve` over loopback gRPC) serves the
 //! synthetic cluster's resources (`src/synth.rs`, 10k routing objects: 5,601 plain-HTTP virtual
@@ -236,18 +236,7 @@ fn run_shape(
         http.encoded_len()
     );
     let (tx, rx) = watch::channel(Arc::new(xds::Snapshot::from_resources(&res)));
-    let (_stop, stop_rx) = watch::channel(false);
-    let server = xds::server::AdsServer::new(rx, stop_rx);
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind the xDS server on loopback");
-    let xds_port = listener.local_addr().expect("xDS server address").port();
-    let serving = rt.spawn(xds::server::serve(
-        listener,
-        server,
-        None,
-        std::future::pending(),
-    ));
+    let (xds_port, stop) = common::serve_snapshots(rt, rx);
     let envoy = Envoy::start(
         &envoy_support::envoy_bin(),
         xds_port,
@@ -274,7 +263,7 @@ fn run_shape(
         wait_for(k + 2, Duration::from_secs(30));
         std::thread::sleep(Duration::from_millis(100));
     }
-    serving.abort();
+    drop(stop);
     let log = envoy.log();
     let done = updates(&log);
     assert!(
@@ -292,11 +281,7 @@ fn run_shape(
 fn main() {
     let smoke = common::smoke();
     let (objects, steps) = if smoke { (200, 2) } else { (10_000, 12) };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime(2);
     let model = dag::build(&common::cluster(objects), &dag::Options::default());
     let resources = translate::build(
         &model,

@@ -156,11 +156,7 @@ fn report(what: &str, samples: &[Sample]) -> (f64, f64) {
 fn main() {
     let smoke = common::smoke();
     let (objects, changes) = if smoke { (500, 5) } else { (10_000, 50) };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime(2);
     let mut snap = common::cluster(objects);
     let pipeline = Pipeline::new(dag::Options::default(), translate::Options::default());
     let dag = pipeline.publish(&snap);

@@ -304,20 +304,12 @@ fn run_both(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(server_threads)
-        .enable_all()
-        .build()
-        .unwrap();
+    let server_rt = common::runtime(server_threads);
     let client_threads: usize = std::env::var("BENCH_CLIENT_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
-    let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(client_threads)
-        .enable_all()
-        .build()
-        .unwrap();
+    let client_rt = common::runtime(client_threads);
     let targets: Vec<Target> = [10, 10_000]
         .into_iter()
         .map(|n| start(&server_rt, n, cert, key))

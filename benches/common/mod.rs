@@ -26,6 +26,16 @@ pub fn cluster(n: usize) -> sluice::store::Snapshot {
     })
 }
 
+/// A multi-threaded tokio runtime of `threads` workers, for the servers and clients a benchmark
+/// runs in process.
+pub fn runtime(threads: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 /// sluice's ADS server (the production `xds::serve`) on a free loopback port, serving the
 /// pipeline's snapshots on `rt`: its port, and the sender that stops its streams when dropped or
 /// told so.
@@ -33,8 +43,16 @@ pub fn serve_xds(
     rt: &tokio::runtime::Runtime,
     pipeline: &sluice::app::Pipeline,
 ) -> (u16, tokio::sync::watch::Sender<bool>) {
+    serve_snapshots(rt, pipeline.xds())
+}
+
+/// [`serve_xds`] of the xDS snapshots `snapshots` receives, however they are made.
+pub fn serve_snapshots(
+    rt: &tokio::runtime::Runtime,
+    snapshots: tokio::sync::watch::Receiver<std::sync::Arc<sluice::xds::Snapshot>>,
+) -> (u16, tokio::sync::watch::Sender<bool>) {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = sluice::xds::server::AdsServer::new(pipeline.xds(), stop_rx);
+    let server = sluice::xds::server::AdsServer::new(snapshots, stop_rx);
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .expect("bind the xDS server on loopback");
