@@ -275,19 +275,12 @@ fn main() {
 
     // One changed route: the previous and the new model, snapshot and xDS share structure.
     let mut changed = state.snapshot().clone();
-    if let Some((key, ir)) = changed
-        .ingressroutes_v1beta1
-        .iter()
-        .next()
-        .map(|(k, v)| (k.clone(), v.clone()))
-    {
-        let mut ir = (*ir).clone();
+    if let Some(ir) = changed.ingressroutes_v1beta1.values().next() {
+        let mut ir = (**ir.object()).clone();
         if let Some(r) = ir.spec.routes.first_mut() {
             r.match_ = format!("{}changed", r.match_);
         }
-        changed
-            .ingressroutes_v1beta1
-            .insert(key, std::sync::Arc::new(ir));
+        changed.insert(AnyObject::IngressRouteV1beta1(std::sync::Arc::new(ir)));
     }
     let (dag2, size) = sized(|| {
         let dag2 = pipeline.0.publish(&changed);

@@ -60,8 +60,9 @@ pub fn each_change<T: PartialEq>(
 pub struct Snapshot {
     pub ingresses: Objects<Ingress>,
     pub ingress_classes: Objects<IngressClass>,
-    pub ingressroutes_v1beta1: Objects<heptio_v1beta1::IngressRoute>,
-    pub ingressroutes_v1: Objects<contour_v1::IngressRoute>,
+    /// IngressRoutes with what routing reads of them, prepared when they arrive (see [`Prepared`]).
+    pub ingressroutes_v1beta1: Objects<Prepared<heptio_v1beta1::IngressRoute>>,
+    pub ingressroutes_v1: Objects<Prepared<contour_v1::IngressRoute>>,
     pub routes_v1alpha1: Objects<route_v1alpha1::Route>,
     /// What routing reads of each Service (see [`ServicePorts`]).
     pub services: Objects<ServicePorts>,
@@ -77,6 +78,64 @@ pub struct Snapshot {
     pub tls_routes: Objects<TLSRoute>,
     pub tcp_routes: Objects<TCPRoute>,
     pub reference_grants: Objects<ReferenceGrant>,
+}
+
+/// A kind whose objects the store keeps together with what `dag::build` reads of them, worked out
+/// once when the object arrives (the kind's impl is beside the code that reads it).
+pub trait Prepare {
+    /// What the build reads of one object.
+    type Ready: Send + Sync;
+
+    /// Works it out; `key` is the object's namespace/name.
+    fn prepare(key: &ObjKey, object: &Self) -> Self::Ready;
+}
+
+/// An object as the store keeps it: the object as written, and what routing reads of it
+/// ([`Prepare::Ready`]). The IngressRoutes are kept this way: their single-object rules' verdict
+/// and their routes lowered for the delegation walk are worked out once per version of the object,
+/// when a watch event or a file brings it, instead of in every build that reads it. It reads as the
+/// object (it dereferences to it) and compares as the object: the prepared part follows from the
+/// object and its key.
+pub struct Prepared<T: Prepare> {
+    object: Arc<T>,
+    ready: T::Ready,
+}
+
+impl<T: Prepare> Prepared<T> {
+    pub fn new(key: &ObjKey, object: Arc<T>) -> Self {
+        let ready = T::prepare(key, &object);
+        Prepared { object, ready }
+    }
+
+    /// The object as written.
+    pub fn object(&self) -> &Arc<T> {
+        &self.object
+    }
+
+    /// What routing reads of it.
+    pub fn ready(&self) -> &T::Ready {
+        &self.ready
+    }
+}
+
+impl<T: Prepare> std::ops::Deref for Prepared<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.object
+    }
+}
+
+impl<T: Prepare + PartialEq> PartialEq for Prepared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.object, &other.object) || self.object == other.object
+    }
+}
+
+impl<T: Prepare + std::fmt::Debug> std::fmt::Debug for Prepared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.object.fmt(f)
+    }
 }
 
 /// What routing reads of one Service: whether it is of type ExternalName (not routable) and its
@@ -389,8 +448,14 @@ impl Snapshot {
         match obj {
             AnyObject::Ingress(o) => put(&mut self.ingresses, key, o),
             AnyObject::IngressClass(o) => put(&mut self.ingress_classes, key, o),
-            AnyObject::IngressRouteV1beta1(o) => put(&mut self.ingressroutes_v1beta1, key, o),
-            AnyObject::IngressRouteV1(o) => put(&mut self.ingressroutes_v1, key, o),
+            AnyObject::IngressRouteV1beta1(o) => {
+                let o = Arc::new(Prepared::new(&key, o));
+                put(&mut self.ingressroutes_v1beta1, key, o)
+            }
+            AnyObject::IngressRouteV1(o) => {
+                let o = Arc::new(Prepared::new(&key, o));
+                put(&mut self.ingressroutes_v1, key, o)
+            }
             AnyObject::RouteV1alpha1(o) => put(&mut self.routes_v1alpha1, key, o),
             AnyObject::Service(o) => {
                 put(&mut self.services, key, Arc::new(ServicePorts::from(&*o)))

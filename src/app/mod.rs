@@ -418,6 +418,7 @@ mod tests {
             .unwrap();
         let (key, mut root) = (key.clone(), (**root).clone());
         root.spec.routes[0].match_.push_str("/moved");
+        let root = crate::store::Prepared::new(&key, Arc::new(root));
         s.ingressroutes_v1beta1.insert(key, Arc::new(root));
         let (dag, path) = p.publish_counted(&s);
         assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");

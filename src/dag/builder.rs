@@ -131,10 +131,6 @@ pub struct Builder<'a> {
     /// The EndpointSlices of each Service of the backing snapshot, when the caller keeps them
     /// (the incremental builder): a partial build then finds a Service's slices by name.
     slice_index: Option<&'a SliceIndex>,
-    /// IngressRoutes (v1beta1, v1) that break their single-object rules, found by
-    /// `ingressroute::claim_hosts` (None until it ran), so the delegation walk need not validate
-    /// them again.
-    pub(super) invalid_ingressroutes: Option<[HashSet<&'a ObjKey>; 2]>,
     /// In a parallel build, the routing objects of `snapshot` this builder builds; None: all.
     half: Option<Half<'a>>,
     hasher: DefaultHashBuilder,
@@ -211,7 +207,6 @@ impl<'a> Builder<'a> {
             shared: None,
             indexed: None,
             slice_index: None,
-            invalid_ingressroutes: None,
             half,
             hasher: DefaultHashBuilder::default(),
         }
@@ -313,7 +308,12 @@ impl<'a> Builder<'a> {
 
     /// Registers a routing object so it gets a status even if nothing else is said about it.
     pub fn track(&mut self, slot: Slot, meta: &ObjectMeta) {
-        self.statuses.acc(Of::Slot(slot)).generation = meta.generation;
+        self.track_generation(slot, meta.generation);
+    }
+
+    /// [`Builder::track`] from the object's generation alone.
+    pub fn track_generation(&mut self, slot: Slot, generation: Option<i64>) {
+        self.statuses.acc(Of::Slot(slot)).generation = generation;
     }
 
     /// Marks the object invalid with one more message. Invalid is final: later calls to

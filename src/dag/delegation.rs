@@ -1,13 +1,15 @@
 //! The delegation walk shared by both IngressRoute versions, and backend resolution shared with the
 //! Route v1alpha1 processor.
 //!
-//! Each API version lowers its objects into [`Node`]s (routes with a path, own header conditions and
-//! a target: backends, a TCP proxy or a delegation). [`Walk`] then goes depth-first from each served
-//! root, carrying the delegated space (path prefix + header conditions), the permitInsecure grant
-//! and the chain of objects (cycle detection). Objects are found by key through the build's
-//! numbering of its objects (see [`super::slots`]; the snapshot's maps for an object the build does
-//! not hold), and lowered at most once per build, so the work is linear in the size of the
-//! reachable graph. What the walk records of an object (reached, valid) it records by number.
+//! Each API version lowers its objects into routes with a path, own header conditions and a
+//! target (backends, a TCP proxy or a delegation); the store does that once per version of an
+//! object, as it takes it in (see [`super::ingressroute::ReadyIngressRoute`]), and a [`Node`] is
+//! an object's lowered routes with its identity in the build. [`Walk`] then goes depth-first from
+//! each served root, carrying the delegated space (path prefix + header conditions), the
+//! permitInsecure grant and the chain of objects (cycle detection). Objects are found by key
+//! through the build's numbering of its objects (see [`super::slots`]; the snapshot's maps for an
+//! object the build does not hold), at most once per build, so the work is linear in the size of
+//! the reachable graph. What the walk records of an object (reached, valid) it records by number.
 //!
 //! Nodes borrow from the snapshot, and field paths (`spec.routes[1].services[0]`) are written only
 //! into the messages that need them: most objects are valid, and a rebuild should not pay for text
@@ -42,12 +44,13 @@ pub const VISITS_PER_OBJECT: usize = 8;
 /// space it is visited in.
 type VisitKey = (*const (), PathMatch, Vec<HeaderMatch>, bool);
 
-/// One IngressRoute lowered for the walk, borrowing from the snapshot.
+/// One IngressRoute for the walk: its routes as the store lowered them when the object arrived
+/// (see [`super::ingressroute::ReadyIngressRoute`]), borrowed from the snapshot.
 pub(super) struct Node<'s> {
     pub obj: ObjectRef,
     /// Its number in the build, when the build holds it (see [`super::slots`]).
     pub slot: Option<Slot>,
-    pub routes: Vec<NodeRoute<'s>>,
+    pub routes: &'s [NodeRoute<'s>],
 }
 
 /// One route of a [`Node`].
@@ -57,7 +60,7 @@ pub(super) struct NodeRoute<'s> {
     /// What follows `spec.routes[i]` in the field path of the path match (`.match`, `.match.path`).
     pub path_suffix: &'static str,
     /// The path as written; None when absent (v1: everything).
-    pub path_written: Option<&'s str>,
+    pub path_written: Option<Cow<'s, str>>,
     pub path: PathMatch,
     /// The route's own header conditions with their index in `match.headers`.
     pub headers: Vec<(usize, HeaderMatch)>,
@@ -312,11 +315,11 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         // 1. Every route must stay inside the delegated space; compute effective header conditions.
         let mut escapes = Vec::new();
         let mut effective: Vec<Vec<HeaderMatch>> = Vec::with_capacity(node.routes.len());
-        for r in &node.routes {
+        for r in node.routes {
             let mut headers = scope.headers.to_vec();
             if let Some(by) = scope.by {
                 if !r.path.within(scope.path) {
-                    let written = match r.path_written {
+                    let written = match &r.path_written {
                         Some(p) => quote(p),
                         None => "absent (everything)".to_string(),
                     };

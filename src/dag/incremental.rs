@@ -36,7 +36,7 @@ use super::model::*;
 use super::slices::SliceIndex;
 use super::{Builder, Options};
 use crate::api::{Kind, ObjKey, ObjectRef};
-use crate::store::{Objects, Snapshot};
+use crate::store::{Objects, Prepare, Prepared, Snapshot};
 
 /// Above this fraction of the routing objects changed at once, a full build is cheaper.
 pub const MAX_CHANGED_FRACTION: f64 = 0.25;
@@ -546,6 +546,12 @@ impl NamesOf for crate::api::contour_v1::IngressRoute {
     }
 }
 
+impl<T: Prepare + NamesOf> NamesOf for Prepared<T> {
+    fn names_of(&self, f: &mut dyn FnMut(Named<'_>)) {
+        (**self).names_of(f)
+    }
+}
+
 impl NamesOf for crate::api::route_v1alpha1::Route {
     fn names_of(&self, f: &mut dyn FnMut(Named<'_>)) {
         for r in &self.spec.routes {
@@ -696,13 +702,16 @@ fn links_of_ingressroute<'a>(
     links
 }
 
-fn links_of_v1beta1(key: &ObjKey, o: &crate::api::heptio_v1beta1::IngressRoute) -> Vec<Link> {
+fn links_of_v1beta1(
+    key: &ObjKey,
+    o: &Prepared<crate::api::heptio_v1beta1::IngressRoute>,
+) -> Vec<Link> {
     let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
     let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
     links_of_ingressroute(key, delegates, fqdn)
 }
 
-fn links_of_v1(key: &ObjKey, o: &crate::api::contour_v1::IngressRoute) -> Vec<Link> {
+fn links_of_v1(key: &ObjKey, o: &Prepared<crate::api::contour_v1::IngressRoute>) -> Vec<Link> {
     let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
     let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
     links_of_ingressroute(key, delegates, fqdn)

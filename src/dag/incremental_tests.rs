@@ -247,6 +247,7 @@ fn a_change_rebuilds_only_the_objects_it_can_affect() {
     let mut next = store.clone();
     let mut root = (**root).clone();
     root.metadata.generation = Some(7);
+    let root = Prepared::new(&key, Arc::new(root));
     next.ingressroutes_v1beta1
         .insert(key.clone(), Arc::new(root));
     let (got, kind) = inc.build(Some((&store, &dag)), &next);
@@ -274,9 +275,10 @@ fn a_change_rebuilds_only_the_objects_it_can_affect() {
     let fqdn = changed.spec.virtualhost.clone().unwrap().fqdn;
     changed.spec.routes[0].match_ = "/moved".into();
     let mut after = next.clone();
-    after
-        .ingressroutes_v1beta1
-        .insert(key.clone(), Arc::new(changed));
+    after.ingressroutes_v1beta1.insert(
+        key.clone(),
+        Arc::new(Prepared::new(&key, Arc::new(changed))),
+    );
     let (moved, _) = inc.build(Some((&next, &got)), &after);
     assert_eq!(moved, crate::dag::build(&after, &Options::default()));
     assert!(!Arc::ptr_eq(&moved.vhosts[&fqdn], &dag.vhosts[&fqdn]));
@@ -437,6 +439,7 @@ fn every_change_to_a_large_snapshot_is_rebuilt_and_pushed() {
         let key = ObjKey::new(format!("team-{}", i % 100), format!("root-{i}"));
         let mut root = (*snap.ingressroutes_v1beta1[&key]).clone();
         root.spec.routes[0].match_ = format!("/changed-{n}");
+        let root = Prepared::new(&key, Arc::new(root));
         snap.ingressroutes_v1beta1.insert(key, Arc::new(root));
         let (dag, path) = p.publish_counted(&snap);
         assert!(

@@ -6,8 +6,7 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use hashbrown::HashSet;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::Builder;
 use super::delegation::{BackendField, Found, Node, NodeBackend, NodeRoute, Target, Walk};
@@ -17,7 +16,7 @@ use crate::api::contour_v1::{self, BackendProtocol};
 use crate::api::heptio_v1beta1::{self, VirtualHost};
 use crate::api::status::reason;
 use crate::api::{Delegate, Kind, ObjKey, ObjectRef};
-use crate::store::Objects;
+use crate::store::{Objects, Prepare, Prepared};
 use crate::validate::common::{Timeout, parse_timeout};
 use crate::validate::ingressroute::{
     v1_backends_field, v1_header_match, v1_path_match, v1beta1_services, validate_v1,
@@ -25,72 +24,103 @@ use crate::validate::ingressroute::{
 };
 use crate::validate::{Verdict, quote};
 
-/// Tracks every IngressRoute, runs its single-object rules and lets valid roots in allowed
-/// namespaces claim their fqdn.
+/// Tracks every IngressRoute, reports the verdict of its single-object rules (worked out when the
+/// store took the object in) and lets valid roots in allowed namespaces claim their fqdn.
 pub fn claim_hosts(b: &mut Builder<'_>) {
     let snap = b.snapshot;
-    // The single-object rules run once per object: the delegation walk reuses the verdicts.
-    let mut invalid = [HashSet::new(), HashSet::new()];
     for (slot, key, o) in b.own(Kind::IngressRouteV1beta1, &snap.ingressroutes_v1beta1) {
-        let obj = ObjectRef {
-            kind: Kind::IngressRouteV1beta1,
-            key: key.clone(),
-        };
-        let vh = o.spec.virtualhost.as_ref();
-        let verdict = validate_v1beta1(o);
-        if !verdict.allowed() {
-            invalid[0].insert(key);
-        }
-        claim(b, slot, obj, &o.metadata, verdict, vh);
+        claim(b, slot, Kind::IngressRouteV1beta1, key, o.ready());
     }
     for (slot, key, o) in b.own(Kind::IngressRouteV1, &snap.ingressroutes_v1) {
-        let obj = ObjectRef {
-            kind: Kind::IngressRouteV1,
-            key: key.clone(),
-        };
-        let vh = o.spec.virtualhost.as_ref();
-        let verdict = validate_v1(o);
-        if !verdict.allowed() {
-            invalid[1].insert(key);
-        }
-        claim(b, slot, obj, &o.metadata, verdict, vh);
-    }
-    b.invalid_ingressroutes = Some(invalid);
-}
-
-/// Whether an object breaks its own rules, from the verdicts [`claim_hosts`] kept (or by running
-/// the rules when it did not run).
-fn breaks_rules<T>(
-    verdicts: Option<&HashSet<&ObjKey>>,
-    key: &ObjKey,
-    o: &T,
-    validate: impl Fn(&T) -> Verdict,
-) -> bool {
-    match verdicts {
-        Some(invalid) => invalid.contains(key),
-        None => !validate(o).allowed(),
+        claim(b, slot, Kind::IngressRouteV1, key, o.ready());
     }
 }
 
-fn claim(
-    b: &mut Builder<'_>,
-    slot: Slot,
-    obj: ObjectRef,
-    meta: &ObjectMeta,
+/// What the build reads of an IngressRoute of either version, worked out once when the store
+/// takes the object in ([`Prepare`]): the verdict of its single-object rules, the little of its
+/// metadata a status and a host claim need, its virtual host and, when it passes its rules, its
+/// routes lowered for the delegation walk. A build reads these instead of the typed object,
+/// and does not run the rules or lower the routes again.
+pub struct ReadyIngressRoute {
     verdict: Verdict,
-    vh: Option<&VirtualHost>,
-) {
-    b.track(slot, meta);
-    if !verdict.allowed() {
-        for e in verdict.errors {
+    generation: Option<i64>,
+    created: Option<Time>,
+    virtualhost: Option<VirtualHost>,
+    /// Empty when the object breaks its own rules.
+    routes: Box<[NodeRoute<'static>]>,
+}
+
+impl ReadyIngressRoute {
+    fn new(
+        meta: &ObjectMeta,
+        virtualhost: Option<&VirtualHost>,
+        verdict: Verdict,
+        lower: impl FnOnce() -> Vec<NodeRoute<'static>>,
+    ) -> Self {
+        let routes = if verdict.allowed() {
+            lower().into_boxed_slice()
+        } else {
+            Box::default()
+        };
+        ReadyIngressRoute {
+            verdict,
+            generation: meta.generation,
+            created: meta.creation_timestamp.clone(),
+            virtualhost: virtualhost.cloned(),
+            routes,
+        }
+    }
+}
+
+impl Prepare for heptio_v1beta1::IngressRoute {
+    type Ready = ReadyIngressRoute;
+
+    fn prepare(key: &ObjKey, o: &Self) -> ReadyIngressRoute {
+        let vh = o.spec.virtualhost.as_ref();
+        ReadyIngressRoute::new(&o.metadata, vh, validate_v1beta1(o), || {
+            lower_v1beta1(key, o)
+        })
+    }
+}
+
+impl Prepare for contour_v1::IngressRoute {
+    type Ready = ReadyIngressRoute;
+
+    fn prepare(key: &ObjKey, o: &Self) -> ReadyIngressRoute {
+        let vh = o.spec.virtualhost.as_ref();
+        ReadyIngressRoute::new(&o.metadata, vh, validate_v1(o), || lower_v1(key, o))
+    }
+}
+
+/// The node of a prepared IngressRoute for the walk.
+fn node<'s, T: Prepare<Ready = ReadyIngressRoute>>(
+    kind: Kind,
+    key: &ObjKey,
+    slot: Option<Slot>,
+    o: &'s Prepared<T>,
+) -> Node<'s> {
+    Node {
+        obj: ObjectRef {
+            kind,
+            key: key.clone(),
+        },
+        slot,
+        routes: &o.ready().routes,
+    }
+}
+
+fn claim(b: &mut Builder<'_>, slot: Slot, kind: Kind, key: &ObjKey, o: &ReadyIngressRoute) {
+    b.track_generation(slot, o.generation);
+    if !o.verdict.allowed() {
+        for e in &o.verdict.errors {
             b.set_invalid(slot, e.reason, e.to_string());
         }
         return;
     }
-    let Some(vh) = vh else {
+    let Some(vh) = &o.virtualhost else {
         return;
     };
-    let ns = &obj.key.namespace;
+    let ns = &key.namespace;
     if !b.options.root_allowed_in(ns) {
         let allowed = b.options.root_namespaces.join(", ");
         b.set_invalid(
@@ -103,7 +133,11 @@ fn claim(
         );
         return;
     }
-    b.claim_host(&vh.fqdn, obj, meta.creation_timestamp.clone());
+    let obj = ObjectRef {
+        kind,
+        key: key.clone(),
+    };
+    b.claim_host(&vh.fqdn, obj, o.created.clone());
 }
 
 /// Serves the v1beta1 roots that own their host, then marks unreached vertices orphaned.
@@ -111,26 +145,18 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1beta1;
     let other = &snap.ingressroutes_v1;
-    let verdicts = b.invalid_ingressroutes.as_ref().map(|[v, _]| v.clone());
     let lookup = Lookup::new(b, Kind::IngressRouteV1beta1, objects);
     let find = |key: &ObjKey| match lookup.get(key) {
         None => Found::Missing(other_group_hint(
             other.contains_key(key),
             Kind::IngressRouteV1,
         )),
-        Some((_, o)) if o.spec.virtualhost.is_some() => Found::Root,
-        Some((_, o)) if breaks_rules(verdicts.as_ref(), key, o, validate_v1beta1) => Found::Invalid,
-        Some((slot, o)) => Found::Vertex(Rc::new(lower_v1beta1(key, slot, o))),
+        Some((_, o)) if o.ready().virtualhost.is_some() => Found::Root,
+        Some((_, o)) if !o.ready().verdict.allowed() => Found::Invalid,
+        Some((slot, o)) => Found::Vertex(Rc::new(node(Kind::IngressRouteV1beta1, key, slot, o))),
     };
     let walk = Walk::new(find, false, b.backing.ingressroutes_v1beta1.len());
-    build_version(
-        b,
-        Kind::IngressRouteV1beta1,
-        objects,
-        walk,
-        |o| o.spec.virtualhost.as_ref(),
-        lower_v1beta1,
-    );
+    build_version(b, Kind::IngressRouteV1beta1, objects, walk);
 }
 
 /// Serves the v1 roots that own their host, then marks unreached vertices orphaned.
@@ -138,26 +164,18 @@ pub fn build_v1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1;
     let other = &snap.ingressroutes_v1beta1;
-    let verdicts = b.invalid_ingressroutes.as_ref().map(|[_, v]| v.clone());
     let lookup = Lookup::new(b, Kind::IngressRouteV1, objects);
     let find = |key: &ObjKey| match lookup.get(key) {
         None => Found::Missing(other_group_hint(
             other.contains_key(key),
             Kind::IngressRouteV1beta1,
         )),
-        Some((_, o)) if o.spec.virtualhost.is_some() => Found::Root,
-        Some((_, o)) if breaks_rules(verdicts.as_ref(), key, o, validate_v1) => Found::Invalid,
-        Some((slot, o)) => Found::Vertex(Rc::new(lower_v1(key, slot, o))),
+        Some((_, o)) if o.ready().virtualhost.is_some() => Found::Root,
+        Some((_, o)) if !o.ready().verdict.allowed() => Found::Invalid,
+        Some((slot, o)) => Found::Vertex(Rc::new(node(Kind::IngressRouteV1, key, slot, o))),
     };
     let walk = Walk::new(find, true, b.backing.ingressroutes_v1.len());
-    build_version(
-        b,
-        Kind::IngressRouteV1,
-        objects,
-        walk,
-        |o| o.spec.virtualhost.as_ref(),
-        lower_v1,
-    );
+    build_version(b, Kind::IngressRouteV1, objects, walk);
 }
 
 /// The IngressRoutes of one version a delegation can name, found by key: through the build's
@@ -209,17 +227,16 @@ fn other_group_hint(exists: bool, other: Kind) -> Option<String> {
 fn build_version<'s, T, F>(
     b: &mut Builder<'s>,
     kind: Kind,
-    objects: &'s Objects<T>,
+    objects: &'s Objects<Prepared<T>>,
     mut walk: Walk<'s, F>,
-    vhost_of: impl Fn(&'s T) -> Option<&'s VirtualHost>,
-    lower: impl Fn(&ObjKey, Option<Slot>, &'s T) -> Node<'s>,
 ) where
+    T: Prepare<Ready = ReadyIngressRoute>,
     F: Fn(&ObjKey) -> Found<'s>,
 {
     // Roots to serve, decided before any walk: valid, and owner of their host.
     let mut roots = Vec::new();
     for (slot, key, o) in b.own(kind, objects) {
-        let Some(vh) = vhost_of(o) else {
+        let Some(vh) = &o.ready().virtualhost else {
             continue;
         };
         let owns = b
@@ -230,7 +247,7 @@ fn build_version<'s, T, F>(
         }
     }
     for (slot, key, o, vh) in roots {
-        let node = Rc::new(lower(key, Some(slot), o));
+        let node = Rc::new(node(kind, key, Some(slot), o));
         if let Some(tls) = &vh.tls {
             match b.tls_secret(&key.namespace, &tls.secret_name) {
                 Err(m) => {
@@ -253,7 +270,7 @@ fn build_version<'s, T, F>(
     }
     let reached = walk.finish();
     for (slot, key, o) in b.own(kind, objects) {
-        if vhost_of(o).is_none() && !reached.contains(slot, key) {
+        if o.ready().virtualhost.is_none() && !reached.contains(slot, key) {
             b.set_orphaned(slot);
         }
     }
@@ -272,41 +289,25 @@ pub(super) fn delegate_namespace<'a>(own_ns: &'a str, d: &'a Delegate) -> &'a st
         .unwrap_or(own_ns)
 }
 
-/// Lowers a v1beta1 IngressRoute (valid by its own rules) for the walk.
-fn lower_v1beta1<'s>(
-    key: &ObjKey,
-    slot: Option<Slot>,
-    o: &'s heptio_v1beta1::IngressRoute,
-) -> Node<'s> {
+/// Lowers the routes of a v1beta1 IngressRoute (valid by its own rules) for the walk.
+fn lower_v1beta1(key: &ObjKey, o: &heptio_v1beta1::IngressRoute) -> Vec<NodeRoute<'static>> {
     let spec = &o.spec;
-    let backend = |field: BackendField, s: Cow<'s, heptio_v1beta1::Service>| {
+    let backend = |field: BackendField, s: heptio_v1beta1::Service| {
         let lb = s.strategy.or(spec.strategy).unwrap_or_default();
-        let (name, port, weight, health_check) = match s {
-            Cow::Borrowed(s) => (
-                Cow::Borrowed(s.name.as_str()),
-                s.port,
-                s.weight,
-                s.health_check.as_ref().map(Cow::Borrowed),
-            ),
-            Cow::Owned(s) => (
-                Cow::Owned(s.name),
-                s.port,
-                s.weight,
-                s.health_check.map(Cow::Owned),
-            ),
-        };
         NodeBackend {
             field,
-            name,
-            port,
-            weight,
+            name: Cow::Owned(s.name),
+            port: s.port,
+            weight: s.weight,
             protocol: UpstreamProtocol::Http,
             lb,
-            health_check: health_check.or_else(|| spec.health_check.as_ref().map(Cow::Borrowed)),
+            health_check: s
+                .health_check
+                .or_else(|| spec.health_check.clone())
+                .map(Cow::Owned),
         }
     };
-    let routes = spec
-        .routes
+    spec.routes
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -317,7 +318,7 @@ fn lower_v1beta1<'s>(
                     v1beta1_services(r, i)
                         .0
                         .into_iter()
-                        .map(|(field, s)| backend(BackendField::Written(field), Cow::Owned(s)))
+                        .map(|(field, s)| backend(BackendField::Written(field), s))
                         .collect(),
                 ),
                 None => Target::Backends(
@@ -330,7 +331,7 @@ fn lower_v1beta1<'s>(
                                 list: "services",
                                 item: j,
                             };
-                            backend(field, Cow::Borrowed(s))
+                            backend(field, s.clone())
                         })
                         .collect(),
                 ),
@@ -338,7 +339,7 @@ fn lower_v1beta1<'s>(
             NodeRoute {
                 index: i,
                 path_suffix: ".match",
-                path_written: Some(r.match_.as_str()),
+                path_written: Some(Cow::Owned(r.match_.clone())),
                 path: PathMatch::prefix(&r.match_),
                 headers: Vec::new(),
                 permit_insecure: r.permit_insecure,
@@ -348,15 +349,7 @@ fn lower_v1beta1<'s>(
                 target,
             }
         })
-        .collect();
-    Node {
-        obj: ObjectRef {
-            kind: Kind::IngressRouteV1beta1,
-            key: key.clone(),
-        },
-        slot,
-        routes,
-    }
+        .collect()
 }
 
 fn upstream_protocol(p: BackendProtocol) -> UpstreamProtocol {
@@ -373,100 +366,96 @@ fn duration(path: &str, value: Option<&str>) -> Option<Timeout> {
     value.and_then(|v| parse_timeout(path, v).ok())
 }
 
-/// Lowers a v1 IngressRoute (valid by its own rules) for the walk.
-fn lower_v1<'s>(key: &ObjKey, slot: Option<Slot>, o: &'s contour_v1::IngressRoute) -> Node<'s> {
+/// Lowers the routes of a v1 IngressRoute (valid by its own rules) for the walk.
+fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static>> {
     let spec = &o.spec;
-    let routes =
-        spec.routes
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let field = v1_backends_field(r);
-                let backends: Vec<NodeBackend> = r
-                    .backend_list()
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(j, be)| {
-                        let (protocol, name) = be.protocol_and_name()?;
-                        Some(NodeBackend {
-                            field: BackendField::Indexed {
-                                route: i,
-                                list: field,
-                                item: j,
-                            },
-                            name: Cow::Borrowed(name),
-                            port: be.port,
-                            weight: be.weight,
-                            protocol: upstream_protocol(protocol),
-                            lb: be.strategy.or(spec.strategy).unwrap_or_default(),
-                            health_check: be
-                                .health_check
-                                .as_ref()
-                                .or(spec.health_check.as_ref())
-                                .map(Cow::Borrowed),
-                        })
+    spec.routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let field = v1_backends_field(r);
+            let backends: Vec<NodeBackend> = r
+                .backend_list()
+                .iter()
+                .enumerate()
+                .filter_map(|(j, be)| {
+                    let (protocol, name) = be.protocol_and_name()?;
+                    Some(NodeBackend {
+                        field: BackendField::Indexed {
+                            route: i,
+                            list: field,
+                            item: j,
+                        },
+                        name: Cow::Owned(name.to_owned()),
+                        port: be.port,
+                        weight: be.weight,
+                        protocol: upstream_protocol(protocol),
+                        lb: be.strategy.or(spec.strategy).unwrap_or_default(),
+                        health_check: be
+                            .health_check
+                            .as_ref()
+                            .or(spec.health_check.as_ref())
+                            .map(|h| Cow::Owned(h.clone())),
                     })
-                    .collect();
-                let target = match &r.delegate {
-                    Some(d) => Target::Delegate(delegate_key(&key.namespace, d)),
-                    None if backends
-                        .iter()
-                        .any(|nb| nb.protocol == UpstreamProtocol::Tcp) =>
-                    {
-                        Target::Tcp(backends)
-                    }
-                    None => Target::Backends(backends),
-                };
-                let headers = r
-                    .match_
+                })
+                .collect();
+            let target = match &r.delegate {
+                Some(d) => Target::Delegate(delegate_key(&key.namespace, d)),
+                None if backends
                     .iter()
-                    .flat_map(|m| m.headers.iter().enumerate())
-                    .filter_map(|(k, c)| v1_header_match(c).map(|h| (k, h)))
-                    .collect();
-                let timeout = duration(
-                    "",
-                    r.timeout_policy.as_ref().and_then(|t| t.request.as_deref()),
-                );
-                let (retry, outlier) = match &r.failure_policy {
-                    None => (None, None),
-                    Some(f) => {
-                        let retry = f.retry_policy_enabled.unwrap_or(true).then(|| RetryPolicy {
-                            count: f.count.unwrap_or(1),
-                            per_try_timeout: match duration("", f.per_try_timeout.as_deref()) {
-                                Some(Timeout::After(d)) => Some(d),
-                                _ => None,
-                            },
-                        });
-                        let outlier = f.passive_health_check_enabled.unwrap_or(true).then(|| {
-                            OutlierDetection {
-                                consecutive_5xx: f.count.unwrap_or(5).max(1),
-                            }
-                        });
-                        (retry, outlier)
-                    }
-                };
-                NodeRoute {
-                    index: i,
-                    path_suffix: ".match.path",
-                    path_written: r.match_.as_ref().and_then(|m| m.path.as_deref()),
-                    path: v1_path_match(r.match_.as_ref()),
-                    headers,
-                    permit_insecure: r.permit_insecure,
-                    timeout,
-                    retry,
-                    outlier,
-                    target,
+                    .any(|nb| nb.protocol == UpstreamProtocol::Tcp) =>
+                {
+                    Target::Tcp(backends)
                 }
-            })
-            .collect();
-    Node {
-        obj: ObjectRef {
-            kind: Kind::IngressRouteV1,
-            key: key.clone(),
-        },
-        slot,
-        routes,
-    }
+                None => Target::Backends(backends),
+            };
+            let headers = r
+                .match_
+                .iter()
+                .flat_map(|m| m.headers.iter().enumerate())
+                .filter_map(|(k, c)| v1_header_match(c).map(|h| (k, h)))
+                .collect();
+            let timeout = duration(
+                "",
+                r.timeout_policy.as_ref().and_then(|t| t.request.as_deref()),
+            );
+            let (retry, outlier) = match &r.failure_policy {
+                None => (None, None),
+                Some(f) => {
+                    let retry = f.retry_policy_enabled.unwrap_or(true).then(|| RetryPolicy {
+                        count: f.count.unwrap_or(1),
+                        per_try_timeout: match duration("", f.per_try_timeout.as_deref()) {
+                            Some(Timeout::After(d)) => Some(d),
+                            _ => None,
+                        },
+                    });
+                    let outlier =
+                        f.passive_health_check_enabled
+                            .unwrap_or(true)
+                            .then(|| OutlierDetection {
+                                consecutive_5xx: f.count.unwrap_or(5).max(1),
+                            });
+                    (retry, outlier)
+                }
+            };
+            NodeRoute {
+                index: i,
+                path_suffix: ".match.path",
+                path_written: r
+                    .match_
+                    .as_ref()
+                    .and_then(|m| m.path.clone())
+                    .map(Cow::Owned),
+                path: v1_path_match(r.match_.as_ref()),
+                headers,
+                permit_insecure: r.permit_insecure,
+                timeout,
+                retry,
+                outlier,
+                target,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -474,7 +463,7 @@ mod tests {
     use std::time::Duration;
 
     use crate::dag::{self, Dag, Options};
-    use crate::store::Snapshot;
+    use crate::store::{AnyObject, Snapshot};
 
     use super::*;
 
@@ -497,6 +486,54 @@ kind: Service
 metadata: {name: app, namespace: a}
 spec: {ports: [{port: 80}]}
 ";
+
+    #[test]
+    fn the_store_prepares_each_version_of_an_ingressroute_it_takes_in() {
+        let root = |prefix: &str| {
+            format!(
+                "
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: r, namespace: a, generation: 3}}
+spec:
+  virtualhost: {{fqdn: r.example.com}}
+  routes:
+  - match: {prefix}
+    services: [{{name: app, port: 80}}]
+  - match: /d
+    delegate: {{name: v, namespace: b}}
+"
+            )
+        };
+        let mut snap = Snapshot::from_test_yaml(&root("/app"));
+        let key = ObjKey::new("a", "r");
+        let first = snap.ingressroutes_v1beta1[&key].clone();
+        let ready = first.ready();
+        assert!(ready.verdict.allowed());
+        assert_eq!(ready.generation, Some(3));
+        assert_eq!(ready.virtualhost.as_ref().unwrap().fqdn, "r.example.com");
+        let paths: Vec<_> = ready.routes.iter().map(|r| r.path.clone()).collect();
+        assert_eq!(paths, [PathMatch::prefix("/app"), PathMatch::prefix("/d")]);
+        assert!(matches!(&ready.routes[0].target, Target::Backends(b) if b[0].name == "app"));
+        // A delegation without a namespace names the object's own.
+        assert!(
+            matches!(&ready.routes[1].target, Target::Delegate(k) if *k == ObjKey::new("b", "v"))
+        );
+
+        // A new version of the object is prepared again: a path that breaks the rules leaves
+        // the verdict's errors and no routes, and the object compares as its object.
+        let next = Snapshot::from_test_yaml(&root("app"));
+        let bad = next.ingressroutes_v1beta1[&key].clone();
+        assert!(!bad.ready().verdict.allowed());
+        assert!(bad.ready().routes.is_empty());
+        assert!(*bad != *first);
+        snap.insert(AnyObject::IngressRouteV1beta1(bad.object().clone()));
+        assert!(*snap.ingressroutes_v1beta1[&key] == *bad);
+        let d = dag::build(&snap, &Options::default());
+        let (state, messages) = status(&d, Kind::IngressRouteV1beta1, "a", "r");
+        assert_eq!(state, State::Invalid);
+        assert!(messages[0].contains("spec.routes[0].match"), "{messages:?}");
+    }
 
     #[test]
     fn v1_failure_and_timeout_policies_reach_the_model() {

@@ -274,8 +274,9 @@ mod tests {
         let mut snap = Snapshot::default();
         for (ns, name) in [("b", "x"), ("a", "y"), ("a", "x")] {
             let ir = heptio_v1beta1::IngressRoute::new(name, Default::default());
-            snap.ingressroutes_v1beta1
-                .insert(ObjKey::new(ns, name), Arc::new(ir));
+            let key = ObjKey::new(ns, name);
+            let ir = crate::store::Prepared::new(&key, Arc::new(ir));
+            snap.ingressroutes_v1beta1.insert(key, Arc::new(ir));
             snap.ingresses
                 .insert(ObjKey::new(ns, name), Default::default());
         }

@@ -1,7 +1,7 @@
 //! Tests of the incremental encoder: always the same snapshot as a full encode.
 
 use super::*;
-use crate::store::Snapshot as Store;
+use crate::store::{Prepared, Snapshot as Store};
 use crate::synth;
 use crate::test_rng::Rng;
 
@@ -30,7 +30,7 @@ fn shuffle<T>(
     map: &mut crate::store::Objects<T>,
     rng: &mut Rng,
     fresh: usize,
-    copy: impl Fn(&T, &crate::api::ObjKey) -> T,
+    copy: impl Fn(&T, &crate::api::ObjKey) -> Arc<T>,
 ) {
     if map.is_empty() {
         return;
@@ -50,18 +50,24 @@ fn shuffle<T>(
         _ => victim,
     };
     let copied = copy(map[&donor].as_ref(), &target);
-    map.insert(target, Arc::new(copied));
+    map.insert(target, copied);
 }
 
 /// Changes one object of a random routing-relevant kind.
 fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
     match rng.below(5) {
-        0 => shuffle(&mut store.ingressroutes_v1beta1, rng, fresh, renamed),
-        1 => shuffle(&mut store.ingresses, rng, fresh, renamed),
+        0 => shuffle(&mut store.ingressroutes_v1beta1, rng, fresh, |o, key| {
+            Arc::new(Prepared::new(key, Arc::new(renamed(&**o, key))))
+        }),
+        1 => shuffle(&mut store.ingresses, rng, fresh, |o, key| {
+            Arc::new(renamed(o, key))
+        }),
         // Stored Services, slices and Secrets hold no name of their own.
-        2 => shuffle(&mut store.services, rng, fresh, |s, _| s.clone()),
-        3 => shuffle(&mut store.endpoint_slices, rng, fresh, |s, _| s.clone()),
-        _ => shuffle(&mut store.secrets, rng, fresh, |s, _| s.clone()),
+        2 => shuffle(&mut store.services, rng, fresh, |s, _| Arc::new(s.clone())),
+        3 => shuffle(&mut store.endpoint_slices, rng, fresh, |s, _| {
+            Arc::new(s.clone())
+        }),
+        _ => shuffle(&mut store.secrets, rng, fresh, |s, _| Arc::new(s.clone())),
     }
 }
 
@@ -356,6 +362,7 @@ fn tls_root_changed(
     let mut changed = (*root).clone();
     change(&mut changed);
     let prev_store = store.clone();
+    let changed = Prepared::new(&key, Arc::new(changed));
     store.ingressroutes_v1beta1.insert(key, Arc::new(changed));
     let next = Arc::new(incremental.build(Some((&prev_store, &dag)), &store).0);
     let (after, _) = encoder.encode(&next);
