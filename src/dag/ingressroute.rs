@@ -5,11 +5,14 @@
 
 use std::borrow::Cow;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::Builder;
-use super::delegation::{BackendField, Found, Node, NodeBackend, NodeRoute, Target, Walk};
+use super::delegation::{
+    BackendField, Found, HealthCheckRef, Node, NodeBackend, NodeRoute, Target, Walk,
+};
 use super::model::*;
 use super::slots::{Slot, SlotIndex};
 use crate::api::contour_v1::{self, BackendProtocol};
@@ -22,7 +25,7 @@ use crate::validate::ingressroute::{
     v1_backends_field, v1_header_match, v1_path_match, v1beta1_services, validate_v1,
     validate_v1beta1,
 };
-use crate::validate::{Verdict, quote};
+use crate::validate::{FieldError, Verdict, quote};
 
 /// Tracks every IngressRoute, reports the verdict of its single-object rules (worked out when the
 /// store took the object in) and lets valid roots in allowed namespaces claim their fqdn.
@@ -42,7 +45,9 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
 /// routes lowered for the delegation walk. A build reads these instead of the typed object,
 /// and does not run the rules or lower the routes again.
 pub struct ReadyIngressRoute {
-    verdict: Verdict,
+    /// What breaks its single-object rules (the verdict's errors; its warnings are for
+    /// admission only).
+    errors: Box<[FieldError]>,
     generation: Option<i64>,
     created: Option<Time>,
     virtualhost: Option<VirtualHost>,
@@ -51,6 +56,11 @@ pub struct ReadyIngressRoute {
 }
 
 impl ReadyIngressRoute {
+    /// Whether the object passes its single-object rules.
+    fn allowed(&self) -> bool {
+        self.errors.is_empty()
+    }
+
     fn new(
         meta: &ObjectMeta,
         virtualhost: Option<&VirtualHost>,
@@ -63,7 +73,7 @@ impl ReadyIngressRoute {
             Box::default()
         };
         ReadyIngressRoute {
-            verdict,
+            errors: verdict.errors.into_boxed_slice(),
             generation: meta.generation,
             created: meta.creation_timestamp.clone(),
             virtualhost: virtualhost.cloned(),
@@ -111,8 +121,8 @@ fn node<'s, T: Prepare<Ready = ReadyIngressRoute>>(
 
 fn claim(b: &mut Builder<'_>, slot: Slot, kind: Kind, key: &ObjKey, o: &ReadyIngressRoute) {
     b.track_generation(slot, o.generation);
-    if !o.verdict.allowed() {
-        for e in &o.verdict.errors {
+    if !o.allowed() {
+        for e in &o.errors {
             b.set_invalid(slot, e.reason, e.to_string());
         }
         return;
@@ -152,7 +162,7 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
             Kind::IngressRouteV1,
         )),
         Some((_, o)) if o.ready().virtualhost.is_some() => Found::Root,
-        Some((_, o)) if !o.ready().verdict.allowed() => Found::Invalid,
+        Some((_, o)) if !o.ready().allowed() => Found::Invalid,
         Some((slot, o)) => Found::Vertex(Rc::new(node(Kind::IngressRouteV1beta1, key, slot, o))),
     };
     let walk = Walk::new(find, false, b.backing.ingressroutes_v1beta1.len());
@@ -171,7 +181,7 @@ pub fn build_v1(b: &mut Builder<'_>) {
             Kind::IngressRouteV1beta1,
         )),
         Some((_, o)) if o.ready().virtualhost.is_some() => Found::Root,
-        Some((_, o)) if !o.ready().verdict.allowed() => Found::Invalid,
+        Some((_, o)) if !o.ready().allowed() => Found::Invalid,
         Some((slot, o)) => Found::Vertex(Rc::new(node(Kind::IngressRouteV1, key, slot, o))),
     };
     let walk = Walk::new(find, true, b.backing.ingressroutes_v1.len());
@@ -292,8 +302,10 @@ pub(super) fn delegate_namespace<'a>(own_ns: &'a str, d: &'a Delegate) -> &'a st
 /// Lowers the routes of a v1beta1 IngressRoute (valid by its own rules) for the walk.
 fn lower_v1beta1(key: &ObjKey, o: &heptio_v1beta1::IngressRoute) -> Vec<NodeRoute<'static>> {
     let spec = &o.spec;
+    let inherited = spec.health_check.clone().map(Arc::new);
     let backend = |field: BackendField, s: heptio_v1beta1::Service| {
         let lb = s.strategy.or(spec.strategy).unwrap_or_default();
+        let health_check = s.health_check.map(Arc::new).or_else(|| inherited.clone());
         NodeBackend {
             field,
             name: Cow::Owned(s.name),
@@ -301,10 +313,7 @@ fn lower_v1beta1(key: &ObjKey, o: &heptio_v1beta1::IngressRoute) -> Vec<NodeRout
             weight: s.weight,
             protocol: UpstreamProtocol::Http,
             lb,
-            health_check: s
-                .health_check
-                .or_else(|| spec.health_check.clone())
-                .map(Cow::Owned),
+            health_check: health_check.map(HealthCheckRef::Shared),
         }
     };
     spec.routes
@@ -369,6 +378,7 @@ fn duration(path: &str, value: Option<&str>) -> Option<Timeout> {
 /// Lowers the routes of a v1 IngressRoute (valid by its own rules) for the walk.
 fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static>> {
     let spec = &o.spec;
+    let inherited = spec.health_check.clone().map(Arc::new);
     spec.routes
         .iter()
         .enumerate()
@@ -391,11 +401,11 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
                         weight: be.weight,
                         protocol: upstream_protocol(protocol),
                         lb: be.strategy.or(spec.strategy).unwrap_or_default(),
-                        health_check: be
-                            .health_check
-                            .as_ref()
-                            .or(spec.health_check.as_ref())
-                            .map(|h| Cow::Owned(h.clone())),
+                        health_check: match &be.health_check {
+                            Some(h) => Some(Arc::new(h.clone())),
+                            None => inherited.clone(),
+                        }
+                        .map(HealthCheckRef::Shared),
                     })
                 })
                 .collect();
@@ -509,7 +519,7 @@ spec:
         let key = ObjKey::new("a", "r");
         let first = snap.ingressroutes_v1beta1[&key].clone();
         let ready = first.ready();
-        assert!(ready.verdict.allowed());
+        assert!(ready.allowed());
         assert_eq!(ready.generation, Some(3));
         assert_eq!(ready.virtualhost.as_ref().unwrap().fqdn, "r.example.com");
         let paths: Vec<_> = ready.routes.iter().map(|r| r.path.clone()).collect();
@@ -524,7 +534,7 @@ spec:
         // the verdict's errors and no routes, and the object compares as its object.
         let next = Snapshot::from_test_yaml(&root("app"));
         let bad = next.ingressroutes_v1beta1[&key].clone();
-        assert!(!bad.ready().verdict.allowed());
+        assert!(!bad.ready().allowed());
         assert!(bad.ready().routes.is_empty());
         assert!(*bad != *first);
         snap.insert(AnyObject::IngressRouteV1beta1(bad.object().clone()));

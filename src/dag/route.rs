@@ -4,7 +4,7 @@
 use super::Builder;
 use std::borrow::Cow;
 
-use super::delegation::{BackendField, NodeBackend, forward};
+use super::delegation::{BackendField, HealthCheckRef, NodeBackend, forward};
 use super::model::*;
 use crate::api::status::reason;
 use crate::api::{Kind, ObjectRef};
@@ -76,7 +76,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                         .lb_health_check
                         .as_ref()
                         .or(spec.lb_health_check.as_ref())
-                        .map(Cow::Borrowed),
+                        .map(HealthCheckRef::Borrowed),
                 })
                 .collect();
             let (action, errors) = forward(b, &key.namespace, &backends, None);
