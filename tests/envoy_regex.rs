@@ -121,7 +121,7 @@ fn route(path: String, regex: &str) -> Route {
             name: "x-match".into(),
             op: HeaderOp::Regex(regex.to_string()),
         }],
-        action: RouteAction::Forward(vec![WeightedCluster {
+        action: RouteAction::Forward(smallvec::smallvec![WeightedCluster {
             cluster: "default/a/80".into(),
             weight: 1,
         }]),

@@ -195,7 +195,7 @@ fn full_model() -> Dag {
                 secret: "default/cert".into(),
                 min_version: TlsVersion::V1_2,
             }),
-            tcp_proxy: Some(vec![WeightedCluster {
+            tcp_proxy: Some(smallvec::smallvec![WeightedCluster {
                 cluster: "default/t/9000/tcp".into(),
                 weight: 1,
             }]),

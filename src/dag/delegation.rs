@@ -173,7 +173,7 @@ pub(super) fn forward(
     outlier: Option<&OutlierDetection>,
 ) -> (RouteAction, Vec<StatusMessage>) {
     let even = weights_even(backends.iter().map(|nb| nb.weight));
-    let mut clusters = Vec::with_capacity(backends.len());
+    let mut clusters = Clusters::with_capacity(backends.len());
     let mut errors = Vec::new();
     let mut reasons = Vec::new();
     for nb in backends {

@@ -53,7 +53,7 @@ pub struct VirtualHost {
     /// chain of this host terminates TLS and forwards the TCP stream to these clusters instead of
     /// routing HTTP. Requires `tls`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_proxy: Option<Vec<WeightedCluster>>,
+    pub tcp_proxy: Option<Clusters>,
     /// The root object that owns this host exclusively (IngressRoute or Route); None for hosts merged
     /// from Ingresses.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,10 +223,15 @@ impl std::fmt::Display for HeaderMatch {
 #[serde(rename_all = "camelCase")]
 pub enum RouteAction {
     /// Balance over these clusters by weight (weights are relative; at least one is > 0).
-    Forward(Vec<WeightedCluster>),
+    Forward(Clusters),
     /// Answer 503: the route's backends cannot be resolved (the reason is in the source's status).
     Unavailable(String),
 }
+
+/// The clusters of a [`RouteAction::Forward`]: most routes have one backend, held in the route
+/// itself rather than in a heap block of its own (one allocation, and one pointer to follow, less
+/// per route; a route with more backends keeps them on the heap as a vector would).
+pub type Clusters = smallvec::SmallVec<[WeightedCluster; 1]>;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct WeightedCluster {

@@ -420,7 +420,7 @@ fn tls_chain(
     v: Option<&VirtualHost>,
 ) -> Option<(
     &crate::dag::VhostTls,
-    &Option<Vec<crate::dag::WeightedCluster>>,
+    &Option<crate::dag::model::Clusters>,
 )> {
     v.and_then(|v| Some((v.tls.as_ref()?, &v.tcp_proxy)))
 }

@@ -31,7 +31,7 @@ pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
     Route {
         path,
         headers: vec![],
-        action: RouteAction::Forward(vec![WeightedCluster {
+        action: RouteAction::Forward(smallvec::smallvec![WeightedCluster {
             cluster: cluster.into(),
             weight: 1,
         }]),
@@ -504,7 +504,7 @@ fn tls_hosts_that_redirect_everything_share_one_virtual_host() {
             mk_vhost("plain.example.com", vec![root()]),
             // HTTPS only (TCP proxy): not in the HTTP route configuration at all.
             VirtualHost {
-                tcp_proxy: Some(vec![WeightedCluster {
+                tcp_proxy: Some(smallvec::smallvec![WeightedCluster {
                     cluster: "app".into(),
                     weight: 1,
                 }]),
@@ -679,7 +679,7 @@ fn tcp_proxy_hosts_get_a_tcp_filter_chain() {
         secret: "default/cert".into(),
         min_version: TlsVersion::V1_1,
     });
-    tcp.tcp_proxy = Some(vec![WeightedCluster {
+    tcp.tcp_proxy = Some(smallvec::smallvec![WeightedCluster {
         cluster: "app".into(),
         weight: 1,
     }]);
@@ -777,7 +777,7 @@ fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
     let mut weighted = mk_route(PathMatch::prefix("/w"), "c1");
     weighted.action = forward(&[("c1", 3), ("c2", 0), ("c3", 1)]);
     let mut none_live = mk_route(PathMatch::StringPrefix("/a//b".into()), "c1");
-    none_live.action = RouteAction::Forward(vec![WeightedCluster {
+    none_live.action = RouteAction::Forward(smallvec::smallvec![WeightedCluster {
         cluster: "c1".into(),
         weight: 0,
     }]);
