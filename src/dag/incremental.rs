@@ -627,7 +627,26 @@ pub(super) enum LinkRef<'a> {
     IngressRoute(&'a str, &'a str),
 }
 
+/// The hasher of [`LinkRef::hash`]: one per process, randomly seeded, so the hashes an object's
+/// preparation computed when it arrived match those a build computes later.
+static LINK_HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
+    std::sync::LazyLock::new(Default::default);
+
 impl LinkRef<'_> {
+    /// The link's hash, the same for a host in any letter case (a parallel build deals objects
+    /// into halves by these; see `parallel::sides`).
+    pub(super) fn hash(self) -> u64 {
+        use std::hash::BuildHasher;
+        let hasher = &*LINK_HASHER;
+        match self {
+            LinkRef::Host(h) if h.bytes().any(|c| c.is_ascii_uppercase()) => {
+                hasher.hash_one((0u8, h.to_ascii_lowercase().as_str()))
+            }
+            LinkRef::Host(h) => hasher.hash_one((0u8, h)),
+            LinkRef::IngressRoute(ns, name) => hasher.hash_one((1u8, ns, name)),
+        }
+    }
+
     /// The link, named by the object of key `key`: its namespace and name are shared with the
     /// key where they are the same.
     fn to_link(self, key: &ObjKey) -> Link {

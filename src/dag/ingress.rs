@@ -333,7 +333,9 @@ fn backend_action(
         outlier_detection: None,
     };
     match b.cluster_for(&backend_ref) {
-        Ok(cluster) => RouteAction::Forward(smallvec::smallvec![WeightedCluster { cluster, weight: 1 }]),
+        Ok(cluster) => {
+            RouteAction::Forward(smallvec::smallvec![WeightedCluster { cluster, weight: 1 }])
+        }
         Err(m) => {
             b.set_invalid(obj, m.reason, format!("{}.service: {}", field(), m.message));
             RouteAction::Unavailable(m.message)

@@ -13,6 +13,7 @@ use super::Builder;
 use super::delegation::{
     BackendField, Found, HealthCheckRef, Node, NodeBackend, NodeRoute, Target, Walk,
 };
+use super::incremental::ingressroute_links;
 use super::model::*;
 use super::slots::{Slot, SlotIndex};
 use crate::api::contour_v1::{self, BackendProtocol};
@@ -53,6 +54,8 @@ pub struct ReadyIngressRoute {
     virtualhost: Option<VirtualHost>,
     /// Empty when the object breaks its own rules.
     routes: Box<[NodeRoute<'static>]>,
+    /// The hashes of its links (`LinkRef::hash`): itself, what it delegates to, its host.
+    link_hashes: smallvec::SmallVec<[u64; 2]>,
 }
 
 impl ReadyIngressRoute {
@@ -61,9 +64,16 @@ impl ReadyIngressRoute {
         self.errors.is_empty()
     }
 
-    fn new(
+    /// The hashes of its links, by which a parallel build deals it into a half.
+    pub(super) fn link_hashes(&self) -> &[u64] {
+        &self.link_hashes
+    }
+
+    fn new<'a>(
+        key: &'a ObjKey,
         meta: &ObjectMeta,
-        virtualhost: Option<&VirtualHost>,
+        virtualhost: Option<&'a VirtualHost>,
+        delegates: impl Iterator<Item = &'a Delegate>,
         verdict: Verdict,
         lower: impl FnOnce() -> Vec<NodeRoute<'static>>,
     ) -> Self {
@@ -72,12 +82,16 @@ impl ReadyIngressRoute {
         } else {
             Box::default()
         };
+        let mut link_hashes = smallvec::SmallVec::new();
+        let fqdn = virtualhost.map(|v| v.fqdn.as_str());
+        ingressroute_links(key, delegates, fqdn, &mut |l| link_hashes.push(l.hash()));
         ReadyIngressRoute {
             errors: verdict.errors.into_boxed_slice(),
             generation: meta.generation,
             created: meta.creation_timestamp.clone(),
             virtualhost: virtualhost.cloned(),
             routes,
+            link_hashes,
         }
     }
 }
@@ -87,7 +101,8 @@ impl Prepare for heptio_v1beta1::IngressRoute {
 
     fn prepare(key: &ObjKey, o: &Self) -> ReadyIngressRoute {
         let vh = o.spec.virtualhost.as_ref();
-        ReadyIngressRoute::new(&o.metadata, vh, validate_v1beta1(o), || {
+        let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+        ReadyIngressRoute::new(key, &o.metadata, vh, delegates, validate_v1beta1(o), || {
             lower_v1beta1(key, o)
         })
     }
@@ -98,7 +113,10 @@ impl Prepare for contour_v1::IngressRoute {
 
     fn prepare(key: &ObjKey, o: &Self) -> ReadyIngressRoute {
         let vh = o.spec.virtualhost.as_ref();
-        ReadyIngressRoute::new(&o.metadata, vh, validate_v1(o), || lower_v1(key, o))
+        let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
+        ReadyIngressRoute::new(key, &o.metadata, vh, delegates, validate_v1(o), || {
+            lower_v1(key, o)
+        })
     }
 }
 
@@ -476,6 +494,7 @@ mod tests {
     use crate::store::{AnyObject, Snapshot};
 
     use super::*;
+    use crate::dag::incremental::LinkRef;
 
     fn mk_dag(yaml: &str) -> Dag {
         dag::build(&Snapshot::from_test_yaml(yaml), &Options::default())
@@ -529,6 +548,15 @@ spec:
         assert!(
             matches!(&ready.routes[1].target, Target::Delegate(k) if *k == ObjKey::new("b", "v"))
         );
+        // The hashes of its links: itself, its delegate, its host, in any letter case.
+        let links = [
+            LinkRef::IngressRoute("a", "r"),
+            LinkRef::IngressRoute("b", "v"),
+            LinkRef::Host("R.Example.com"),
+        ];
+        let want: Vec<u64> = links.into_iter().map(LinkRef::hash).collect();
+        assert_eq!(ready.link_hashes(), want);
+        assert_ne!(want[0], LinkRef::IngressRoute("a", "v").hash());
 
         // A new version of the object is prepared again: a path that breaks the rules leaves
         // the verdict's errors and no routes, and the object compares as its object.

@@ -9,12 +9,10 @@
 //! or secret both use is the same in both (it comes from the same Service or Secret). Should a
 //! merge find otherwise, the snapshot is built on one thread instead.
 
-use std::hash::BuildHasher;
-
-use hashbrown::{DefaultHashBuilder, HashMap};
+use hashbrown::HashMap;
 
 use super::builder::SortedParts;
-use super::incremental::{LinkRef, ingress_links, ingressroute_links};
+use super::incremental::{LinkRef, ingress_links};
 use super::model::*;
 use super::services::ServiceIndex;
 use super::{Builder, Options};
@@ -132,15 +130,14 @@ impl<'a> Half<'a> {
 /// every half a union of whole parts.
 fn sides(snapshot: &Snapshot) -> Sides {
     let s = snapshot;
-    let hasher = DefaultHashBuilder::default();
     // The links of every object, hashed on two threads (reading 10k objects is most of the work
     // here), each over one half of the objects in the order below: Ingresses, IngressRoutes of
     // both versions, Routes.
     let objects = s.routing_objects();
     let middle = objects / 2;
     let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| link_hashes(s, &hasher, middle..objects));
-        let first = link_hashes(s, &hasher, 0..middle);
+        let second = scope.spawn(|| link_hashes(s, middle..objects));
+        let first = link_hashes(s, 0..middle);
         let second = second
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -182,19 +179,10 @@ fn sides(snapshot: &Snapshot) -> Sides {
 }
 
 /// The hashes of the links of the routing objects at positions `range` (in the order of
-/// [`sides`]), with each object's position.
-fn link_hashes(
-    s: &Snapshot,
-    hasher: &DefaultHashBuilder,
-    range: std::ops::Range<usize>,
-) -> Vec<(usize, u64)> {
-    let hash = |l: LinkRef<'_>| match l {
-        LinkRef::Host(h) if h.bytes().any(|c| c.is_ascii_uppercase()) => {
-            hasher.hash_one((0u8, h.to_ascii_lowercase().as_str()))
-        }
-        LinkRef::Host(h) => hasher.hash_one((0u8, h)),
-        LinkRef::IngressRoute(ns, name) => hasher.hash_one((1u8, ns, name)),
-    };
+/// [`sides`]), with each object's position. IngressRoutes' were hashed when the store prepared
+/// them; the others' are hashed here.
+fn link_hashes(s: &Snapshot, range: std::ops::Range<usize>) -> Vec<(usize, u64)> {
+    let hash = LinkRef::hash;
     let mut out = Vec::with_capacity(range.len() * 2);
     // The positions of each kind's objects begin at `start`; those in `range` are read.
     let mut start = 0;
@@ -210,22 +198,14 @@ fn link_hashes(
         ingress_links(o, &mut |l| out.push((at + k, hash(l))));
     }
     let (at, skip, take) = window(s.ingressroutes_v1beta1.len());
-    for (k, (key, o)) in s
-        .ingressroutes_v1beta1
-        .iter()
-        .enumerate()
-        .skip(skip)
-        .take(take)
-    {
-        let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
-        let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
-        ingressroute_links(key, delegates, fqdn, &mut |l| out.push((at + k, hash(l))));
+    let v1beta1 = s.ingressroutes_v1beta1.values().map(|o| o.ready());
+    for (k, o) in v1beta1.enumerate().skip(skip).take(take) {
+        out.extend(o.link_hashes().iter().map(|&h| (at + k, h)));
     }
     let (at, skip, take) = window(s.ingressroutes_v1.len());
-    for (k, (key, o)) in s.ingressroutes_v1.iter().enumerate().skip(skip).take(take) {
-        let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
-        let fqdn = o.spec.virtualhost.as_ref().map(|v| v.fqdn.as_str());
-        ingressroute_links(key, delegates, fqdn, &mut |l| out.push((at + k, hash(l))));
+    let v1 = s.ingressroutes_v1.values().map(|o| o.ready());
+    for (k, o) in v1.enumerate().skip(skip).take(take) {
+        out.extend(o.link_hashes().iter().map(|&h| (at + k, h)));
     }
     let (at, skip, take) = window(s.routes_v1alpha1.len());
     for (k, o) in s.routes_v1alpha1.values().enumerate().skip(skip).take(take) {

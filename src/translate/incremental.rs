@@ -418,10 +418,7 @@ fn carry(
 /// configuration).
 fn tls_chain(
     v: Option<&VirtualHost>,
-) -> Option<(
-    &crate::dag::VhostTls,
-    &Option<crate::dag::model::Clusters>,
-)> {
+) -> Option<(&crate::dag::VhostTls, &Option<crate::dag::model::Clusters>)> {
     v.and_then(|v| Some((v.tls.as_ref()?, &v.tcp_proxy)))
 }
 
