@@ -76,8 +76,8 @@ impl Medians {
 
 /// The medians of one size.
 struct Row {
-    /// The store's preparation of every IngressRoute (`store::Prepared`), which it does as each
-    /// object arrives, not in a build.
+    /// The store's preparation of every IngressRoute and Ingress (`store::Prepared`), which it
+    /// does as each object arrives, not in a build.
     prepare: f64,
     dag_only: f64,
     /// sluice's path, from nothing.
@@ -144,7 +144,7 @@ fn prepared_in_key_order<T: Clone + Prepare>(m: &Objects<Prepared<T>>) -> Object
 /// updates a long-running sluice's store looks more like that.
 fn laid_out_in_key_order(snap: &Snapshot) -> Snapshot {
     Snapshot {
-        ingresses: in_key_order(&snap.ingresses),
+        ingresses: prepared_in_key_order(&snap.ingresses),
         ingress_classes: in_key_order(&snap.ingress_classes),
         ingressroutes_v1beta1: prepared_in_key_order(&snap.ingressroutes_v1beta1),
         ingressroutes_v1: prepared_in_key_order(&snap.ingressroutes_v1),
@@ -176,8 +176,8 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     let translate_options = translate::Options::default();
     let endpoints: usize = snap.endpoint_slices.values().map(|s| s.ready.len()).sum();
 
-    // The store's share: every IngressRoute prepared again from its object, as the store does
-    // when a watch event or a file brings one. Not part of a build.
+    // The store's share: every IngressRoute and Ingress prepared again from its object, as the
+    // store does when a watch event or a file brings one. Not part of a build.
     let prepare = median(
         (0..runs)
             .map(|_| {
@@ -188,8 +188,11 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
                 let v1: Vec<_> = (snap.ingressroutes_v1.iter())
                     .map(|(k, o)| Prepared::new(k, o.object().clone()))
                     .collect();
+                let ingresses: Vec<_> = (snap.ingresses.iter())
+                    .map(|(k, o)| Prepared::new(k, o.object().clone()))
+                    .collect();
                 let ms = ms_since(t);
-                drop(std::hint::black_box((v1beta1, v1)));
+                drop(std::hint::black_box((v1beta1, v1, ingresses)));
                 ms
             })
             .collect(),
@@ -304,8 +307,9 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         endpoints
     );
     println!(
-        "  the store's preparation of {:>5} IngressRoutes {:8.2} ms (as they arrive, not in a build)",
+        "  the store's preparation of {:>5} IngressRoutes and {:>5} Ingresses {:8.2} ms (as they arrive, not in a build)",
         snap.ingressroutes_v1beta1.len() + snap.ingressroutes_v1.len(),
+        snap.ingresses.len(),
         r.prepare
     );
     println!(

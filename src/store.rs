@@ -58,7 +58,8 @@ pub fn each_change<T: PartialEq>(
 /// Everything routing can depend on, as of one moment.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    pub ingresses: Objects<Ingress>,
+    /// Ingresses with what routing reads of them, prepared when they arrive (see [`Prepared`]).
+    pub ingresses: Objects<Prepared<Ingress>>,
     pub ingress_classes: Objects<IngressClass>,
     /// IngressRoutes with what routing reads of them, prepared when they arrive (see [`Prepared`]).
     pub ingressroutes_v1beta1: Objects<Prepared<heptio_v1beta1::IngressRoute>>,
@@ -91,8 +92,9 @@ pub trait Prepare {
 }
 
 /// An object as the store keeps it: the object as written, and what routing reads of it
-/// ([`Prepare::Ready`]). The IngressRoutes are kept this way: their single-object rules' verdict
-/// and their routes lowered for the delegation walk are worked out once per version of the object,
+/// ([`Prepare::Ready`]). The IngressRoutes and Ingresses are kept this way: their single-object
+/// rules' verdict, the hashes of their links and (IngressRoutes) their routes lowered for the
+/// delegation walk are worked out once per version of the object,
 /// when a watch event or a file brings it, instead of in every build that reads it. It reads as the
 /// object (it dereferences to it) and compares as the object: the prepared part follows from the
 /// object and its key.
@@ -446,7 +448,10 @@ impl Snapshot {
     pub fn insert(&mut self, obj: AnyObject) {
         let key = obj.key();
         match obj {
-            AnyObject::Ingress(o) => put(&mut self.ingresses, key, o),
+            AnyObject::Ingress(o) => {
+                let o = Arc::new(Prepared::new(&key, o));
+                put(&mut self.ingresses, key, o)
+            }
             AnyObject::IngressClass(o) => put(&mut self.ingress_classes, key, o),
             AnyObject::IngressRouteV1beta1(o) => {
                 let o = Arc::new(Prepared::new(&key, o));

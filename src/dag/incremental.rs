@@ -741,7 +741,10 @@ fn links_of_route(key: &ObjKey, o: &crate::api::route_v1alpha1::Route) -> Vec<Li
 }
 
 /// The links of an Ingress, each once, in order.
-fn links_of_ingress(key: &ObjKey, o: &k8s_openapi::api::networking::v1::Ingress) -> Vec<Link> {
+fn links_of_ingress(
+    key: &ObjKey,
+    o: &Prepared<k8s_openapi::api::networking::v1::Ingress>,
+) -> Vec<Link> {
     let mut links = Vec::new();
     ingress_links(o, &mut |l| links.push(l.to_link(key)));
     links.sort();

@@ -10,12 +10,15 @@ use std::collections::BTreeSet;
 use hashbrown::HashMap;
 
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::model::{PathMatch, Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster};
 use super::slots::Slot;
 use super::{BackendRef, Builder, PortRef};
 use crate::api::status::reason;
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef, TlsVersion};
+use crate::store::{Prepare, Prepared};
+use crate::validate::FieldError;
 use crate::validate::ingress::{PathType, ingress_class, is_default_class, validate_ingress};
 
 /// The virtual host of rules without a host, and of every Ingress's defaultBackend.
@@ -25,6 +28,46 @@ pub const INGRESS_MIN_TLS: TlsVersion = TlsVersion::V1_2;
 /// Message of routes to `resource` backends.
 pub const RESOURCE_BACKEND_UNSUPPORTED: &str =
     "resource backends are not supported by sluice; use service";
+
+/// What a build reads of an Ingress's metadata and verdict, worked out once when the store takes
+/// the object in ([`Prepare`]): a build neither runs the single-object rules again nor reads the
+/// typed object's metadata (its rules and backends it still reads from the object).
+pub struct ReadyIngress {
+    /// What breaks its single-object rules (the verdict's errors; its warnings are for admission
+    /// only).
+    errors: Box<[FieldError]>,
+    generation: Option<i64>,
+    created: Option<Time>,
+    /// Its ingress class, from the annotation or `spec.ingressClassName`.
+    class: Option<Box<str>>,
+    /// The hashes of its links (`LinkRef::hash`), each once.
+    link_hashes: smallvec::SmallVec<[u64; 2]>,
+}
+
+impl ReadyIngress {
+    /// The hashes of its links, by which a parallel build deals it into a half.
+    pub(super) fn link_hashes(&self) -> &[u64] {
+        &self.link_hashes
+    }
+}
+
+impl Prepare for Ingress {
+    type Ready = ReadyIngress;
+
+    fn prepare(_key: &ObjKey, o: &Self) -> ReadyIngress {
+        let mut link_hashes = smallvec::SmallVec::new();
+        super::incremental::ingress_links(o, &mut |l| link_hashes.push(l.hash()));
+        link_hashes.sort_unstable();
+        link_hashes.dedup();
+        ReadyIngress {
+            errors: validate_ingress(o).errors.into_boxed_slice(),
+            generation: o.metadata.generation,
+            created: o.metadata.creation_timestamp.clone(),
+            class: ingress_class(o).map(Box::from),
+            link_hashes,
+        }
+    }
+}
 
 /// State shared by all Ingresses of one build.
 #[derive(Default)]
@@ -45,13 +88,13 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
         .ingress_classes
         .get(&ObjKey::new("", ours))
         .is_some_and(|c| is_default_class(c));
-    let mut order: Vec<(Slot, &ObjKey, &Ingress)> = b
+    let mut order: Vec<(Slot, &ObjKey, &Prepared<Ingress>)> = b
         .own(Kind::Ingress, &snapshot.ingresses)
         .map(|(slot, k, o)| (slot, k, o.as_ref()))
         .collect();
     order.sort_by(|(_, ka, a), (_, kb, b)| {
-        let ta = a.metadata.creation_timestamp.as_ref();
-        let tb = b.metadata.creation_timestamp.as_ref();
+        let ta = a.ready().created.as_ref();
+        let tb = b.ready().created.as_ref();
         (ta.is_none(), ta, ka).cmp(&(tb.is_none(), tb, kb))
     });
     let mut state = IngressState::default();
@@ -60,8 +103,9 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
             kind: Kind::Ingress,
             key: key.clone(),
         };
-        b.track(slot, &ing.metadata);
-        match ingress_class(ing) {
+        let ready = ing.ready();
+        b.track_generation(slot, ready.generation);
+        match ready.class.as_deref() {
             Some(class) if class == ours => {}
             Some(class) => {
                 b.set_ignored(slot, format!("ingress class {class:?} is not {ours:?}"));
@@ -78,9 +122,8 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
                 continue;
             }
         }
-        let verdict = validate_ingress(ing);
-        if !verdict.errors.is_empty() {
-            for e in &verdict.errors {
+        if !ready.errors.is_empty() {
+            for e in &ready.errors {
                 b.set_invalid(slot, e.reason, e.to_string());
             }
             continue;
@@ -423,6 +466,49 @@ mod tests {
             ]
         );
         assert!(dag.vhosts.is_empty());
+    }
+
+    #[test]
+    fn the_store_prepares_each_version_of_an_ingress_it_takes_in() {
+        use crate::dag::incremental::LinkRef;
+        use crate::store::AnyObject;
+        let ingress = |class: &str, path: &str| {
+            format!(
+                "{SERVICE}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: a, namespace: ns, generation: 4, creationTimestamp: \"2026-01-02T03:04:05Z\"}}\nspec:\n  ingressClassName: {class}\n  tls: [{{hosts: [Foo.com], secretName: s}}]\n  rules:\n  - host: foo.com\n    http: {{paths: [{{path: {path}, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n  - http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n"
+            )
+        };
+        let mut snap = mk_snapshot(&ingress("sluice", "/app"));
+        let key = ObjKey::new("ns", "a");
+        let first = snap.ingresses[&key].clone();
+        let ready = first.ready();
+        assert!(ready.errors.is_empty());
+        assert_eq!(ready.generation, Some(4));
+        assert_eq!(ready.class.as_deref(), Some("sluice"));
+        assert!(ready.created.is_some());
+        // Its hosts, in any letter case, and the catch-all host of the rule without one, once
+        // each.
+        let mut want: Vec<u64> = [LinkRef::Host("foo.com"), LinkRef::Host(CATCH_ALL_HOST)]
+            .into_iter()
+            .map(LinkRef::hash)
+            .collect();
+        want.sort_unstable();
+        assert_eq!(ready.link_hashes(), want);
+
+        // A new version is prepared again: a path that breaks the rules leaves their errors,
+        // which the build reports; another class leaves the object to another controller.
+        let bad = mk_snapshot(&ingress("sluice", "app")).ingresses[&key].clone();
+        assert!(!bad.ready().errors.is_empty());
+        snap.insert(AnyObject::Ingress(bad.object().clone()));
+        let d = crate::dag::build(&snap, &Options::default());
+        let status = &d.statuses[&ObjectRef::new(Kind::Ingress, "ns", "a")];
+        assert_eq!(status.state, State::Invalid);
+        assert!(status.messages[0].message.contains("spec.rules[0].http.paths[0].path"));
+        let other = mk_snapshot(&ingress("other", "/app")).ingresses[&key].clone();
+        assert_eq!(other.ready().class.as_deref(), Some("other"));
+        snap.insert(AnyObject::Ingress(other.object().clone()));
+        let d = crate::dag::build(&snap, &Options::default());
+        let status = &d.statuses[&ObjectRef::new(Kind::Ingress, "ns", "a")];
+        assert_eq!(status.state, State::Ignored);
     }
 
     #[test]

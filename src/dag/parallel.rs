@@ -12,7 +12,7 @@
 use hashbrown::HashMap;
 
 use super::builder::SortedParts;
-use super::incremental::{LinkRef, ingress_links};
+use super::incremental::LinkRef;
 use super::model::*;
 use super::services::ServiceIndex;
 use super::{Builder, Options};
@@ -194,8 +194,9 @@ fn link_hashes(s: &Snapshot, range: std::ops::Range<usize>) -> Vec<(usize, u64)>
         (at, from, to - from)
     };
     let (at, skip, take) = window(s.ingresses.len());
-    for (k, o) in s.ingresses.values().enumerate().skip(skip).take(take) {
-        ingress_links(o, &mut |l| out.push((at + k, hash(l))));
+    let ingresses = s.ingresses.values().map(|o| o.ready());
+    for (k, o) in ingresses.enumerate().skip(skip).take(take) {
+        out.extend(o.link_hashes().iter().map(|&h| (at + k, h)));
     }
     let (at, skip, take) = window(s.ingressroutes_v1beta1.len());
     let v1beta1 = s.ingressroutes_v1beta1.values().map(|o| o.ready());

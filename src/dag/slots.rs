@@ -276,9 +276,9 @@ mod tests {
             let ir = heptio_v1beta1::IngressRoute::new(name, Default::default());
             let key = ObjKey::new(ns, name);
             let ir = crate::store::Prepared::new(&key, Arc::new(ir));
-            snap.ingressroutes_v1beta1.insert(key, Arc::new(ir));
-            snap.ingresses
-                .insert(ObjKey::new(ns, name), Default::default());
+            snap.ingressroutes_v1beta1.insert(key.clone(), Arc::new(ir));
+            let ing = crate::store::Prepared::new(&key, Default::default());
+            snap.ingresses.insert(key, Arc::new(ing));
         }
         let route = route_v1alpha1::Route::new("r", Default::default());
         snap.routes_v1alpha1

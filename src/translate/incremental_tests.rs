@@ -60,7 +60,7 @@ fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
             Arc::new(Prepared::new(key, Arc::new(renamed(&**o, key))))
         }),
         1 => shuffle(&mut store.ingresses, rng, fresh, |o, key| {
-            Arc::new(renamed(o, key))
+            Arc::new(Prepared::new(key, Arc::new(renamed(&**o, key))))
         }),
         // Stored Services, slices and Secrets hold no name of their own.
         2 => shuffle(&mut store.services, rng, fresh, |s, _| Arc::new(s.clone())),
