@@ -502,7 +502,11 @@ mod tests {
         let d = crate::dag::build(&snap, &Options::default());
         let status = &d.statuses[&ObjectRef::new(Kind::Ingress, "ns", "a")];
         assert_eq!(status.state, State::Invalid);
-        assert!(status.messages[0].message.contains("spec.rules[0].http.paths[0].path"));
+        assert!(
+            status.messages[0]
+                .message
+                .contains("spec.rules[0].http.paths[0].path")
+        );
         let other = mk_snapshot(&ingress("other", "/app")).ingresses[&key].clone();
         assert_eq!(other.ready().class.as_deref(), Some("other"));
         snap.insert(AnyObject::Ingress(other.object().clone()));
