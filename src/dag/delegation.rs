@@ -40,6 +40,9 @@ pub const MAX_DELEGATION_DEPTH: usize = 32;
 /// conditions). The budget is per root so one tree cannot starve the others.
 pub const BASE_VISIT_BUDGET: usize = 1024;
 pub const VISITS_PER_OBJECT: usize = 8;
+/// Up to this many routes, a node's routes are checked for repeated matches pair by pair; more
+/// go through a hash table.
+const SMALL_NODE_ROUTES: usize = 16;
 
 /// Identity of a visit: the vertex (its node, of which there is one per object and build) and the
 /// space it is visited in.
@@ -387,15 +390,24 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
         // 2. Routes, in the order written. A route with the same match as an earlier one (its own
         // conditions plus the delegated ones) is refused: (index, index of the first) in order.
         let mut same_as_earlier: Vec<(usize, usize)> = Vec::new();
-        if node.routes.len() > 1 {
+        let matches = || node.routes.iter().map(|r| &r.path).zip(&effective);
+        if node.routes.len() > SMALL_NODE_ROUTES {
             let mut seen: HashMap<(&PathMatch, &[HeaderMatch]), usize> =
                 HashMap::with_capacity(node.routes.len());
-            for (i, (r, headers)) in node.routes.iter().zip(&effective).enumerate() {
-                match seen.entry((&r.path, headers.as_slice())) {
+            for (i, (path, headers)) in matches().enumerate() {
+                match seen.entry((path, headers.as_slice())) {
                     Entry::Occupied(first) => same_as_earlier.push((i, *first.get())),
                     Entry::Vacant(e) => {
                         e.insert(i);
                     }
+                }
+            }
+        } else {
+            // A few routes (nearly every object) are compared pair by pair: no table to
+            // allocate and no match to hash.
+            for (i, m) in matches().enumerate().skip(1) {
+                if let Some(first) = matches().take(i).position(|earlier| earlier == m) {
+                    same_as_earlier.push((i, first));
                 }
             }
         }

@@ -948,6 +948,58 @@ spec:
     }
 
     #[test]
+    fn repeated_matches_are_found_in_small_and_large_vertices_alike() {
+        // The last route repeats the first once the delegated condition is added; the routes
+        // between differ. Few routes are compared pair by pair, many through a table.
+        for n in [3, 40] {
+            let mut yaml = String::from(
+                "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {name: root, namespace: a}
+spec:
+  virtualhost: {fqdn: same.example.com}
+  routes:
+  - match: {path: /, headers: [{header: x, value: a}]}
+    delegate: {name: v}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {name: v, namespace: a}
+spec:
+  routes:
+  - match: {path: /p, headers: [{header: x, value: a}]}
+    services: [{http: app, port: 80}]
+",
+            );
+            for i in 1..n - 1 {
+                yaml.push_str(&format!(
+                    "  - match: {{path: /p{i}}}\n    services: [{{http: app, port: 80}}]\n"
+                ));
+            }
+            yaml.push_str("  - match: {path: /p}\n    services: [{http: app, port: 80}]\n");
+            yaml.push_str(SVC);
+            let d = mk_dag(&yaml);
+            let last = n - 1;
+            assert_eq!(
+                status(&d, Kind::IngressRouteV1, "a", "v"),
+                (
+                    State::Invalid,
+                    vec![format!(
+                        "spec.routes[{last}].match: is the same match as spec.routes[0] once the conditions delegated by IngressRoute a/root are added"
+                    )]
+                ),
+                "{n} routes"
+            );
+            assert_eq!(
+                d.vhosts["same.example.com"].routes.len(),
+                n - 1,
+                "{n} routes"
+            );
+        }
+    }
+
+    #[test]
     fn a_vertex_reached_twice_reports_each_problem_once() {
         let d = mk_dag(
             "
