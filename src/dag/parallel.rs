@@ -179,10 +179,9 @@ fn sides(snapshot: &Snapshot) -> Sides {
 }
 
 /// The hashes of the links of the routing objects at positions `range` (in the order of
-/// [`sides`]), with each object's position. IngressRoutes' were hashed when the store prepared
-/// them; the others' are hashed here.
+/// [`sides`]), with each object's position. Ingresses' and IngressRoutes' were hashed when the
+/// store prepared them; Routes' are hashed here.
 fn link_hashes(s: &Snapshot, range: std::ops::Range<usize>) -> Vec<(usize, u64)> {
-    let hash = LinkRef::hash;
     let mut out = Vec::with_capacity(range.len() * 2);
     // The positions of each kind's objects begin at `start`; those in `range` are read.
     let mut start = 0;
@@ -193,24 +192,28 @@ fn link_hashes(s: &Snapshot, range: std::ops::Range<usize>) -> Vec<(usize, u64)>
         start += len;
         (at, from, to - from)
     };
-    let (at, skip, take) = window(s.ingresses.len());
-    let ingresses = s.ingresses.values().map(|o| o.ready());
-    for (k, o) in ingresses.enumerate().skip(skip).take(take) {
-        out.extend(o.link_hashes().iter().map(|&h| (at + k, h)));
-    }
-    let (at, skip, take) = window(s.ingressroutes_v1beta1.len());
-    let v1beta1 = s.ingressroutes_v1beta1.values().map(|o| o.ready());
-    for (k, o) in v1beta1.enumerate().skip(skip).take(take) {
-        out.extend(o.link_hashes().iter().map(|&h| (at + k, h)));
-    }
-    let (at, skip, take) = window(s.ingressroutes_v1.len());
-    let v1 = s.ingressroutes_v1.values().map(|o| o.ready());
-    for (k, o) in v1.enumerate().skip(skip).take(take) {
-        out.extend(o.link_hashes().iter().map(|&h| (at + k, h)));
-    }
+    // Each prepared object's hashes, for the kind's objects of the window.
+    let mut prepared = |len: usize, hashes: &mut dyn Iterator<Item = &[u64]>| {
+        let (at, skip, take) = window(len);
+        for (k, hs) in hashes.enumerate().skip(skip).take(take) {
+            out.extend(hs.iter().map(|&h| (at + k, h)));
+        }
+    };
+    let ing = &s.ingresses;
+    prepared(
+        ing.len(),
+        &mut ing.values().map(|o| o.ready().link_hashes()),
+    );
+    let v1beta1 = &s.ingressroutes_v1beta1;
+    prepared(
+        v1beta1.len(),
+        &mut v1beta1.values().map(|o| o.ready().link_hashes()),
+    );
+    let v1 = &s.ingressroutes_v1;
+    prepared(v1.len(), &mut v1.values().map(|o| o.ready().link_hashes()));
     let (at, skip, take) = window(s.routes_v1alpha1.len());
     for (k, o) in s.routes_v1alpha1.values().enumerate().skip(skip).take(take) {
-        out.push((at + k, hash(LinkRef::Host(&o.spec.host))));
+        out.push((at + k, LinkRef::Host(&o.spec.host).hash()));
     }
     out
 }
