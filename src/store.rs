@@ -257,9 +257,10 @@ impl From<&EndpointSlice> for SliceEndpoints {
 /// there would cost a full build milliseconds per TLS host.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TlsSecretData {
+    /// The PEM texts are shared with the models built from them, not copied into each.
     Usable {
-        cert_pem: Box<str>,
-        key_pem: Box<str>,
+        cert_pem: Arc<str>,
+        key_pem: Arc<str>,
     },
     /// What is wrong, for the status of the objects that name the Secret.
     Unusable(&'static str),

@@ -93,8 +93,8 @@ fn full_model() -> Dag {
         "default/cert".into(),
         TlsSecret {
             name: "default/cert".into(),
-            cert_pem: ck.cert.pem(),
-            key_pem: ck.signing_key.serialize_pem(),
+            cert_pem: ck.cert.pem().into(),
+            key_pem: ck.signing_key.serialize_pem().into(),
         },
     );
     let mut headers = route(PathMatch::prefix("/h"), &[("default/a/80", 1)]);

@@ -618,9 +618,7 @@ impl<'a> Builder<'a> {
             });
         };
         let (cert, key_pem) = match &**secret {
-            TlsSecretData::Usable { cert_pem, key_pem } => {
-                (cert_pem.to_string(), key_pem.to_string())
-            }
+            TlsSecretData::Usable { cert_pem, key_pem } => (cert_pem.clone(), key_pem.clone()),
             TlsSecretData::Unusable(what) => {
                 return Err(StatusMessage {
                     reason: reason::SECRET_INVALID,

@@ -309,14 +309,15 @@ pub struct Endpoint {
     pub port: u16,
 }
 
-/// A TLS certificate and key, PEM-encoded.
+/// A TLS certificate and key, PEM-encoded (the texts the store holds, shared rather than copied:
+/// a build of a thousand TLS hosts would otherwise copy about a megabyte).
 #[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct TlsSecret {
     pub name: String,
     #[serde(skip)]
-    pub cert_pem: String,
+    pub cert_pem: Arc<str>,
     #[serde(skip)]
-    pub key_pem: String,
+    pub key_pem: Arc<str>,
 }
 
 impl std::fmt::Debug for TlsSecret {

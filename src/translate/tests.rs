@@ -173,8 +173,8 @@ fn mk_tls_dag() -> Dag {
         "default/cert".to_string(),
         TlsSecret {
             name: "default/cert".to_string(),
-            cert_pem: "CERT".to_string(),
-            key_pem: "KEY".to_string(),
+            cert_pem: "CERT".into(),
+            key_pem: "KEY".into(),
         },
     );
     dag
