@@ -681,11 +681,13 @@ impl<'a> Builder<'a> {
             .into_iter()
             .filter(|(_, (_, used))| *used)
             .map(|(name, (c, _))| (name, c));
+        let (statuses, status_places) = self.statuses.into_sorted();
         SortedParts {
             vhosts,
             clusters: sorted_entries(used),
             secrets,
-            statuses: self.statuses.into_sorted(),
+            statuses,
+            status_places,
         }
     }
 }
@@ -697,6 +699,9 @@ pub(super) struct SortedParts {
     pub clusters: Vec<(ClusterName, Arc<Cluster>)>,
     pub secrets: Vec<(String, TlsSecret)>,
     pub statuses: Vec<(ObjectRef, ObjectStatus)>,
+    /// The place of each status's object in the snapshot, when every status is of an object
+    /// the build numbered (see [`super::slots::Place`]).
+    pub status_places: Option<Vec<super::slots::Place>>,
 }
 
 impl SortedParts {

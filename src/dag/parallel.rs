@@ -15,8 +15,9 @@ use super::builder::SortedParts;
 use super::incremental::LinkRef;
 use super::model::*;
 use super::services::ServiceIndex;
+use super::slots::Place;
 use super::{Builder, Options};
-use crate::api::Kind;
+use crate::api::{Kind, ObjectRef};
 use crate::store::Snapshot;
 
 /// Snapshots with at least this many routing objects are built on two threads. Dealing the
@@ -41,10 +42,16 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (here, other)
     });
-    // The statuses (the largest map) are merged on a second thread, the rest on this one.
+    // The statuses (the largest map) are merged on a second thread, the rest on this one. The
+    // statuses are put in order by their objects' places in the snapshot, which the halves
+    // numbered them by: no key is read to compare.
     let (statuses, (vhosts, clusters, secrets)) = std::thread::scope(|scope| {
         let statuses = scope.spawn(|| {
-            merge(a.statuses, b.statuses, Shared::Refused).map(Map::from_distinct_sorted)
+            let merged = match (a.status_places, b.status_places) {
+                (Some(pa), Some(pb)) => merge_by_place(a.statuses, &pa, b.statuses, &pb),
+                _ => merge(a.statuses, b.statuses, Shared::Refused),
+            };
+            merged.map(Map::from_distinct_sorted)
         });
         let rest = (
             merge(a.vhosts, b.vhosts, Shared::Refused).map(Map::from_distinct_sorted),
@@ -294,6 +301,39 @@ fn merge<K: Ord, V: PartialEq>(
     }
 }
 
+/// The union of two vectors of statuses in key order, in key order, put in order by `pa` and
+/// `pb`, the places (in the snapshot) of their objects; None when the two share a place.
+fn merge_by_place<V>(
+    a: Vec<(ObjectRef, V)>,
+    pa: &[Place],
+    b: Vec<(ObjectRef, V)>,
+    pb: &[Place],
+) -> Option<Vec<(ObjectRef, V)>> {
+    debug_assert_eq!((a.len(), b.len()), (pa.len(), pb.len()));
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let take_a = match (pa.get(i), pb.get(j)) {
+            (Some(x), Some(y)) if x == y => {
+                tracing::warn!("the halves of a parallel build overlap; building on one thread");
+                return None;
+            }
+            (Some(x), Some(y)) => x < y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return Some(out),
+        };
+        if take_a {
+            out.extend(a.next());
+            i += 1;
+        } else {
+            out.extend(b.next());
+            j += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,5 +482,25 @@ spec:
             &whole.statuses[&crate::api::ObjectRef::new(Kind::IngressRouteV1beta1, "a", "vertex")];
         assert_eq!(vertex.state, State::Valid);
         assert_eq!(vertex.description, "delegated from IngressRoute a/root");
+    }
+
+    #[test]
+    fn statuses_merge_by_the_places_of_their_objects() {
+        let obj = |name: &str| ObjectRef::new(Kind::IngressRouteV1beta1, "ns", name);
+        let a = vec![(obj("a"), 1), (obj("c"), 3)];
+        let b = vec![(obj("b"), 2), (obj("d"), 4), (obj("e"), 5)];
+        let merged = merge_by_place(a.clone(), &[10, 30], b.clone(), &[20, 40, 50])
+            .expect("no place is in both halves");
+        let names: Vec<&str> = merged.iter().map(|(o, _)| &*o.key.name).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        assert_eq!(
+            merged.iter().map(|e| e.1).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+        // One half empty: the other as it is.
+        let alone = merge_by_place(Vec::new(), &[], b.clone(), &[20, 40, 50]);
+        assert_eq!(alone, Some(b.clone()));
+        // An object in both halves is refused.
+        assert_eq!(merge_by_place(a, &[10, 40], b, &[20, 40, 50]), None);
     }
 }
