@@ -62,6 +62,7 @@ struct PartialIndex {
 /// (a pass hashing every Service and EndpointSlice of it).
 const ONE_BY_ONE: usize = 4;
 
+#[derive(Clone)]
 struct HostClaim {
     owner: ObjectRef,
     created: Option<Time>,
@@ -105,7 +106,13 @@ pub struct Builder<'a> {
     /// walk's budget: the whole snapshot, whichever part of its routing objects is built.
     pub backing: &'a Snapshot,
     pub options: &'a Options,
-    vhosts: HashMap<String, VhostAcc>,
+    /// The virtual hosts, in the order they were first named; `vhost_index` finds them by name.
+    /// Kept in a vector rather than in the table itself: the table's entries stay small (a few
+    /// thousand fit in the CPU's caches where whole hosts would not), and the hosts are written
+    /// one after the other instead of at random places of a large table.
+    vhosts: Vec<VhostAcc>,
+    /// The position in `vhosts` of each host, by its name (`VirtualHost::host`).
+    vhost_index: HashTable<usize>,
     /// Every cluster a backend resolved to, and whether a route of the model uses it (decided
     /// by [`Builder::finish`]: a route refused after its backends resolved uses none).
     /// The clusters are made shared (as the model holds them) when they are made: the table's
@@ -117,8 +124,9 @@ pub struct Builder<'a> {
     secrets: BTreeMap<String, TlsSecret>,
     statuses: StatusSlots<'a>,
     /// Each claimed host's first claimant, and any others (most hosts have one: no vector).
+    /// Once [`Builder::settle_host_claims`] has run, the first is the host's owner and there
+    /// are no others: the table of claims is the table of owners.
     claims: HashMap<String, (HostClaim, Vec<HostClaim>)>,
-    owners: HashMap<String, ObjectRef>,
     /// Services and their EndpointSlices by namespace and Service name, unless `shared` holds
     /// them.
     services: ServiceMap<'a>,
@@ -196,13 +204,13 @@ impl<'a> Builder<'a> {
             // Sized for a host per routing object, about what the synthetic clusters and the
             // clusters seen have: growing a table of thousands of hosts step by step rehashes
             // every host at each step.
-            vhosts: HashMap::with_capacity(routing_objects),
+            vhosts: Vec::with_capacity(routing_objects),
+            vhost_index: HashTable::with_capacity(routing_objects),
             clusters: HashMap::with_capacity(backing.services.len().min(routing_objects)),
             cluster_name: String::new(),
             secrets: BTreeMap::new(),
             statuses,
             claims: HashMap::with_capacity(routing_objects),
-            owners: HashMap::new(),
             services: HashMap::new(),
             shared: None,
             indexed: None,
@@ -399,21 +407,18 @@ impl<'a> Builder<'a> {
 
     /// Decides every claimed host's owner and marks the other claimants invalid, naming the owner.
     pub fn settle_host_claims(&mut self) {
-        let claims = std::mem::take(&mut self.claims);
-        self.owners.reserve(claims.len());
-        // Hosts with one claimant are owned by it. Contested hosts are settled in host order, so
-        // the messages come out the same on every build.
+        // Hosts with one claimant are owned by it, where they are. Contested hosts are settled
+        // in host order, so the messages come out the same on every build.
         let mut contested = Vec::new();
-        for (host, (first, others)) in claims {
-            if others.is_empty() {
-                self.owners.insert(host, first.owner);
-            } else {
-                contested.push((host, first, others));
+        for (host, (first, others)) in &mut self.claims {
+            if !others.is_empty() {
+                let mut cs = std::mem::take(others);
+                cs.push(first.clone());
+                contested.push((host.clone(), cs));
             }
         }
         contested.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (host, first, mut cs) in contested {
-            cs.push(first);
+        for (host, mut cs) in contested {
             // Objects without a creationTimestamp (files given to the CLI) count as newest.
             cs.sort_by(|a, b| {
                 (a.created.is_none(), &a.created, &a.owner.key, a.owner.kind).cmp(&(
@@ -424,39 +429,60 @@ impl<'a> Builder<'a> {
                 ))
             });
             let mut cs = cs.into_iter();
-            let winner = cs.next().expect("a claimed host has a claimant").owner;
+            let Some(winner) = cs.next() else {
+                continue;
+            };
             for loser in cs {
                 self.set_invalid(
                     &loser.owner,
                     reason::FQDN_CONFLICT,
-                    format!("fqdn {host:?} is already claimed by {winner} (the oldest object claiming a host owns it)"),
+                    format!("fqdn {host:?} is already claimed by {} (the oldest object claiming a host owns it)", winner.owner),
                 );
             }
-            self.owners.insert(host, winner);
+            if let Some(claims) = self.claims.get_mut(&host) {
+                claims.0 = winner;
+            }
         }
     }
 
     /// The root owning a host, if any.
     pub fn host_owner(&self, host: &str) -> Option<&ObjectRef> {
-        self.owners.get(lowercase(host).as_ref())
+        let (owner, _) = self.claims.get(lowercase(host).as_ref())?;
+        Some(&owner.owner)
     }
 
     // ---- virtual hosts and routes ----
 
     fn vhost_acc(&mut self, host: &str) -> &mut VhostAcc {
-        let owners = &self.owners;
-        self.vhosts
-            .entry_ref(lowercase(host).as_ref())
-            .or_insert_with_key(|host: &str| VhostAcc {
-                vhost: VirtualHost {
-                    host: host.to_string(),
-                    tls: None,
-                    tcp_proxy: None,
-                    routes: Vec::new(),
-                    owner: owners.get(host).cloned(),
-                },
-                matches: HashTable::new(),
-            })
+        let host = lowercase(host);
+        let host: &str = &host;
+        let hasher = &self.hasher;
+        let vhosts = &self.vhosts;
+        let hash = hasher.hash_one(host);
+        let found = (self.vhost_index)
+            .find(hash, |&i| vhosts[i].vhost.host == host)
+            .copied();
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let i = vhosts.len();
+                self.vhosts.push(VhostAcc {
+                    vhost: VirtualHost {
+                        host: host.to_string(),
+                        tls: None,
+                        tcp_proxy: None,
+                        routes: Vec::new(),
+                        owner: self.claims.get(host).map(|(c, _)| c.owner.clone()),
+                    },
+                    matches: HashTable::new(),
+                });
+                let vhosts = &self.vhosts;
+                (self.vhost_index)
+                    .insert_unique(hash, i, |&j| hasher.hash_one(vhosts[j].vhost.host.as_str()));
+                i
+            }
+        };
+        &mut self.vhosts[i]
     }
 
     /// Room for `n` routes on a host that has none yet, before an object adds its routes: a host
@@ -652,9 +678,10 @@ impl<'a> Builder<'a> {
         let vhosts: Vec<(String, Arc<VirtualHost>)> = sorted_entries(
             self.vhosts
                 .into_iter()
-                .filter(|(_, a)| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
-                .map(|(host, a)| {
+                .filter(|a| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
+                .map(|a| {
                     let mut v = a.vhost;
+                    let host = v.host.clone();
                     v.routes.sort_by(route_precedence);
                     v.routes = super::exact_vec(std::mem::take(&mut v.routes));
                     // The clusters the model's hosts use, marked while the routes are at hand.
