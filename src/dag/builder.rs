@@ -71,6 +71,10 @@ struct HostClaim {
 /// A virtual host being built, with the match identity (path and header conditions) of each of its
 /// routes for duplicate detection: the table holds indexes into `vhost.routes`, once the host has
 /// [`INDEX_ROUTES_FROM`] routes (fewer are compared one by one).
+/// A virtual host of one build, by its position among the build's hosts ([`Builder::host_id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostId(usize);
+
 struct VhostAcc {
     vhost: VirtualHost,
     matches: HashTable<usize>,
@@ -454,6 +458,14 @@ impl<'a> Builder<'a> {
     // ---- virtual hosts and routes ----
 
     fn vhost_acc(&mut self, host: &str) -> &mut VhostAcc {
+        let id = self.host_id(host);
+        &mut self.vhosts[id.0]
+    }
+
+    /// The virtual host for a host name (lowercased), created on first use, as a number that
+    /// finds it again without the name: a root's walk adds all its routes to one host, and
+    /// looks its name up once.
+    pub fn host_id(&mut self, host: &str) -> HostId {
         let host = lowercase(host);
         let host: &str = &host;
         let hasher = &self.hasher;
@@ -482,15 +494,15 @@ impl<'a> Builder<'a> {
                 i
             }
         };
-        &mut self.vhosts[i]
+        HostId(i)
     }
 
     /// Room for `n` routes on a host that has none yet, before an object adds its routes: a host
     /// whose routes all come from one object then holds them in a vector of their number, which
     /// [`Builder::finish`] keeps instead of copying them to one (routes pushed one by one leave
     /// room for four, then eight).
-    pub fn expect_routes(&mut self, host: &str, n: usize) {
-        let routes = &mut self.vhost_acc(host).vhost.routes;
+    pub fn expect_routes(&mut self, host: HostId, n: usize) {
+        let routes = &mut self.vhosts[host.0].vhost.routes;
         if routes.capacity() == 0 {
             routes.reserve_exact(n);
         }
@@ -501,16 +513,27 @@ impl<'a> Builder<'a> {
         &mut self.vhost_acc(host).vhost
     }
 
+    /// The virtual host `host` numbers (see [`Builder::host_id`]).
+    pub fn vhost_at(&mut self, host: HostId) -> &mut VirtualHost {
+        &mut self.vhosts[host.0].vhost
+    }
+
     /// Adds a route to a virtual host. A route whose path and header conditions are identical to one
     /// already there is refused, returning the object that defined the first one, and the route.
-    pub fn add_route(
+    pub fn add_route(&mut self, host: &str, route: Route) -> Result<(), Box<(ObjectRef, Route)>> {
+        let id = self.host_id(host);
+        self.add_route_to(id, route)
+    }
+
+    /// [`Builder::add_route`] to the virtual host `host` numbers.
+    pub fn add_route_to(
         &mut self,
-        host: &str,
+        host: HostId,
         mut route: Route,
     ) -> Result<(), Box<(ObjectRef, Route)>> {
         route.headers.sort();
         let hasher = self.hasher.clone();
-        let acc = self.vhost_acc(host);
+        let acc = &mut self.vhosts[host.0];
         let routes = &acc.vhost.routes;
         let same = |&i: &usize| routes[i].path == route.path && routes[i].headers == route.headers;
         if routes.len() < INDEX_ROUTES_FROM {
@@ -704,14 +727,17 @@ impl<'a> Builder<'a> {
         // Hosts sharing a secret name it once.
         secrets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         secrets.dedup_by(|a, b| a.0 == b.0);
-        let used = clusters
-            .into_iter()
-            .filter(|(_, (_, used))| *used)
-            .map(|(name, (c, _))| (name, c));
+        // Room for every cluster at once (a vector collected from a filter grows by doubling).
+        let mut used = Vec::with_capacity(clusters.len());
+        used.extend(
+            (clusters.into_iter())
+                .filter(|(_, (_, used))| *used)
+                .map(|(name, (c, _))| (name, c)),
+        );
         let (statuses, status_places) = self.statuses.into_sorted();
         SortedParts {
             vhosts,
-            clusters: sorted_entries(used),
+            clusters: sorted_entries(used.into_iter()),
             secrets,
             statuses,
             status_places,

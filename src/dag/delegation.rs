@@ -23,7 +23,7 @@ use std::sync::Arc;
 use hashbrown::hash_map::Entry;
 use hashbrown::{HashMap, HashSet};
 
-use super::builder::{BackendRef, Builder, PortRef, effective_weight, weights_even};
+use super::builder::{BackendRef, Builder, HostId, PortRef, effective_weight, weights_even};
 use super::model::*;
 use super::slots::Slot;
 use crate::api::status::reason;
@@ -224,6 +224,8 @@ struct Scope<'x> {
 /// The root a walk started from.
 struct RootCtx<'r> {
     host: &'r str,
+    /// The build's number of its virtual host.
+    host_id: HostId,
     root: &'r ObjectRef,
 }
 
@@ -245,6 +247,8 @@ pub(super) struct Walk<'s, F: Fn(&ObjKey) -> Found<'s>> {
     budget: usize,
     /// `prefix /`: the space a root is visited in.
     everything: PathMatch,
+    /// The chain of objects from the current root to the vertex visited (empty between roots).
+    chain: Vec<Rc<Node<'s>>>,
 }
 
 impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
@@ -261,6 +265,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
                 .saturating_add(objects.saturating_mul(VISITS_PER_OBJECT)),
             budget: 0,
             everything: PathMatch::prefix("/"),
+            chain: Vec::new(),
         }
     }
 
@@ -303,17 +308,24 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             insecure_ok: true,
             by: None,
         };
+        let host_id = b.host_id(host);
         let ctx = RootCtx {
             host,
+            host_id,
             root: &root.obj,
         };
         // Without delegation, the root's routes are the host's.
-        b.expect_routes(host, root.routes.len());
-        let mut chain = vec![root.clone()];
+        b.expect_routes(host_id, root.routes.len());
+        // One vector for every root's chain (growing a new one from one object, as nearly every
+        // root delegates, reallocated it once per root).
+        let mut chain = std::mem::take(&mut self.chain);
+        chain.push(root.clone());
         self.visited.clear();
         self.budget = self.budget_per_root;
         // A root cannot leave "/" with no inherited headers, so its visit always succeeds.
         let _ = self.visit(b, &ctx, &root, &scope, &mut chain);
+        chain.clear();
+        self.chain = chain;
         Self::valid(b, &root, || "valid IngressRoute".into());
     }
 
@@ -439,7 +451,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
                         && let RouteAction::Forward(cs) =
                             self.forward(b, node, bs, r.outlier.as_ref())
                     {
-                        b.vhost(ctx.host).tcp_proxy = Some(cs);
+                        b.vhost_at(ctx.host_id).tcp_proxy = Some(cs);
                     }
                 }
                 Target::Delegate(key) => {
@@ -600,7 +612,7 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
             retry: r.retry.clone(),
             source: node.obj.clone(),
         };
-        match b.add_route(ctx.host, route) {
+        match b.add_route_to(ctx.host_id, route) {
             Ok(()) => {}
             // The same object reached again through another delegation: already there.
             Err(conflict) if conflict.0 == node.obj => {}

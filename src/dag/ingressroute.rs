@@ -262,7 +262,7 @@ fn build_version<'s, T, F>(
     F: Fn(&ObjKey) -> Found<'s>,
 {
     // Roots to serve, decided before any walk: valid, and owner of their host.
-    let mut roots = Vec::new();
+    let mut roots = Vec::with_capacity(objects.len());
     for (slot, key, o) in b.own(kind, objects) {
         let Some(vh) = &o.ready().virtualhost else {
             continue;
