@@ -229,12 +229,26 @@ struct RootCtx<'r> {
     root: &'r ObjectRef,
 }
 
+/// How a walk finds the objects delegations name.
+pub(super) trait Finder<'s> {
+    /// How many objects the build numbers for the walk (see [`Finder::number`]).
+    fn numbered(&self) -> usize;
+    /// The object's number, below [`Finder::numbered`], when the build holds it.
+    fn number(&self, key: &ObjKey) -> Option<usize>;
+    /// What the object of `key` (numbered `number`, when it has a number) is for a delegation.
+    fn find(&self, key: &ObjKey, number: Option<usize>) -> Found<'s>;
+}
+
 /// The delegation walk over one API version's objects.
-pub(super) struct Walk<'s, F: Fn(&ObjKey) -> Found<'s>> {
-    find: F,
+pub(super) struct Walk<'s, F: Finder<'s>> {
+    finder: F,
     /// v1: a vertex's permitInsecure counts only when every delegating route permits it too.
     strict_insecure: bool,
-    cache: HashMap<ObjKey, Found<'s>>,
+    /// What each numbered object was found to be, by number: found once per build, and a vertex
+    /// is one node (its identity in [`VisitKey`]) however often it is reached.
+    found: Vec<Option<Found<'s>>>,
+    /// The same for objects the build does not number, by key.
+    found_by_key: HashMap<ObjKey, Found<'s>>,
     /// Vertices reached from a served root, whatever became of them.
     reached: Reached,
     /// Status messages already reported (a vertex reached twice reports once).
@@ -251,13 +265,16 @@ pub(super) struct Walk<'s, F: Fn(&ObjKey) -> Found<'s>> {
     chain: Vec<Rc<Node<'s>>>,
 }
 
-impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
+impl<'s, F: Finder<'s>> Walk<'s, F> {
     /// `objects`: how many objects of this API version exist (sizes the visit budget).
-    pub fn new(find: F, strict_insecure: bool, objects: usize) -> Self {
+    pub fn new(finder: F, strict_insecure: bool, objects: usize) -> Self {
         Walk {
-            find,
+            found: std::iter::repeat_with(|| None)
+                .take(finder.numbered())
+                .collect(),
+            finder,
             strict_insecure,
-            cache: HashMap::new(),
+            found_by_key: HashMap::new(),
             reached: Reached::default(),
             reported: HashSet::new(),
             visited: HashMap::new(),
@@ -270,11 +287,21 @@ impl<'s, F: Fn(&ObjKey) -> Found<'s>> Walk<'s, F> {
     }
 
     fn find(&mut self, key: &ObjKey) -> Found<'s> {
-        if let Some(f) = self.cache.get(key) {
+        let number = self.finder.number(key);
+        let cached = match number {
+            Some(i) => self.found.get(i).and_then(Option::as_ref),
+            None => self.found_by_key.get(key),
+        };
+        if let Some(f) = cached {
             return f.clone();
         }
-        let f = (self.find)(key);
-        self.cache.insert(key.clone(), f.clone());
+        let f = self.finder.find(key, number);
+        match number.and_then(|i| self.found.get_mut(i)) {
+            Some(slot) => *slot = Some(f.clone()),
+            None => {
+                self.found_by_key.insert(key.clone(), f.clone());
+            }
+        }
         f
     }
 

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::Builder;
 use super::delegation::{
-    BackendField, Found, HealthCheckRef, Node, NodeBackend, NodeRoute, Target, Walk,
+    BackendField, Finder, Found, HealthCheckRef, Node, NodeBackend, NodeRoute, Target, Walk,
 };
 use super::incremental::ingressroute_links;
 use super::model::*;
@@ -172,18 +172,12 @@ fn claim(b: &mut Builder<'_>, slot: Slot, kind: Kind, key: &ObjKey, o: &ReadyIng
 pub fn build_v1beta1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1beta1;
-    let other = &snap.ingressroutes_v1;
-    let lookup = Lookup::new(b, Kind::IngressRouteV1beta1, objects);
-    let find = |key: &ObjKey| match lookup.get(key) {
-        None => Found::Missing(other_group_hint(
-            other.contains_key(key),
-            Kind::IngressRouteV1,
-        )),
-        Some((_, o)) if o.ready().virtualhost.is_some() => Found::Root,
-        Some((_, o)) if !o.ready().allowed() => Found::Invalid,
-        Some((slot, o)) => Found::Vertex(Rc::new(node(Kind::IngressRouteV1beta1, key, slot, o))),
+    let finder = VersionFinder {
+        lookup: Lookup::new(b, Kind::IngressRouteV1beta1, objects),
+        other: &snap.ingressroutes_v1,
+        other_kind: Kind::IngressRouteV1,
     };
-    let walk = Walk::new(find, false, b.backing.ingressroutes_v1beta1.len());
+    let walk = Walk::new(finder, false, b.backing.ingressroutes_v1beta1.len());
     build_version(b, Kind::IngressRouteV1beta1, objects, walk);
 }
 
@@ -191,18 +185,12 @@ pub fn build_v1beta1(b: &mut Builder<'_>) {
 pub fn build_v1(b: &mut Builder<'_>) {
     let snap = b.snapshot;
     let objects = &snap.ingressroutes_v1;
-    let other = &snap.ingressroutes_v1beta1;
-    let lookup = Lookup::new(b, Kind::IngressRouteV1, objects);
-    let find = |key: &ObjKey| match lookup.get(key) {
-        None => Found::Missing(other_group_hint(
-            other.contains_key(key),
-            Kind::IngressRouteV1beta1,
-        )),
-        Some((_, o)) if o.ready().virtualhost.is_some() => Found::Root,
-        Some((_, o)) if !o.ready().allowed() => Found::Invalid,
-        Some((slot, o)) => Found::Vertex(Rc::new(node(Kind::IngressRouteV1, key, slot, o))),
+    let finder = VersionFinder {
+        lookup: Lookup::new(b, Kind::IngressRouteV1, objects),
+        other: &snap.ingressroutes_v1beta1,
+        other_kind: Kind::IngressRouteV1beta1,
     };
-    let walk = Walk::new(find, true, b.backing.ingressroutes_v1.len());
+    let walk = Walk::new(finder, true, b.backing.ingressroutes_v1.len());
     build_version(b, Kind::IngressRouteV1, objects, walk);
 }
 
@@ -230,14 +218,50 @@ impl<'s, T> Lookup<'s, T> {
         }
     }
 
-    fn get(&self, key: &ObjKey) -> Option<(Option<Slot>, &'s T)> {
-        let numbered = (self.index.find(self.kind, key)).and_then(|slot| {
-            Some((
-                Some(slot),
-                *self.own.get(slot.wrapping_sub(self.start) as usize)?,
-            ))
-        });
-        numbered.or_else(|| Some((None, self.objects.get(key)?.as_ref())))
+    /// The position in `own` of the object of `key`, when the build holds it.
+    fn number(&self, key: &ObjKey) -> Option<usize> {
+        let slot = self.index.find(self.kind, key)?;
+        let number = slot.wrapping_sub(self.start) as usize;
+        (number < self.own.len()).then_some(number)
+    }
+
+    /// The object of `key`, with its slot when the build holds it; `number`: its position in
+    /// `own` ([`Lookup::number`]), when it has one.
+    fn get(&self, key: &ObjKey, number: Option<usize>) -> Option<(Option<Slot>, &'s T)> {
+        match number {
+            Some(i) => Some((Some(self.start + i as Slot), *self.own.get(i)?)),
+            None => Some((None, self.objects.get(key)?.as_ref())),
+        }
+    }
+}
+
+/// What a delegation to an IngressRoute of one version finds (see [`Finder`]).
+struct VersionFinder<'s, T: Prepare, O> {
+    lookup: Lookup<'s, Prepared<T>>,
+    /// The other version's objects, named in a hint when a delegation finds none of this one.
+    other: &'s Objects<O>,
+    other_kind: Kind,
+}
+
+impl<'s, T: Prepare<Ready = ReadyIngressRoute>, O> Finder<'s> for VersionFinder<'s, T, O> {
+    fn numbered(&self) -> usize {
+        self.lookup.own.len()
+    }
+
+    fn number(&self, key: &ObjKey) -> Option<usize> {
+        self.lookup.number(key)
+    }
+
+    fn find(&self, key: &ObjKey, number: Option<usize>) -> Found<'s> {
+        match self.lookup.get(key, number) {
+            None => Found::Missing(other_group_hint(
+                self.other.contains_key(key),
+                self.other_kind,
+            )),
+            Some((_, o)) if o.ready().virtualhost.is_some() => Found::Root,
+            Some((_, o)) if !o.ready().allowed() => Found::Invalid,
+            Some((slot, o)) => Found::Vertex(Rc::new(node(self.lookup.kind, key, slot, o))),
+        }
     }
 }
 
@@ -259,7 +283,7 @@ fn build_version<'s, T, F>(
     mut walk: Walk<'s, F>,
 ) where
     T: Prepare<Ready = ReadyIngressRoute>,
-    F: Fn(&ObjKey) -> Found<'s>,
+    F: Finder<'s>,
 {
     // Roots to serve, decided before any walk: valid, and owner of their host.
     let mut roots = Vec::with_capacity(objects.len());
