@@ -68,13 +68,13 @@ struct HostClaim {
     created: Option<Time>,
 }
 
-/// A virtual host being built, with the match identity (path and header conditions) of each of its
-/// routes for duplicate detection: the table holds indexes into `vhost.routes`, once the host has
-/// [`INDEX_ROUTES_FROM`] routes (fewer are compared one by one).
 /// A virtual host of one build, by its position among the build's hosts ([`Builder::host_id`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostId(usize);
 
+/// A virtual host being built, with the match identity (path and header conditions) of each of its
+/// routes for duplicate detection: the table holds indexes into `vhost.routes`, once the host has
+/// [`INDEX_ROUTES_FROM`] routes (fewer are compared one by one).
 struct VhostAcc {
     vhost: VirtualHost,
     matches: HashTable<usize>,
@@ -457,11 +457,6 @@ impl<'a> Builder<'a> {
 
     // ---- virtual hosts and routes ----
 
-    fn vhost_acc(&mut self, host: &str) -> &mut VhostAcc {
-        let id = self.host_id(host);
-        &mut self.vhosts[id.0]
-    }
-
     /// The virtual host for a host name (lowercased), created on first use, as a number that
     /// finds it again without the name: a root's walk adds all its routes to one host, and
     /// looks its name up once.
@@ -510,7 +505,8 @@ impl<'a> Builder<'a> {
 
     /// The virtual host for a (lowercased) host name, created on first use.
     pub fn vhost(&mut self, host: &str) -> &mut VirtualHost {
-        &mut self.vhost_acc(host).vhost
+        let id = self.host_id(host);
+        self.vhost_at(id)
     }
 
     /// The virtual host `host` numbers (see [`Builder::host_id`]).
