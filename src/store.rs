@@ -198,7 +198,9 @@ pub struct SliceEndpoints {
     /// fit a port (a slice whose matching port has no usable number contributes no endpoints).
     pub ports: Box<[(Box<str>, Option<u16>)]>,
     /// The addresses of the endpoints that are ready (an endpoint without a `ready` condition
-    /// counts as ready, as Kubernetes specifies), in slice order. Only IP addresses: Envoy takes
+    /// counts as ready, as Kubernetes specifies), sorted and without repeats: the set a cluster
+    /// takes its endpoints from, so an update that only reorders a slice's endpoints compares
+    /// equal, and a cluster of one slice needs no sort of its own. Only IP addresses: Envoy takes
     /// nothing else as an endpoint of a cluster whose endpoints sluice sends, so the hostnames of
     /// an `FQDN` slice are left out rather than sent for Envoy to refuse.
     /// Held parsed: 16 bytes each and no allocation, compared as numbers; written out in their
@@ -239,13 +241,16 @@ impl From<&EndpointSlice> for SliceEndpoints {
                     )
                 })
                 .collect(),
-            ready: slice
-                .endpoints
-                .iter()
-                .filter(|ep| ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-                .flat_map(|ep| ep.addresses.iter())
-                .filter_map(|a| a.parse::<IpAddr>().ok())
-                .collect(),
+            ready: {
+                let mut ready: Vec<IpAddr> = (slice.endpoints.iter())
+                    .filter(|ep| ep.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
+                    .flat_map(|ep| ep.addresses.iter())
+                    .filter_map(|a| a.parse::<IpAddr>().ok())
+                    .collect();
+                ready.sort_unstable();
+                ready.dedup();
+                ready.into_boxed_slice()
+            },
         }
     }
 }
@@ -687,6 +692,12 @@ mod tests {
         moved.endpoints[0].conditions.as_mut().unwrap().serving = Some(false);
         moved.metadata.labels.as_mut().unwrap().remove("other");
         assert_eq!(SliceEndpoints::from(&moved), kept);
+        // Nor does the order of the endpoints, or an address listed twice.
+        let mut reordered = full.clone();
+        reordered.endpoints.reverse();
+        let twice = reordered.endpoints[0].clone();
+        reordered.endpoints.push(twice);
+        assert_eq!(SliceEndpoints::from(&reordered), kept);
 
         let bare = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv4",
                                                        "endpoints": []})));
@@ -759,7 +770,8 @@ mod tests {
         };
         let v6 = ready(json!({"metadata": {}, "addressType": "IPv6",
                                "endpoints": [{"addresses": ["fd00::1", "2001:db8::a"]}]}));
-        assert_eq!(v6, ["fd00::1", "2001:db8::a"]);
+        // Kept sorted as numbers, whatever order the slice lists them in.
+        assert_eq!(v6, ["2001:db8::a", "fd00::1"]);
         // Hostnames (an FQDN slice) are not endpoints Envoy accepts.
         let fqdn = ready(json!({"metadata": {}, "addressType": "FQDN",
                                  "endpoints": [{"addresses": ["db.example.com"]}]}));
