@@ -38,10 +38,10 @@ fn cluster(name: &str, protocol: UpstreamProtocol, lb: LbStrategy) -> Cluster {
         port: 80,
         protocol,
         lb,
-        health_check: Some(health_check_policy(&sluice::api::HealthCheck {
+        health_check: Some(Box::new(health_check_policy(&sluice::api::HealthCheck {
             path: "/healthz".into(),
             ..Default::default()
-        })),
+        }))),
         outlier_detection: Some(OutlierDetection { consecutive_5xx: 5 }),
         endpoints: vec![
             Endpoint {

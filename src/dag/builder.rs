@@ -2,7 +2,6 @@
 //! resolved from EndpointSlices), TLS secrets and per-object status. Indexes are built once per build.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::hash::BuildHasher;
 use std::rc::Rc;
@@ -75,9 +74,21 @@ pub struct HostId(usize);
 /// A virtual host being built, with the match identity (path and header conditions) of each of its
 /// routes for duplicate detection: the table holds indexes into `vhost.routes`, once the host has
 /// [`INDEX_ROUTES_FROM`] routes (fewer are compared one by one).
+///
+/// The host is made shared, as the model holds it, when it is made (and changed through
+/// [`VhostAcc::get_mut`] while the build alone holds it): [`Builder::finish`] then hands it to
+/// the model as it is, instead of copying each host to a new place.
 struct VhostAcc {
-    vhost: VirtualHost,
+    vhost: Arc<VirtualHost>,
     matches: HashTable<usize>,
+}
+
+impl VhostAcc {
+    /// The host, to change. The build holds the only reference until it finishes, so this never
+    /// copies it.
+    fn get_mut(&mut self) -> &mut VirtualHost {
+        Arc::make_mut(&mut self.vhost)
+    }
 }
 
 /// The number of routes from which a virtual host's duplicate detection goes through a hash table.
@@ -112,8 +123,8 @@ pub struct Builder<'a> {
     pub options: &'a Options,
     /// The virtual hosts, in the order they were first named; `vhost_index` finds them by name.
     /// Kept in a vector rather than in the table itself: the table's entries stay small (a few
-    /// thousand fit in the CPU's caches where whole hosts would not), and the hosts are written
-    /// one after the other instead of at random places of a large table.
+    /// thousand fit in the CPU's caches where whole hosts would not), and so do the vector's
+    /// (each host is shared from the start, see [`VhostAcc`]).
     vhosts: Vec<VhostAcc>,
     /// The position in `vhosts` of each host, by its name (`VirtualHost::host`).
     vhost_index: HashTable<usize>,
@@ -125,7 +136,8 @@ pub struct Builder<'a> {
     /// The name of the cluster a backend resolves to, written here to look it up: a new
     /// cluster's name is copied from it once, a known one's not at all.
     cluster_name: String,
-    secrets: BTreeMap<String, TlsSecret>,
+    /// The TLS Secrets resolved so far, by id (`namespace/name`).
+    secrets: HashMap<String, TlsSecret>,
     statuses: StatusSlots<'a>,
     /// Each claimed host's first claimant, and any others (most hosts have one: no vector).
     /// Once [`Builder::settle_host_claims`] has run, the first is the host's owner and there
@@ -212,7 +224,7 @@ impl<'a> Builder<'a> {
             vhost_index: HashTable::with_capacity(routing_objects),
             clusters: HashMap::with_capacity(backing.services.len().min(routing_objects)),
             cluster_name: String::new(),
-            secrets: BTreeMap::new(),
+            secrets: HashMap::new(),
             statuses,
             claims: HashMap::with_capacity(routing_objects),
             services: HashMap::new(),
@@ -462,7 +474,25 @@ impl<'a> Builder<'a> {
     /// looks its name up once.
     pub fn host_id(&mut self, host: &str) -> HostId {
         let host = lowercase(host);
-        let host: &str = &host;
+        self.host_id_lowercase(&host, None)
+    }
+
+    /// The virtual host of `host` as [`Builder::host_id`] numbers it, when the object `kind`
+    /// `key` owns the host (its claim won); None otherwise. For a root: the host's name is
+    /// lowercased and its claim looked up once for both questions.
+    pub fn owned_host_id(&mut self, host: &str, kind: Kind, key: &ObjKey) -> Option<HostId> {
+        let host = lowercase(host);
+        let (claim, _) = self.claims.get(host.as_ref())?;
+        if claim.owner.kind != kind || claim.owner.key != *key {
+            return None;
+        }
+        let owner = claim.owner.clone();
+        Some(self.host_id_lowercase(&host, Some(owner)))
+    }
+
+    /// [`Builder::host_id`] of a lowercase name; `owner` is the host's owner when the caller
+    /// has it at hand (looked up among the claims otherwise, when the host is new).
+    fn host_id_lowercase(&mut self, host: &str, owner: Option<ObjectRef>) -> HostId {
         let hasher = &self.hasher;
         let vhosts = &self.vhosts;
         let hash = hasher.hash_one(host);
@@ -473,14 +503,15 @@ impl<'a> Builder<'a> {
             Some(i) => i,
             None => {
                 let i = vhosts.len();
+                let owner = owner.or_else(|| self.claims.get(host).map(|(c, _)| c.owner.clone()));
                 self.vhosts.push(VhostAcc {
-                    vhost: VirtualHost {
+                    vhost: Arc::new(VirtualHost {
                         host: host.to_string(),
                         tls: None,
                         tcp_proxy: None,
                         routes: Vec::new(),
-                        owner: self.claims.get(host).map(|(c, _)| c.owner.clone()),
-                    },
+                        owner,
+                    }),
                     matches: HashTable::new(),
                 });
                 let vhosts = &self.vhosts;
@@ -497,7 +528,7 @@ impl<'a> Builder<'a> {
     /// [`Builder::finish`] keeps instead of copying them to one (routes pushed one by one leave
     /// room for four, then eight).
     pub fn expect_routes(&mut self, host: HostId, n: usize) {
-        let routes = &mut self.vhosts[host.0].vhost.routes;
+        let routes = &mut self.vhosts[host.0].get_mut().routes;
         if routes.capacity() == 0 {
             routes.reserve_exact(n);
         }
@@ -511,7 +542,7 @@ impl<'a> Builder<'a> {
 
     /// The virtual host `host` numbers (see [`Builder::host_id`]).
     pub fn vhost_at(&mut self, host: HostId) -> &mut VirtualHost {
-        &mut self.vhosts[host.0].vhost
+        self.vhosts[host.0].get_mut()
     }
 
     /// Adds a route to a virtual host. A route whose path and header conditions are identical to one
@@ -555,7 +586,7 @@ impl<'a> Builder<'a> {
             acc.matches
                 .insert_unique(hash_of(&route), i, |&j| hash_of(&routes[j]));
         }
-        acc.vhost.routes.push(route);
+        acc.get_mut().routes.push(route);
         Ok(())
     }
 
@@ -639,7 +670,7 @@ impl<'a> Builder<'a> {
                     port: sp.port,
                     protocol: b.protocol,
                     lb: b.lb,
-                    health_check,
+                    health_check: health_check.map(Box::new),
                     outlier_detection: b.outlier_detection.clone(),
                     endpoints: slice_endpoints(slices.iter().copied(), sp.slice_port_name()),
                 };
@@ -651,11 +682,18 @@ impl<'a> Builder<'a> {
 
     /// Resolves a TLS Secret to a key into the secrets table.
     pub fn tls_secret(&mut self, namespace: &str, name: &str) -> Result<String, StatusMessage> {
-        let key = ObjKey::new(namespace, name);
-        let id = key.to_string();
+        // The id as `ObjKey`'s `Display` writes it, without the formatting machinery; the key
+        // (two shared texts) only for a Secret this build has not resolved yet.
+        let mut id = String::with_capacity(namespace.len() + 1 + name.len());
+        if !namespace.is_empty() {
+            id.push_str(namespace);
+            id.push('/');
+        }
+        id.push_str(name);
         if self.secrets.contains_key(&id) {
             return Ok(id);
         }
+        let key = ObjKey::new(namespace, name);
         let Some(secret) = self.backing.secrets.get(&key) else {
             return Err(StatusMessage {
                 reason: reason::SECRET_NOT_FOUND,
@@ -698,18 +736,18 @@ impl<'a> Builder<'a> {
             self.vhosts
                 .into_iter()
                 .filter(|a| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
-                .map(|a| {
-                    let mut v = a.vhost;
+                .map(|mut a| {
+                    let v = a.get_mut();
                     let host = v.host.clone();
                     v.routes.sort_by(route_precedence);
                     v.routes = super::exact_vec(std::mem::take(&mut v.routes));
                     // The clusters the model's hosts use, marked while the routes are at hand.
-                    for name in vhost_clusters(&v) {
+                    for name in vhost_clusters(v) {
                         if let Some((_, used)) = clusters.get_mut(&**name) {
                             *used = true;
                         }
                     }
-                    (host, Arc::new(v))
+                    (host, a.vhost)
                 }),
         );
         let mut secrets = Vec::new();
@@ -901,7 +939,11 @@ pub fn slice_endpoints<'s>(
                 .map(|&address| Endpoint { address, port }),
         );
     }
-    out.sort();
+    // The store keeps each slice's addresses sorted: a Service of one slice (nearly all of
+    // them) gives its endpoints in order already, and only a check of the order is paid.
+    if !out.is_sorted() {
+        out.sort_unstable();
+    }
     out.dedup();
     out
 }

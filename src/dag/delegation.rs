@@ -325,8 +325,15 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
         }
     }
 
-    /// Serves one root (host ownership and TLS already settled) and everything it delegates to.
-    pub fn walk_root(&mut self, b: &mut Builder<'_>, root: Rc<Node<'s>>, host: &str) {
+    /// Serves one root (host ownership and TLS already settled) and everything it delegates to,
+    /// on the virtual host `host_id` of its host `host`.
+    pub fn walk_root(
+        &mut self,
+        b: &mut Builder<'_>,
+        root: Rc<Node<'s>>,
+        host: &str,
+        host_id: HostId,
+    ) {
         // A copy shares the text (a reference count), so `self` stays free to borrow mutably.
         let everything = self.everything.clone();
         let scope = Scope {
@@ -335,7 +342,6 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
             insecure_ok: true,
             by: None,
         };
-        let host_id = b.host_id(host);
         let ctx = RootCtx {
             host,
             host_id,

@@ -285,20 +285,21 @@ fn build_version<'s, T, F>(
     T: Prepare<Ready = ReadyIngressRoute>,
     F: Finder<'s>,
 {
-    // Roots to serve, decided before any walk: valid, and owner of their host.
+    // Roots to serve, decided before any walk: valid, and owner of their host (whose virtual
+    // host is numbered here, while the claim is at hand).
     let mut roots = Vec::with_capacity(objects.len());
     for (slot, key, o) in b.own(kind, objects) {
         let Some(vh) = &o.ready().virtualhost else {
             continue;
         };
-        let owns = b
-            .host_owner(&vh.fqdn)
-            .is_some_and(|owner| owner.kind == kind && owner.key == *key);
-        if owns && b.state_of(slot) != Some(State::Invalid) {
-            roots.push((slot, key, o, vh));
+        if b.state_of(slot) == Some(State::Invalid) {
+            continue;
+        }
+        if let Some(host) = b.owned_host_id(&vh.fqdn, kind, key) {
+            roots.push((slot, key, o, vh, host));
         }
     }
-    for (slot, key, o, vh) in roots {
+    for (slot, key, o, vh, host) in roots {
         let node = Rc::new(node(kind, key, Some(slot), o));
         if let Some(tls) = &vh.tls {
             match b.tls_secret(&key.namespace, &tls.secret_name) {
@@ -311,14 +312,14 @@ fn build_version<'s, T, F>(
                     continue;
                 }
                 Ok(secret) => {
-                    b.vhost(&vh.fqdn).tls = Some(VhostTls {
+                    b.vhost_at(host).tls = Some(VhostTls {
                         secret,
                         min_version: tls.minimum_protocol_version.unwrap_or_default(),
                     });
                 }
             }
         }
-        walk.walk_root(b, node, &vh.fqdn);
+        walk.walk_root(b, node, &vh.fqdn, host);
     }
     let reached = walk.finish();
     for (slot, key, o) in b.own(kind, objects) {

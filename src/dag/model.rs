@@ -273,8 +273,9 @@ pub struct Cluster {
     pub port: i32,
     pub protocol: UpstreamProtocol,
     pub lb: LbStrategy,
+    /// Boxed: few clusters have one, and inline it would make every cluster a third larger.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub health_check: Option<HealthCheckPolicy>,
+    pub health_check: Option<Box<HealthCheckPolicy>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outlier_detection: Option<OutlierDetection>,
     /// Ready endpoints, sorted.

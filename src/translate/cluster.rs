@@ -55,7 +55,7 @@ pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
 struct ClusterSettings {
     lb: LbStrategy,
     protocol: UpstreamProtocol,
-    health_check: Option<HealthCheckPolicy>,
+    health_check: Option<Box<HealthCheckPolicy>>,
     outlier_detection: Option<OutlierDetection>,
 }
 
@@ -450,7 +450,7 @@ mod tests {
                                 port: 80,
                                 protocol,
                                 lb,
-                                health_check: health_check.clone(),
+                                health_check: health_check.clone().map(Box::new),
                                 outlier_detection: outlier_detection.clone(),
                                 endpoints: vec![Endpoint {
                                     address: "10.0.0.1".parse().unwrap(),

@@ -567,14 +567,14 @@ fn clusters_carry_lb_health_checks_outlier_detection_and_protocols() {
     let mut c = mk_cluster("svc", 9000);
     c.lb = LbStrategy::WeightedLeastRequest;
     c.protocol = UpstreamProtocol::H2;
-    c.health_check = Some(HealthCheckPolicy {
+    c.health_check = Some(Box::new(HealthCheckPolicy {
         path: "/healthz".into(),
         host: "hc".into(),
         interval: Duration::from_secs(5),
         timeout: Duration::from_secs(2),
         unhealthy_threshold: 3,
         healthy_threshold: 2,
-    });
+    }));
     c.outlier_detection = Some(OutlierDetection { consecutive_5xx: 4 });
     let ec = build_cluster(&c);
     assert_eq!(ec.lb_policy, LbPolicy::LeastRequest as i32);
