@@ -53,9 +53,13 @@ pub fn build_routes(b: &mut Builder<'_>) {
             key: key.clone(),
         };
         let spec = &o.spec;
-        if b.host_owner(&spec.host) != Some(&obj) || b.state_of(slot) == Some(State::Invalid) {
+        if b.state_of(slot) == Some(State::Invalid) {
             continue;
         }
+        // The host's virtual host, looked up once for all the Route's rules.
+        let Some(host) = b.owned_host_id(&spec.host, Kind::RouteV1alpha1, key) else {
+            continue;
+        };
         for (i, rule) in spec.routes.iter().enumerate() {
             let backends: Vec<NodeBackend> = rule
                 .upstreams
@@ -92,7 +96,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 retry: None,
                 source: obj.clone(),
             };
-            if let Err(conflict) = b.add_route(&spec.host, route) {
+            if let Err(conflict) = b.add_route_to(host, route) {
                 let (existing, route) = *conflict;
                 let what = route.path.to_string();
                 b.set_invalid(
