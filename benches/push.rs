@@ -124,7 +124,7 @@ fn change_route(snap: &mut Snapshot, i: usize, prefix: &str) {
 fn change_endpoint(snap: &mut Snapshot, ns: &str, name: &str, address: &str) {
     let key = ObjKey::new(ns, format!("{name}-abc"));
     let mut slice = (**snap.endpoint_slices.get(&key).expect("synthetic slice")).clone();
-    let mut ready = slice.ready.into_vec();
+    let mut ready = slice.ready.to_vec();
     ready[0] = address.parse().expect("an IP address");
     slice.ready = ready.into();
     snap.endpoint_slices.insert(key, Arc::new(slice));

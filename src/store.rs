@@ -204,8 +204,10 @@ pub struct SliceEndpoints {
     /// nothing else as an endpoint of a cluster whose endpoints sluice sends, so the hostnames of
     /// an `FQDN` slice are left out rather than sent for Envoy to refuse.
     /// Held parsed: 16 bytes each and no allocation, compared as numbers; written out in their
-    /// canonical form (an IPv6 address in another spelling is the same endpoint).
-    pub ready: Box<[IpAddr]>,
+    /// canonical form (an IPv6 address in another spelling is the same endpoint). Shared: a
+    /// cluster whose endpoints all come from this slice holds this list too
+    /// ([`crate::dag::Endpoints`]).
+    pub ready: Arc<[IpAddr]>,
 }
 
 impl SliceEndpoints {
@@ -249,7 +251,7 @@ impl From<&EndpointSlice> for SliceEndpoints {
                     .collect();
                 ready.sort_unstable();
                 ready.dedup();
-                ready.into_boxed_slice()
+                ready.into()
             },
         }
     }

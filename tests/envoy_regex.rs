@@ -148,7 +148,8 @@ fn model(regexes: &[String], wildcard_host: &str) -> Dag {
             endpoints: vec![Endpoint {
                 address: std::net::Ipv4Addr::LOCALHOST.into(),
                 port: 9001,
-            }],
+            }]
+            .into(),
         }
         .into(),
     );

@@ -52,7 +52,8 @@ fn cluster(name: &str, protocol: UpstreamProtocol, lb: LbStrategy) -> Cluster {
                 address: "::1".parse().unwrap(),
                 port: 9002,
             },
-        ],
+        ]
+        .into(),
     }
 }
 

@@ -319,10 +319,10 @@ mod tests {
         type Edit = fn(&mut SliceEndpoints);
         let edits: [(&str, Edit); 4] = [
             ("an address moves", |sl| {
-                sl.ready[0] = "10.99.0.1".parse().unwrap()
+                Arc::make_mut(&mut sl.ready)[0] = "10.99.0.1".parse().unwrap()
             }),
             ("an endpoint turns unready", |sl| {
-                let mut ready = std::mem::take(&mut sl.ready).into_vec();
+                let mut ready = sl.ready.to_vec();
                 ready.remove(1);
                 sl.ready = ready.into();
             }),
@@ -379,7 +379,7 @@ mod tests {
         let key = slice_key(&s, 0);
         let original = s.endpoint_slices[&key].clone();
         let mut moved = (*original).clone();
-        moved.ready[0] = "10.99.0.1".parse().unwrap();
+        Arc::make_mut(&mut moved.ready)[0] = "10.99.0.1".parse().unwrap();
         s.endpoint_slices.insert(key.clone(), Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         // Back to the endpoints of the last full build, together with a routing change: the
@@ -395,7 +395,7 @@ mod tests {
         // Moved again through the fast path, then a routing change elsewhere that keeps the
         // moved endpoints: the rebuilt model and Envoy both have them.
         let mut moved = (*original).clone();
-        moved.ready[0] = "10.99.0.2".parse().unwrap();
+        Arc::make_mut(&mut moved.ready)[0] = "10.99.0.2".parse().unwrap();
         s.endpoint_slices.insert(key, Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         let endpoints = |p: &Pipeline| {
@@ -458,7 +458,7 @@ mod tests {
         // slice's endpoints.
         let skey = slice_key(&s, 0);
         let mut sl = (**s.endpoint_slices.get(&skey).unwrap()).clone();
-        sl.ready[0] = "10.99.0.3".parse().unwrap();
+        Arc::make_mut(&mut sl.ready)[0] = "10.99.0.3".parse().unwrap();
         s.endpoint_slices.insert(skey, Arc::new(sl));
         let rkey = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&rkey);

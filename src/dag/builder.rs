@@ -922,16 +922,27 @@ pub fn clusters_of_service<'d>(
 }
 
 /// The ready endpoints of the Service port named `port_name` in a Service's EndpointSlices, sorted
-/// and without duplicates: what a cluster's `endpoints` hold.
+/// and without duplicates: what a cluster's `endpoints` hold. The endpoints of a Service whose
+/// port is in one slice alone (nearly every Service) are that slice's address list, shared: the
+/// store keeps it sorted and without repeats.
 pub fn slice_endpoints<'s>(
     slices: impl IntoIterator<Item = &'s SliceEndpoints>,
     port_name: &str,
-) -> Vec<Endpoint> {
-    let mut out = Vec::new();
-    for slice in slices {
-        let Some(port) = slice.port(port_name) else {
-            continue;
+) -> Endpoints {
+    let mut with_port = slices
+        .into_iter()
+        .filter_map(|slice| Some((slice, slice.port(port_name)?)));
+    let Some((first, port)) = with_port.next() else {
+        return Endpoints::default();
+    };
+    let Some(second) = with_port.next() else {
+        return Endpoints::Shared {
+            addresses: first.ready.clone(),
+            port,
         };
+    };
+    let mut out = Vec::new();
+    for (slice, port) in [(first, port), second].into_iter().chain(with_port) {
         out.extend(
             slice
                 .ready
@@ -939,18 +950,14 @@ pub fn slice_endpoints<'s>(
                 .map(|&address| Endpoint { address, port }),
         );
     }
-    // The store keeps each slice's addresses sorted: a Service of one slice (nearly all of
-    // them) gives its endpoints in order already, and only a check of the order is paid.
-    if !out.is_sorted() {
-        out.sort_unstable();
-    }
+    out.sort_unstable();
     out.dedup();
-    out
+    out.into()
 }
 
 /// The endpoints `cluster` has in `snapshot`, computed as [`crate::dag::build`] computes them;
 /// None when its Service or Service port is not there (only a full build can tell what then).
-pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Vec<Endpoint>> {
+pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Endpoints> {
     let svc = snapshot.services.get(&cluster.service)?;
     let sp = svc.ports.iter().find(|p| p.port == cluster.port)?;
     let ns = &cluster.service.namespace;

@@ -19,7 +19,7 @@ fn clusters_of_a_service_are_found_by_name_prefix() {
             lb: LbStrategy::RoundRobin,
             health_check: None,
             outlier_detection: None,
-            endpoints: Vec::new(),
+            endpoints: Default::default(),
         };
         (ClusterName::from(name), Arc::new(c))
     };
@@ -109,4 +109,76 @@ fn health_check_defaults() {
     assert_eq!(p.unhealthy_threshold, 3);
     assert_eq!(p.healthy_threshold, 2);
     assert_eq!(p.host, DEFAULT_HEALTH_CHECK_HOST);
+}
+
+#[test]
+fn a_cluster_of_one_slice_shares_its_addresses_and_several_slices_merge() {
+    let slice = |port: (&str, Option<u16>), ready: &[&str]| SliceEndpoints {
+        service: Some("web".into()),
+        ports: Box::new([(port.0.into(), port.1)]),
+        ready: ready.iter().map(|a| a.parse().unwrap()).collect(),
+    };
+    let ep = |a: &str, port: u16| Endpoint {
+        address: a.parse().unwrap(),
+        port,
+    };
+    let a = slice(("http", Some(8080)), &["10.0.0.1", "10.0.0.3"]);
+    let b = slice(("http", Some(8080)), &["10.0.0.2", "10.0.0.3"]);
+    let other_port = slice(("admin", Some(9000)), &["10.0.0.9"]);
+    let no_number = slice(("http", None), &["10.0.0.8"]);
+
+    // One slice with the port (the others lack it, or its number): the slice's own list.
+    let one = slice_endpoints([&other_port, &a, &no_number], "http");
+    match &one {
+        Endpoints::Shared { addresses, port } => {
+            assert!(Arc::ptr_eq(addresses, &a.ready));
+            assert_eq!(*port, 8080);
+        }
+        Endpoints::Owned(_) => panic!("not shared: {one:?}"),
+    }
+    let want_one = vec![ep("10.0.0.1", 8080), ep("10.0.0.3", 8080)];
+    assert_eq!(one.iter().collect::<Vec<_>>(), want_one);
+    assert_eq!(one.len(), 2);
+    // Equal to the same endpoints held any other way, and not to others.
+    assert_eq!(one, Endpoints::from(want_one.clone()));
+    assert_eq!(Endpoints::from(want_one), one);
+    assert_ne!(one, slice_endpoints([&b], "http"));
+    assert_ne!(
+        one,
+        Endpoints::Shared {
+            addresses: a.ready.clone(),
+            port: 8081
+        }
+    );
+    // Several slices: merged in order, the address both hold once.
+    let merged = slice_endpoints([&b, &a], "http");
+    assert!(matches!(merged, Endpoints::Owned(_)), "{merged:?}");
+    assert_eq!(
+        merged.iter().collect::<Vec<_>>(),
+        [
+            ep("10.0.0.1", 8080),
+            ep("10.0.0.2", 8080),
+            ep("10.0.0.3", 8080)
+        ]
+    );
+    // None with the port: no endpoints, equal to an empty list however held.
+    let none = slice_endpoints([&other_port, &no_number], "http");
+    assert!(none.is_empty());
+    assert_eq!(none, Endpoints::default());
+    assert_eq!(
+        Endpoints::Shared {
+            addresses: Arc::new([]),
+            port: 1
+        },
+        none
+    );
+    // Printed and serialized as the list of endpoints.
+    assert_eq!(
+        serde_json::to_string(&one).unwrap(),
+        serde_json::to_string(&[ep("10.0.0.1", 8080), ep("10.0.0.3", 8080)]).unwrap()
+    );
+    assert_eq!(
+        format!("{one:?}"),
+        format!("{:?}", one.iter().collect::<Vec<_>>())
+    );
 }

@@ -279,7 +279,7 @@ pub struct Cluster {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outlier_detection: Option<OutlierDetection>,
     /// Ready endpoints, sorted.
-    pub endpoints: Vec<Endpoint>,
+    pub endpoints: Endpoints,
 }
 
 /// Active HTTP health checking with the seed defaults applied.
@@ -309,6 +309,129 @@ pub struct Endpoint {
     pub address: std::net::IpAddr,
     pub port: u16,
 }
+
+/// A cluster's ready endpoints, sorted (by address, then port) and without repeats.
+///
+/// A cluster whose endpoints all come from one EndpointSlice (nearly every cluster: Kubernetes
+/// cuts a Service's endpoints into slices of 100) shares that slice's address list, which the
+/// store keeps sorted and without repeats, instead of holding a copy: a build makes no block
+/// and copies no address for it, and the model holds no second copy of the addresses. Two
+/// `Endpoints` are equal when they hold the same endpoints, however each holds them.
+#[derive(Clone)]
+pub enum Endpoints {
+    /// Every address of one slice's ready list, each at `port`.
+    Shared {
+        addresses: Arc<[std::net::IpAddr]>,
+        port: u16,
+    },
+    /// Endpoints of their own (merged from several slices, or given).
+    Owned(Box<[Endpoint]>),
+}
+
+impl Endpoints {
+    pub fn len(&self) -> usize {
+        match self {
+            Endpoints::Shared { addresses, .. } => addresses.len(),
+            Endpoints::Owned(e) => e.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The endpoints in order.
+    pub fn iter(&self) -> EndpointsIter<'_> {
+        match self {
+            Endpoints::Shared { addresses, port } => EndpointsIter::Shared(addresses.iter(), *port),
+            Endpoints::Owned(e) => EndpointsIter::Owned(e.iter()),
+        }
+    }
+}
+
+impl Default for Endpoints {
+    fn default() -> Self {
+        Endpoints::Owned(Box::default())
+    }
+}
+
+impl From<Vec<Endpoint>> for Endpoints {
+    /// Endpoints as given (the caller sorts them and drops repeats, as a cluster's are).
+    fn from(v: Vec<Endpoint>) -> Self {
+        Endpoints::Owned(v.into_boxed_slice())
+    }
+}
+
+impl PartialEq for Endpoints {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                Endpoints::Shared {
+                    addresses: a,
+                    port: p,
+                },
+                Endpoints::Shared {
+                    addresses: b,
+                    port: q,
+                },
+            ) => p == q && (Arc::ptr_eq(a, b) || a == b),
+            _ => self.len() == other.len() && self.iter().eq(other.iter()),
+        }
+    }
+}
+
+impl Eq for Endpoints {}
+
+impl std::fmt::Debug for Endpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Endpoints {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'a> IntoIterator for &'a Endpoints {
+    type Item = Endpoint;
+    type IntoIter = EndpointsIter<'a>;
+    fn into_iter(self) -> EndpointsIter<'a> {
+        self.iter()
+    }
+}
+
+/// The endpoints of an [`Endpoints`], in order.
+#[derive(Clone)]
+pub enum EndpointsIter<'a> {
+    Shared(std::slice::Iter<'a, std::net::IpAddr>, u16),
+    Owned(std::slice::Iter<'a, Endpoint>),
+}
+
+impl Iterator for EndpointsIter<'_> {
+    type Item = Endpoint;
+
+    fn next(&mut self) -> Option<Endpoint> {
+        match self {
+            EndpointsIter::Shared(addresses, port) => addresses.next().map(|&address| Endpoint {
+                address,
+                port: *port,
+            }),
+            EndpointsIter::Owned(e) => e.next().copied(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = match self {
+            EndpointsIter::Shared(a, _) => a.len(),
+            EndpointsIter::Owned(e) => e.len(),
+        };
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for EndpointsIter<'_> {}
 
 /// A TLS certificate and key, PEM-encoded (the texts the store holds, shared rather than copied:
 /// a build of a thousand TLS hosts would otherwise copy about a megabyte).

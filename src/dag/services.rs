@@ -171,7 +171,7 @@ mod tests {
         Arc::new(SliceEndpoints {
             service: Some(service.into()),
             ports: Box::new([]),
-            ready: Box::new([addr.parse().expect("an address")]),
+            ready: [addr.parse::<std::net::IpAddr>().expect("an address")].into(),
         })
     }
 

@@ -81,7 +81,7 @@ mod tests {
         Arc::new(SliceEndpoints {
             service: service.map(Into::into),
             ports: Box::new([]),
-            ready: Box::new([]),
+            ready: Default::default(),
         })
     }
 

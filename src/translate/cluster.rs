@@ -455,7 +455,8 @@ mod tests {
                                 endpoints: vec![Endpoint {
                                     address: "10.0.0.1".parse().unwrap(),
                                     port: 8080,
-                                }],
+                                }]
+                                .into(),
                             });
                         }
                     }

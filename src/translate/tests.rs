@@ -67,7 +67,8 @@ pub(crate) fn mk_cluster(name: &str, port: u16) -> DagCluster {
         endpoints: vec![Endpoint {
             address: "127.0.0.1".parse().unwrap(),
             port,
-        }],
+        }]
+        .into(),
     }
 }
 
@@ -628,7 +629,7 @@ fn clusters_carry_lb_health_checks_outlier_detection_and_protocols() {
     assert_eq!(cla.cluster_name, "svc");
     assert_eq!(cla.endpoints[0].lb_endpoints.len(), 1);
     let mut empty = mk_cluster("e", 1);
-    empty.endpoints.clear();
+    empty.endpoints = Default::default();
     assert!(build_load_assignment(&empty).endpoints.is_empty());
 }
 
@@ -651,7 +652,8 @@ fn load_assignment_bytes_are_prosts_encoding_of_the_load_assignment() {
                 // Ports whose varint takes one, two and three bytes, 0 among them.
                 port: [0, 80, 8000 + i, u16::MAX][usize::from(i % 4)],
             })
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
         c
     };
     let mut bytes = super::LoadAssignmentBytes::default();
