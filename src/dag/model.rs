@@ -343,8 +343,10 @@ impl Endpoints {
     /// The endpoints in order.
     pub fn iter(&self) -> EndpointsIter<'_> {
         match self {
-            Endpoints::Shared { addresses, port } => EndpointsIter::Shared(addresses.iter(), *port),
-            Endpoints::Owned(e) => EndpointsIter::Owned(e.iter()),
+            Endpoints::Shared { addresses, port } => {
+                EndpointsIter(Held::Shared(addresses.iter(), *port))
+            }
+            Endpoints::Owned(e) => EndpointsIter(Held::Owned(e.iter())),
         }
     }
 }
@@ -404,7 +406,10 @@ impl<'a> IntoIterator for &'a Endpoints {
 
 /// The endpoints of an [`Endpoints`], in order.
 #[derive(Clone)]
-pub enum EndpointsIter<'a> {
+pub struct EndpointsIter<'a>(Held<'a>);
+
+#[derive(Clone)]
+enum Held<'a> {
     Shared(std::slice::Iter<'a, std::net::IpAddr>, u16),
     Owned(std::slice::Iter<'a, Endpoint>),
 }
@@ -413,19 +418,19 @@ impl Iterator for EndpointsIter<'_> {
     type Item = Endpoint;
 
     fn next(&mut self) -> Option<Endpoint> {
-        match self {
-            EndpointsIter::Shared(addresses, port) => addresses.next().map(|&address| Endpoint {
+        match &mut self.0 {
+            Held::Shared(addresses, port) => addresses.next().map(|&address| Endpoint {
                 address,
                 port: *port,
             }),
-            EndpointsIter::Owned(e) => e.next().copied(),
+            Held::Owned(e) => e.next().copied(),
         }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = match self {
-            EndpointsIter::Shared(a, _) => a.len(),
-            EndpointsIter::Owned(e) => e.len(),
+        let n = match &self.0 {
+            Held::Shared(a, _) => a.len(),
+            Held::Owned(e) => e.len(),
         };
         (n, Some(n))
     }
