@@ -15,6 +15,11 @@
 //!   `xds::Snapshot::from_resources`, the path of the tests and the empty start-up snapshot; kept
 //!   for comparison with earlier rounds, whose `dag_build_ms_10k` it was.
 //!
+//! Besides, the store's share, which it does as objects arrive and no build repeats: preparing the
+//! IngressRoutes and Ingresses (`store_prepare_ms_10k`), and putting the Services and
+//! EndpointSlices in (`store_services_ms_10k`), of which its index of them by Service name
+//! (`store_service_index_ms_10k`), what every build resolves backends in.
+//!
 //! Each iteration replaces the previous iteration's results, which are then dropped, as a
 //! long-running sluice drops the previous state when it publishes a new one (on another thread);
 //! the drop is timed as its own phase and counted in the total. Prints the times at 1k and 10k
@@ -79,6 +84,13 @@ struct Row {
     /// The store's preparation of every IngressRoute and Ingress (`store::Prepared`), which it
     /// does as each object arrives, not in a build.
     prepare: f64,
+    /// The store's Services and EndpointSlices put in one at a time, as they arrive: its maps
+    /// of them and its index of them by Service name (`store::ServiceIndex`). Not part of a
+    /// build.
+    services: f64,
+    /// The index alone: made from the two maps whole, as `Snapshot::set_services` and
+    /// `set_endpoint_slices` make it (an entry put per Service and per slice).
+    service_index: f64,
     dag_only: f64,
     /// sluice's path, from nothing.
     sluice: Medians,
@@ -143,17 +155,23 @@ fn prepared_in_key_order<T: Clone + Prepare>(m: &Objects<Prepared<T>>) -> Object
 /// of one kind are spread over the heap in an order unrelated to their keys; after hours of
 /// updates a long-running sluice's store looks more like that.
 fn laid_out_in_key_order(snap: &Snapshot) -> Snapshot {
-    Snapshot {
-        ingresses: prepared_in_key_order(&snap.ingresses),
-        ingress_classes: in_key_order(&snap.ingress_classes),
-        ingressroutes_v1beta1: prepared_in_key_order(&snap.ingressroutes_v1beta1),
-        ingressroutes_v1: prepared_in_key_order(&snap.ingressroutes_v1),
-        routes_v1alpha1: in_key_order(&snap.routes_v1alpha1),
-        services: in_key_order(&snap.services),
-        endpoint_slices: in_key_order(&snap.endpoint_slices),
-        secrets: in_key_order(&snap.secrets),
-        ..snap.clone()
+    let mut s = snap.clone();
+    s.ingresses = prepared_in_key_order(&snap.ingresses);
+    s.ingress_classes = in_key_order(&snap.ingress_classes);
+    s.ingressroutes_v1beta1 = prepared_in_key_order(&snap.ingressroutes_v1beta1);
+    s.ingressroutes_v1 = prepared_in_key_order(&snap.ingressroutes_v1);
+    s.routes_v1alpha1 = in_key_order(&snap.routes_v1alpha1);
+    s.secrets = in_key_order(&snap.secrets);
+    // Services and slices (and the index of them the store keeps) put in again, in key order.
+    s.set_services(Default::default());
+    s.set_endpoint_slices(Default::default());
+    for (key, service) in &in_key_order(snap.services()) {
+        s.put_service(key.clone(), service.clone());
     }
+    for (key, slice) in &in_key_order(snap.endpoint_slices()) {
+        s.put_endpoint_slice(key.clone(), slice.clone());
+    }
+    s
 }
 
 /// The medians of `runs` rebuilds of a synthetic cluster of `n` routing objects; `key_order`: the
@@ -174,8 +192,40 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     };
     let options = Options::default();
     let translate_options = translate::Options::default();
-    let endpoints: usize = snap.endpoint_slices.values().map(|s| s.ready.len()).sum();
+    let endpoints: usize = snap.endpoint_slices().values().map(|s| s.ready.len()).sum();
 
+    // The store's share for Services and EndpointSlices: each put into an empty store, as the
+    // watches' lists and events bring them; and the index alone.
+    let services = median(
+        (0..runs)
+            .map(|_| {
+                let mut s = Snapshot::default();
+                let t = Instant::now();
+                for (k, v) in snap.services() {
+                    s.put_service(k.clone(), v.clone());
+                }
+                for (k, v) in snap.endpoint_slices() {
+                    s.put_endpoint_slice(k.clone(), v.clone());
+                }
+                let ms = ms_since(t);
+                drop(std::hint::black_box(s));
+                ms
+            })
+            .collect(),
+    );
+    let service_index = median(
+        (0..runs)
+            .map(|_| {
+                let mut s = Snapshot::default();
+                let t = Instant::now();
+                s.set_services(snap.services().clone());
+                s.set_endpoint_slices(snap.endpoint_slices().clone());
+                let ms = ms_since(t);
+                drop(std::hint::black_box(s));
+                ms
+            })
+            .collect(),
+    );
     // The store's share: every IngressRoute and Ingress prepared again from its object, as the
     // store does when a watch event or a file brings one. Not part of a build.
     let prepare = median(
@@ -296,6 +346,8 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
 
     let r = Row {
         prepare,
+        services,
+        service_index,
         dag_only,
         sluice: Medians::of(&sluice),
         running: Medians::of(&running),
@@ -303,7 +355,7 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     };
     println!(
         "{n:>6} routing objects, {:>6} services, {:>6} endpoints (median of {runs}):",
-        snap.services.len(),
+        snap.services().len(),
         endpoints
     );
     println!(
@@ -311,6 +363,13 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         snap.ingressroutes_v1beta1.len() + snap.ingressroutes_v1.len(),
         snap.ingresses.len(),
         r.prepare
+    );
+    println!(
+        "  the store's puts of {:>5} Services and {:>5} EndpointSlices         {:8.2} ms (as they arrive, not in a build; {:.2} ms of it the index by Service name)",
+        snap.services().len(),
+        snap.endpoint_slices().len(),
+        r.services,
+        r.service_index
     );
     println!(
         "  dag::build alone                              {:8.2} ms",
@@ -374,6 +433,8 @@ fn main() {
         results.insert("dag_build_ms_10k".into(), r2(b.sluice.total));
         results.insert("dag_only_build_ms_10k".into(), r2(b.dag_only));
         results.insert("store_prepare_ms_10k".into(), r2(b.prepare));
+        results.insert("store_services_ms_10k".into(), r2(b.services));
+        results.insert("store_service_index_ms_10k".into(), r2(b.service_index));
         results.insert("translate_ms_10k".into(), r2(b.sluice.encode));
         results.insert("dag_index_ms_10k".into(), r2(b.sluice.index));
         results.insert("full_rebuild_running_ms_10k".into(), r2(b.running.total));

@@ -123,11 +123,11 @@ fn change_route(snap: &mut Snapshot, i: usize, prefix: &str) {
 /// The first endpoint of the synthetic slice `name` in `ns` moved to `address`.
 fn change_endpoint(snap: &mut Snapshot, ns: &str, name: &str, address: &str) {
     let key = ObjKey::new(ns, format!("{name}-abc"));
-    let mut slice = (**snap.endpoint_slices.get(&key).expect("synthetic slice")).clone();
+    let mut slice = (**snap.endpoint_slices().get(&key).expect("synthetic slice")).clone();
     let mut ready = slice.ready.to_vec();
     ready[0] = address.parse().expect("an IP address");
     slice.ready = ready.into();
-    snap.endpoint_slices.insert(key, Arc::new(slice));
+    snap.put_endpoint_slice(key, Arc::new(slice));
 }
 
 struct Sample {
@@ -260,12 +260,16 @@ fn main() {
         // A Service goes (its route answers 503), then comes back: the route configuration
         // changes both times. A vertex's Service, in another namespace than its root.
         let key = ObjKey::new(format!("app-{}", i % 100), format!("vertex-svc-{i}"));
-        let svc = snap.services.get(&key).expect("synthetic Service").clone();
+        let svc = snap
+            .services()
+            .get(&key)
+            .expect("synthetic Service")
+            .clone();
         for present in [false, true] {
             if present {
-                snap.services.insert(key.clone(), svc.clone());
+                snap.put_service(key.clone(), svc.clone());
             } else {
-                snap.services.remove(&key);
+                snap.remove_service(&key);
             }
             let start = Instant::now();
             pipeline.publish(&snap);

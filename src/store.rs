@@ -17,7 +17,12 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
+use imbl::ordmap::DiffItem;
+
 use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
+
+mod service_index;
+pub use service_index::{ServiceEntry, ServiceIndex};
 
 /// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
 ///
@@ -45,9 +50,9 @@ pub fn each_change<T: PartialEq>(
     }
     for item in a.diff(b) {
         match item {
-            imbl::ordmap::DiffItem::Add(k, v) => f(k, None, Some(v)),
-            imbl::ordmap::DiffItem::Remove(k, v) => f(k, Some(v), None),
-            imbl::ordmap::DiffItem::Update {
+            DiffItem::Add(k, v) => f(k, None, Some(v)),
+            DiffItem::Remove(k, v) => f(k, Some(v), None),
+            DiffItem::Update {
                 old: (k, old),
                 new: (_, new),
             } => f(k, Some(old), Some(new)),
@@ -65,10 +70,15 @@ pub struct Snapshot {
     pub ingressroutes_v1beta1: Objects<Prepared<heptio_v1beta1::IngressRoute>>,
     pub ingressroutes_v1: Objects<Prepared<contour_v1::IngressRoute>>,
     pub routes_v1alpha1: Objects<route_v1alpha1::Route>,
-    /// What routing reads of each Service (see [`ServicePorts`]).
-    pub services: Objects<ServicePorts>,
+    /// What routing reads of each Service (see [`ServicePorts`]). Changed only through
+    /// [`Snapshot::put_service`] and [`Snapshot::remove_service`], which keep `service_index`.
+    services: Objects<ServicePorts>,
     /// What routing reads of each EndpointSlice (see [`SliceEndpoints`]), by the slice's key.
-    pub endpoint_slices: Objects<SliceEndpoints>,
+    /// Changed only through [`Snapshot::put_endpoint_slice`] and
+    /// [`Snapshot::remove_endpoint_slice`], which keep `service_index`.
+    endpoint_slices: Objects<SliceEndpoints>,
+    /// The Services and their EndpointSlices by Service name (see [`ServiceIndex`]).
+    service_index: ServiceIndex,
     /// What routing reads of each Secret (see [`TlsSecretData`]); cluster mode watches only
     /// `kubernetes.io/tls` Secrets.
     pub secrets: Objects<TlsSecretData>,
@@ -439,15 +449,19 @@ impl AnyObject {
 /// the CPU's caches, where one copy per object cost a cache miss per comparison (about 4% of
 /// a 10k build's misses).
 fn put<T>(map: &mut Objects<T>, key: ObjKey, value: Arc<T>) {
+    map.insert(shared_key(map, key), value);
+}
+
+/// `key`, with its namespace's text replaced by the one `map`'s keys of that namespace share.
+fn shared_key<T>(map: &Objects<T>, key: ObjKey) -> ObjKey {
     let first_of_namespace = ObjKey::new(key.namespace.clone(), "");
-    let key = match map.range(first_of_namespace..).next() {
+    match map.range(first_of_namespace..).next() {
         Some((k, _)) if k.namespace == key.namespace => ObjKey {
             namespace: k.namespace.clone(),
             name: key.name,
         },
         _ => key,
-    };
-    map.insert(key, value);
+    }
 }
 
 impl Snapshot {
@@ -470,14 +484,10 @@ impl Snapshot {
                 put(&mut self.ingressroutes_v1, key, o)
             }
             AnyObject::RouteV1alpha1(o) => put(&mut self.routes_v1alpha1, key, o),
-            AnyObject::Service(o) => {
-                put(&mut self.services, key, Arc::new(ServicePorts::from(&*o)))
+            AnyObject::Service(o) => self.put_service(key, Arc::new(ServicePorts::from(&*o))),
+            AnyObject::EndpointSlice(o) => {
+                self.put_endpoint_slice(key, Arc::new(SliceEndpoints::from(&*o)))
             }
-            AnyObject::EndpointSlice(o) => put(
-                &mut self.endpoint_slices,
-                key,
-                Arc::new(SliceEndpoints::from(&*o)),
-            ),
             AnyObject::Secret(o) => put(&mut self.secrets, key, Arc::new(TlsSecretData::from(&*o))),
             AnyObject::GatewayClass(o) => put(&mut self.gateway_classes, key, o),
             AnyObject::Gateway(o) => put(&mut self.gateways, key, o),
@@ -498,8 +508,8 @@ impl Snapshot {
             Kind::IngressRouteV1beta1 => self.ingressroutes_v1beta1.remove(key).is_some(),
             Kind::IngressRouteV1 => self.ingressroutes_v1.remove(key).is_some(),
             Kind::RouteV1alpha1 => self.routes_v1alpha1.remove(key).is_some(),
-            Kind::Service => self.services.remove(key).is_some(),
-            Kind::EndpointSlice => self.endpoint_slices.remove(key).is_some(),
+            Kind::Service => self.remove_service(key),
+            Kind::EndpointSlice => self.remove_endpoint_slice(key),
             Kind::Secret => self.secrets.remove(key).is_some(),
             Kind::GatewayClass => self.gateway_classes.remove(key).is_some(),
             Kind::Gateway => self.gateways.remove(key).is_some(),
@@ -509,6 +519,91 @@ impl Snapshot {
             Kind::TlsRoute => self.tls_routes.remove(key).is_some(),
             Kind::TcpRoute => self.tcp_routes.remove(key).is_some(),
         }
+    }
+
+    /// What routing reads of each Service, by key.
+    pub fn services(&self) -> &Objects<ServicePorts> {
+        &self.services
+    }
+
+    /// What routing reads of each EndpointSlice, by the slice's key.
+    pub fn endpoint_slices(&self) -> &Objects<SliceEndpoints> {
+        &self.endpoint_slices
+    }
+
+    /// The Services and the EndpointSlices naming them, by namespace and Service name: what a
+    /// build resolves backends in.
+    pub fn service_index(&self) -> &ServiceIndex {
+        &self.service_index
+    }
+
+    /// Adds or replaces a Service (what routing reads of it).
+    pub fn put_service(&mut self, key: ObjKey, service: Arc<ServicePorts>) {
+        let key = shared_key(&self.services, key);
+        self.service_index.set_service(&key, Some(service.clone()));
+        self.services.insert(key, service);
+    }
+
+    /// Removes a Service; returns whether it was there.
+    pub fn remove_service(&mut self, key: &ObjKey) -> bool {
+        let had = self.services.remove(key).is_some();
+        if had {
+            self.service_index.set_service(key, None);
+        }
+        had
+    }
+
+    /// Replaces every Service with those of `services`, usually a version of this snapshot's
+    /// map (the index follows what differs).
+    pub fn set_services(&mut self, services: Objects<ServicePorts>) {
+        let index = &mut self.service_index;
+        if !self.services.ptr_eq(&services) {
+            for item in self.services.diff(&services) {
+                match item {
+                    DiffItem::Add(k, new) | DiffItem::Update { new: (k, new), .. } => {
+                        index.set_service(k, Some(new.clone()))
+                    }
+                    DiffItem::Remove(k, _) => index.set_service(k, None),
+                }
+            }
+        }
+        self.services = services;
+    }
+
+    /// Adds or replaces an EndpointSlice (what routing reads of it).
+    pub fn put_endpoint_slice(&mut self, key: ObjKey, slice: Arc<SliceEndpoints>) {
+        let key = shared_key(&self.endpoint_slices, key);
+        let old = self.endpoint_slices.insert(key.clone(), slice.clone());
+        self.service_index
+            .relink_slice(&key, old.as_deref(), Some(&slice));
+    }
+
+    /// Removes an EndpointSlice; returns whether it was there.
+    pub fn remove_endpoint_slice(&mut self, key: &ObjKey) -> bool {
+        let Some(old) = self.endpoint_slices.remove(key) else {
+            return false;
+        };
+        self.service_index.relink_slice(key, Some(&old), None);
+        true
+    }
+
+    /// Replaces every EndpointSlice with those of `slices`, usually a version of this
+    /// snapshot's map (the index follows what differs).
+    pub fn set_endpoint_slices(&mut self, slices: Objects<SliceEndpoints>) {
+        let index = &mut self.service_index;
+        if !self.endpoint_slices.ptr_eq(&slices) {
+            for item in self.endpoint_slices.diff(&slices) {
+                match item {
+                    DiffItem::Add(k, new) => index.relink_slice(k, None, Some(new)),
+                    DiffItem::Remove(k, old) => index.relink_slice(k, Some(old), None),
+                    DiffItem::Update {
+                        old: (k, old),
+                        new: (_, new),
+                    } => index.relink_slice(k, Some(old), Some(new)),
+                }
+            }
+        }
+        self.endpoint_slices = slices;
     }
 
     /// Number of routing objects held: Ingresses, IngressRoutes of both versions and Routes (the
@@ -556,6 +651,7 @@ impl Snapshot {
             routes_v1alpha1,
             services,
             endpoint_slices,
+            service_index: _,
             secrets,
             gateway_classes,
             gateways,

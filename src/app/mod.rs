@@ -301,7 +301,7 @@ mod tests {
     }
 
     fn slice_key(s: &Snapshot, i: usize) -> ObjKey {
-        s.endpoint_slices.keys().nth(i).unwrap().clone()
+        s.endpoint_slices().keys().nth(i).unwrap().clone()
     }
 
     #[test]
@@ -335,9 +335,9 @@ mod tests {
         ];
         for (i, (what, edit)) in edits.into_iter().enumerate() {
             let key = slice_key(&s, i * 3);
-            let mut sl = (**s.endpoint_slices.get(&key).unwrap()).clone();
+            let mut sl = (**s.endpoint_slices().get(&key).unwrap()).clone();
             edit(&mut sl);
-            s.endpoint_slices.insert(key, Arc::new(sl));
+            s.put_endpoint_slice(key, Arc::new(sl));
             let (dag, path) = p.publish_counted(&s);
             assert_eq!(path, PublishPath::Endpoints, "{what}");
             assert!(Arc::ptr_eq(&dag, &first), "{what}: the model is unchanged");
@@ -351,11 +351,11 @@ mod tests {
         }
         // A slice removed, and one added.
         let gone = slice_key(&s, 20);
-        let added = (**s.endpoint_slices.get(&gone).unwrap()).clone();
-        s.endpoint_slices.remove(&gone);
+        let added = (**s.endpoint_slices().get(&gone).unwrap()).clone();
+        s.remove_endpoint_slice(&gone);
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         assert_eq!(**p.xds().borrow(), *full(&s));
-        s.endpoint_slices.insert(
+        s.put_endpoint_slice(
             ObjKey::new(gone.namespace.clone(), "extra"),
             Arc::new(added),
         );
@@ -377,15 +377,15 @@ mod tests {
         let p = Pipeline::new(dag::Options::default(), translate::Options::default());
         p.publish(&s);
         let key = slice_key(&s, 0);
-        let original = s.endpoint_slices[&key].clone();
+        let original = s.endpoint_slices()[&key].clone();
         let mut moved = (*original).clone();
         Arc::make_mut(&mut moved.ready)[0] = "10.99.0.1".parse().unwrap();
-        s.endpoint_slices.insert(key.clone(), Arc::new(moved));
+        s.put_endpoint_slice(key.clone(), Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         // Back to the endpoints of the last full build, together with a routing change: the
         // model's endpoints are those of the last full build again, Envoy's are not (the
         // encoder reuses only what it encoded itself for the previous model).
-        s.endpoint_slices.insert(key.clone(), original.clone());
+        s.put_endpoint_slice(key.clone(), original.clone());
         let last_route = s.ingressroutes_v1beta1.keys().next_back().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&last_route);
         let (dag, path) = p.publish_counted(&s);
@@ -396,7 +396,7 @@ mod tests {
         // moved endpoints: the rebuilt model and Envoy both have them.
         let mut moved = (*original).clone();
         Arc::make_mut(&mut moved.ready)[0] = "10.99.0.2".parse().unwrap();
-        s.endpoint_slices.insert(key, Arc::new(moved));
+        s.put_endpoint_slice(key, Arc::new(moved));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         let endpoints = |p: &Pipeline| {
             let xds = p.xds().borrow().clone();
@@ -439,27 +439,27 @@ mod tests {
         let p = Pipeline::new(dag::Options::default(), translate::Options::default());
         p.publish(&s);
         // A Service changes: the routing objects that name it are built again.
-        let key = s.services.keys().next().unwrap().clone();
-        let mut svc = (**s.services.get(&key).unwrap()).clone();
+        let key = s.services().keys().next().unwrap().clone();
+        let mut svc = (**s.services().get(&key).unwrap()).clone();
         let mut ports = svc.ports.into_vec();
         ports.push(crate::store::ServicePortRef {
             name: Some("admin".into()),
             port: 9000,
         });
         svc.ports = ports.into();
-        s.services.insert(key.clone(), Arc::new(svc.clone()));
+        s.put_service(key.clone(), Arc::new(svc.clone()));
         let (_, path) = p.publish_counted(&s);
         assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
         assert_eq!(**p.xds().borrow(), *full(&s));
         // The same content again in a new object: nothing changed.
-        s.services.insert(key, Arc::new(svc));
+        s.put_service(key, Arc::new(svc));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Endpoints);
         // A slice and a route in one go: the part of the model the route affects, with the
         // slice's endpoints.
         let skey = slice_key(&s, 0);
-        let mut sl = (**s.endpoint_slices.get(&skey).unwrap()).clone();
+        let mut sl = (**s.endpoint_slices().get(&skey).unwrap()).clone();
         Arc::make_mut(&mut sl.ready)[0] = "10.99.0.3".parse().unwrap();
-        s.endpoint_slices.insert(skey, Arc::new(sl));
+        s.put_endpoint_slice(skey, Arc::new(sl));
         let rkey = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&rkey);
         let (dag, path) = p.publish_counted(&s);

@@ -233,7 +233,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("svc.yaml"), SVC).unwrap();
         let snap = load_manifests(dir.path(), "sluice").unwrap();
-        assert_eq!(snap.services.len(), 1);
+        assert_eq!(snap.services().len(), 1);
         std::fs::write(
             dir.path().join("bad.yaml"),
             "apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec:\n  ports: 3\n",
@@ -260,7 +260,7 @@ mod tests {
         )
         .unwrap();
         let snap = load_manifests(dir.path(), "sluice").unwrap();
-        assert_eq!(snap.services.len(), 1);
+        assert_eq!(snap.services().len(), 1);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The shared state processors write into: host ownership, virtual hosts, clusters (with endpoints
-//! resolved from EndpointSlices), TLS secrets and per-object status. Indexes are built once per build.
+//! resolved from EndpointSlices), TLS secrets and per-object status. Backends are resolved in the
+//! store's index of Services and their EndpointSlices ([`crate::store::ServiceIndex`]).
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -8,7 +9,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hashbrown::hash_map::RawEntryMut;
-use hashbrown::{DefaultHashBuilder, HashMap, HashSet, HashTable};
+use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use sha2::{Digest, Sha256};
@@ -16,8 +17,6 @@ use sha2::{Digest, Sha256};
 use super::Options;
 use super::model::*;
 use super::parallel::Half;
-use super::services::{ServiceIndex, ServiceMap, add_service, add_slice, index_all};
-use super::slices::SliceIndex;
 use super::slots::{ORPHANED, Of, Slot, SlotIndex, StatusSlots};
 use super::sort::sorted_entries;
 use crate::api::status::reason;
@@ -46,20 +45,6 @@ pub struct BackendRef<'a> {
     pub health_check: Option<&'a HealthCheck>,
     pub outlier_detection: Option<OutlierDetection>,
 }
-
-/// What a partial build indexed of the backing snapshot's Services and EndpointSlices.
-#[derive(Default)]
-struct PartialIndex {
-    /// Namespaces all of whose Services and EndpointSlices are indexed.
-    namespaces: HashSet<String>,
-    /// Services indexed one at a time (with their EndpointSlices), by namespace.
-    services: HashMap<String, HashSet<String>>,
-}
-
-/// A partial build indexes this many Services of a namespace one at a time (each a pass over
-/// the namespace's EndpointSlices, comparing names); the next one indexes the whole namespace
-/// (a pass hashing every Service and EndpointSlice of it).
-const ONE_BY_ONE: usize = 4;
 
 #[derive(Clone)]
 struct HostClaim {
@@ -143,18 +128,6 @@ pub struct Builder<'a> {
     /// Once [`Builder::settle_host_claims`] has run, the first is the host's owner and there
     /// are no others: the table of claims is the table of owners.
     claims: HashMap<String, (HostClaim, Vec<HostClaim>)>,
-    /// Services and their EndpointSlices by namespace and Service name, unless `shared` holds
-    /// them.
-    services: ServiceMap<'a>,
-    /// Every Service and EndpointSlice of the backing snapshot, indexed for both halves of a
-    /// parallel build.
-    shared: Option<&'a ServiceIndex<'a>>,
-    /// What of the backing snapshot's Services and EndpointSlices `services` holds; None when
-    /// it (or `shared`) holds all of them.
-    indexed: Option<PartialIndex>,
-    /// The EndpointSlices of each Service of the backing snapshot, when the caller keeps them
-    /// (the incremental builder): a partial build then finds a Service's slices by name.
-    slice_index: Option<&'a SliceIndex>,
     /// In a parallel build, the routing objects of `snapshot` this builder builds; None: all.
     half: Option<Half<'a>>,
     hasher: DefaultHashBuilder,
@@ -163,48 +136,23 @@ pub struct Builder<'a> {
 impl<'a> Builder<'a> {
     /// A builder over every routing object of `snapshot`.
     pub fn new(snapshot: &'a Snapshot, options: &'a Options) -> Self {
-        let mut b = Builder::empty(snapshot, snapshot, options, None);
-        b.services = index_all(snapshot);
-        b
+        Builder::empty(snapshot, snapshot, options, None)
     }
 
     /// A builder over the routing objects of `part`, looking up everything else in `whole`
-    /// (an incremental build of the part of the objects a change affects). Services and their
-    /// EndpointSlices are indexed when a backend first names them: one at a time for the first
-    /// few of a namespace, then the whole namespace.
+    /// (an incremental build of the part of the objects a change affects).
     pub fn partial(part: &'a Snapshot, whole: &'a Snapshot, options: &'a Options) -> Self {
-        let mut b = Builder::empty(part, whole, options, None);
-        b.indexed = Some(PartialIndex::default());
-        b
-    }
-
-    /// [`Builder::partial`], finding the EndpointSlices of a Service in `slices` (which must
-    /// describe `whole`'s slices) instead of among its namespace's.
-    pub(super) fn partial_with_slices(
-        part: &'a Snapshot,
-        whole: &'a Snapshot,
-        options: &'a Options,
-        slices: &'a SliceIndex,
-    ) -> Self {
-        let mut b = Builder::partial(part, whole, options);
-        b.slice_index = Some(slices);
-        b
+        Builder::empty(part, whole, options, None)
     }
 
     /// A builder over one half of the routing objects of `snapshot` (a parallel build; see
-    /// [`super::parallel`]), resolving backends in `services` (made of `snapshot`).
-    pub(super) fn half(
-        snapshot: &'a Snapshot,
-        half: Half<'a>,
-        services: &'a ServiceIndex<'a>,
-        options: &'a Options,
-    ) -> Self {
-        let mut b = Builder::empty(snapshot, snapshot, options, Some(half));
-        b.shared = Some(services);
-        b
+    /// [`super::parallel`]).
+    pub(super) fn half(snapshot: &'a Snapshot, half: Half<'a>, options: &'a Options) -> Self {
+        Builder::empty(snapshot, snapshot, options, Some(half))
     }
 
-    /// A builder with nothing indexed, over the routing objects of `snapshot` (of its `half`).
+    /// A builder over the routing objects of `snapshot` (of its `half`), looking up everything
+    /// else in `backing`.
     fn empty(
         snapshot: &'a Snapshot,
         backing: &'a Snapshot,
@@ -222,15 +170,11 @@ impl<'a> Builder<'a> {
             // every host at each step.
             vhosts: Vec::with_capacity(routing_objects),
             vhost_index: HashTable::with_capacity(routing_objects),
-            clusters: HashMap::with_capacity(backing.services.len().min(routing_objects)),
+            clusters: HashMap::with_capacity(backing.services().len().min(routing_objects)),
             cluster_name: String::new(),
             secrets: HashMap::new(),
             statuses,
             claims: HashMap::with_capacity(routing_objects),
-            services: HashMap::new(),
-            shared: None,
-            indexed: None,
-            slice_index: None,
             half,
             hasher: DefaultHashBuilder::default(),
         }
@@ -252,75 +196,6 @@ impl<'a> Builder<'a> {
             .filter(move |(i, _)| half.is_none_or(|h| h.holds(kind, *i)))
             .zip(start..)
             .map(|((_, (key, o)), slot)| (slot, key, o))
-    }
-
-    /// Indexes a Service and its EndpointSlices, unless they already are (a partial build).
-    fn index_service(&mut self, namespace: &str, service: &str) {
-        let Some(index) = &mut self.indexed else {
-            return;
-        };
-        if index.namespaces.contains(namespace) {
-            return;
-        }
-        let one_by_one = index.services.entry_ref(namespace).or_default();
-        if one_by_one.contains(service) {
-            return;
-        }
-        let whole = self.backing;
-        if let Some(slices) = self.slice_index {
-            // One by one, however many: each costs lookups, not a pass over the namespace.
-            one_by_one.insert(service.to_string());
-            if let Some((k, svc)) = whole
-                .services
-                .get_key_value(&ObjKey::new(namespace, service))
-            {
-                add_service(&mut self.services, k, svc);
-            }
-            for key in slices.of_service(namespace, service) {
-                if let Some((k, slice)) = whole.endpoint_slices.get_key_value(key) {
-                    debug_assert_eq!(slice.service.as_deref(), Some(service));
-                    add_slice(&mut self.services, k, slice);
-                }
-            }
-            return;
-        }
-        let start = ObjKey::new(namespace, "");
-        let in_namespace = |k: &ObjKey| *k.namespace == *namespace;
-        if one_by_one.len() < ONE_BY_ONE {
-            one_by_one.insert(service.to_string());
-            if let Some((k, svc)) = whole
-                .services
-                .get_key_value(&ObjKey::new(namespace, service))
-            {
-                add_service(&mut self.services, k, svc);
-            }
-            for (k, slice) in whole.endpoint_slices.range(start..) {
-                if !in_namespace(k) {
-                    break;
-                }
-                if slice.service.as_deref() == Some(service) {
-                    add_slice(&mut self.services, k, slice);
-                }
-            }
-            return;
-        }
-        // The whole namespace, once, but for the slices of the Services already indexed.
-        let done = index.services.remove(namespace).unwrap_or_default();
-        index.namespaces.insert(namespace.to_string());
-        for (k, svc) in whole.services.range(start.clone()..) {
-            if !in_namespace(k) {
-                break;
-            }
-            add_service(&mut self.services, k, svc);
-        }
-        for (k, slice) in whole.endpoint_slices.range(start..) {
-            if !in_namespace(k) {
-                break;
-            }
-            if !slice.service.as_deref().is_some_and(|s| done.contains(s)) {
-                add_slice(&mut self.services, k, slice);
-            }
-        }
     }
 
     // ---- status ----
@@ -596,14 +471,8 @@ impl<'a> Builder<'a> {
     /// The error is the status message for the referring object.
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
-        let entry = match self.shared {
-            Some(shared) => shared.get(b.namespace, b.service),
-            None => {
-                self.index_service(b.namespace, b.service);
-                self.services.get(&(b.namespace, b.service))
-            }
-        };
-        let Some((svc_key, svc)) = entry.and_then(|e| e.service) else {
+        let entry = self.backing.service_index().get(b.namespace, b.service);
+        let Some((svc_key, svc)) = entry.and_then(|(k, e)| Some((k, e.service.as_deref()?))) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,
                 message: format!("Service {:?} not found", key().to_string()),
@@ -648,7 +517,7 @@ impl<'a> Builder<'a> {
                 ),
             });
         };
-        let slices = entry.map_or(&[][..], |e| e.slices.as_slice());
+        let slices = entry.map(|(_, e)| e.slices()).into_iter().flatten();
         let health_check = b.health_check.map(health_check_policy);
         let name = &mut self.cluster_name;
         write_cluster_name(
@@ -672,7 +541,7 @@ impl<'a> Builder<'a> {
                     lb: b.lb,
                     health_check: health_check.map(Box::new),
                     outlier_detection: b.outlier_detection.clone(),
-                    endpoints: slice_endpoints(slices.iter().copied(), sp.slice_port_name()),
+                    endpoints: slice_endpoints(slices, sp.slice_port_name()),
                 };
                 e.insert(name.clone(), (Arc::new(cluster), false));
                 Ok(name)
@@ -958,16 +827,11 @@ pub fn slice_endpoints<'s>(
 /// The endpoints `cluster` has in `snapshot`, computed as [`crate::dag::build`] computes them;
 /// None when its Service or Service port is not there (only a full build can tell what then).
 pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Endpoints> {
-    let svc = snapshot.services.get(&cluster.service)?;
+    let service = &cluster.service;
+    let (_, entry) = (snapshot.service_index()).get(&service.namespace, &service.name)?;
+    let svc = entry.service.as_ref()?;
     let sp = svc.ports.iter().find(|p| p.port == cluster.port)?;
-    let ns = &cluster.service.namespace;
-    let slices = snapshot
-        .endpoint_slices
-        .range(ObjKey::new(ns.clone(), "")..)
-        .take_while(|(k, _)| &k.namespace == ns)
-        .filter(|(_, s)| s.service.as_deref() == Some(cluster.service.name.as_ref()))
-        .map(|(_, s)| s.as_ref());
-    Some(slice_endpoints(slices, sp.slice_port_name()))
+    Some(slice_endpoints(entry.slices(), sp.slice_port_name()))
 }
 
 #[cfg(test)]

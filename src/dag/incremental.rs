@@ -33,7 +33,6 @@ use hashbrown::{HashMap, HashSet};
 
 use super::builder::vhost_clusters;
 use super::model::*;
-use super::slices::SliceIndex;
 use super::{Builder, Options};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::{Objects, Prepare, Prepared, Snapshot};
@@ -72,8 +71,6 @@ pub struct Incremental {
     secret_users: HashMap<String, u32>,
     /// Services whose EndpointSlices changed since the model was built.
     stale_endpoints: BTreeSet<ObjKey>,
-    /// The EndpointSlices of each Service, brought up to date by each partial build.
-    slices: SliceIndex,
     /// Whether the index describes the last build (false until a full build).
     ready: bool,
 }
@@ -138,9 +135,6 @@ impl Incremental {
         for v in dag.vhosts.values() {
             self.count_users(v, 1, &mut Vec::new());
         }
-        // The EndpointSlices of each Service, which the first partial build would otherwise
-        // index (every slice of the store at once) before the change it builds.
-        self.slices.follow(&snapshot.endpoint_slices);
         self.stale_endpoints.clear();
         self.ready = true;
     }
@@ -187,7 +181,7 @@ impl Incremental {
         // A Service or TLS Secret that changed rebuilds the routing objects of its namespace that
         // name it, and through their links what they share hosts and delegations with.
         let mut named: BTreeMap<Arc<str>, Names> = BTreeMap::new();
-        diff_keys(&prev.services, &next.services, |k| {
+        diff_keys(prev.services(), next.services(), |k| {
             let names = named.entry(k.namespace.clone()).or_default();
             names.services.insert(k.name.clone());
         });
@@ -196,13 +190,17 @@ impl Incremental {
             names.secrets.insert(k.name.clone());
         });
         let mut services = BTreeSet::new();
-        crate::store::each_change(&prev.endpoint_slices, &next.endpoint_slices, |key, a, b| {
-            for slice in [a, b].into_iter().flatten() {
-                if let Some(svc) = &slice.service {
-                    services.insert(ObjKey::new(key.namespace.clone(), &**svc));
+        crate::store::each_change(
+            prev.endpoint_slices(),
+            next.endpoint_slices(),
+            |key, a, b| {
+                for slice in [a, b].into_iter().flatten() {
+                    if let Some(svc) = &slice.service {
+                        services.insert(ObjKey::new(key.namespace.clone(), &**svc));
+                    }
                 }
-            }
-        });
+            },
+        );
         let mut changed = Vec::new();
         fn note(changed: &mut Vec<ObjectRef>, kind: Kind) -> impl FnMut(&ObjKey) + '_ {
             move |key: &ObjKey| {
@@ -311,9 +309,7 @@ impl Incremental {
             copy_object(next, &mut part_snapshot, obj);
         }
         let part = {
-            self.slices.follow(&next.endpoint_slices);
-            let mut b =
-                Builder::partial_with_slices(&part_snapshot, next, &self.options, &self.slices);
+            let mut b = Builder::partial(&part_snapshot, next, &self.options);
             super::run(&mut b);
             b.finish()
         };

@@ -333,16 +333,12 @@ fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
     let ing = |k: usize| ObjectRef::new(Kind::Ingress, "shop", format!("ing-{k}"));
 
     // A Service changes its port: the one Ingress naming it is built again, not the namespace.
-    let mut moved = (*store.services[&svc("s5")]).clone();
+    let mut moved = (*store.services()[&svc("s5")]).clone();
     moved.ports[0].port = 8080;
     let moved = Arc::new(moved);
-    step(
-        "s5's port",
-        &|s| _ = s.services.insert(svc("s5"), moved.clone()),
-        1,
-    );
+    step("s5's port", &|s| s.put_service(svc("s5"), moved.clone()), 1);
     // It goes: its route answers 503 and the Ingress's status says why.
-    let dag = step("s5 removed", &|s| _ = s.services.remove(&svc("s5")), 1);
+    let dag = step("s5 removed", &|s| _ = s.remove_service(&svc("s5")), 1);
     assert!(
         dag.statuses[&ing(5)]
             .messages
@@ -351,12 +347,8 @@ fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
         "{:?}",
         dag.statuses[&ing(5)]
     );
-    let back = store.services[&svc("s5")].clone();
-    step(
-        "s5 back",
-        &|s| _ = s.services.insert(svc("s5"), back.clone()),
-        1,
-    );
+    let back = store.services()[&svc("s5")].clone();
+    step("s5 back", &|s| s.put_service(svc("s5"), back.clone()), 1);
     // The Secret of three Ingresses goes, then comes back.
     let cert = ObjKey::new("shop", "cert");
     step("cert removed", &|s| _ = s.secrets.remove(&cert), 3);
@@ -369,7 +361,7 @@ fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
     // The vertex's Service: the vertex and the root delegating to it.
     let dag = step(
         "s-vertex removed",
-        &|s| _ = s.services.remove(&svc("s-vertex")),
+        &|s| _ = s.remove_service(&svc("s-vertex")),
         2,
     );
     let root = ObjectRef::new(Kind::IngressRouteV1beta1, "web", "root");
@@ -386,10 +378,10 @@ fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
         dag.statuses[&root]
     );
     // A Service no routing object names: nothing to build again.
-    let unused = Arc::new((*store.services[&svc("s0")]).clone());
+    let unused = Arc::new((*store.services()[&svc("s0")]).clone());
     step(
         "unnamed Service added",
-        &|s| _ = s.services.insert(svc("unused"), unused.clone()),
+        &|s| s.put_service(svc("unused"), unused.clone()),
         0,
     );
     // Back where it started, through partial builds only.
@@ -397,7 +389,7 @@ fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
     let dag = step(
         "everything back",
         &|s| {
-            s.services = first.services.clone();
+            s.set_services(first.services().clone());
             s.secrets = first.secrets.clone();
         },
         2,
@@ -474,10 +466,9 @@ fn with_other_roots(mut yaml: String) -> Snapshot {
 }
 
 #[test]
-fn a_partial_build_indexes_services_one_by_one_then_their_namespace() {
-    // A root forwarding to k Services of its namespace, k on both sides of the number indexed
-    // one by one; every Service has an EndpointSlice, one of them two, and slices of other
-    // Services sit between them in key order.
+fn a_partial_build_resolves_several_services_of_a_namespace() {
+    // A root forwarding to k Services of its namespace; every Service has an EndpointSlice, one
+    // of them two, and slices of other Services sit between them in key order.
     let objects = |k: usize, path: &str| {
         let mut yaml = String::new();
         for s in 0..8 {
@@ -571,35 +562,4 @@ fn a_partial_build_finds_the_slices_of_a_service_after_they_move_between_service
         assert_eq!(got, crate::dag::build(&pair[1], &options), "step {n}");
         dag = got;
     }
-}
-
-#[test]
-fn a_full_build_leaves_the_endpoint_slices_indexed_for_the_first_change() {
-    // The index of a full build includes the Services' EndpointSlices, so that the first
-    // partial build after it does not index every slice of the store before its change.
-    let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: s0, namespace: ns}\n\
-        spec: {ports: [{name: http, port: 80}]}\n---\n\
-        apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-        metadata: {name: a, namespace: ns, labels: {kubernetes.io/service-name: s0}}\n\
-        addressType: IPv4\nports: [{name: http, port: 8080}]\n\
-        endpoints: [{addresses: [10.0.0.1], conditions: {ready: true}}]\n---\n\
-        apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\n\
-        metadata: {name: root, namespace: ns}\n\
-        spec: {virtualhost: {fqdn: one.example.com}, routes: [{match: /, services: [{name: s0, port: 80}]}]}\n";
-    let store = with_other_roots(yaml.to_string());
-    let mut inc = Incremental::new(Options::default());
-    let (dag, kind) = inc.build_model(None, &store);
-    assert_eq!(kind, BuildKind::Full);
-    assert_eq!(
-        inc.slices.of_service("ns", "s0").count(),
-        0,
-        "before the index"
-    );
-    inc.index(&store, &dag);
-    let slices: Vec<&str> = inc
-        .slices
-        .of_service("ns", "s0")
-        .map(|k| &*k.name)
-        .collect();
-    assert_eq!(slices, ["a"]);
 }

@@ -19,8 +19,6 @@ pub mod lookup;
 pub mod model;
 mod parallel;
 pub mod route;
-mod services;
-mod slices;
 mod slots;
 mod sort;
 pub mod table;

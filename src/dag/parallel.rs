@@ -14,7 +14,6 @@ use hashbrown::HashMap;
 use super::builder::SortedParts;
 use super::incremental::LinkRef;
 use super::model::*;
-use super::services::ServiceIndex;
 use super::slots::Place;
 use super::{Builder, Options};
 use crate::api::{Kind, ObjectRef};
@@ -29,14 +28,13 @@ pub const PARALLEL_OBJECTS: usize = 2_000;
 /// merge as they should (the caller then builds on one thread).
 pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     let sides = sides(snapshot);
-    let services = ServiceIndex::new(snapshot);
     let half = |side| Half {
         sides: &sides,
         side,
     };
     let (a, b) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| build_half(snapshot, half(1), &services, options));
-        let here = build_half(snapshot, half(0), &services, options);
+        let other = scope.spawn(|| build_half(snapshot, half(1), options));
+        let here = build_half(snapshot, half(0), options);
         let other = other
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -71,13 +69,8 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     })
 }
 
-fn build_half<'a>(
-    snapshot: &'a Snapshot,
-    half: Half<'a>,
-    services: &'a ServiceIndex<'a>,
-    options: &'a Options,
-) -> SortedParts {
-    let mut b = Builder::half(snapshot, half, services, options);
+fn build_half<'a>(snapshot: &'a Snapshot, half: Half<'a>, options: &'a Options) -> SortedParts {
+    let mut b = Builder::half(snapshot, half, options);
     super::run(&mut b);
     b.finish_sorted()
 }
@@ -469,13 +462,12 @@ spec:
             ingressroutes_v1beta1: vec![0, 1],
             ..Sides::default()
         };
-        let services = ServiceIndex::new(&store);
         let options = Options::default();
         let half = Half {
             sides: &sides,
             side: 0,
         };
-        let parts = build_half(&store, half, &services, &options);
+        let parts = build_half(&store, half, &options);
         let whole = super::super::build_on_one_thread(&store, &options);
         assert_eq!(parts.into_dag(), whole);
         let vertex =

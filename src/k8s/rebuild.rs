@@ -279,7 +279,7 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .snapshot
-                .services
+                .services()
                 .len(),
             1
         );
@@ -294,7 +294,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(metrics.rebuilds.get(), 2);
         let built = rx.borrow().clone().unwrap();
-        assert_eq!((built.version, built.snapshot.services.len()), (2, 51));
+        assert_eq!((built.version, built.snapshot.services().len()), (2, 51));
         task.abort();
     }
 }

@@ -625,7 +625,7 @@ mod tests {
         assert!(st.apply(prepare(Kind::Service, svc("a", "3", json!(81))).unwrap()));
         // One that does not decode is rejected, then recovers.
         assert!(st.apply(prepare(Kind::Service, svc("a", "4", json!("eighty"))).unwrap()));
-        assert!(st.snapshot().services.is_empty() && st.rejected().contains_key(&a));
+        assert!(st.snapshot().services().is_empty() && st.rejected().contains_key(&a));
         assert!(st.apply(prepare(Kind::Service, svc("a", "5", json!(81))).unwrap()));
         assert!(st.rejected().is_empty());
         // A listing without it drops it, and only it.
@@ -634,7 +634,7 @@ mod tests {
         assert!(st.replace_kind(Kind::Service, listing.clone()));
         let services: Vec<_> = st
             .snapshot()
-            .services
+            .services()
             .keys()
             .map(|k| k.name.to_string())
             .collect();
@@ -643,7 +643,7 @@ mod tests {
         assert!(!st.replace_kind(Kind::Service, listing));
         let b = ObjectRef::new(Kind::Service, "team", "b");
         assert!(st.delete(&b) && !st.delete(&b));
-        assert!(st.snapshot().services.is_empty());
+        assert!(st.snapshot().services().is_empty());
     }
 
     #[test]

@@ -63,10 +63,16 @@ fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
             Arc::new(Prepared::new(key, Arc::new(renamed(&**o, key))))
         }),
         // Stored Services, slices and Secrets hold no name of their own.
-        2 => shuffle(&mut store.services, rng, fresh, |s, _| Arc::new(s.clone())),
-        3 => shuffle(&mut store.endpoint_slices, rng, fresh, |s, _| {
-            Arc::new(s.clone())
-        }),
+        2 => {
+            let mut services = store.services().clone();
+            shuffle(&mut services, rng, fresh, |s, _| Arc::new(s.clone()));
+            store.set_services(services);
+        }
+        3 => {
+            let mut slices = store.endpoint_slices().clone();
+            shuffle(&mut slices, rng, fresh, |s, _| Arc::new(s.clone()));
+            store.set_endpoint_slices(slices);
+        }
         _ => shuffle(&mut store.secrets, rng, fresh, |s, _| Arc::new(s.clone())),
     }
 }
