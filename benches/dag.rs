@@ -105,6 +105,22 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The median of `runs` times of `fill` putting objects into an empty store.
+fn time_into_empty_store(runs: usize, fill: impl Fn(&mut Snapshot)) -> f64 {
+    median(
+        (0..runs)
+            .map(|_| {
+                let mut s = Snapshot::default();
+                let t = Instant::now();
+                fill(&mut s);
+                let ms = ms_since(t);
+                drop(std::hint::black_box(s));
+                ms
+            })
+            .collect(),
+    )
+}
+
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
@@ -196,36 +212,18 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
 
     // The store's share for Services and EndpointSlices: each put into an empty store, as the
     // watches' lists and events bring them; and the index alone.
-    let services = median(
-        (0..runs)
-            .map(|_| {
-                let mut s = Snapshot::default();
-                let t = Instant::now();
-                for (k, v) in snap.services() {
-                    s.put_service(k.clone(), v.clone());
-                }
-                for (k, v) in snap.endpoint_slices() {
-                    s.put_endpoint_slice(k.clone(), v.clone());
-                }
-                let ms = ms_since(t);
-                drop(std::hint::black_box(s));
-                ms
-            })
-            .collect(),
-    );
-    let service_index = median(
-        (0..runs)
-            .map(|_| {
-                let mut s = Snapshot::default();
-                let t = Instant::now();
-                s.set_services(snap.services().clone());
-                s.set_endpoint_slices(snap.endpoint_slices().clone());
-                let ms = ms_since(t);
-                drop(std::hint::black_box(s));
-                ms
-            })
-            .collect(),
-    );
+    let services = time_into_empty_store(runs, |s| {
+        for (k, v) in snap.services() {
+            s.put_service(k.clone(), v.clone());
+        }
+        for (k, v) in snap.endpoint_slices() {
+            s.put_endpoint_slice(k.clone(), v.clone());
+        }
+    });
+    let service_index = time_into_empty_store(runs, |s| {
+        s.set_services(snap.services().clone());
+        s.set_endpoint_slices(snap.endpoint_slices().clone());
+    });
     // The store's share: every IngressRoute and Ingress prepared again from its object, as the
     // store does when a watch event or a file brings one. Not part of a build.
     let prepare = median(

@@ -45,6 +45,17 @@ pub fn each_change<T: PartialEq>(
     b: &Objects<T>,
     mut f: impl FnMut(&ObjKey, Option<&T>, Option<&T>),
 ) {
+    each_shared_change(a, b, |k, old, new| {
+        f(k, old.map(|o| &**o), new.map(|n| &**n))
+    });
+}
+
+/// [`each_change`], with the objects as the maps share them.
+fn each_shared_change<T: PartialEq>(
+    a: &Objects<T>,
+    b: &Objects<T>,
+    mut f: impl FnMut(&ObjKey, Option<&Arc<T>>, Option<&Arc<T>>),
+) {
     if a.ptr_eq(b) {
         return;
     }
@@ -557,16 +568,9 @@ impl Snapshot {
     /// map (the index follows what differs).
     pub fn set_services(&mut self, services: Objects<ServicePorts>) {
         let index = &mut self.service_index;
-        if !self.services.ptr_eq(&services) {
-            for item in self.services.diff(&services) {
-                match item {
-                    DiffItem::Add(k, new) | DiffItem::Update { new: (k, new), .. } => {
-                        index.set_service(k, Some(new.clone()))
-                    }
-                    DiffItem::Remove(k, _) => index.set_service(k, None),
-                }
-            }
-        }
+        each_shared_change(&self.services, &services, |k, _, new| {
+            index.set_service(k, new.cloned())
+        });
         self.services = services;
     }
 
@@ -591,18 +595,9 @@ impl Snapshot {
     /// snapshot's map (the index follows what differs).
     pub fn set_endpoint_slices(&mut self, slices: Objects<SliceEndpoints>) {
         let index = &mut self.service_index;
-        if !self.endpoint_slices.ptr_eq(&slices) {
-            for item in self.endpoint_slices.diff(&slices) {
-                match item {
-                    DiffItem::Add(k, new) => index.relink_slice(k, None, Some(new)),
-                    DiffItem::Remove(k, old) => index.relink_slice(k, Some(old), None),
-                    DiffItem::Update {
-                        old: (k, old),
-                        new: (_, new),
-                    } => index.relink_slice(k, Some(old), Some(new)),
-                }
-            }
-        }
+        each_shared_change(&self.endpoint_slices, &slices, |k, old, new| {
+            index.relink_slice(k, old.map(|o| &**o), new)
+        });
         self.endpoint_slices = slices;
     }
 
