@@ -82,11 +82,13 @@ pub struct Snapshot {
     pub ingressroutes_v1: Objects<Prepared<contour_v1::IngressRoute>>,
     pub routes_v1alpha1: Objects<route_v1alpha1::Route>,
     /// What routing reads of each Service (see [`ServicePorts`]). Changed only through
-    /// [`Snapshot::put_service`] and [`Snapshot::remove_service`], which keep `service_index`.
+    /// [`Snapshot::put_service`], [`Snapshot::remove_service`] and [`Snapshot::set_services`],
+    /// which keep `service_index`.
     services: Objects<ServicePorts>,
     /// What routing reads of each EndpointSlice (see [`SliceEndpoints`]), by the slice's key.
-    /// Changed only through [`Snapshot::put_endpoint_slice`] and
-    /// [`Snapshot::remove_endpoint_slice`], which keep `service_index`.
+    /// Changed only through [`Snapshot::put_endpoint_slice`],
+    /// [`Snapshot::remove_endpoint_slice`] and [`Snapshot::set_endpoint_slices`], which keep
+    /// `service_index`.
     endpoint_slices: Objects<SliceEndpoints>,
     /// The Services and their EndpointSlices by Service name (see [`ServiceIndex`]).
     service_index: ServiceIndex,

@@ -82,11 +82,6 @@ impl ServiceIndex {
         self.0.is_empty()
     }
 
-    /// Every entry, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = (&ObjKey, &ServiceEntry)> {
-        self.0.iter()
-    }
-
     /// Sets (or, with None, clears) the Service of key `key`.
     pub(super) fn set_service(&mut self, key: &ObjKey, service: Option<Arc<ServicePorts>>) {
         let name = ServiceName {
