@@ -98,6 +98,84 @@ struct Row {
     running: Medians,
     /// `translate::build` + `Snapshot::from_resources`.
     all_protos: Medians,
+    /// The content hashes of the encoder's clusters and load assignments ([`Hashing`]).
+    hashing: Hashing,
+}
+
+/// The content hashes of every cluster and load assignment sluice's path encodes (the small
+/// resources a build from nothing makes by the thousand), each way, in ms (median).
+#[derive(Clone, Copy)]
+struct Hashing {
+    resources: usize,
+    /// As sluice hashed them before the hash round: BLAKE3 keyed, of the name, a zero byte and
+    /// the bytes, one resource at a time (the hash alone; the two below also make each
+    /// `Resource`, its version text included).
+    blake3_one: f64,
+    /// `Resource::new` of each: BLAKE2b-256, one at a time.
+    one: f64,
+    /// `Resource::new_many` of all: BLAKE2b-256, side by side in the SIMD lanes (the encoder's way).
+    many: f64,
+}
+
+/// [`Hashing`] of the clusters and load assignments of `x`.
+fn hashing(x: &xds::Snapshot, runs: usize) -> Hashing {
+    let resources: Vec<(xds::cache::ResourceName, xds::cache::Body)> = [
+        translate::ResourceType::Cluster,
+        translate::ResourceType::Endpoint,
+    ]
+    .into_iter()
+    .flat_map(|t| x.of(t).values())
+    .map(|r| (r.name.clone(), r.body.clone()))
+    .collect();
+    let key = blake3::derive_key("sluice 2026-11-27 xDS resource content", b"small");
+    let time = |f: &dyn Fn() -> usize| {
+        median(
+            (0..runs)
+                .map(|_| {
+                    let t = Instant::now();
+                    std::hint::black_box(f());
+                    ms_since(t)
+                })
+                .collect(),
+        )
+    };
+    let blake3_one = time(&|| {
+        (resources.iter())
+            .map(|(name, body)| {
+                let mut h = blake3::Hasher::new_keyed(&key);
+                h.update(name.as_bytes()).update(&[0]).update(&body.value);
+                h.finalize().as_bytes()[0] as usize
+            })
+            .sum()
+    });
+    // The copies of names and bodies the resources are made of are made outside the timings.
+    let mut copies = (0..2 * runs).map(|_| resources.clone()).collect::<Vec<_>>();
+    let mut time_made = |make: &dyn Fn(Vec<_>) -> Vec<xds::Resource>| {
+        median(
+            (0..runs)
+                .map(|_| {
+                    let batch = copies.pop().unwrap_or_default();
+                    let t = Instant::now();
+                    let made = std::hint::black_box(make(batch));
+                    let ms = ms_since(t);
+                    drop(made);
+                    ms
+                })
+                .collect(),
+        )
+    };
+    let one = time_made(&|batch| {
+        (batch.into_iter())
+            .map(|(name, body)| xds::Resource::new(name, body))
+            .collect()
+    });
+    let many = time_made(&|batch| xds::Resource::new_many(batch));
+    Hashing {
+        resources: resources.len(),
+        blake3_one,
+        one,
+        many,
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -295,6 +373,8 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         })
         .collect();
 
+    let hashing = hashing(&prev.1, runs);
+
     // A full rebuild in a running sluice: the encoder holds the previous model.
     let (mut encoder, mut prev_xds, _) = prev;
     let running: Vec<Times> = (0..runs)
@@ -350,6 +430,7 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         sluice: Medians::of(&sluice),
         running: Medians::of(&running),
         all_protos: Medians::of(&all_protos),
+        hashing,
     };
     println!(
         "{n:>6} routing objects, {:>6} services, {:>6} endpoints (median of {runs}):",
@@ -382,6 +463,11 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
             m.total, m.dag, m.encode, m.drop, m.index
         );
     }
+    let h = r.hashing;
+    println!(
+        "  content hashes of {} clusters and load assignments: before (BLAKE3, the hash alone) {:.2} ms; Resource::new one at a time {:.2} ms, Resource::new_many {:.2} ms",
+        h.resources, h.blake3_one, h.one, h.many
+    );
     let m = r.all_protos;
     println!(
         "  full rebuild, every proto at once             {:8.2} ms = dag {:.2} + translate {:.2} + encode {:.2} + drop previous {:.2}",
@@ -440,6 +526,12 @@ fn main() {
             "full_rebuild_all_protos_ms_10k".into(),
             r2(b.all_protos.total),
         );
+        results.insert(
+            "hash_small_blake3_one_ms_10k".into(),
+            r2(b.hashing.blake3_one),
+        );
+        results.insert("hash_small_one_ms_10k".into(), r2(b.hashing.one));
+        results.insert("hash_small_many_ms_10k".into(), r2(b.hashing.many));
         results.insert("dag_scaling_ratio_10k_1k".into(), r2(ratio));
         results.insert("dag_only_scaling_ratio_10k_1k".into(), r2(dag_ratio));
         common::write_results(results);

@@ -490,12 +490,9 @@ impl Encoder {
             let load_assignments = load_assignments.clone();
             move || {
                 let changes = &load_assignments.changes;
-                let mut edits = Vec::with_capacity(changes.len());
                 let held = |name: &str| prev_clusters.as_ref()?.resources.get(name);
                 let mut bytes = ClusterBytes::default();
-                for change in changes {
-                    edits.push(change.edit(ResourceType::Cluster, held, |c| bytes.encode(c)));
-                }
+                let edits = edits_of(ResourceType::Cluster, changes, held, |c| bytes.encode(c));
                 // Sent before the map inserts below: the receiver is alive until it has it.
                 let _ = their_chunks.send(load_assignments.encode_chunks());
                 apply_edits(
@@ -706,10 +703,8 @@ impl LoadAssignments {
             let Some(chunk) = self.changes.get(start..end).filter(|c| !c.is_empty()) else {
                 return out;
             };
-            let edits = chunk
-                .iter()
-                .map(|change| change.edit(ResourceType::Endpoint, held, |c| bytes.encode(c)));
-            out.push((start, edits.collect()));
+            let edits = edits_of(ResourceType::Endpoint, chunk, held, |c| bytes.encode(c));
+            out.push((start, edits));
         }
     }
 
@@ -748,39 +743,49 @@ impl ClusterChange {
             ClusterChange::Removed(c) | ClusterChange::Put(c) => c,
         }
     }
-
-    /// The edit of this change to a per-cluster type whose resources held so far `held` finds:
-    /// `encode` makes a changed cluster's resource.
-    fn edit<'h>(
-        &self,
-        t: ResourceType,
-        held: impl Fn(&str) -> Option<&'h Arc<Resource>>,
-        encode: impl FnOnce(&Cluster) -> Vec<u8>,
-    ) -> ResourceEdit {
-        let c = match self {
-            ClusterChange::Removed(_) => return ResourceEdit::Removed,
-            ClusterChange::Put(c) => c,
-        };
-        // The resource shares its name with the model's cluster.
-        match changed_resource(held(&c.name), t, c.name.clone(), encode(c)) {
-            Some(r) => ResourceEdit::Put(r),
-            None => ResourceEdit::Same,
-        }
-    }
 }
 
-/// The resource `value` encodes, unless `held` (the resource of that name held so far) has the
-/// same bytes.
-fn changed_resource(
-    held: Option<&Arc<Resource>>,
+/// How many changed clusters [`edits_of`] encodes before it hashes their resources together.
+const EDIT_BATCH: usize = 64;
+
+/// The edits of `changes` (one each, in order) to a per-cluster type whose resources held so far
+/// `held` finds: `encode` makes a changed cluster's resource; those whose bytes differ from the
+/// held ones are hashed side by side, a batch at a time ([`Resource::new_many`]).
+fn edits_of<'h>(
     t: ResourceType,
-    name: impl Into<ResourceName>,
-    value: Vec<u8>,
-) -> Option<Arc<Resource>> {
-    if held.is_some_and(|r| r.body.value == value) {
-        return None;
+    changes: &[ClusterChange],
+    held: impl Fn(&str) -> Option<&'h Arc<Resource>>,
+    mut encode: impl FnMut(&Cluster) -> Vec<u8>,
+) -> Vec<ResourceEdit> {
+    let mut edits = Vec::with_capacity(changes.len());
+    let mut changed = Vec::with_capacity(EDIT_BATCH.min(changes.len()));
+    let mut at = Vec::with_capacity(EDIT_BATCH.min(changes.len()));
+    for batch in changes.chunks(EDIT_BATCH) {
+        for change in batch {
+            let c = match change {
+                ClusterChange::Removed(_) => {
+                    edits.push(ResourceEdit::Removed);
+                    continue;
+                }
+                ClusterChange::Put(c) => c,
+            };
+            let value = encode(c);
+            if held(&c.name).is_some_and(|r| r.body.value == value) {
+                edits.push(ResourceEdit::Same);
+                continue;
+            }
+            // The resource shares its name with the model's cluster; its edit is put in place
+            // once the batch is hashed.
+            at.push(edits.len());
+            edits.push(ResourceEdit::Same);
+            changed.push((c.name.clone(), Body::new(t, value)));
+        }
+        let resources = Resource::new_many(std::mem::take(&mut changed));
+        for (i, r) in at.drain(..).zip(resources) {
+            edits[i] = ResourceEdit::Put(Arc::new(r));
+        }
     }
-    Some(Arc::new(Resource::new(name, Body::new(t, value))))
+    edits
 }
 
 /// The resources of one per-cluster type: the previous ones (`prev`) with the edits of
@@ -829,6 +834,9 @@ struct Patch<'p> {
     prev: Option<&'p Arc<TypeSnapshot>>,
     /// The previous resources with the changes so far; None until something changed.
     changed: Option<Edit>,
+    /// Resources added and not yet in `changed`: their content hashes are computed side by side,
+    /// a batch at a time ([`Resource::new_many`]), before anything else changes the type.
+    pending: Vec<(ResourceName, Body)>,
 }
 
 impl<'p> Patch<'p> {
@@ -837,6 +845,7 @@ impl<'p> Patch<'p> {
             t,
             prev,
             changed: None,
+            pending: Vec::new(),
         }
     }
 
@@ -852,7 +861,7 @@ impl<'p> Patch<'p> {
     }
 
     fn changed(&self) -> bool {
-        self.changed.is_some()
+        self.changed.is_some() || !self.pending.is_empty()
     }
 
     fn edit(&mut self) -> &mut Edit {
@@ -866,27 +875,48 @@ impl<'p> Patch<'p> {
     }
 
     /// Adds or replaces a resource; a resource with the same bytes as the one held stays as it is.
+    /// (Compared with the resource held before the pending ones: a name added twice between
+    /// flushes gets the second's bytes, as if each had been put at once.)
     fn add_encoded(&mut self, name: &str, value: Vec<u8>) {
-        if let Some(r) = changed_resource(self.get(name), self.t, name, value) {
-            self.edit().insert(r);
+        if self.get(name).is_some_and(|r| r.body.value == value) {
+            return;
+        }
+        self.pending.push((name.into(), Body::new(self.t, value)));
+        if self.pending.len() >= EDIT_BATCH {
+            self.flush();
+        }
+    }
+
+    /// Puts the pending resources in, hashed side by side.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let resources = Resource::new_many(std::mem::take(&mut self.pending));
+        let edit = self.edit();
+        for r in resources {
+            edit.insert(Arc::new(r));
         }
     }
 
     /// Adds or replaces a resource the caller knows to differ from the one held, with the
     /// content digest it computed of `value` ([`Resource::with_large_digest`]).
     fn put_hashed(&mut self, name: &str, value: Vec<u8>, digest: &[u8; 32]) {
+        self.flush();
         let body = Body::new(self.t, value);
         let resource = Resource::with_large_digest(name, body, digest);
         self.edit().insert(Arc::new(resource));
     }
 
     fn remove(&mut self, name: &str) {
+        self.flush();
         if self.has(name) {
             self.edit().remove(name);
         }
     }
 
-    fn finish(self) -> Arc<TypeSnapshot> {
+    fn finish(mut self) -> Arc<TypeSnapshot> {
+        self.flush();
         match (self.changed, self.prev) {
             (Some(edit), _) => Arc::new(edit.finish()),
             (None, Some(prev)) => prev.clone(),

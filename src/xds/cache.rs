@@ -53,6 +53,32 @@ impl Resource {
         }
     }
 
+    /// [`Resource::new`] of each (name, body), in order, the small ones' content hashes computed
+    /// side by side ([`content::small_digests`]): what the encoder makes its many clusters and
+    /// load assignments with.
+    pub fn new_many(resources: Vec<(ResourceName, Body)>) -> Vec<Resource> {
+        let small: Vec<(&str, &[u8])> = (resources.iter())
+            .filter(|(_, body)| body.value.len() < LARGE)
+            .map(|(name, body)| (&**name, body.value.as_slice()))
+            .collect();
+        let mut digests = content::small_digests(&small).into_iter();
+        drop(small);
+        (resources.into_iter())
+            .map(|(name, body)| {
+                let digest = (body.value.len() < LARGE).then(|| digests.next()).flatten();
+                match digest {
+                    Some(digest) => Resource {
+                        version: Version::of_digest(&digest),
+                        part: SetHash::of_digest(&digest),
+                        name,
+                        body,
+                    },
+                    None => Resource::new(name, body),
+                }
+            })
+            .collect()
+    }
+
     /// [`Resource::new`] for a body of at least [`LARGE`] bytes whose digest the caller computed
     /// from the hashes of its groups (as [`content::large_digest`] does from the bytes); a
     /// smaller body is hashed here.
@@ -355,20 +381,11 @@ pub struct Snapshot {
     types: BTreeMap<ResourceType, Arc<TypeSnapshot>>,
 }
 
-/// Resources at least this large are hashed in groups of their fields ([`content`]), smaller ones
-/// in one piece; both with BLAKE3. The groups let a routing change hash again only the group of
-/// the host it changed in the HTTP route configuration of thousands of hosts. For small
-/// resources (a cluster, an endpoint list: a few hundred bytes, 20,000 of them in a 10k build)
-/// SHA-256 is the faster hash only on CPUs with SHA instructions (about twice as fast), and 4 to 7
-/// times slower without them; a version must not depend on the CPU that computed it (a client
-/// moving to another sluice replica resends its versions), so one hash serves both.
+/// Resources at least this large are hashed in groups of their fields with BLAKE3, smaller ones
+/// in one piece with BLAKE2b, many of them side by side where the encoder makes many at once
+/// ([`content`]). The groups let a routing change hash again only the group of the host it
+/// changed in the HTTP route configuration of thousands of hosts.
 pub(crate) const LARGE: usize = 64 << 10;
-
-/// The key of a small resource's hash: it keeps the hashes of small resources apart from those
-/// of large ones, which hash the name and a list of group hashes ([`content::large_digest`]), so
-/// that no small resource can be made to hash like a large one.
-static SMALL_KEY: LazyLock<[u8; 32]> =
-    LazyLock::new(|| blake3::derive_key("sluice 2026-11-27 xDS resource content", b"small"));
 
 /// The content hash of a resource: its name and encoded bytes. Which hash depends on the length
 /// only, so equal bytes always get equal versions, whichever way they were encoded.
@@ -376,11 +393,7 @@ fn content_hash(name: &str, bytes: &[u8]) -> [u8; 32] {
     if bytes.len() >= LARGE {
         content::large_digest(name, bytes)
     } else {
-        let mut h = blake3::Hasher::new_keyed(&SMALL_KEY);
-        h.update(name.as_bytes());
-        h.update(&[0]);
-        h.update(bytes);
-        *h.finalize().as_bytes()
+        content::small_digest(name, bytes)
     }
 }
 
