@@ -22,7 +22,7 @@ use imbl::ordmap::DiffItem;
 use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
 
 mod service_index;
-pub use service_index::{ServiceEntry, ServiceIndex};
+pub use service_index::{PortEndpoints, ServiceEntry, ServiceIndex};
 
 /// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
 ///

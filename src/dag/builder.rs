@@ -472,13 +472,13 @@ impl<'a> Builder<'a> {
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
         let entry = self.backing.service_index().get(b.namespace, b.service);
-        let Some((svc_key, svc)) = entry.and_then(|(k, e)| Some((k, e.service.as_deref()?))) else {
+        let Some((svc_key, e)) = entry.filter(|(_, e)| e.service.is_some()) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,
                 message: format!("Service {:?} not found", key().to_string()),
             });
         };
-        if svc.external_name {
+        if e.is_external_name() {
             return Err(StatusMessage {
                 reason: reason::UNSUPPORTED_BACKEND,
                 message: format!(
@@ -487,13 +487,17 @@ impl<'a> Builder<'a> {
                 ),
             });
         }
-        let ports: &[ServicePortRef] = &svc.ports;
-        let found = ports.iter().find(|p| match b.port {
-            PortRef::Number(n) => p.port == n,
-            PortRef::Name(n) => p.name.as_deref() == Some(n),
-        });
+        // A port by number is found in the entry alone; by name, in the Service's ports (the
+        // entry's are in their order).
+        let service_ports: &[ServicePortRef] = e.service.as_deref().map_or(&[], |s| &s.ports);
+        let found = match b.port {
+            PortRef::Number(n) => e.ports().iter().find(|p| p.port == n),
+            PortRef::Name(n) => (service_ports.iter())
+                .position(|p| p.name.as_deref() == Some(n))
+                .and_then(|at| e.ports().get(at)),
+        };
         let Some(sp) = found else {
-            let have: Vec<String> = ports
+            let have: Vec<String> = service_ports
                 .iter()
                 .map(|p| match &p.name {
                     Some(n) if !n.is_empty() => format!("{} ({n})", p.port),
@@ -517,7 +521,6 @@ impl<'a> Builder<'a> {
                 ),
             });
         };
-        let slices = entry.map(|(_, e)| e.slices()).into_iter().flatten();
         let health_check = b.health_check.map(health_check_policy);
         let name = &mut self.cluster_name;
         write_cluster_name(
@@ -541,7 +544,7 @@ impl<'a> Builder<'a> {
                     lb: b.lb,
                     health_check: health_check.map(Box::new),
                     outlier_detection: b.outlier_detection.clone(),
-                    endpoints: slice_endpoints(slices, sp.slice_port_name()),
+                    endpoints: sp.endpoints.clone(),
                 };
                 e.insert(name.clone(), (Arc::new(cluster), false));
                 Ok(name)
@@ -829,9 +832,8 @@ pub fn slice_endpoints<'s>(
 pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Endpoints> {
     let service = &cluster.service;
     let (_, entry) = (snapshot.service_index()).get(&service.namespace, &service.name)?;
-    let svc = entry.service.as_ref()?;
-    let sp = svc.ports.iter().find(|p| p.port == cluster.port)?;
-    Some(slice_endpoints(entry.slices(), sp.slice_port_name()))
+    let sp = entry.ports().iter().find(|p| p.port == cluster.port)?;
+    Some(sp.endpoints.clone())
 }
 
 #[cfg(test)]

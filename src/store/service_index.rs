@@ -10,6 +10,11 @@
 //! A slice names its Service with its `kubernetes.io/service-name` label; an entry exists while
 //! its Service or a slice naming it does (slices may arrive before their Service).
 //!
+//! Each entry also holds the Service's ports with the endpoints its slices give each port,
+//! worked out whenever the Service or one of its slices changes: a build resolves a backend by
+//! port number from the entry alone, without reading the Service's or the slices' own memory
+//! (three or four cache misses a backend, in a build that resolves 10,000 of them).
+//!
 //! A persistent hash map, like the store's other maps: a snapshot's clone shares it, and a
 //! change copies the path to one entry.
 
@@ -20,6 +25,7 @@ use smallvec::SmallVec;
 
 use super::{ServicePorts, SliceEndpoints};
 use crate::api::ObjKey;
+use crate::dag::{Endpoints, slice_endpoints};
 
 /// One Service name of a namespace, as a build resolves it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -29,12 +35,52 @@ pub struct ServiceEntry {
     /// The EndpointSlices naming the Service, by name (their namespace is the Service's), in
     /// name order: the store's key order. Nearly every Service has one.
     slices: SmallVec<[(Arc<str>, Arc<SliceEndpoints>); 1]>,
+    /// Whether the Service is of type ExternalName (false without a Service).
+    external_name: bool,
+    /// The Service's ports in its order, each with its endpoints ([`PortEndpoints`]); none
+    /// without a Service or for an ExternalName one.
+    ports: SmallVec<[PortEndpoints; 1]>,
+}
+
+/// One port of a Service and the endpoints its EndpointSlices give it: what a cluster of that
+/// Service port holds ([`slice_endpoints`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortEndpoints {
+    /// The port's number, as routes name it.
+    pub port: i32,
+    pub endpoints: Endpoints,
 }
 
 impl ServiceEntry {
     /// The EndpointSlices naming the Service, in the store's key order.
     pub fn slices(&self) -> impl Iterator<Item = &SliceEndpoints> + Clone + '_ {
         self.slices.iter().map(|(_, s)| &**s)
+    }
+
+    /// Whether the Service is of type ExternalName.
+    pub fn is_external_name(&self) -> bool {
+        self.external_name
+    }
+
+    /// The Service's ports, in the order of `service.ports`, each with the endpoints its slices
+    /// give it; empty without a Service or for an ExternalName one.
+    pub fn ports(&self) -> &[PortEndpoints] {
+        &self.ports
+    }
+
+    /// Works the ports' endpoints out again, after the Service or a slice changed.
+    fn resolve(&mut self) {
+        let service = self.service.as_deref();
+        self.external_name = service.is_some_and(|s| s.external_name);
+        self.ports = match service {
+            Some(s) if !s.external_name => (s.ports.iter())
+                .map(|p| PortEndpoints {
+                    port: p.port,
+                    endpoints: slice_endpoints(self.slices(), p.slice_port_name()),
+                })
+                .collect(),
+            _ => SmallVec::new(),
+        };
     }
 
     fn is_empty(&self) -> bool {
@@ -92,14 +138,17 @@ impl ServiceIndex {
             entry.service = service;
             if entry.is_empty() {
                 self.0.remove(&name);
+            } else {
+                entry.resolve();
             }
             return;
         }
         if service.is_some() {
-            let entry = ServiceEntry {
+            let mut entry = ServiceEntry {
                 service,
-                slices: SmallVec::new(),
+                ..ServiceEntry::default()
             };
+            entry.resolve();
             self.0.insert(key.clone(), entry);
         }
     }
@@ -140,6 +189,7 @@ impl ServiceIndex {
                 Ok(at) => slices[at].1 = slice.clone(),
                 Err(at) => slices.insert(at, (key.name.clone(), slice.clone())),
             }
+            entry.resolve();
         };
         if let Some(entry) = self.0.get_mut(&name) {
             put(entry);
@@ -168,6 +218,8 @@ impl ServiceIndex {
         }
         if entry.is_empty() {
             self.0.remove(&name);
+        } else {
+            entry.resolve();
         }
     }
 }

@@ -2,14 +2,17 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::super::{ServicePorts, SliceEndpoints, Snapshot};
+use super::super::{ServicePortRef, ServicePorts, SliceEndpoints, Snapshot};
+use super::PortEndpoints;
 use crate::api::ObjKey;
+use crate::dag::slice_endpoints;
 use crate::test_rng::Rng;
 
 fn slice(service: Option<&str>, address: u8) -> Arc<SliceEndpoints> {
     Arc::new(SliceEndpoints {
         service: service.map(Into::into),
-        ports: Box::new([]),
+        // An unnamed port and a named one, as a Service's ports name them.
+        ports: Box::new([("".into(), Some(80)), ("http".into(), Some(8080))]),
         ready: [IpAddr::from([10, 0, 0, address])].into(),
     })
 }
@@ -44,6 +47,19 @@ fn assert_index_matches(s: &Snapshot, what: &str) {
         let got: Vec<&SliceEndpoints> = entry.slices().collect();
         let want: Vec<&SliceEndpoints> = slices.iter().map(|s| &**s).collect();
         assert_eq!(got, want, "{what}: {ns}/{name}");
+        // Each port's endpoints, as a build would work them out from the Service and slices.
+        let external = service.as_ref().is_some_and(|s| s.external_name);
+        let ports: Vec<PortEndpoints> = match service {
+            Some(svc) if !external => (svc.ports.iter())
+                .map(|p| PortEndpoints {
+                    port: p.port,
+                    endpoints: slice_endpoints(want.iter().copied(), p.slice_port_name()),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        assert_eq!(entry.ports(), &ports[..], "{what}: {ns}/{name}");
+        assert_eq!(entry.is_external_name(), external, "{what}: {ns}/{name}");
     }
     assert!(s.service_index().get("none", "none").is_none(), "{what}");
 }
@@ -75,9 +91,17 @@ fn the_index_follows_every_change_of_services_and_slices() {
                 }
                 3 => {
                     let name = services[rng.below(services.len())];
+                    let port = |name: Option<&str>, port| ServicePortRef {
+                        name: name.map(Into::into),
+                        port,
+                    };
                     let ports = ServicePorts {
                         external_name: rng.chance(20),
-                        ports: Box::new([]),
+                        ports: match rng.below(3) {
+                            0 => Box::new([]),
+                            1 => Box::new([port(None, 80)]),
+                            _ => Box::new([port(Some("http"), 8080), port(Some("metrics"), 9090)]),
+                        },
                     };
                     s.put_service(ObjKey::new(ns, name), Arc::new(ports));
                 }
