@@ -50,7 +50,10 @@ fn backend_answer(dag: &dag::Dag, route: &dag::Route) -> Option<String> {
         RouteAction::Forward(cs) => {
             let live: Vec<_> = cs.iter().filter(|c| c.weight > 0).collect();
             match live.as_slice() {
-                [one] => Some(dag.clusters[&one.cluster].service.to_string()),
+                [one] => {
+                    let (namespace, name) = dag.clusters[&one.cluster].service();
+                    Some(sluice::api::ObjKey::new(namespace, name).to_string())
+                }
                 _ => None,
             }
         }

@@ -17,7 +17,7 @@ mod envoy_support;
 mod rng;
 
 use rng::Rng;
-use sluice::api::{Kind, LbStrategy, ObjKey, ObjectRef};
+use sluice::api::{Kind, LbStrategy, ObjectRef};
 use sluice::dag::*;
 use sluice::translate::{self, static_config::build_static_bootstrap};
 use sluice::validate::common::validate_regex;
@@ -139,7 +139,7 @@ fn model(regexes: &[String], wildcard_host: &str) -> Dag {
         "default/a/80".into(),
         Cluster {
             name: "default/a/80".into(),
-            service: ObjKey::new("default", "a"),
+            service: Default::default(),
             port: 80,
             protocol: UpstreamProtocol::Http,
             lb: LbStrategy::RoundRobin,

@@ -6,7 +6,7 @@ mod envoy_support;
 
 use std::time::Duration;
 
-use sluice::api::{Kind, LbStrategy, ObjKey, ObjectRef, TlsVersion};
+use sluice::api::{Kind, LbStrategy, ObjectRef, TlsVersion};
 use sluice::dag::*;
 use sluice::translate;
 use sluice::validate::common::Timeout;
@@ -34,7 +34,7 @@ fn route(path: PathMatch, clusters: &[(&str, u32)]) -> Route {
 fn cluster(name: &str, protocol: UpstreamProtocol, lb: LbStrategy) -> Cluster {
     Cluster {
         name: name.into(),
-        service: ObjKey::new("default", name),
+        service: Default::default(),
         port: 80,
         protocol,
         lb,

@@ -472,7 +472,7 @@ impl<'a> Builder<'a> {
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, StatusMessage> {
         let key = || ObjKey::new(b.namespace, b.service);
         let entry = self.backing.service_index().get(b.namespace, b.service);
-        let Some((svc_key, e)) = entry.filter(|(_, e)| e.service.is_some()) else {
+        let Some((_, e)) = entry.filter(|(_, e)| e.service.is_some()) else {
             return Err(StatusMessage {
                 reason: reason::SERVICE_NOT_FOUND,
                 message: format!("Service {:?} not found", key().to_string()),
@@ -538,7 +538,7 @@ impl<'a> Builder<'a> {
                 let name = ClusterName::from(name.as_str());
                 let cluster = Cluster {
                     name: name.clone(),
-                    service: svc_key.clone(),
+                    service: ServiceSpan::new(b.namespace, b.service),
                     port: sp.port,
                     protocol: b.protocol,
                     lb: b.lb,
@@ -790,7 +790,7 @@ pub fn clusters_of_service<'d>(
     clusters
         .range_from::<str>(prefix.as_str())
         .take_while(move |(name, _)| name.starts_with(prefix.as_str()))
-        .filter(move |(_, c)| c.service == *service)
+        .filter(move |(_, c)| c.service() == (&*service.namespace, &*service.name))
 }
 
 /// The ready endpoints of the Service port named `port_name` in a Service's EndpointSlices, sorted
@@ -830,8 +830,8 @@ pub fn slice_endpoints<'s>(
 /// The endpoints `cluster` has in `snapshot`, computed as [`crate::dag::build`] computes them;
 /// None when its Service or Service port is not there (only a full build can tell what then).
 pub fn cluster_endpoints(snapshot: &Snapshot, cluster: &Cluster) -> Option<Endpoints> {
-    let service = &cluster.service;
-    let (_, entry) = (snapshot.service_index()).get(&service.namespace, &service.name)?;
+    let (namespace, name) = cluster.service();
+    let (_, entry) = snapshot.service_index().get(namespace, name)?;
     let sp = entry.ports().iter().find(|p| p.port == cluster.port)?;
     Some(sp.endpoints.clone())
 }

@@ -13,7 +13,7 @@ fn clusters_of_a_service_are_found_by_name_prefix() {
     let cluster = |name: &str, ns: &str, svc: &str| {
         let c = Cluster {
             name: name.into(),
-            service: ObjKey::new(ns, svc),
+            service: ServiceSpan::new(ns, svc),
             port: 80,
             protocol: UpstreamProtocol::Http,
             lb: LbStrategy::RoundRobin,

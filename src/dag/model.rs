@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::api::{LbStrategy, ObjKey, ObjectRef, TlsVersion};
+use crate::api::{LbStrategy, ObjectRef, TlsVersion};
 
 /// A sorted map the model is made of: a persistent B-tree ([`crate::pmap::OrdMap`]), so a model
 /// derived from the previous one (an incremental build) shares every entry it did not change,
@@ -268,7 +268,9 @@ pub enum UpstreamProtocol {
 #[serde(rename_all = "camelCase")]
 pub struct Cluster {
     pub name: ClusterName,
-    pub service: ObjKey,
+    /// Where the name holds the cluster's Service ([`Cluster::service`]).
+    #[serde(skip)]
+    pub service: ServiceSpan,
     /// The Service port number routes refer to.
     pub port: i32,
     pub protocol: UpstreamProtocol,
@@ -280,6 +282,41 @@ pub struct Cluster {
     pub outlier_detection: Option<OutlierDetection>,
     /// Ready endpoints, sorted.
     pub endpoints: Endpoints,
+}
+
+/// The lengths of the namespace and the Service name a cluster's name begins with
+/// (`namespace/service/port...`): the cluster's Service, read from its name rather than held
+/// as a key of its own (two shared texts, whose reference counts every cluster made and freed
+/// touched).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServiceSpan {
+    namespace: u32,
+    name: u32,
+}
+
+impl ServiceSpan {
+    /// The span of a name that begins with `namespace`, `/`, `service`, `/`.
+    pub fn new(namespace: &str, service: &str) -> ServiceSpan {
+        let len = |s: &str| u32::try_from(s.len()).unwrap_or(u32::MAX);
+        ServiceSpan {
+            namespace: len(namespace),
+            name: len(service),
+        }
+    }
+}
+
+impl Cluster {
+    /// The namespace and name of the cluster's Service (empty where the name is shorter than
+    /// its span says, which no cluster sluice builds is).
+    pub fn service(&self) -> (&str, &str) {
+        let ns = self.service.namespace as usize;
+        let name_start = ns.saturating_add(1);
+        let name_end = name_start.saturating_add(self.service.name as usize);
+        (
+            self.name.get(..ns).unwrap_or_default(),
+            self.name.get(name_start..name_end).unwrap_or_default(),
+        )
+    }
 }
 
 /// Active HTTP health checking with the seed defaults applied.

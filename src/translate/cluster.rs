@@ -395,7 +395,6 @@ mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
-    use crate::api::ObjKey;
     use crate::dag::Endpoint;
 
     #[test]
@@ -478,7 +477,7 @@ mod tests {
                         for name in ["web/app/80", long.as_str(), ""] {
                             clusters.push(Cluster {
                                 name: name.into(),
-                                service: ObjKey::new("web", "app"),
+                                service: crate::dag::ServiceSpan::new("web", "app"),
                                 port: 80,
                                 protocol,
                                 lb,

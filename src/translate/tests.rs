@@ -19,7 +19,7 @@ use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
 use prost::Message;
 
 use super::*;
-use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef, TlsVersion};
+use crate::api::{Kind, LbStrategy, ObjectRef, TlsVersion};
 use crate::dag::{
     Cluster as DagCluster, Endpoint, HeaderMatch, HeaderOp, HealthCheckPolicy, OutlierDetection,
     PathMatch, RetryPolicy, Route, RouteAction, TlsSecret, UpstreamProtocol, VhostTls, VirtualHost,
@@ -58,7 +58,7 @@ fn forward(clusters: &[(&str, u32)]) -> RouteAction {
 pub(crate) fn mk_cluster(name: &str, port: u16) -> DagCluster {
     DagCluster {
         name: name.into(),
-        service: ObjKey::new("default", name),
+        service: Default::default(),
         port: 80,
         protocol: UpstreamProtocol::Http,
         lb: LbStrategy::RoundRobin,
