@@ -875,9 +875,14 @@ impl<'p> Patch<'p> {
     }
 
     /// Adds or replaces a resource; a resource with the same bytes as the one held stays as it is.
-    /// (Compared with the resource held before the pending ones: a name added twice between
-    /// flushes gets the second's bytes, as if each had been put at once.)
+    /// The encoder adds a name at most once between flushes (once per encode), so the resource
+    /// held is the one to compare with; a name pending twice would take the later bytes only if
+    /// they differ from those held before both.
     fn add_encoded(&mut self, name: &str, value: Vec<u8>) {
+        debug_assert!(
+            !self.pending.iter().any(|(n, _)| **n == *name),
+            "{name} added twice before a flush"
+        );
         if self.get(name).is_some_and(|r| r.body.value == value) {
             return;
         }

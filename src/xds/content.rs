@@ -14,7 +14,7 @@
 //! messages side by side only within one message of more than 1 KiB; its crate has no public
 //! way to hash many short messages at once. The `dag` benchmark compares the ways on the 20,000
 //! clusters and load assignments of its 10k build (`cargo bench --bench dag`, "content hashes";
-//! docs/benchmarks.md, "Hash round"): BLAKE3 one at a time ~4.2 ms for the hashes alone,
+//! docs/benchmarks.md, "Side-by-side hash round"): BLAKE3 one at a time ~4.2 ms for the hashes alone,
 //! `Resource::new` with BLAKE2b one at a time ~5.6 ms, `Resource::new_many` ~2.3 ms. Where the
 //! CPU has none of the SIMD the crate uses (ARM), BLAKE2b one at a time costs about what BLAKE3
 //! did. SHA-256 would be faster still on CPUs with SHA instructions and several times slower on
