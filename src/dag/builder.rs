@@ -488,16 +488,17 @@ impl<'a> Builder<'a> {
             });
         }
         // A port by number is found in the entry alone; by name, in the Service's ports (the
-        // entry's are in their order).
-        let service_ports: &[ServicePortRef] = e.service.as_deref().map_or(&[], |s| &s.ports);
+        // entry's are in their order), which are read only then (a cache miss a backend).
+        let service_ports =
+            || -> &[ServicePortRef] { e.service.as_deref().map_or(&[], |s| &s.ports) };
         let found = match b.port {
             PortRef::Number(n) => e.ports().iter().find(|p| p.port == n),
-            PortRef::Name(n) => (service_ports.iter())
+            PortRef::Name(n) => (service_ports().iter())
                 .position(|p| p.name.as_deref() == Some(n))
                 .and_then(|at| e.ports().get(at)),
         };
         let Some(sp) = found else {
-            let have: Vec<String> = service_ports
+            let have: Vec<String> = service_ports()
                 .iter()
                 .map(|p| match &p.name {
                     Some(n) if !n.is_empty() => format!("{} ({n})", p.port),
