@@ -100,6 +100,9 @@ struct Row {
     all_protos: Medians,
     /// The content hashes of the encoder's clusters and load assignments ([`Hashing`]).
     hashing: Hashing,
+    /// The machine's speed in the same minute: the median time of the fixed reference workload
+    /// (`common::reference`), run just before and just after sluice's path from nothing.
+    reference: f64,
 }
 
 /// The content hashes of every cluster and load assignment sluice's path encodes (the small
@@ -356,6 +359,8 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     );
     // The model is built as `Pipeline::publish` builds it in full, and indexed after the rest.
     let mut incremental = Incremental::new(options.clone());
+    // The reference workload just before and just after, in the same minute of the machine.
+    let mut reference = common::reference::times(runs);
     let sluice: Vec<Times> = (0..runs)
         .map(|_| {
             let t0 = Instant::now();
@@ -372,6 +377,7 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
             sluice_times(t0, t1, t2, t3, Instant::now())
         })
         .collect();
+    reference.extend(common::reference::times(runs));
 
     let hashing = hashing(&prev.1, runs);
 
@@ -431,6 +437,7 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         running: Medians::of(&running),
         all_protos: Medians::of(&all_protos),
         hashing,
+        reference: median(reference),
     };
     println!(
         "{n:>6} routing objects, {:>6} services, {:>6} endpoints (median of {runs}):",
@@ -463,6 +470,11 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
             m.total, m.dag, m.encode, m.drop, m.index
         );
     }
+    println!(
+        "  machine reference (a fixed workload, no sluice code, before and after) {:.2} ms: sluice's path from nothing = {:.2} of it",
+        r.reference,
+        r.sluice.total / r.reference
+    );
     let h = r.hashing;
     println!(
         "  content hashes of {} clusters and load assignments: before (BLAKE3, the hash alone) {:.2} ms; Resource::new one at a time {:.2} ms, Resource::new_many {:.2} ms",
@@ -516,6 +528,11 @@ fn main() {
         let mut results = serde_json::Map::new();
         results.insert("dag_build_ms_10k".into(), r2(b.sluice.total));
         results.insert("dag_only_build_ms_10k".into(), r2(b.dag_only));
+        results.insert("machine_reference_ms".into(), r2(b.reference));
+        results.insert(
+            "dag_build_per_reference_10k".into(),
+            serde_json::json!((b.sluice.total / b.reference * 1000.0).round() / 1000.0),
+        );
         results.insert("store_prepare_ms_10k".into(), r2(b.prepare));
         results.insert("store_services_ms_10k".into(), r2(b.services));
         results.insert("store_service_index_ms_10k".into(), r2(b.service_index));

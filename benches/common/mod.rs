@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 pub mod envoy;
+pub mod reference;
 
 // The allocator the sluice binary uses (src/main.rs), so in-process measurements match it.
 #[global_allocator]
