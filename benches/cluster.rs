@@ -557,7 +557,7 @@ fn main() {
         // configuration (10k clusters and their load assignments) when the first route answers.
         // The first create waits that out, as each later one waits out the statistics flush
         // below, so that the series measures a create's way through an idle Envoy. (Without
-        // this wait the first create of a run took up to four times as long as any other.)
+        // this wait the first create of a run took more than three times as long as any other.)
         tokio::time::sleep(Duration::from_secs(2)).await;
         for k in 0..sizes.propagation_samples {
             let i = base + k;

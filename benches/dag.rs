@@ -531,7 +531,7 @@ fn main() {
         results.insert("machine_reference_ms".into(), r2(b.reference));
         results.insert(
             "dag_build_per_reference_10k".into(),
-            serde_json::json!((b.sluice.total / b.reference * 1000.0).round() / 1000.0),
+            common::round3(b.sluice.total / b.reference),
         );
         results.insert("store_prepare_ms_10k".into(), r2(b.prepare));
         results.insert("store_services_ms_10k".into(), r2(b.services));
