@@ -13,7 +13,10 @@
 //! 2. starts sluice (leader, webhook installed, so every create below also passes admission) and
 //!    an Envoy on its xDS, and waits until every route's status is valid at its generation;
 //! 3. **propagation**: creates one new route at a time and times create → first 200 through
-//!    Envoy (`propagation_p50_ms_5k`, `propagation_p99_ms_5k`);
+//!    Envoy (`propagation_p50_ms_5k`, `propagation_p99_ms_5k`), and splits each create's way by
+//!    the two logs: sluice's build published, Envoy's route configuration received, its route
+//!    table built, the update accepted (`propagation_*_p50_ms_5k`, ms after the create; every
+//!    create in target/bench/cluster-propagation.tsv);
 //! 4. **status throughput**: creates a burst of new routes and times the last create → every one
 //!    of them has a valid status at its generation (`status_1000_s`), and first create → done;
 //! 5. creates the rest of the routes (10k in all), waits for their statuses, then stays idle for
@@ -513,7 +516,7 @@ fn main() {
     let sluice = support::Sluice::start(&env, &format!("bench-{run}"), &flags);
     let pid = sluice.pid().expect("sluice runs");
     webhooks.install();
-    let envoy = support::Envoy::start(&env, &ports, &format!("bench-{run}"));
+    let envoy = support::Envoy::start_timing_updates(&env, &ports, &format!("bench-{run}"));
     let t = Instant::now();
     rt.block_on(wait_valid(
         client.clone(),
@@ -542,10 +545,9 @@ fn main() {
     // create), and the first 200 after that.
     let mut applied_ms = Vec::new();
     let mut served_after_applied_ms = Vec::new();
-    // Per route: when its create was sent (Unix seconds), its host, the create's answer and the
-    // first 200 (ms after sending), to set beside sluice's log.
-    let mut timeline =
-        String::from("sent_unix_s\thost\tcreate_ms\tenvoy_applied_ms\tfirst_200_ms\n");
+    // Per route: when its create was sent (Unix seconds), its host, the create's answer, Envoy's
+    // update_time and the first 200 (ms after sending); the steps from the logs join them below.
+    let mut rows: Vec<(f64, String, f64, f64, f64)> = Vec::new();
     // Envoy's CPU by thread over the series: its main thread applies each update (and answers the
     // statistics queries below); its worker serves the requests and frees what the update replaced.
     let envoy_threads = format!("/proc/{}/task", envoy.pid().expect("envoy runs"));
@@ -589,11 +591,12 @@ fn main() {
                 applied_ms.push(applied);
                 served_after_applied_ms.push(ms(done - start) - applied);
             }
-            timeline.push_str(&format!(
-                "{unix:.6}\t{}\t{:.3}\t{applied:.1}\t{:.3}\n",
+            rows.push((
+                unix,
                 host(i),
-                create_latency.last().unwrap_or(&0.0),
-                ms(done - start)
+                create_latency.last().copied().unwrap_or(0.0),
+                applied,
+                ms(done - start),
             ));
             // The statistics query above has Envoy flush its statistics (the bootstrap's
             // `stats_flush_on_admin`): over 10k clusters its main thread is busy for up to
@@ -603,6 +606,18 @@ fn main() {
         }
     });
     let envoy_cpu_after = cpu_by_name(envoy_threads.as_ref());
+    let sent: Vec<f64> = rows.iter().map(|r| r.0).collect();
+    let steps = common::envoy::propagation_steps(&sent, &sluice.log_text(), &envoy.log());
+    let mut timeline = String::from(
+        "sent_unix_s\thost\tcreate_ms\tpublished_ms\tenvoy_received_ms\tenvoy_built_ms\t\
+         envoy_accepted_ms\tenvoy_applied_ms\tfirst_200_ms\n",
+    );
+    for (k, (unix, host, create, applied, first)) in rows.iter().enumerate() {
+        let [p, r, b, a] = steps.of(k);
+        timeline.push_str(&format!(
+            "{unix:.6}\t{host}\t{create:.3}\t{p:.3}\t{r:.3}\t{b:.3}\t{a:.3}\t{applied:.1}\t{first:.3}\n"
+        ));
+    }
     let per_create: Vec<String> = envoy_cpu_after
         .iter()
         .filter_map(|(thread, s)| {
@@ -627,6 +642,23 @@ fn main() {
         "of which the create's answer (apiserver with admission): p50 {:.1} ms, p99 {:.1} ms",
         common::quantile(&create_latency, 0.5),
         common::quantile(&create_latency, 0.99),
+    );
+    let step_p50 = |v: &[f64]| common::quantile(v, 0.5);
+    println!(
+        "step by step, p50 of each (ms after the create was sent): apiserver answered {:.1}, \
+         sluice logged the build {:.1}, Envoy received {:.1}, built its route table {:.1}, accepted {:.1}, \
+         first 200 {prop_p50:.1}",
+        common::quantile(&create_latency, 0.5),
+        step_p50(&steps.published),
+        step_p50(&steps.received),
+        step_p50(&steps.built),
+        step_p50(&steps.accepted),
+    );
+    // Every create found in both logs, so the split cannot rot (the smoke run checks it too).
+    let missing = steps.missing();
+    assert_eq!(
+        missing, 0,
+        "{missing} steps of the creates not found in the logs"
     );
     if !applied_ms.is_empty() {
         println!(
@@ -796,6 +828,14 @@ fn main() {
         let mut r = serde_json::Map::new();
         r.insert("propagation_p50_ms_5k".into(), common::round3(prop_p50));
         r.insert("propagation_p99_ms_5k".into(), common::round3(prop_p99));
+        for (key, v) in [
+            ("propagation_published_p50_ms_5k", &steps.published),
+            ("propagation_envoy_received_p50_ms_5k", &steps.received),
+            ("propagation_envoy_built_p50_ms_5k", &steps.built),
+            ("propagation_envoy_accepted_p50_ms_5k", &steps.accepted),
+        ] {
+            r.insert(key.into(), common::round3(step_p50(v)));
+        }
         r.insert("status_1000_s".into(), common::round3(status_s));
         r.insert("status_1000_total_s".into(), common::round3(status_total_s));
         r.insert("status_writes_idle".into(), serde_json::json!(idle_writes));

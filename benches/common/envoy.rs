@@ -119,3 +119,86 @@ pub fn updates(log: &str) -> Vec<Update> {
     }
     out
 }
+
+/// A new route's way, per create, in ms after the create was sent: sluice logged the build
+/// holding it as published (its "published a new build" line, written once the build is handed
+/// to the xDS server, so Envoy may have received it a moment before), Envoy received the HTTP
+/// route configuration, built its route table and accepted the update (its log, [`updates`]).
+/// Each is the first such line at or after the create; NaN when a log has none within 10 s.
+pub struct Steps {
+    pub published: Vec<f64>,
+    pub received: Vec<f64>,
+    pub built: Vec<f64>,
+    pub accepted: Vec<f64>,
+}
+
+impl Steps {
+    pub fn of(&self, k: usize) -> [f64; 4] {
+        [
+            self.published[k],
+            self.received[k],
+            self.built[k],
+            self.accepted[k],
+        ]
+    }
+
+    pub fn missing(&self) -> usize {
+        (0..self.published.len())
+            .map(|k| self.of(k).iter().filter(|v| v.is_nan()).count())
+            .sum()
+    }
+}
+
+/// [`Steps`] of the creates sent at `sent` (Unix seconds). Both logs give times of day in UTC.
+pub fn propagation_steps(sent: &[f64], sluice_log: &str, envoy_log: &str) -> Steps {
+    const DAY: f64 = 86_400.0;
+    // sluice's log lines start with an RFC 3339 time in UTC: 2026-12-01T23:06:46.396151Z.
+    let published: Vec<f64> = sluice_log
+        .lines()
+        .filter(|l| l.contains("published a new build"))
+        .filter_map(|l| {
+            let t = l.split_once('T')?.1.split_once('Z')?.0;
+            let mut hms = t.split(':').map(|p| p.parse::<f64>().ok());
+            Some(hms.next()?? * 3600.0 + hms.next()?? * 60.0 + hms.next()??)
+        })
+        .collect();
+    let updates = updates(envoy_log);
+    // ms from the create to the first publication at or after it, within 10 s.
+    let first_published = |s: f64| {
+        let s = s.rem_euclid(DAY);
+        (published.iter())
+            .map(|t| (t - s).rem_euclid(DAY))
+            .filter(|d| *d < 10.0)
+            .min_by(f64::total_cmp)
+            .map_or(f64::NAN, |d| d * 1e3)
+    };
+    let first_update = |s: f64| {
+        let s = s.rem_euclid(DAY);
+        updates
+            .iter()
+            .filter(|u| (u.received - s).rem_euclid(DAY) < 10.0)
+            .min_by(|a, b| {
+                let d = |u: &&Update| (u.received - s).rem_euclid(DAY);
+                d(a).total_cmp(&d(b))
+            })
+            .map(|u| {
+                let d = |t: f64| (t - s).rem_euclid(DAY) * 1e3;
+                [d(u.received), d(u.built), d(u.accepted)]
+            })
+            .unwrap_or([f64::NAN; 3])
+    };
+    let mut steps = Steps {
+        published: Vec::new(),
+        received: Vec::new(),
+        built: Vec::new(),
+        accepted: Vec::new(),
+    };
+    for &s in sent {
+        steps.published.push(first_published(s));
+        let [r, b, a] = first_update(s);
+        steps.received.push(r);
+        steps.built.push(b);
+        steps.accepted.push(a);
+    }
+    steps
+}

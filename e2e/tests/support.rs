@@ -415,11 +415,24 @@ impl Ports {
 pub struct Envoy {
     child: Option<Child>,
     pid_file: PathBuf,
+    log_path: PathBuf,
     pub http_port: u16,
 }
 
 impl Envoy {
     pub fn start(env: &Env, ports: &Ports, name: &str) -> Envoy {
+        Envoy::start_with(env, ports, name, false)
+    }
+
+    /// Envoy whose log marks each step of a route configuration update to the microsecond (the
+    /// `config` and `rds` loggers at debug, times of day in UTC), for the benchmark that splits a
+    /// new route's way through it.
+    #[allow(dead_code)] // used by benches/cluster.rs
+    pub fn start_timing_updates(env: &Env, ports: &Ports, name: &str) -> Envoy {
+        Envoy::start_with(env, ports, name, true)
+    }
+
+    fn start_with(env: &Env, ports: &Ports, name: &str, timing_updates: bool) -> Envoy {
         assert!(
             env.envoy.exists(),
             "no Envoy at {} (scripts/ensure-envoy.sh installs it)",
@@ -442,8 +455,16 @@ impl Envoy {
             "sluice bootstrap: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let log = std::fs::File::create(env.work.join(format!("envoy-{name}.log"))).unwrap();
-        let child = Command::new(&env.envoy)
+        let log_path = env.work.join(format!("envoy-{name}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut envoy = Command::new(&env.envoy);
+        if timing_updates {
+            envoy
+                .args(["--component-log-level", "config:debug,rds:debug"])
+                .args(["--log-format", "[%T.%f][%n] %v"])
+                .env("TZ", "UTC");
+        }
+        let child = envoy
             .arg("-c")
             .arg(&bootstrap)
             .args([
@@ -466,8 +487,15 @@ impl Envoy {
         Envoy {
             child: Some(child),
             pid_file,
+            log_path,
             http_port: ports.http,
         }
+    }
+
+    /// Envoy's log so far.
+    #[allow(dead_code)] // used by benches/cluster.rs
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
     /// The process id while it runs.
