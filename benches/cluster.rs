@@ -109,7 +109,7 @@ fn route(ns: &str, name: &str, host: &str, svc: &str, phase: &str) -> IngressRou
             "virtualhost": {"fqdn": host},
             "routes": [
                 {"match": "/", "services": [{"name": svc, "port": 80}]},
-                {"match": "/api", "prefixRewrite": "/", "services": [{"name": svc, "port": 80}]},
+                {"match": "/api", "services": [{"name": svc, "port": 80}]},
             ],
         },
     }))
