@@ -86,18 +86,15 @@ pub struct Update {
     pub accepted: f64,
 }
 
+/// Seconds of the day of a time `HH:MM:SS.ffffff`.
+fn seconds_of_day(t: &str) -> Option<f64> {
+    let mut parts = t.split(':').map(|p| p.parse::<f64>().ok());
+    Some(parts.next()?? * 3600.0 + parts.next()?? * 60.0 + parts.next()??)
+}
+
 /// The updates of the HTTP route configuration (`ingress_http`) in Envoy's log, in order.
 pub fn updates(log: &str) -> Vec<Update> {
-    let seconds = |line: &str| -> Option<f64> {
-        let t = line.strip_prefix('[')?.split(']').next()?;
-        let mut parts = t.split(':');
-        let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
-        Some(
-            h.parse::<f64>().ok()? * 3600.0
-                + m.parse::<f64>().ok()? * 60.0
-                + s.parse::<f64>().ok()?,
-        )
-    };
+    let seconds = |line: &str| seconds_of_day(line.strip_prefix('[')?.split(']').next()?);
     let mut out = Vec::new();
     let mut received = None;
     let mut built = None;
@@ -156,36 +153,28 @@ pub fn propagation_steps(sent: &[f64], sluice_log: &str, envoy_log: &str) -> Ste
     let published: Vec<f64> = sluice_log
         .lines()
         .filter(|l| l.contains("published a new build"))
-        .filter_map(|l| {
-            let t = l.split_once('T')?.1.split_once('Z')?.0;
-            let mut hms = t.split(':').map(|p| p.parse::<f64>().ok());
-            Some(hms.next()?? * 3600.0 + hms.next()?? * 60.0 + hms.next()??)
-        })
+        .filter_map(|l| seconds_of_day(l.split_once('T')?.1.split_once('Z')?.0))
         .collect();
     let updates = updates(envoy_log);
-    // ms from the create to the first publication at or after it, within 10 s.
+    // ms from the create sent at `s` (Unix seconds) to time of day `t`, if within 10 s after it.
+    let after = |s: f64, t: f64| {
+        let d = (t - s.rem_euclid(DAY)).rem_euclid(DAY);
+        (d < 10.0).then_some(d * 1e3)
+    };
     let first_published = |s: f64| {
-        let s = s.rem_euclid(DAY);
         (published.iter())
-            .map(|t| (t - s).rem_euclid(DAY))
-            .filter(|d| *d < 10.0)
+            .filter_map(|&t| after(s, t))
             .min_by(f64::total_cmp)
-            .map_or(f64::NAN, |d| d * 1e3)
+            .unwrap_or(f64::NAN)
     };
     let first_update = |s: f64| {
-        let s = s.rem_euclid(DAY);
-        updates
-            .iter()
-            .filter(|u| (u.received - s).rem_euclid(DAY) < 10.0)
-            .min_by(|a, b| {
-                let d = |u: &&Update| (u.received - s).rem_euclid(DAY);
-                d(a).total_cmp(&d(b))
+        (updates.iter())
+            .filter_map(|u| Some((after(s, u.received)?, u)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or([f64::NAN; 3], |(received, u)| {
+                let d = |t: f64| (t - s.rem_euclid(DAY)).rem_euclid(DAY) * 1e3;
+                [received, d(u.built), d(u.accepted)]
             })
-            .map(|u| {
-                let d = |t: f64| (t - s).rem_euclid(DAY) * 1e3;
-                [d(u.received), d(u.built), d(u.accepted)]
-            })
-            .unwrap_or([f64::NAN; 3])
     };
     let mut steps = Steps {
         published: Vec::new(),
