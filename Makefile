@@ -2,7 +2,7 @@
 #   make run    the demo: sluice standalone + a real Envoy + sample backends
 #   make test   every test tier: lint, unit, golden, CLI, webhook (router, HTTPS, fuzz), real Envoy,
 #               benchmark smoke runs, cargo-fuzz (bounded), and the e2e against a real kube-apiserver
-#               (with the cluster benchmark's smoke run)
+#               (with the smoke runs of the cluster and side-by-side benchmarks)
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -41,9 +41,9 @@ run:
 	scripts/demo.sh
 
 # Every benchmark (they print numbers; each merges its keys into target/bench/results.json), then
-# the table against the targets (docs/benchmarks.md holds the latest). The cluster benchmark runs
-# inside the e2e control plane (needs root, like make e2e). Smoke runs of all of them are in
-# make test.
+# the table against the targets (docs/benchmarks.md holds the latest). The cluster benchmark and
+# the side-by-side one (sluice and Contour on the same Ingresses) run inside the e2e control plane
+# (needs root, like make e2e). Smoke runs of all of them are in make test.
 bench:
 	rm -f target/bench/results.json
 	$(CARGO) bench --bench dag
@@ -60,6 +60,7 @@ envoy:
 
 tools:
 	e2e/tools/build.sh
+	e2e/tools/contour/build.sh
 
 # Regenerate crds/ from the Rust types.
 crds:

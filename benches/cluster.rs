@@ -36,12 +36,13 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use sluice::api::heptio_v1beta1::IngressRoute;
+
+use common::apiserver::{create_all, first_200, ms, obj, service};
 
 /// Sizes of one run.
 struct Sizes {
@@ -71,34 +72,10 @@ const SMOKE: Sizes = Sizes {
     idle: Duration::from_secs(10),
 };
 
-/// Creates in flight at once while building the cluster.
-const PARALLEL: usize = 32;
 const LABEL: &str = "sluice-bench";
-
-fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
-    serde_json::from_value(v).expect("a well-formed object")
-}
 
 fn namespace_of(i: usize) -> String {
     format!("bench-{}-{}", std::process::id(), i % 20)
-}
-
-fn service(ns: &str, name: &str, ip: &str, port: u16) -> (Service, EndpointSlice) {
-    (
-        obj(serde_json::json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"ports": [{"name": "http", "port": 80, "targetPort": port}]},
-        })),
-        obj(serde_json::json!({
-            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": format!("{name}-1"), "namespace": ns,
-                         "labels": {"kubernetes.io/service-name": name}},
-            "addressType": "IPv4",
-            "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
-            "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
-        })),
-    )
 }
 
 fn route(ns: &str, name: &str, host: &str, svc: &str, phase: &str) -> IngressRoute {
@@ -113,28 +90,6 @@ fn route(ns: &str, name: &str, host: &str, svc: &str, phase: &str) -> IngressRou
             ],
         },
     }))
-}
-
-/// Creates `items` with [`PARALLEL`] requests in flight.
-async fn create_all<K>(client: &kube::Client, items: Vec<K>)
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
-        + Clone
-        + serde::Serialize
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    futures::stream::iter(items)
-        .map(|item| {
-            let api: Api<K> =
-                Api::namespaced(client.clone(), &item.meta().namespace.clone().unwrap());
-            async move { api.create(&PostParams::default(), &item).await }
-        })
-        .buffer_unordered(PARALLEL)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .expect("create");
 }
 
 fn valid(ir: &IngressRoute) -> bool {
@@ -392,26 +347,6 @@ fn rss_mib(pid: u32) -> (f64, f64) {
     (status_mib(pid, "VmRSS"), status_mib(pid, "VmHWM"))
 }
 
-/// GETs `/` with this Host through Envoy until it answers 200; returns when it did.
-async fn first_200(http: &reqwest::Client, port: u16, host: &str) -> Instant {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = http
-            .get(format!("http://127.0.0.1:{port}/"))
-            .header("host", host)
-            .send()
-            .await;
-        if r.as_ref().is_ok_and(|r| r.status() == 200) {
-            return Instant::now();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{host} did not answer 200 within 30 s: {r:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
 /// One gauge of Envoy's admin statistics, if Envoy has it.
 async fn envoy_gauge(http: &reqwest::Client, admin: u16, name: &str) -> Option<f64> {
     let text = http
@@ -430,10 +365,6 @@ async fn envoy_gauge(http: &reqwest::Client, admin: u16, name: &str) -> Option<f
             .parse()
             .ok()
     })
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn main() {

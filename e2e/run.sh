@@ -3,9 +3,12 @@
 # kube-apiserver + a backend network namespace, runs the e2e tests (cargo test --test e2e) against
 # them with real kubectl, and tears everything down on exit.
 #
-#   e2e/run.sh                 run every e2e test, then the cluster benchmark's smoke run
+#   e2e/run.sh                 run every e2e test, then the smoke runs of the cluster and
+#                              side-by-side (sluice and Contour) benchmarks
 #   e2e/run.sh status          only tests whose name contains "status" (no benchmark smoke)
-#   e2e/run.sh --bench         the full cluster benchmark (benches/cluster.rs, release build)
+#   e2e/run.sh --bench         the full cluster and side-by-side benchmarks (benches/cluster.rs,
+#                              benches/contour.rs; release build); `--bench cluster` or
+#                              `--bench contour` runs one of them
 #   E2E_KEEP=1 e2e/run.sh      after the tests, keep the control plane up and print how to use it
 #                              (Ctrl-C tears it down)
 # Needs root (network namespace), openssl, curl, python3, Go >= 1.24 (first run builds the tools).
@@ -49,6 +52,10 @@ if [[ -z "${SLUICE_E2E_ENVOY:-}" ]]; then
 	e2e_log "envoy: $SLUICE_E2E_ENVOY"
 fi
 export SLUICE_E2E_ENVOY
+# Contour for the side-by-side benchmark (benches/contour.rs), built like the tools above.
+SLUICE_E2E_CONTOUR="$("$E2E_ROOT/e2e/tools/contour/build.sh")"
+e2e_log "contour: $SLUICE_E2E_CONTOUR"
+export SLUICE_E2E_CONTOUR
 
 cd "$E2E_ROOT"
 # Each step in the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.
@@ -59,12 +66,16 @@ run() {
 	wait $! || status=$?
 }
 if [[ "${1:-}" == --bench ]]; then
-	run cargo bench --bench cluster
+	# `--bench cluster` or `--bench contour` runs only that one.
+	[[ "${2:-cluster}" == cluster ]] && run cargo bench --bench cluster
+	[[ $status == 0 && "${2:-contour}" == contour ]] && run cargo bench --bench contour
 else
 	run cargo test --test e2e -- --ignored --test-threads=1 "$@"
 	if [[ $status == 0 && $# == 0 ]]; then
-		# The cluster benchmark's smoke run (small sizes, test profile), so it cannot rot.
+		# The smoke runs (small sizes, test profile) of the cluster and side-by-side benchmarks,
+		# so they cannot rot.
 		run cargo test --bench cluster
+		[[ $status == 0 ]] && run cargo test --bench contour
 	fi
 fi
 

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+pub mod apiserver;
 pub mod envoy;
 pub mod reference;
 

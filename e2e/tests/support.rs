@@ -2,7 +2,7 @@
 //! (start, SIGTERM, kill -9, count their status writes from the log), polling with deadlines.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
 use std::time::{Duration, Instant};
@@ -455,6 +455,27 @@ impl Envoy {
             "sluice bootstrap: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        Envoy::start_bootstrap(
+            env,
+            &bootstrap,
+            ports.http,
+            ports.admin,
+            name,
+            timing_updates,
+        )
+    }
+
+    /// Envoy on a bootstrap written by someone else (the side-by-side benchmark's Contour):
+    /// `http_port` is its HTTP listener's, `base_id` any number no other Envoy here uses (the
+    /// admin port of its `Ports`, say).
+    pub fn start_bootstrap(
+        env: &Env,
+        bootstrap: &Path,
+        http_port: u16,
+        base_id: u16,
+        name: &str,
+        timing_updates: bool,
+    ) -> Envoy {
         let log_path = env.work.join(format!("envoy-{name}.log"));
         let log = std::fs::File::create(&log_path).unwrap();
         let mut envoy = Command::new(&env.envoy);
@@ -466,7 +487,7 @@ impl Envoy {
         }
         let child = envoy
             .arg("-c")
-            .arg(&bootstrap)
+            .arg(bootstrap)
             .args([
                 "--concurrency",
                 "1",
@@ -476,7 +497,7 @@ impl Envoy {
                 "--drain-time-s",
                 "1",
             ])
-            .args(["--base-id", &ports.admin.to_string()])
+            .args(["--base-id", &base_id.to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -488,7 +509,7 @@ impl Envoy {
             child: Some(child),
             pid_file,
             log_path,
-            http_port: ports.http,
+            http_port,
         }
     }
 

@@ -1,0 +1,386 @@
+//! sluice and Contour side by side: the same Ingresses in the same kube-apiserver, the same Envoy
+//! release, the same machine and minute, one controller at a time.
+//!
+//! Runs inside the e2e control plane, like the cluster benchmark: `e2e/run.sh --bench` runs it in
+//! full (`cargo bench --bench contour`), and `make e2e` runs the smoke sizes after the cluster
+//! benchmark's. Contour is the release pinned in `e2e/tools/contour/go.mod`, built from the Go
+//! module proxy by `e2e/tools/contour/build.sh` (`SLUICE_E2E_CONTOUR` names the directory with the
+//! binary and that release's CustomResourceDefinitions). Without that environment it says so and
+//! exits.
+//!
+//! What it does, in order:
+//! 1. creates the workload through the API: Services with EndpointSlices and 5,000 Ingresses
+//!    (`networking.k8s.io/v1`, the kind both controllers serve), each its own host with two
+//!    `Prefix` paths, `/` and `/api`, as the cluster benchmark's IngressRoutes have;
+//! 2. **sluice**: starts it as the cluster benchmark does (leader, its admission webhooks in the
+//!    apiserver's path) with an Envoy on its xDS, waits until Envoy serves every existing host,
+//!    then creates one new Ingress at a time and times create → first 200 through Envoy;
+//! 3. stops sluice and its Envoy and takes its webhooks out of the apiserver;
+//! 4. **Contour**: installs its CustomResourceDefinitions, starts `contour serve` (its defaults,
+//!    leader election off) with an Envoy on `contour bootstrap`'s configuration, waits the same
+//!    way, and times the same kind of create.
+//!
+//! Keys (full run): `side_by_side_{sluice,contour}_propagation_{p50,p99}_ms_5k` and
+//! `side_by_side_propagation_p50_ratio_5k`, Contour's p50 over sluice's. The two phases run one
+//! after the other, not at once: two controllers rebuilding side by side on two vCPUs would
+//! measure each other.
+
+mod common;
+#[allow(dead_code)]
+#[path = "../e2e/tests/support.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{Api, PostParams};
+
+use common::apiserver::{create_all, first_200, first_200_within, ms, obj, service};
+
+/// Sizes of one run.
+struct Sizes {
+    ingresses: usize,
+    services: usize,
+    samples: usize,
+}
+
+const FULL: Sizes = Sizes {
+    ingresses: 5_000,
+    services: 1_000,
+    samples: 30,
+};
+
+const SMOKE: Sizes = Sizes {
+    ingresses: 100,
+    services: 10,
+    samples: 3,
+};
+
+/// Namespaces the workload is spread over.
+const NAMESPACES: usize = 10;
+
+/// The ingress class both controllers are told to serve.
+const CLASS: &str = "side-by-side";
+
+fn namespace_of(i: usize) -> String {
+    format!("sbs-{}-{}", std::process::id(), i % NAMESPACES)
+}
+
+fn host(i: usize) -> String {
+    format!("ing-{i}.sbs-{}.example.com", std::process::id())
+}
+
+fn ingress(i: usize, services: usize) -> Ingress {
+    let svc = format!("svc-{}", i % services);
+    let path = |p: &str| {
+        serde_json::json!({
+            "path": p, "pathType": "Prefix",
+            "backend": {"service": {"name": svc, "port": {"number": 80}}},
+        })
+    };
+    obj(serde_json::json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": format!("ing-{i}"), "namespace": namespace_of(i)},
+        "spec": {
+            "ingressClassName": CLASS,
+            "rules": [{"host": host(i), "http": {"paths": [path("/"), path("/api")]}}],
+        },
+    }))
+}
+
+/// The propagation of `samples` new Ingresses, numbered from `first`, through the Envoy listening
+/// on `port`, once it serves every Ingress numbered below `first`: ms from each create's request
+/// to its host's first 200.
+fn propagation(
+    rt: &tokio::runtime::Runtime,
+    client: &kube::Client,
+    port: u16,
+    first: usize,
+    samples: usize,
+    services: usize,
+) -> Vec<f64> {
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .expect("an HTTP client");
+    rt.block_on(async {
+        // The controller took in the whole cluster when this answers (Ingresses are created in
+        // order, and their order is not what either controller builds by).
+        let t = Instant::now();
+        first_200_within(&http, port, &host(first - 1), Duration::from_secs(600)).await;
+        first_200(&http, port, &host(0)).await;
+        println!(
+            "  Envoy served the existing hosts {:.1} s after the wait began",
+            t.elapsed().as_secs_f64()
+        );
+        // As in the cluster benchmark: Envoy may still be taking in its first configuration.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut out = Vec::new();
+        for i in first..first + samples {
+            let ing = ingress(i, services);
+            let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace_of(i));
+            let start = Instant::now();
+            api.create(&PostParams::default(), &ing)
+                .await
+                .expect("create");
+            let done = first_200(&http, port, &host(i)).await;
+            out.push(ms(done - start));
+            // Each create finds an idle controller and Envoy (Contour rebuilds at once after
+            // 500 ms without changes, its holdoff's maximum).
+            tokio::time::sleep(Duration::from_millis(600)).await;
+        }
+        out
+    })
+}
+
+/// A process this benchmark started, killed when dropped (and by e2e/run.sh's teardown, through
+/// its pid file, if the benchmark dies first).
+struct Process {
+    child: Child,
+    pid_file: PathBuf,
+}
+
+impl Process {
+    fn spawn(cmd: &mut Command, work: &Path, name: &str) -> Process {
+        let log = std::fs::File::create(work.join(format!("{name}.log"))).expect("a log file");
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("the log file"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name} starts: {e}"));
+        let pid_file = work.join(format!("test-{name}-{}.pid", child.id()));
+        let _ = std::fs::write(&pid_file, child.id().to_string());
+        Process { child, pid_file }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
+
+/// Contour's HTTP listener port and its Envoy's bootstrap, written by `contour bootstrap` for an
+/// xDS server on `xds`, with the node Contour's deployment gives its Envoys.
+fn contour_bootstrap(contour: &Path, work: &Path, xds: u16) -> PathBuf {
+    let path = work.join("contour-bootstrap.json");
+    let out = Command::new(contour)
+        .arg("bootstrap")
+        .arg(&path)
+        .args(["--xds-address", "127.0.0.1", "--xds-port", &xds.to_string()])
+        .arg("--admin-address")
+        .arg(work.join("contour-envoy-admin.sock"))
+        .output()
+        .expect("contour bootstrap runs");
+    assert!(
+        out.status.success(),
+        "contour bootstrap: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).expect("contour wrote the bootstrap");
+    let mut bootstrap: serde_json::Value = serde_json::from_str(&text).expect("bootstrap JSON");
+    bootstrap["node"] = serde_json::json!({"id": "side-by-side", "cluster": "contour"});
+    std::fs::write(&path, bootstrap.to_string()).expect("bootstrap written");
+    path
+}
+
+fn report(name: &str, samples: &[f64]) -> (f64, f64) {
+    let (p50, p99) = (
+        common::quantile(samples, 0.5),
+        common::quantile(samples, 0.99),
+    );
+    println!(
+        "{name}: create → first 200 through Envoy over {} creates: p50 {p50:.1} ms, p99 {p99:.1} ms \
+         (min {:.1}, max {:.1})",
+        samples.len(),
+        common::quantile(samples, 0.0),
+        common::quantile(samples, 1.0),
+    );
+    (p50, p99)
+}
+
+fn main() {
+    let smoke = common::smoke();
+    let (Some(_), Some(contour_dir)) = (
+        std::env::var_os("SLUICE_E2E_WORK"),
+        std::env::var_os("SLUICE_E2E_CONTOUR"),
+    ) else {
+        println!(
+            "side-by-side benchmark: no e2e control plane here; it runs inside `make e2e` (smoke) \
+             and `e2e/run.sh --bench` (full)"
+        );
+        return;
+    };
+    let contour_dir = PathBuf::from(contour_dir);
+    let sizes = if smoke { SMOKE } else { FULL };
+    let rt = common::runtime(2);
+    let env = support::env();
+    let client = rt
+        .block_on(kube::Client::try_default())
+        .expect("admin kubeconfig");
+    let run = std::process::id();
+
+    // 1. The workload.
+    let t = Instant::now();
+    rt.block_on(async {
+        let ns_api: Api<Namespace> = Api::all(client.clone());
+        for i in 0..NAMESPACES {
+            let ns: Namespace = obj(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace_of(i)},
+            }));
+            ns_api
+                .create(&PostParams::default(), &ns)
+                .await
+                .expect("namespace");
+        }
+        let (services, slices): (Vec<_>, Vec<_>) = (0..sizes.services)
+            .map(|s| {
+                let port = env.backend_ports[s % env.backend_ports.len()];
+                service(&namespace_of(s), &format!("svc-{s}"), &env.backend_ip, port)
+            })
+            .unzip();
+        create_all(&client, services).await;
+        create_all(&client, slices).await;
+        let ingresses = (0..sizes.ingresses)
+            .map(|i| ingress(i, sizes.services))
+            .collect();
+        create_all(&client, ingresses).await;
+    });
+    println!(
+        "created {} Services with EndpointSlices and {} Ingresses (two paths each) in {:.1} s",
+        sizes.services,
+        sizes.ingresses,
+        t.elapsed().as_secs_f64()
+    );
+
+    // 2. sluice.
+    let sluice_ms = {
+        let ports = support::Ports::new();
+        let webhooks = support::Webhooks::new(&env);
+        let mut flags = ports.serve_flags();
+        flags.extend(webhooks.serve_flags());
+        flags.extend(["--ingress-class-name".to_string(), CLASS.to_string()]);
+        let sluice = support::Sluice::start(&env, &format!("side-by-side-{run}"), &flags);
+        webhooks.install();
+        let envoy = support::Envoy::start(&env, &ports, &format!("side-by-side-sluice-{run}"));
+        println!("sluice:");
+        let samples = propagation(
+            &rt,
+            &client,
+            ports.http,
+            sizes.ingresses,
+            sizes.samples,
+            sizes.services,
+        );
+        // 3. Envoy and sluice stop, and the webhooks go: the apiserver would otherwise call a
+        // webhook that no longer answers on every Ingress create of the next phase.
+        drop((envoy, sluice, webhooks));
+        samples
+    };
+
+    // 4. Contour.
+    let contour_ms = {
+        let crds = contour_dir.join("crds.yaml");
+        env.kubectl_ok(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            crds.to_str().expect("a UTF-8 path"),
+        ]);
+        env.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
+        let port = support::free_port;
+        let (xds, http, https, stats) = (port(), port(), port(), port());
+        let binary = contour_dir.join("contour");
+        let bootstrap = contour_bootstrap(&binary, &env.work, xds);
+        let loopback = |flag: &str, port: u16| {
+            [
+                format!("--{flag}-address=127.0.0.1"),
+                format!("--{flag}-port={port}"),
+            ]
+        };
+        let mut serve = Command::new(&binary);
+        serve
+            .arg("serve")
+            .arg(format!(
+                "--kubeconfig={}",
+                std::env::var("KUBECONFIG").expect("KUBECONFIG")
+            ))
+            .args(["--insecure", "--disable-leader-election"])
+            .arg(format!("--ingress-class-name={CLASS}"))
+            .args(loopback("xds", xds))
+            .args(loopback("envoy-service-http", http))
+            .args(loopback("envoy-service-https", https))
+            .args(loopback("stats", stats))
+            .args(loopback("health", port()))
+            .args(loopback("http", port()))
+            .args(loopback("debug-http", port()));
+        let contour = Process::spawn(&mut serve, &env.work, &format!("contour-{run}"));
+        let _envoy = support::Envoy::start_bootstrap(
+            &env,
+            &bootstrap,
+            http,
+            stats,
+            &format!("side-by-side-contour-{run}"),
+            false,
+        );
+        println!("Contour:");
+        let samples = propagation(
+            &rt,
+            &client,
+            http,
+            sizes.ingresses + sizes.samples,
+            sizes.samples,
+            sizes.services,
+        );
+        drop(contour);
+        // Kept for a look at what Contour did (its log is gone with the e2e work directory).
+        let kept = common::results_path().with_file_name("side-by-side-contour.log");
+        if std::fs::create_dir_all(kept.parent().expect("target/bench")).is_ok() {
+            let _ = std::fs::copy(env.work.join(format!("contour-{run}.log")), &kept);
+        }
+        samples
+    };
+
+    let (s50, s99) = report("sluice", &sluice_ms);
+    let (c50, c99) = report("Contour", &contour_ms);
+    println!("Contour's p50 over sluice's: {:.2}", c50 / s50);
+    if !smoke {
+        let mut r = serde_json::Map::new();
+        r.insert(
+            "side_by_side_sluice_propagation_p50_ms_5k".into(),
+            common::round3(s50),
+        );
+        r.insert(
+            "side_by_side_sluice_propagation_p99_ms_5k".into(),
+            common::round3(s99),
+        );
+        r.insert(
+            "side_by_side_contour_propagation_p50_ms_5k".into(),
+            common::round3(c50),
+        );
+        r.insert(
+            "side_by_side_contour_propagation_p99_ms_5k".into(),
+            common::round3(c99),
+        );
+        r.insert(
+            "side_by_side_propagation_p50_ratio_5k".into(),
+            common::round3(c50 / s50),
+        );
+        common::write_results(r);
+    }
+}
