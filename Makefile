@@ -53,6 +53,7 @@ bench:
 	$(CARGO) bench --bench memory
 	$(CARGO) bench --bench envoy
 	e2e/run.sh --bench
+	e2e/run.sh --bench contour
 	scripts/bench-table.py target/bench/results.json | tee target/bench/table.md
 
 envoy:

@@ -43,6 +43,7 @@ use kube::runtime::watcher;
 use sluice::api::heptio_v1beta1::IngressRoute;
 
 use common::apiserver::{create_all, first_200, ms, obj, service};
+use common::process::{cpu_by_name, rss_mib, status_mib};
 
 /// Sizes of one run.
 struct Sizes {
@@ -254,33 +255,6 @@ fn cpu_by_program() -> BTreeMap<String, f64> {
     cpu_by_name(std::path::Path::new("/proc"))
 }
 
-/// CPU seconds by name of the processes (`/proc`) or threads (`/proc/PID/task`) listed in `dir`.
-fn cpu_by_name(dir: &std::path::Path) -> BTreeMap<String, f64> {
-    let mut cpu = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir(dir) else {
-        return cpu;
-    };
-    for entry in dir.flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid … utime stime: fields 14 and 15, counted after the comm.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = stat[open + 1..close].to_string();
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        *cpu.entry(comm).or_insert(0.0) += (ticks(11) + ticks(12)) / 100.0;
-    }
-    cpu
-}
-
 /// Prints the CPU seconds each program used between two readings of [`cpu_by_program`] (those
 /// above 0.1 s).
 fn print_cpu_between(what: &str, before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) {
@@ -292,16 +266,6 @@ fn print_cpu_between(what: &str, before: &BTreeMap<String, f64>, after: &BTreeMa
     used.sort_by(|a, b| b.0.total_cmp(&a.0));
     let list: Vec<String> = used.iter().map(|(d, c)| format!("{c} {d:.1}")).collect();
     println!("CPU seconds {what}: {}", list.join(", "));
-}
-
-/// A field of a process's /proc status in MiB (VmRSS, VmHWM, RssAnon, RssFile).
-fn status_mib(pid: u32, name: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// Where a process's anonymous resident memory is, from /proc/PID/smaps: anonymous mappings
@@ -340,11 +304,6 @@ fn anon_breakdown(pid: u32) -> String {
         "anonymous in {mapped_n} mappings (jemalloc's extents and metadata, thread stacks) \
          {mapped:.1} MiB, brk heap {heap:.1} MiB; {threads} threads"
     )
-}
-
-/// (VmRSS, VmHWM) of a process in MiB.
-fn rss_mib(pid: u32) -> (f64, f64) {
-    (status_mib(pid, "VmRSS"), status_mib(pid, "VmHWM"))
 }
 
 /// One gauge of Envoy's admin statistics, if Envoy has it.

@@ -39,6 +39,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, PostParams};
 
 use common::apiserver::{create_all, first_200, first_200_within, ms, obj, service};
+use common::process::{cpu_seconds, rss_mib};
 
 /// Sizes of one run.
 struct Sizes {
@@ -91,17 +92,26 @@ fn ingress(i: usize, services: usize) -> Ingress {
     }))
 }
 
-/// The propagation of `samples` new Ingresses, numbered from `first`, through the Envoy listening
-/// on `port`, once it serves every Ingress numbered below `first`: ms from each create's request
-/// to its host's first 200.
-fn propagation(
+/// One controller's phase: create → first 200 of each new Ingress (ms), the controller's CPU
+/// per create (ms, from the first create to the last 200), and its RSS after the series and its
+/// high-water mark since its start (MiB).
+struct Phase {
+    propagation_ms: Vec<f64>,
+    cpu_ms_per_create: f64,
+    rss_mib: f64,
+    peak_mib: f64,
+}
+
+/// The phase of the controller `pid`, whose Envoy listens on `port`: once that Envoy serves every
+/// Ingress numbered below `first`, `samples` new Ingresses numbered from `first`, one at a time.
+fn phase(
     rt: &tokio::runtime::Runtime,
     client: &kube::Client,
-    port: u16,
+    (pid, port): (u32, u16),
     first: usize,
     samples: usize,
     services: usize,
-) -> Vec<f64> {
+) -> Phase {
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(2))
@@ -119,21 +129,31 @@ fn propagation(
         );
         // As in the cluster benchmark: Envoy may still be taking in its first configuration.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let mut out = Vec::new();
+        let mut propagation_ms = Vec::new();
+        let mut cpu_ms = 0.0;
         for i in first..first + samples {
             let ing = ingress(i, services);
             let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace_of(i));
+            let cpu = cpu_seconds(pid);
             let start = Instant::now();
             api.create(&PostParams::default(), &ing)
                 .await
                 .expect("create");
             let done = first_200(&http, port, &host(i)).await;
-            out.push(ms(done - start));
+            propagation_ms.push(ms(done - start));
             // Each create finds an idle controller and Envoy (Contour rebuilds at once after
-            // 500 ms without changes, its holdoff's maximum).
+            // 500 ms without changes, its holdoff's maximum); what the controller does for it
+            // after the 200 (status, bookkeeping) is counted here too.
             tokio::time::sleep(Duration::from_millis(600)).await;
+            cpu_ms += (cpu_seconds(pid) - cpu) * 1e3;
         }
-        out
+        let (rss_mib, peak_mib) = rss_mib(pid);
+        Phase {
+            propagation_ms,
+            cpu_ms_per_create: cpu_ms / samples as f64,
+            rss_mib,
+            peak_mib,
+        }
     })
 }
 
@@ -191,19 +211,50 @@ fn contour_bootstrap(contour: &Path, work: &Path, xds: u16) -> PathBuf {
     path
 }
 
-fn report(name: &str, samples: &[f64]) -> (f64, f64) {
+/// Prints a phase and returns its keys (`side_by_side_{name}_…_5k`).
+fn report(name: &str, p: &Phase) -> Vec<(String, f64)> {
+    let samples = &p.propagation_ms;
     let (p50, p99) = (
         common::quantile(samples, 0.5),
         common::quantile(samples, 0.99),
     );
     println!(
         "{name}: create → first 200 through Envoy over {} creates: p50 {p50:.1} ms, p99 {p99:.1} ms \
-         (min {:.1}, max {:.1})",
+         (min {:.1}, max {:.1}); {:.1} ms of the controller's CPU per create; RSS {:.1} MiB after \
+         the creates, {:.1} MiB at most since its start",
         samples.len(),
         common::quantile(samples, 0.0),
         common::quantile(samples, 1.0),
+        p.cpu_ms_per_create,
+        p.rss_mib,
+        p.peak_mib,
     );
-    (p50, p99)
+    let key = |what: &str| format!("side_by_side_{}_{what}_5k", name.to_lowercase());
+    vec![
+        (key("propagation_p50_ms"), p50),
+        (key("propagation_p99_ms"), p99),
+        (key("cpu_ms_per_create"), p.cpu_ms_per_create),
+        (key("rss_mib"), p.rss_mib),
+        (key("rss_peak_mib"), p.peak_mib),
+    ]
+}
+
+/// How many routing objects the apiserver holds already (IngressRoutes and Ingresses): sluice
+/// serves every IngressRoute and Contour none, so a full run needs an apiserver without them.
+fn routing_objects(rt: &tokio::runtime::Runtime, client: &kube::Client) -> usize {
+    use sluice::api::heptio_v1beta1::IngressRoute;
+    let params = kube::api::ListParams::default().limit(1);
+    rt.block_on(async {
+        let irs = Api::<IngressRoute>::all(client.clone())
+            .list_metadata(&params)
+            .await
+            .expect("list IngressRoutes");
+        let ings = Api::<Ingress>::all(client.clone())
+            .list_metadata(&params)
+            .await
+            .expect("list Ingresses");
+        irs.items.len() + ings.items.len()
+    })
 }
 
 fn main() {
@@ -227,7 +278,13 @@ fn main() {
         .expect("admin kubeconfig");
     let run = std::process::id();
 
-    // 1. The workload.
+    // 1. The workload, in an apiserver of its own.
+    let before = routing_objects(&rt, &client);
+    assert!(
+        smoke || before == 0,
+        "the side-by-side benchmark needs an apiserver without IngressRoutes and Ingresses (sluice \
+         would serve them, Contour not): run it as `e2e/run.sh --bench contour`"
+    );
     let t = Instant::now();
     rt.block_on(async {
         let ns_api: Api<Namespace> = Api::all(client.clone());
@@ -262,7 +319,7 @@ fn main() {
     );
 
     // 2. sluice.
-    let sluice_ms = {
+    let sluice = {
         let ports = support::Ports::new();
         let webhooks = support::Webhooks::new(&env);
         let mut flags = ports.serve_flags();
@@ -272,10 +329,11 @@ fn main() {
         webhooks.install();
         let envoy = support::Envoy::start(&env, &ports, &format!("side-by-side-sluice-{run}"));
         println!("sluice:");
-        let samples = propagation(
+        let pid = sluice.pid().expect("sluice runs");
+        let samples = phase(
             &rt,
             &client,
-            ports.http,
+            (pid, ports.http),
             sizes.ingresses,
             sizes.samples,
             sizes.services,
@@ -287,7 +345,7 @@ fn main() {
     };
 
     // 4. Contour.
-    let contour_ms = {
+    let contour = {
         let crds = contour_dir.join("crds.yaml");
         env.kubectl_ok(&[
             "apply",
@@ -339,10 +397,10 @@ fn main() {
             false,
         );
         println!("Contour:");
-        let samples = propagation(
+        let samples = phase(
             &rt,
             &client,
-            http,
+            (contour.child.id(), http),
             sizes.ingresses + sizes.samples,
             sizes.samples,
             sizes.services,
@@ -356,31 +414,17 @@ fn main() {
         samples
     };
 
-    let (s50, s99) = report("sluice", &sluice_ms);
-    let (c50, c99) = report("Contour", &contour_ms);
-    println!("Contour's p50 over sluice's: {:.2}", c50 / s50);
+    let mut keys = report("sluice", &sluice);
+    keys.extend(report("Contour", &contour));
+    let p50 = |p: &Phase| common::quantile(&p.propagation_ms, 0.5);
+    let ratio = p50(&contour) / p50(&sluice);
+    println!("Contour's p50 over sluice's: {ratio:.2}");
+    keys.push(("side_by_side_propagation_p50_ratio_5k".into(), ratio));
     if !smoke {
-        let mut r = serde_json::Map::new();
-        r.insert(
-            "side_by_side_sluice_propagation_p50_ms_5k".into(),
-            common::round3(s50),
-        );
-        r.insert(
-            "side_by_side_sluice_propagation_p99_ms_5k".into(),
-            common::round3(s99),
-        );
-        r.insert(
-            "side_by_side_contour_propagation_p50_ms_5k".into(),
-            common::round3(c50),
-        );
-        r.insert(
-            "side_by_side_contour_propagation_p99_ms_5k".into(),
-            common::round3(c99),
-        );
-        r.insert(
-            "side_by_side_propagation_p50_ratio_5k".into(),
-            common::round3(c50 / s50),
-        );
+        let r = keys
+            .into_iter()
+            .map(|(k, v)| (k, common::round3(v)))
+            .collect();
         common::write_results(r);
     }
 }

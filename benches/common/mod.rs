@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 pub mod apiserver;
 pub mod envoy;
+pub mod process;
 pub mod reference;
 
 // The allocator the sluice binary uses (src/main.rs), so in-process measurements match it.
