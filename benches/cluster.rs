@@ -37,12 +37,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use sluice::api::heptio_v1beta1::IngressRoute;
 
-use common::apiserver::{create_all, first_200, ms, obj, service};
+use common::apiserver::{create_all, create_namespaces, first_200, ms, obj, service};
 use common::process::{cpu_by_name, rss_mib, status_mib};
 
 /// Sizes of one run.
@@ -343,25 +343,13 @@ fn main() {
     );
     let rt = common::runtime(2);
     let env = support::env();
-    let client = rt
-        .block_on(kube::Client::try_default())
-        .expect("admin kubeconfig");
+    let client = common::apiserver::admin_client(&rt);
     let run = std::process::id();
     let t_setup = Instant::now();
 
     // 1. The cluster before sluice starts.
     rt.block_on(async {
-        let ns_api: Api<Namespace> = Api::all(client.clone());
-        for i in 0..20 {
-            let ns: Namespace = obj(serde_json::json!({
-                "apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": namespace_of(i)},
-            }));
-            ns_api
-                .create(&PostParams::default(), &ns)
-                .await
-                .expect("namespace");
-        }
+        create_namespaces(&client, (0..20).map(namespace_of)).await;
         let mut services = Vec::new();
         let mut slices = Vec::new();
         for s in 0..sizes.services {

@@ -34,11 +34,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, PostParams};
 
-use common::apiserver::{create_all, first_200, first_200_within, ms, obj, service};
+use common::apiserver::{
+    create_all, create_namespaces, first_200, first_200_within, ms, obj, service,
+};
 use common::process::{cpu_seconds, rss_mib};
 
 /// Sizes of one run.
@@ -265,7 +266,7 @@ fn main() {
     ) else {
         println!(
             "side-by-side benchmark: no e2e control plane here; it runs inside `make e2e` (smoke) \
-             and `e2e/run.sh --bench` (full)"
+             and `e2e/run.sh --bench contour` (full)"
         );
         return;
     };
@@ -273,9 +274,7 @@ fn main() {
     let sizes = if smoke { SMOKE } else { FULL };
     let rt = common::runtime(2);
     let env = support::env();
-    let client = rt
-        .block_on(kube::Client::try_default())
-        .expect("admin kubeconfig");
+    let client = common::apiserver::admin_client(&rt);
     let run = std::process::id();
 
     // 1. The workload, in an apiserver of its own.
@@ -287,17 +286,7 @@ fn main() {
     );
     let t = Instant::now();
     rt.block_on(async {
-        let ns_api: Api<Namespace> = Api::all(client.clone());
-        for i in 0..NAMESPACES {
-            let ns: Namespace = obj(serde_json::json!({
-                "apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": namespace_of(i)},
-            }));
-            ns_api
-                .create(&PostParams::default(), &ns)
-                .await
-                .expect("namespace");
-        }
+        create_namespaces(&client, (0..NAMESPACES).map(namespace_of)).await;
         let (services, slices): (Vec<_>, Vec<_>) = (0..sizes.services)
             .map(|s| {
                 let port = env.backend_ports[s % env.backend_ports.len()];

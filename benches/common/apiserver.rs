@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
 
@@ -33,6 +33,26 @@ pub fn service(ns: &str, name: &str, ip: &str, port: u16) -> (Service, EndpointS
             "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
         })),
     )
+}
+
+/// A client of the e2e control plane's apiserver, as its admin (the harness's KUBECONFIG).
+pub fn admin_client(rt: &tokio::runtime::Runtime) -> kube::Client {
+    rt.block_on(kube::Client::try_default())
+        .expect("admin kubeconfig")
+}
+
+/// Creates these namespaces.
+pub async fn create_namespaces(client: &kube::Client, names: impl IntoIterator<Item = String>) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let ns: Namespace = obj(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name},
+        }));
+        api.create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+    }
 }
 
 /// Creates `items` with [`PARALLEL`] requests in flight.
