@@ -95,8 +95,8 @@ fn ingress(i: usize, services: usize) -> Ingress {
 }
 
 /// One controller's phase: create → first 200 of each new Ingress (ms), the controller's CPU
-/// per create (ms, from the first create to the last 200), and its RSS after the series and its
-/// high-water mark since its start (MiB).
+/// per create (ms, from each create to 600 ms after its first 200), and its RSS after the series
+/// and its high-water mark since its start (MiB).
 struct Phase {
     propagation_ms: Vec<f64>,
     cpu_ms_per_create: f64,
