@@ -13,30 +13,38 @@
 //!    (`networking.k8s.io/v1`, the kind both controllers serve), each its own host with two
 //!    `Prefix` paths, `/` and `/api`, as the cluster benchmark's IngressRoutes have;
 //! 2. **sluice**: starts it as the cluster benchmark does (leader, its admission webhooks in the
-//!    apiserver's path) with an Envoy on its xDS, waits until Envoy serves every existing host,
-//!    then creates one new Ingress at a time and times create → first 200 through Envoy;
-//! 3. stops sluice and its Envoy and takes its webhooks out of the apiserver;
-//! 4. **Contour**: installs its CustomResourceDefinitions, starts `contour serve` (its defaults,
-//!    leader election off) with an Envoy on `contour bootstrap`'s configuration, waits the same
-//!    way, and times the same kind of create.
+//!    apiserver's path) with `--ingress-status-address` and an Envoy on its xDS; times its start
+//!    → every existing Ingress's status written, waits until Envoy serves every existing host,
+//!    creates one new Ingress at a time and times create → first 200 through Envoy, then creates a
+//!    burst of 1,000 at once and times the last create → every status written and → every new
+//!    host served;
+//! 3. stops sluice and its Envoy, takes its webhooks out of the apiserver and deletes the
+//!    Ingresses its phase created, so Contour starts on the same 5,000;
+//! 4. **Contour**: installs its CustomResourceDefinitions, starts `contour serve` (its defaults
+//!    but for leader election, off, and its client's request budget, raised to sluice's status
+//!    write budget) with an Envoy on `contour bootstrap`'s configuration, and does the same.
 //!
-//! Keys (full run): `side_by_side_{sluice,contour}_propagation_{p50,p99}_ms_5k`, the controller's
-//! CPU per create and RSS (`side_by_side_{sluice,contour}_{cpu_ms_per_create,rss_mib,
-//! rss_peak_mib}_5k`), and `side_by_side_propagation_p50_ratio_5k`, Contour's p50 over sluice's. The two phases run one
-//! after the other, not at once: two controllers rebuilding side by side on two vCPUs would
-//! measure each other.
+//! Keys (full run), `side_by_side_{sluice,contour}_…_5k`: `existing_status_s`,
+//! `propagation_{p50,p99}_ms`, the controller's CPU per create (`cpu_ms_per_create`),
+//! `burst_status_s`, `burst_served_s`, and its RSS (`rss_mib`, `rss_peak_mib`); and Contour's
+//! over sluice's: `side_by_side_propagation_p50_ratio_5k`, `side_by_side_burst_status_ratio_5k`,
+//! `side_by_side_existing_status_ratio_5k`. The two phases run one after the other, not at once:
+//! two controllers rebuilding side by side on two vCPUs would measure each other.
 
 mod common;
 #[allow(dead_code)]
 #[path = "../e2e/tests/support.rs"]
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::watcher;
 
 use common::apiserver::{
     create_all, create_namespaces, first_200, first_200_within, ms, obj, service,
@@ -48,18 +56,21 @@ struct Sizes {
     ingresses: usize,
     services: usize,
     samples: usize,
+    burst: usize,
 }
 
 const FULL: Sizes = Sizes {
     ingresses: 5_000,
     services: 1_000,
     samples: 30,
+    burst: 1_000,
 };
 
 const SMOKE: Sizes = Sizes {
     ingresses: 100,
     services: 10,
     samples: 3,
+    burst: 20,
 };
 
 /// Namespaces the workload is spread over.
@@ -68,15 +79,38 @@ const NAMESPACES: usize = 10;
 /// The ingress class both controllers are told to serve.
 const CLASS: &str = "side-by-side";
 
+/// The label that names the set an Ingress belongs to ([`set_name`]): `base` (the workload both
+/// controllers take in at their start), `{controller}-samples` and `{controller}-burst` (what a
+/// phase creates, deleted before the next phase starts).
+const SET: &str = "sbs-set";
+
+/// What each controller writes to Ingress `status.loadBalancer` (`--ingress-status-address`),
+/// one address each (documentation range, RFC 5737): Contour finds sluice's address on the
+/// base Ingresses and has to write every one of them again, as sluice did from none.
+const SLUICE_ADDRESS: &str = "192.0.2.1";
+const CONTOUR_ADDRESS: &str = "192.0.2.2";
+
+/// Contour's Kubernetes client budget (`--kubernetes-client-qps`, `--kubernetes-client-burst`):
+/// sluice's default status write budget (`--status-write-qps 500`, `--status-write-burst
+/// 1000`). Contour's own default is client-go's 5 requests a second, which would hold 5,000
+/// status writes for over 16 minutes: a setting, not the controller's speed.
+const CONTOUR_CLIENT_QPS: &str = "500";
+const CONTOUR_CLIENT_BURST: &str = "1000";
+
 fn namespace_of(i: usize) -> String {
     format!("sbs-{}-{}", std::process::id(), i % NAMESPACES)
+}
+
+/// The value of [`SET`] for the set `what` of this run.
+fn set_name(what: &str) -> String {
+    format!("{what}-{}", std::process::id())
 }
 
 fn host(i: usize) -> String {
     format!("ing-{i}.sbs-{}.example.com", std::process::id())
 }
 
-fn ingress(i: usize, services: usize) -> Ingress {
+fn ingress(i: usize, services: usize, set: &str) -> Ingress {
     let svc = format!("svc-{}", i % services);
     let path = |p: &str| {
         serde_json::json!({
@@ -86,7 +120,9 @@ fn ingress(i: usize, services: usize) -> Ingress {
     };
     obj(serde_json::json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-        "metadata": {"name": format!("ing-{i}"), "namespace": namespace_of(i)},
+        "metadata": {
+            "name": format!("ing-{i}"), "namespace": namespace_of(i), "labels": {SET: set},
+        },
         "spec": {
             "ingressClassName": CLASS,
             "rules": [{"host": host(i), "http": {"paths": [path("/"), path("/api")]}}],
@@ -94,49 +130,134 @@ fn ingress(i: usize, services: usize) -> Ingress {
     }))
 }
 
-/// One controller's phase: create → first 200 of each new Ingress (ms), the controller's CPU
-/// per create (ms, from each create to 600 ms after its first 200), and its RSS after the series
-/// and its high-water mark since its start (MiB).
+/// One controller's phase: its start → every base Ingress's status written (s); create → first
+/// 200 of each new Ingress (ms), the controller's CPU per create (ms, from each create to 600 ms
+/// after its first 200); a burst of new Ingresses created at once, last create → every status
+/// written and → every host served (s); and its RSS after all that and its high-water mark since
+/// its start (MiB).
 struct Phase {
+    existing_status_s: f64,
     propagation_ms: Vec<f64>,
     cpu_ms_per_create: f64,
+    burst_create_s: f64,
+    burst_status_s: f64,
+    burst_served_s: f64,
+    /// One pass over the burst's hosts once all are served: the floor of `burst_served_s`.
+    burst_probe_pass_s: f64,
     rss_mib: f64,
     peak_mib: f64,
 }
 
-/// The phase of the controller `pid`, whose Envoy listens on `port`: once that Envoy serves every
-/// Ingress numbered below `first`, `samples` new Ingresses numbered from `first`, one at a time.
+/// One controller under test: the name its sets and keys carry, its pid, the port its Envoy
+/// serves plain HTTP on, and the address it writes to Ingress status.
+struct Controller {
+    name: &'static str,
+    pid: u32,
+    port: u16,
+    address: &'static str,
+}
+
+/// Whether `ing` carries `address` in `status.loadBalancer`.
+fn has_address(ing: &Ingress, address: &str) -> bool {
+    ing.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .is_some_and(|list| list.iter().any(|i| i.ip.as_deref() == Some(address)))
+}
+
+/// Watches the Ingresses of `set` until `count` of them carry `address` in their status;
+/// returns when that happened. Panics after `timeout`.
+async fn wait_status(
+    client: kube::Client,
+    set: String,
+    address: &'static str,
+    count: usize,
+    timeout: Duration,
+) -> Instant {
+    let api: Api<Ingress> = Api::all(client);
+    let stream = watcher(
+        api,
+        watcher::Config::default().labels(&format!("{SET}={set}")),
+    );
+    futures::pin_mut!(stream);
+    let mut seen: BTreeMap<(String, String), bool> = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let event = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| {
+                let done = seen.values().filter(|v| **v).count();
+                panic!("{set}: {done} of {count} Ingresses with status {address} after {timeout:?}")
+            });
+        match event {
+            Some(Ok(watcher::Event::Apply(ing) | watcher::Event::InitApply(ing))) => {
+                let key = (
+                    ing.metadata.namespace.clone().unwrap_or_default(),
+                    ing.metadata.name.clone().unwrap_or_default(),
+                );
+                seen.insert(key, has_address(&ing, address));
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => eprintln!("watch error (retried): {e}"),
+            None => panic!("watch ended"),
+        }
+        if seen.values().filter(|v| **v).count() >= count {
+            return Instant::now();
+        }
+    }
+}
+
+/// Probes each host once it is served, four probes in flight at most (each retried every
+/// millisecond until it answers 200); returns when the last answered.
+async fn all_served(http: &reqwest::Client, port: u16, hosts: Vec<String>) -> Instant {
+    futures::stream::iter(hosts)
+        .map(|h| async move { first_200(http, port, &h).await })
+        .buffer_unordered(4)
+        .fold(Instant::now(), |last, t| async move { last.max(t) })
+        .await
+}
+
+/// The phase of controller `c`, started at `started`, whose base statuses `existing` is waiting
+/// for: once its Envoy serves the `base` Ingresses (numbered below `base`), `samples` new
+/// Ingresses numbered from `first`, one at a time, then a burst of `burst` after them.
 fn phase(
     rt: &tokio::runtime::Runtime,
     client: &kube::Client,
-    (pid, port): (u32, u16),
+    c: &Controller,
+    (started, existing): (Instant, tokio::task::JoinHandle<Instant>),
+    base: usize,
     first: usize,
-    samples: usize,
-    services: usize,
+    sizes: &Sizes,
 ) -> Phase {
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(2))
         .build()
         .expect("an HTTP client");
+    let port = c.port;
     rt.block_on(async {
         // The controller took in the whole cluster when this answers (Ingresses are created in
         // order, and their order is not what either controller builds by).
-        let t = Instant::now();
-        first_200_within(&http, port, &host(first - 1), Duration::from_secs(600)).await;
+        first_200_within(&http, port, &host(base - 1), Duration::from_secs(600)).await;
         first_200(&http, port, &host(0)).await;
         println!(
-            "  Envoy served the existing hosts {:.1} s after the wait began",
-            t.elapsed().as_secs_f64()
+            "  Envoy served the existing hosts {:.1} s after the controller's start",
+            started.elapsed().as_secs_f64()
+        );
+        let existing_status_s = (existing.await.expect("status watcher") - started).as_secs_f64();
+        println!(
+            "  every existing Ingress had its status {existing_status_s:.1} s after the start"
         );
         // As in the cluster benchmark: Envoy may still be taking in its first configuration.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let mut propagation_ms = Vec::new();
         let mut cpu_ms = 0.0;
-        for i in first..first + samples {
-            let ing = ingress(i, services);
+        let samples = set_name(&format!("{}-samples", c.name));
+        for i in first..first + sizes.samples {
+            let ing = ingress(i, sizes.services, &samples);
             let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace_of(i));
-            let cpu = cpu_seconds(pid);
+            let cpu = cpu_seconds(c.pid);
             let start = Instant::now();
             api.create(&PostParams::default(), &ing)
                 .await
@@ -147,12 +268,42 @@ fn phase(
             // 500 ms without changes, its holdoff's maximum); what the controller does for it
             // after the 200 (status, bookkeeping) is counted here too.
             tokio::time::sleep(Duration::from_millis(600)).await;
-            cpu_ms += (cpu_seconds(pid) - cpu) * 1e3;
+            cpu_ms += (cpu_seconds(c.pid) - cpu) * 1e3;
         }
-        let (rss_mib, peak_mib) = rss_mib(pid);
+
+        // The burst: created with the same parallelism as the workload.
+        let set = set_name(&format!("{}-burst", c.name));
+        let range = first + sizes.samples..first + sizes.samples + sizes.burst;
+        let statuses = tokio::spawn(wait_status(
+            client.clone(),
+            set.clone(),
+            c.address,
+            sizes.burst,
+            Duration::from_secs(600),
+        ));
+        let burst = range
+            .clone()
+            .map(|i| ingress(i, sizes.services, &set))
+            .collect();
+        let start = Instant::now();
+        create_all(client, burst).await;
+        let created = Instant::now();
+        let hosts: Vec<String> = range.map(host).collect();
+        let served = all_served(&http, port, hosts.clone()).await;
+        let status_done = statuses.await.expect("status watcher");
+        let pass = Instant::now();
+        all_served(&http, port, hosts).await;
+        let burst_probe_pass_s = pass.elapsed().as_secs_f64();
+
+        let (rss_mib, peak_mib) = rss_mib(c.pid);
         Phase {
+            existing_status_s,
             propagation_ms,
-            cpu_ms_per_create: cpu_ms / samples as f64,
+            cpu_ms_per_create: cpu_ms / sizes.samples as f64,
+            burst_create_s: (created - start).as_secs_f64(),
+            burst_status_s: status_done.saturating_duration_since(created).as_secs_f64(),
+            burst_served_s: served.saturating_duration_since(created).as_secs_f64(),
+            burst_probe_pass_s,
             rss_mib,
             peak_mib,
         }
@@ -214,31 +365,75 @@ fn contour_bootstrap(contour: &Path, work: &Path, xds: u16) -> PathBuf {
 }
 
 /// Prints a phase and returns its keys (`side_by_side_{name}_…_5k`).
-fn report(name: &str, p: &Phase) -> Vec<(String, f64)> {
+fn report(name: &str, p: &Phase, burst: usize) -> Vec<(String, f64)> {
     let samples = &p.propagation_ms;
     let (p50, p99) = (
         common::quantile(samples, 0.5),
         common::quantile(samples, 0.99),
     );
     println!(
-        "{name}: create → first 200 through Envoy over {} creates: p50 {p50:.1} ms, p99 {p99:.1} ms \
-         (min {:.1}, max {:.1}); {:.1} ms of the controller's CPU per create; RSS {:.1} MiB after \
-         the creates, {:.1} MiB at most since its start",
+        "{name}: every existing Ingress's status {:.2} s after the start; create → first 200 \
+         through Envoy over {} creates: p50 {p50:.1} ms, p99 {p99:.1} ms (min {:.1}, max {:.1}); \
+         {:.1} ms of the controller's CPU per create; a burst of {burst} created in {:.2} s, every \
+         status {:.3} s and every host served {:.3} s after the last create (one probe pass over \
+         them {:.3} s); RSS {:.1} MiB after it all, {:.1} MiB at most since its start",
+        p.existing_status_s,
         samples.len(),
         common::quantile(samples, 0.0),
         common::quantile(samples, 1.0),
         p.cpu_ms_per_create,
+        p.burst_create_s,
+        p.burst_status_s,
+        p.burst_served_s,
+        p.burst_probe_pass_s,
         p.rss_mib,
         p.peak_mib,
     );
     let key = |what: &str| format!("side_by_side_{}_{what}_5k", name.to_lowercase());
     vec![
+        (key("existing_status_s"), p.existing_status_s),
         (key("propagation_p50_ms"), p50),
         (key("propagation_p99_ms"), p99),
         (key("cpu_ms_per_create"), p.cpu_ms_per_create),
+        (key("burst_status_s"), p.burst_status_s),
+        (key("burst_served_s"), p.burst_served_s),
         (key("rss_mib"), p.rss_mib),
         (key("rss_peak_mib"), p.peak_mib),
     ]
+}
+
+/// Deletes the Ingresses a phase created (sets `{name}-samples` and `{name}-burst`) and waits
+/// until they are gone, so the next controller starts on the base workload alone.
+fn delete_phase_sets(rt: &tokio::runtime::Runtime, client: &kube::Client, name: &str) {
+    let selector = format!(
+        "{SET} in ({},{})",
+        set_name(&format!("{name}-samples")),
+        set_name(&format!("{name}-burst"))
+    );
+    let params = ListParams::default().labels(&selector);
+    rt.block_on(async {
+        for n in 0..NAMESPACES {
+            let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace_of(n));
+            api.delete_collection(&DeleteParams::default(), &params)
+                .await
+                .expect("delete a phase's Ingresses");
+        }
+        let all: Api<Ingress> = Api::all(client.clone());
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !all
+            .list_metadata(&params.clone().limit(1))
+            .await
+            .expect("list Ingresses")
+            .items
+            .is_empty()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{selector}: still there after 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
 }
 
 /// Whether the apiserver holds IngressRoutes or Ingresses already: sluice serves every
@@ -296,7 +491,7 @@ fn main() {
         create_all(&client, services).await;
         create_all(&client, slices).await;
         let ingresses = (0..sizes.ingresses)
-            .map(|i| ingress(i, sizes.services))
+            .map(|i| ingress(i, sizes.services, &set_name("base")))
             .collect();
         create_all(&client, ingresses).await;
     });
@@ -307,30 +502,59 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
 
+    // The base Ingresses' statuses with `address`, watched from before a controller starts.
+    let existing = |address: &'static str| {
+        let watch = wait_status(
+            client.clone(),
+            set_name("base"),
+            address,
+            sizes.ingresses,
+            Duration::from_secs(900),
+        );
+        (Instant::now(), rt.spawn(watch))
+    };
+
     // 2. sluice.
     let sluice = {
         let ports = support::Ports::new();
         let webhooks = support::Webhooks::new(&env);
         let mut flags = ports.serve_flags();
         flags.extend(webhooks.serve_flags());
-        flags.extend(["--ingress-class-name".to_string(), CLASS.to_string()]);
+        flags.extend(
+            [
+                "--ingress-class-name",
+                CLASS,
+                "--ingress-status-address",
+                SLUICE_ADDRESS,
+            ]
+            .map(String::from),
+        );
+        let existing = existing(SLUICE_ADDRESS);
         let sluice = support::Sluice::start(&env, &format!("side-by-side-{run}"), &flags);
         webhooks.install();
         let envoy = support::Envoy::start(&env, &ports, &format!("side-by-side-sluice-{run}"));
         println!("sluice:");
-        let pid = sluice.pid().expect("sluice runs");
-        let samples = phase(
+        let c = Controller {
+            name: "sluice",
+            pid: sluice.pid().expect("sluice runs"),
+            port: ports.http,
+            address: SLUICE_ADDRESS,
+        };
+        let phase = phase(
             &rt,
             &client,
-            (pid, ports.http),
+            &c,
+            existing,
             sizes.ingresses,
-            sizes.samples,
-            sizes.services,
+            sizes.ingresses,
+            &sizes,
         );
         // 3. Envoy and sluice stop, and the webhooks go: the apiserver would otherwise call a
-        // webhook that no longer answers on every Ingress create of the next phase.
+        // webhook that no longer answers on every Ingress create of the next phase. What the
+        // phase created goes too: Contour starts on the same Ingresses sluice started on.
         drop((envoy, sluice, webhooks));
-        samples
+        delete_phase_sets(&rt, &client, c.name);
+        phase
     };
 
     // 4. Contour.
@@ -369,6 +593,9 @@ fn main() {
             ))
             .args(["--insecure", "--disable-leader-election"])
             .arg(format!("--ingress-class-name={CLASS}"))
+            .arg(format!("--ingress-status-address={CONTOUR_ADDRESS}"))
+            .arg(format!("--kubernetes-client-qps={CONTOUR_CLIENT_QPS}"))
+            .arg(format!("--kubernetes-client-burst={CONTOUR_CLIENT_BURST}"))
             .args(loopback("xds", xds))
             .args(loopback("envoy-service-http", http))
             .args(loopback("envoy-service-https", https))
@@ -376,6 +603,7 @@ fn main() {
             .args(loopback("health", port()))
             .args(loopback("http", port()))
             .args(loopback("debug-http", port()));
+        let existing = existing(CONTOUR_ADDRESS);
         let contour = Process::spawn(&mut serve, &env.work, &format!("contour-{run}"));
         let _envoy = support::Envoy::start_bootstrap(
             &env,
@@ -386,29 +614,36 @@ fn main() {
             false,
         );
         println!("Contour:");
-        let samples = phase(
-            &rt,
-            &client,
-            (contour.child.id(), http),
-            sizes.ingresses + sizes.samples,
-            sizes.samples,
-            sizes.services,
-        );
+        let c = Controller {
+            name: "contour",
+            pid: contour.child.id(),
+            port: http,
+            address: CONTOUR_ADDRESS,
+        };
+        // Numbered after sluice's sets, which are gone, so no host name is served twice.
+        let first = sizes.ingresses + sizes.samples + sizes.burst;
+        let phase = phase(&rt, &client, &c, existing, sizes.ingresses, first, &sizes);
         drop(contour);
         // Kept for a look at what Contour did (its log is gone with the e2e work directory).
         let kept = common::results_path().with_file_name("side-by-side-contour.log");
         if std::fs::create_dir_all(kept.parent().expect("target/bench")).is_ok() {
             let _ = std::fs::copy(env.work.join(format!("contour-{run}.log")), &kept);
         }
-        samples
+        phase
     };
 
-    let mut keys = report("sluice", &sluice);
-    keys.extend(report("Contour", &contour));
+    let mut keys = report("sluice", &sluice, sizes.burst);
+    keys.extend(report("Contour", &contour, sizes.burst));
     let p50 = |p: &Phase| common::quantile(&p.propagation_ms, 0.5);
     let ratio = p50(&contour) / p50(&sluice);
     println!("Contour's p50 over sluice's: {ratio:.2}");
     keys.push(("side_by_side_propagation_p50_ratio_5k".into(), ratio));
+    let ratio = contour.burst_status_s / sluice.burst_status_s;
+    println!("Contour's burst status time over sluice's: {ratio:.2}");
+    keys.push(("side_by_side_burst_status_ratio_5k".into(), ratio));
+    let ratio = contour.existing_status_s / sluice.existing_status_s;
+    println!("Contour's time to every existing status over sluice's: {ratio:.2}");
+    keys.push(("side_by_side_existing_status_ratio_5k".into(), ratio));
     if !smoke {
         let r = keys
             .into_iter()
