@@ -130,9 +130,23 @@ fn metrics(port: u16) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// How many reviews sluice's mutating webhook answered, by its /metrics.
+fn mutate_calls(port: u16) -> u64 {
+    metrics(port)
+        .lines()
+        .filter(|l| l.starts_with(r#"sluice_webhook_admission_requests_total{endpoint="mutate""#))
+        .map(|l| {
+            let value = l.rsplit(' ').next().unwrap_or_default();
+            value
+                .parse::<u64>()
+                .unwrap_or_else(|e| panic!("{l:?}: {e}"))
+        })
+        .sum()
+}
+
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
-fn ingress_without_path_type_and_class_gets_both_defaulted() {
+fn ingress_defaults_are_filled_and_a_complete_ingress_skips_the_mutating_call() {
     let env = env();
     let ns = env.namespace("e2e-defaults");
     // Mark the sluice IngressClass default for this test (restored after).
@@ -144,7 +158,13 @@ fn ingress_without_path_type_and_class_gets_both_defaulted() {
         "ingressclass.kubernetes.io/is-default-class=true",
     ]);
     let hooks = Webhooks::new(&env);
-    let _sluice = Sluice::start(&env, "defaults", &hooks.serve_flags());
+    let metrics_port = free_port();
+    let mut flags = hooks.serve_flags();
+    flags.extend([
+        "--metrics-address".into(),
+        format!("127.0.0.1:{metrics_port}"),
+    ]);
+    let _sluice = Sluice::start(&env, "defaults", &flags);
     hooks.install();
     // The webhook's index must have seen the default class before the Ingress arrives.
     crate::support::wait_for(
@@ -162,10 +182,25 @@ fn ingress_without_path_type_and_class_gets_both_defaulted() {
             }
         },
     );
+    let before = mutate_calls(metrics_port);
     env.apply_ok(&ingress(&ns));
     let stored = env
         .get("ingresses.networking.k8s.io", &ns, "plain")
         .unwrap();
+    let after_plain = mutate_calls(metrics_port);
+    // An Ingress naming its class and every pathType, created and then updated: the webhook's
+    // match condition keeps the apiserver from calling it (the counter is read after the plain
+    // Ingress's call was counted, so a call here would show).
+    let complete = ingress(&ns)
+        .replace(r#""name": "plain""#, r#""name": "complete""#)
+        .replace(r#"{"rules""#, r#"{"ingressClassName": "sluice", "rules""#)
+        .replace(r#"{"path": "/""#, r#"{"path": "/", "pathType": "Prefix""#);
+    env.apply_ok(&complete);
+    env.apply_ok(&complete.replace(r#""path": "/""#, r#""path": "/v2""#));
+    let complete_stored = env
+        .get("ingresses.networking.k8s.io", &ns, "complete")
+        .unwrap();
+    let after_complete = mutate_calls(metrics_port);
     env.kubectl_ok(&[
         "annotate",
         "ingressclass",
@@ -175,6 +210,21 @@ fn ingress_without_path_type_and_class_gets_both_defaulted() {
     assert_eq!(stored["spec"]["ingressClassName"], "sluice", "{stored}");
     let path = &stored["spec"]["rules"][0]["http"]["paths"][0];
     assert_eq!(path["pathType"], "ImplementationSpecific", "{stored}");
+    assert_eq!(
+        after_plain,
+        before + 1,
+        "the plain Ingress's create called the webhook once"
+    );
+    let path = &complete_stored["spec"]["rules"][0]["http"]["paths"][0];
+    assert_eq!(
+        (path["path"].as_str(), path["pathType"].as_str()),
+        (Some("/v2"), Some("Prefix")),
+        "{complete_stored}"
+    );
+    assert_eq!(
+        after_complete, after_plain,
+        "the complete Ingress's create and update called the mutating webhook"
+    );
 }
 
 fn ingress(ns: &str) -> String {
