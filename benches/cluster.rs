@@ -36,13 +36,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
-use kube::runtime::watcher;
 use sluice::api::heptio_v1beta1::IngressRoute;
 
-use common::apiserver::{create_all, create_namespaces, first_200, ms, obj, service};
+use common::apiserver::{create_all, create_namespaces, first_200, ms, obj, service, wait_until};
 use common::process::{cpu_by_name, rss_mib, status_mib};
 
 /// Sizes of one run.
@@ -104,38 +102,9 @@ fn valid(ir: &IngressRoute) -> bool {
 /// Watches the routes labelled `phase` until `count` of them are valid at their generation;
 /// returns when that happened. Panics after `timeout`.
 async fn wait_valid(client: kube::Client, phase: &str, count: usize, timeout: Duration) -> Instant {
-    let api: Api<IngressRoute> = Api::all(client);
-    let config = watcher::Config::default().labels(&format!("{LABEL}={phase}"));
-    let mut seen: BTreeMap<(String, String), bool> = BTreeMap::new();
-    let stream = watcher(api, config);
-    futures::pin_mut!(stream);
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let event = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .unwrap_or_else(|_| {
-                let ok = seen.values().filter(|v| **v).count();
-                panic!(
-                    "{phase}: only {ok} of {count} routes valid after {timeout:?} (seen {})",
-                    seen.len()
-                )
-            });
-        match event {
-            Some(Ok(watcher::Event::Apply(ir) | watcher::Event::InitApply(ir))) => {
-                let key = (
-                    ir.metadata.namespace.clone().unwrap_or_default(),
-                    ir.metadata.name.clone().unwrap_or_default(),
-                );
-                seen.insert(key, valid(&ir));
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => eprintln!("watch error (retried): {e}"),
-            None => panic!("watch ended"),
-        }
-        if seen.values().filter(|v| **v).count() >= count {
-            return Instant::now();
-        }
-    }
+    let selector = format!("{LABEL}={phase}");
+    let routes: Api<IngressRoute> = Api::all(client);
+    wait_until(routes, &selector, count, timeout, "routes valid", valid).await
 }
 
 /// The apiserver's latency histograms for what the benchmark measures, as cumulative counts per

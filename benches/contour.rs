@@ -36,7 +36,6 @@ mod common;
 #[path = "../e2e/tests/support.rs"]
 mod support;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,10 +43,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::runtime::watcher;
 
 use common::apiserver::{
-    create_all, create_namespaces, first_200, first_200_within, ms, obj, service,
+    create_all, create_namespaces, first_200, first_200_within, ms, obj, service, wait_until,
 };
 use common::process::{cpu_seconds, rss_mib};
 
@@ -175,37 +173,13 @@ async fn wait_status(
     count: usize,
     timeout: Duration,
 ) -> Instant {
-    let api: Api<Ingress> = Api::all(client);
-    let stream = watcher(
-        api,
-        watcher::Config::default().labels(&format!("{SET}={set}")),
-    );
-    futures::pin_mut!(stream);
-    let mut seen: BTreeMap<(String, String), bool> = BTreeMap::new();
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let event = tokio::time::timeout_at(deadline, stream.next())
-            .await
-            .unwrap_or_else(|_| {
-                let done = seen.values().filter(|v| **v).count();
-                panic!("{set}: {done} of {count} Ingresses with status {address} after {timeout:?}")
-            });
-        match event {
-            Some(Ok(watcher::Event::Apply(ing) | watcher::Event::InitApply(ing))) => {
-                let key = (
-                    ing.metadata.namespace.clone().unwrap_or_default(),
-                    ing.metadata.name.clone().unwrap_or_default(),
-                );
-                seen.insert(key, has_address(&ing, address));
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => eprintln!("watch error (retried): {e}"),
-            None => panic!("watch ended"),
-        }
-        if seen.values().filter(|v| **v).count() >= count {
-            return Instant::now();
-        }
-    }
+    let ingresses: Api<Ingress> = Api::all(client);
+    let what = format!("Ingresses with status {address}");
+    let selector = format!("{SET}={set}");
+    wait_until(ingresses, &selector, count, timeout, &what, |i| {
+        has_address(i, address)
+    })
+    .await
 }
 
 /// Probes each host once it is served, four probes in flight at most (each retried every

@@ -1,12 +1,15 @@
 //! Shared by the benchmarks that run inside the e2e control plane (`cluster`, `contour`): objects
-//! made from JSON, creates in parallel, and the first 200 through an Envoy.
+//! made from JSON, creates in parallel, a watch until objects reach a state, and the first 200
+//! through an Envoy.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
 
 /// Creates in flight at once while building a cluster.
 pub const PARALLEL: usize = 32;
@@ -75,6 +78,51 @@ where
         .try_for_each(|_| async { Ok(()) })
         .await
         .expect("create");
+}
+
+/// Watches the objects of `api` that carry the label `selector` until `count` of them are `done`;
+/// returns when that happened. Panics after `timeout`, saying how many were (`what` names them).
+pub async fn wait_until<K>(
+    api: Api<K>,
+    selector: &str,
+    count: usize,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&K) -> bool,
+) -> Instant
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let stream = watcher(api, watcher::Config::default().labels(selector));
+    futures::pin_mut!(stream);
+    let mut seen: BTreeMap<(String, String), bool> = BTreeMap::new();
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let event = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| {
+                let ok = seen.values().filter(|v| **v).count();
+                panic!(
+                    "{selector}: only {ok} of {count} {what} after {timeout:?} (seen {})",
+                    seen.len()
+                )
+            });
+        match event {
+            Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
+                let key = (
+                    o.meta().namespace.clone().unwrap_or_default(),
+                    o.meta().name.clone().unwrap_or_default(),
+                );
+                seen.insert(key, done(&o));
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => eprintln!("watch error (retried): {e}"),
+            None => panic!("watch ended"),
+        }
+        if seen.values().filter(|v| **v).count() >= count {
+            return Instant::now();
+        }
+    }
 }
 
 /// GETs `/` with this Host through Envoy until it answers 200; returns when it did. Panics after

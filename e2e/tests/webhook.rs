@@ -1,7 +1,7 @@
 //! Admission at `kubectl apply` time: bad objects are refused with sluice's message (field path
 //! and value) on kubectl's stderr and nothing is stored; Ingress defaults are filled in.
 
-use crate::support::{Sluice, Webhooks, env, free_port};
+use crate::support::{Env, Sluice, Webhooks, env, free_port};
 
 fn bad_objects(ns: &str) -> [(&'static str, &'static str, String, &'static str); 3] {
     [
@@ -69,13 +69,7 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     let env = env();
     let ns = env.namespace("e2e-webhook");
     let hooks = Webhooks::new(&env);
-    let metrics_port = free_port();
-    let mut flags = hooks.serve_flags();
-    flags.extend([
-        "--metrics-address".into(),
-        format!("127.0.0.1:{metrics_port}"),
-    ]);
-    let _sluice = Sluice::start(&env, "webhook", &flags);
+    let (_sluice, metrics_port) = start_with_metrics(&env, "webhook", &hooks);
     // Without the webhook the apiserver (CRD schema, Ingress validation) accepts them all: the
     // denials below are sluice's.
     for (_, name, yaml, _) in bad_objects(&ns) {
@@ -113,6 +107,14 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     ] {
         assert!(text.contains(needle), "{needle:?} not in /metrics:\n{text}");
     }
+}
+
+/// sluice serving `hooks` and its /metrics on a free port (returned).
+fn start_with_metrics(env: &Env, identity: &str, hooks: &Webhooks) -> (Sluice, u16) {
+    let port = free_port();
+    let mut flags = hooks.serve_flags();
+    flags.extend(["--metrics-address".into(), format!("127.0.0.1:{port}")]);
+    (Sluice::start(env, identity, &flags), port)
 }
 
 /// The text of sluice's /metrics.
@@ -158,13 +160,7 @@ fn ingress_defaults_are_filled_and_a_complete_ingress_skips_the_mutating_call() 
         "ingressclass.kubernetes.io/is-default-class=true",
     ]);
     let hooks = Webhooks::new(&env);
-    let metrics_port = free_port();
-    let mut flags = hooks.serve_flags();
-    flags.extend([
-        "--metrics-address".into(),
-        format!("127.0.0.1:{metrics_port}"),
-    ]);
-    let _sluice = Sluice::start(&env, "defaults", &flags);
+    let (_sluice, metrics_port) = start_with_metrics(&env, "defaults", &hooks);
     hooks.install();
     // The webhook's index must have seen the default class before the Ingress arrives.
     crate::support::wait_for(
