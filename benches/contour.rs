@@ -318,19 +318,13 @@ impl Drop for Process {
 /// with a node name and cluster added (Contour's deployment gives its Envoys them as flags).
 fn contour_bootstrap(contour: &Path, work: &Path, xds: u16) -> PathBuf {
     let path = work.join("contour-bootstrap.json");
-    let out = Command::new(contour)
-        .arg("bootstrap")
+    let mut cmd = Command::new(contour);
+    cmd.arg("bootstrap")
         .arg(&path)
         .args(["--xds-address", "127.0.0.1", "--xds-port", &xds.to_string()])
         .arg("--admin-address")
-        .arg(work.join("contour-envoy-admin.sock"))
-        .output()
-        .expect("contour bootstrap runs");
-    assert!(
-        out.status.success(),
-        "contour bootstrap: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(work.join("contour-envoy-admin.sock"));
+    support::output_ok(&mut cmd, "contour bootstrap");
     let text = std::fs::read_to_string(&path).expect("contour wrote the bootstrap");
     let mut bootstrap: serde_json::Value = serde_json::from_str(&text).expect("bootstrap JSON");
     bootstrap["node"] = serde_json::json!({"id": "side-by-side", "cluster": "contour"});
@@ -534,19 +528,11 @@ fn main() {
     // 4. Contour.
     let contour = {
         let crds = contour_dir.join("crds.yaml");
-        env.kubectl_ok(&[
-            "apply",
+        env.apply_crds(&[
             "--server-side",
             "--force-conflicts",
             "-f",
             crds.to_str().expect("a UTF-8 path"),
-        ]);
-        env.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
         ]);
         let port = support::free_port;
         let (xds, http, https, stats) = (port(), port(), port(), port());

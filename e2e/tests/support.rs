@@ -43,14 +43,7 @@ pub fn env() -> Env {
     var("KUBECONFIG");
     INSTALL.call_once(|| {
         let root = repo_root();
-        env.kubectl_ok(&["apply", "-f", root.join("crds").to_str().unwrap()]);
-        env.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ]);
+        env.apply_crds(&["-f", root.join("crds").to_str().unwrap()]);
         for f in ["namespace.yaml", "rbac.yaml", "ingressclass.yaml"] {
             env.kubectl_ok(&["apply", "-f", root.join("config").join(f).to_str().unwrap()]);
         }
@@ -136,6 +129,19 @@ impl Env {
         self.kubectl_in(args, None)
     }
 
+    /// `kubectl apply` with `args` (files of CustomResourceDefinitions), then waits until every
+    /// CustomResourceDefinition is established.
+    pub fn apply_crds(&self, args: &[&str]) {
+        self.kubectl_ok(&[&["apply"], args].concat());
+        self.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
+    }
+
     /// Runs kubectl and panics with its stderr when it fails.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);
@@ -201,6 +207,20 @@ endpoints:
 "#
         )
     }
+}
+
+/// Runs `cmd` to its end and returns its stdout; panics, with its stderr, when it cannot run or
+/// exits unsuccessfully (`what` names it).
+pub fn output_ok(cmd: &mut Command, what: &str) -> Vec<u8> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what} does not run: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 /// Polls `f` every 250 ms until it returns Some, or panics after `timeout` naming `what` and the
@@ -439,22 +459,16 @@ impl Envoy {
             env.envoy.display()
         );
         let bootstrap = env.work.join(format!("envoy-{name}.json"));
-        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "bootstrap",
-                "--xds-address",
-                &format!("127.0.0.1:{}", ports.xds),
-            ])
-            .args(["--admin-port", &ports.admin.to_string(), "--node-id", name])
-            .arg("--out")
-            .arg(&bootstrap)
-            .output()
-            .expect("sluice bootstrap runs");
-        assert!(
-            out.status.success(),
-            "sluice bootstrap: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args([
+            "bootstrap",
+            "--xds-address",
+            &format!("127.0.0.1:{}", ports.xds),
+        ])
+        .args(["--admin-port", &ports.admin.to_string(), "--node-id", name])
+        .arg("--out")
+        .arg(&bootstrap);
+        output_ok(&mut cmd, "sluice bootstrap");
         Envoy::start_bootstrap(
             env,
             &bootstrap,

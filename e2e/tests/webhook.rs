@@ -1,7 +1,7 @@
 //! Admission at `kubectl apply` time: bad objects are refused with sluice's message (field path
 //! and value) on kubectl's stderr and nothing is stored; Ingress defaults are filled in.
 
-use crate::support::{Env, Sluice, Webhooks, env, free_port};
+use crate::support::{Env, Sluice, Webhooks, env, free_port, output_ok};
 
 fn bad_objects(ns: &str) -> [(&'static str, &'static str, String, &'static str); 3] {
     [
@@ -119,17 +119,10 @@ fn start_with_metrics(env: &Env, identity: &str, hooks: &Webhooks) -> (Sluice, u
 
 /// The text of sluice's /metrics.
 fn metrics(port: u16) -> String {
-    let out = std::process::Command::new("curl")
-        .args(["-sS", "--max-time", "5", "--noproxy", "*"])
-        .arg(format!("http://127.0.0.1:{port}/metrics"))
-        .output()
-        .expect("curl runs");
-    assert!(
-        out.status.success(),
-        "GET /metrics: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["-sS", "--max-time", "5", "--noproxy", "*"])
+        .arg(format!("http://127.0.0.1:{port}/metrics"));
+    String::from_utf8_lossy(&output_ok(&mut curl, "GET /metrics")).into_owned()
 }
 
 /// How many reviews sluice's mutating webhook answered, by its /metrics.
