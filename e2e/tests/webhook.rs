@@ -1,5 +1,7 @@
 //! Admission at `kubectl apply` time: bad objects are refused with sluice's message (field path
-//! and value) on kubectl's stderr and nothing is stored; Ingress defaults are filled in.
+//! and value) on kubectl's stderr and nothing is stored; Ingress defaults are filled in; writes
+//! sluice could not refuse (labels, finalizers) skip the webhooks and go through while sluice is
+//! down.
 
 use crate::support::{Env, Sluice, Webhooks, env, free_port, output_ok};
 
@@ -69,7 +71,7 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     let env = env();
     let ns = env.namespace("e2e-webhook");
     let hooks = Webhooks::new(&env);
-    let (_sluice, metrics_port) = start_with_metrics(&env, "webhook", &hooks);
+    let (sluice, metrics_port) = start_with_metrics(&env, "webhook", &hooks);
     // Without the webhook the apiserver (CRD schema, Ingress validation) accepts them all: the
     // denials below are sluice's.
     for (_, name, yaml, _) in bad_objects(&ns) {
@@ -97,6 +99,42 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
         env.apply_ok(&fixed);
         assert!(env.get(resource, &ns, name).is_some());
     }
+    // An update of the labels or finalizers alone is not sent to the validating webhook (its
+    // match condition); one of the annotations is.
+    let before = calls(metrics_port, "validate");
+    for (resource, name, _, _) in bad_objects(&ns) {
+        env.kubectl_ok(&["-n", &ns, "label", resource, name, "team=edge"]);
+        let finalizers = |value: &str| {
+            let patch = format!(r#"{{"metadata": {{"finalizers": {value}}}}}"#);
+            let args = [
+                "-n",
+                &ns,
+                "patch",
+                resource,
+                name,
+                "--type=merge",
+                "-p",
+                &patch,
+            ];
+            env.kubectl_ok(&args);
+        };
+        finalizers(r#"["example.com/hold"]"#);
+        finalizers("null");
+    }
+    let after_metadata = calls(metrics_port, "validate");
+    for (resource, name, _, _) in bad_objects(&ns) {
+        env.kubectl_ok(&["-n", &ns, "annotate", resource, name, "note=x"]);
+    }
+    let after_annotations = calls(metrics_port, "validate");
+    assert_eq!(
+        after_metadata, before,
+        "label and finalizer updates called the validating webhook"
+    );
+    assert_eq!(
+        after_annotations,
+        before + 3,
+        "each annotation update called the validating webhook once"
+    );
     // sluice's /metrics counts the verdicts and exports the xDS counters.
     let text = metrics(metrics_port);
     for needle in [
@@ -107,6 +145,51 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     ] {
         assert!(text.contains(needle), "{needle:?} not in /metrics:\n{text}");
     }
+    // With sluice down (the registrations stay), a finalizer still comes off (failurePolicy Fail
+    // would refuse the update were it sent), and a spec change is still refused.
+    drop(sluice);
+    let (resource, name, _, _) = &bad_objects(&ns)[0];
+    let hold = r#"{"metadata": {"finalizers": ["example.com/hold"]}}"#;
+    let args = [
+        "-n",
+        &ns,
+        "patch",
+        resource,
+        name,
+        "--type=merge",
+        "-p",
+        hold,
+    ];
+    env.kubectl_ok(&args);
+    let release = r#"{"metadata": {"finalizers": null}}"#;
+    let args = [
+        "-n",
+        &ns,
+        "patch",
+        resource,
+        name,
+        "--type=merge",
+        "-p",
+        release,
+    ];
+    env.kubectl_ok(&args);
+    let respec = r#"{"spec": {"virtualhost": {"fqdn": "moved.example.com"}}}"#;
+    let args = [
+        "-n",
+        &ns,
+        "patch",
+        resource,
+        name,
+        "--type=merge",
+        "-p",
+        respec,
+    ];
+    let out = env.kubectl(&args);
+    assert!(
+        !out.ok && out.stderr.contains("validate.sluice.dev"),
+        "a spec change with sluice down: {}",
+        out.stderr
+    );
 }
 
 /// sluice serving `hooks` and its /metrics on a free port (returned).
@@ -125,11 +208,12 @@ fn metrics(port: u16) -> String {
     String::from_utf8_lossy(&output_ok(&mut curl, "GET /metrics")).into_owned()
 }
 
-/// How many reviews sluice's mutating webhook answered, by its /metrics.
-fn mutate_calls(port: u16) -> u64 {
+/// How many reviews sluice's webhook `endpoint` (`validate`, `mutate`) answered, by its /metrics.
+fn calls(port: u16, endpoint: &str) -> u64 {
+    let prefix = format!(r#"sluice_webhook_admission_requests_total{{endpoint="{endpoint}""#);
     metrics(port)
         .lines()
-        .filter(|l| l.starts_with(r#"sluice_webhook_admission_requests_total{endpoint="mutate""#))
+        .filter(|l| l.starts_with(&prefix))
         .map(|l| {
             let value = l.rsplit(' ').next().unwrap_or_default();
             value
@@ -171,12 +255,12 @@ fn ingress_defaults_are_filled_and_a_complete_ingress_skips_the_mutating_call() 
             }
         },
     );
-    let before = mutate_calls(metrics_port);
+    let before = calls(metrics_port, "mutate");
     env.apply_ok(&ingress(&ns));
     let stored = env
         .get("ingresses.networking.k8s.io", &ns, "plain")
         .unwrap();
-    let after_plain = mutate_calls(metrics_port);
+    let after_plain = calls(metrics_port, "mutate");
     // An Ingress naming its class and every pathType, created and then updated: the webhook's
     // match condition keeps the apiserver from calling it (the counter is read after the plain
     // Ingress's call was counted, so a call here would show).
@@ -189,7 +273,7 @@ fn ingress_defaults_are_filled_and_a_complete_ingress_skips_the_mutating_call() 
     let complete_stored = env
         .get("ingresses.networking.k8s.io", &ns, "complete")
         .unwrap();
-    let after_complete = mutate_calls(metrics_port);
+    let after_complete = calls(metrics_port, "mutate");
     env.kubectl_ok(&[
         "annotate",
         "ingressclass",
