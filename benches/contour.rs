@@ -16,17 +16,20 @@
 //!    apiserver's path) with `--ingress-status-address` and an Envoy on its xDS; times its start
 //!    → every existing Ingress's status written, waits until Envoy serves every existing host,
 //!    creates one new Ingress at a time and times create → first 200 through Envoy, then creates a
-//!    burst of 1,000 at once and times the last create → every status written and → every new
-//!    host served;
-//! 3. stops sluice and its Envoy, takes its webhooks out of the apiserver and deletes the
-//!    Ingresses its phase created, so Contour starts on the same 5,000;
+//!    burst of 1,000 at once and times the creates, the last create → every status written and →
+//!    every new host served; then takes its webhooks out of the apiserver and times a second
+//!    burst the same way, which says what the webhooks cost the creates;
+//! 3. stops sluice and its Envoy and deletes the Ingresses its phase created, so Contour starts
+//!    on the same 5,000;
 //! 4. **Contour**: installs its CustomResourceDefinitions, starts `contour serve` (its defaults
 //!    but for leader election, off, and its client's request budget, raised to sluice's status
 //!    write budget) with an Envoy on `contour bootstrap`'s configuration, and does the same.
 //!
 //! Keys (full run), `side_by_side_{sluice,contour}_…_5k`: `existing_status_s`,
 //! `propagation_{p50,p99}_ms`, the controller's CPU per create (`cpu_ms_per_create`),
-//! `burst_status_s`, `burst_served_s`, and its RSS (`rss_mib`, `rss_peak_mib`); and Contour's
+//! `burst_create_s`, `burst_status_s`, `burst_served_s`, and its RSS (`rss_mib`,
+//! `rss_peak_mib`); sluice's second burst, `side_by_side_sluice_burst_create_without_webhooks_s_5k`
+//! and `side_by_side_sluice_burst_status_without_webhooks_s_5k`; and Contour's
 //! over sluice's: `side_by_side_propagation_p50_ratio_5k`, `side_by_side_burst_status_ratio_5k`,
 //! `side_by_side_existing_status_ratio_5k`. The two phases run one after the other, not at once:
 //! two controllers rebuilding side by side on two vCPUs would measure each other.
@@ -81,6 +84,10 @@ const CLASS: &str = "side-by-side";
 /// controllers take in at their start), `{controller}-samples` and `{controller}-burst` (what a
 /// phase creates, deleted before the next phase starts).
 const SET: &str = "sbs-set";
+
+/// What a phase's second burst is called: sluice's, created with its webhooks out of the
+/// apiserver's path.
+const UNHOOKED: &str = "burst-unhooked";
 
 /// What each controller writes to Ingress `status.loadBalancer` (`--ingress-status-address`),
 /// one address each (documentation range, RFC 5737): Contour finds sluice's address on the
@@ -137,13 +144,20 @@ struct Phase {
     existing_status_s: f64,
     propagation_ms: Vec<f64>,
     cpu_ms_per_create: f64,
-    burst_create_s: f64,
-    burst_status_s: f64,
-    burst_served_s: f64,
-    /// One pass over the burst's hosts once all are served: the floor of `burst_served_s`.
-    burst_probe_pass_s: f64,
+    burst: Burst,
     rss_mib: f64,
     peak_mib: f64,
+}
+
+/// A burst of new Ingresses created at once (with the workload's parallelism): how long the
+/// creates took, and from the last create's answer until every status was written and until
+/// every new host was served (s).
+struct Burst {
+    create_s: f64,
+    status_s: f64,
+    served_s: f64,
+    /// One pass over the burst's hosts once all are served: the floor of `served_s`.
+    probe_pass_s: f64,
 }
 
 /// One controller under test: the name its sets and keys carry, its pid, the port its Envoy
@@ -204,11 +218,7 @@ fn phase(
     first: usize,
     sizes: &Sizes,
 ) -> Phase {
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(2))
-        .build()
-        .expect("an HTTP client");
+    let http = probe_client();
     let port = c.port;
     rt.block_on(async {
         // The controller took in the whole cluster when this answers (Ingresses are created in
@@ -245,43 +255,63 @@ fn phase(
             cpu_ms += (cpu_seconds(c.pid) - cpu) * 1e3;
         }
 
-        // The burst: created with the same parallelism as the workload.
-        let set = set_name(&format!("{}-burst", c.name));
         let range = first + sizes.samples..first + sizes.samples + sizes.burst;
-        let statuses = tokio::spawn(wait_status(
-            client.clone(),
-            set.clone(),
-            c.address,
-            sizes.burst,
-            Duration::from_secs(600),
-        ));
-        let burst = range
-            .clone()
-            .map(|i| ingress(i, sizes.services, &set))
-            .collect();
-        let start = Instant::now();
-        create_all(client, burst).await;
-        let created = Instant::now();
-        let hosts: Vec<String> = range.map(host).collect();
-        let served = all_served(&http, port, hosts.clone()).await;
-        let status_done = statuses.await.expect("status watcher");
-        let pass = Instant::now();
-        all_served(&http, port, hosts).await;
-        let burst_probe_pass_s = pass.elapsed().as_secs_f64();
+        let burst = burst(client, &http, c, "burst", range, sizes.services).await;
 
         let (rss_mib, peak_mib) = rss_mib(c.pid);
         Phase {
             existing_status_s,
             propagation_ms,
             cpu_ms_per_create: cpu_ms / sizes.samples as f64,
-            burst_create_s: (created - start).as_secs_f64(),
-            burst_status_s: status_done.saturating_duration_since(created).as_secs_f64(),
-            burst_served_s: served.saturating_duration_since(created).as_secs_f64(),
-            burst_probe_pass_s,
+            burst,
             rss_mib,
             peak_mib,
         }
     })
+}
+
+/// HTTP client of the probes through Envoy.
+fn probe_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .expect("an HTTP client")
+}
+
+/// Creates the Ingresses numbered `range` at once, as the set `{controller}-{what}`, with the
+/// workload's parallelism, and times them ([`Burst`]).
+async fn burst(
+    client: &kube::Client,
+    http: &reqwest::Client,
+    c: &Controller,
+    what: &str,
+    range: std::ops::Range<usize>,
+    services: usize,
+) -> Burst {
+    let set = set_name(&format!("{}-{what}", c.name));
+    let statuses = tokio::spawn(wait_status(
+        client.clone(),
+        set.clone(),
+        c.address,
+        range.len(),
+        Duration::from_secs(600),
+    ));
+    let ingresses = range.clone().map(|i| ingress(i, services, &set)).collect();
+    let start = Instant::now();
+    create_all(client, ingresses).await;
+    let created = Instant::now();
+    let hosts: Vec<String> = range.map(host).collect();
+    let served = all_served(http, c.port, hosts.clone()).await;
+    let status_done = statuses.await.expect("status watcher");
+    let pass = Instant::now();
+    all_served(http, c.port, hosts).await;
+    Burst {
+        create_s: (created - start).as_secs_f64(),
+        status_s: status_done.saturating_duration_since(created).as_secs_f64(),
+        served_s: served.saturating_duration_since(created).as_secs_f64(),
+        probe_pass_s: pass.elapsed().as_secs_f64(),
+    }
 }
 
 /// A process this benchmark started, killed when dropped (and by e2e/run.sh's teardown, through
@@ -350,10 +380,10 @@ fn report(name: &str, p: &Phase, burst: usize) -> Vec<(String, f64)> {
         common::quantile(samples, 0.0),
         common::quantile(samples, 1.0),
         p.cpu_ms_per_create,
-        p.burst_create_s,
-        p.burst_status_s,
-        p.burst_served_s,
-        p.burst_probe_pass_s,
+        p.burst.create_s,
+        p.burst.status_s,
+        p.burst.served_s,
+        p.burst.probe_pass_s,
         p.rss_mib,
         p.peak_mib,
     );
@@ -363,20 +393,23 @@ fn report(name: &str, p: &Phase, burst: usize) -> Vec<(String, f64)> {
         (key("propagation_p50_ms"), p50),
         (key("propagation_p99_ms"), p99),
         (key("cpu_ms_per_create"), p.cpu_ms_per_create),
-        (key("burst_status_s"), p.burst_status_s),
-        (key("burst_served_s"), p.burst_served_s),
+        (key("burst_create_s"), p.burst.create_s),
+        (key("burst_status_s"), p.burst.status_s),
+        (key("burst_served_s"), p.burst.served_s),
         (key("rss_mib"), p.rss_mib),
         (key("rss_peak_mib"), p.peak_mib),
     ]
 }
 
-/// Deletes the Ingresses a phase created (sets `{name}-samples` and `{name}-burst`) and waits
+/// Deletes the Ingresses a phase created (sets `{name}-samples`, `{name}-burst` and
+/// `{name}-burst-unhooked`) and waits
 /// until they are gone, so the next controller starts on the base workload alone.
 fn delete_phase_sets(rt: &tokio::runtime::Runtime, client: &kube::Client, name: &str) {
     let selector = format!(
-        "{SET} in ({},{})",
+        "{SET} in ({},{},{})",
         set_name(&format!("{name}-samples")),
-        set_name(&format!("{name}-burst"))
+        set_name(&format!("{name}-burst")),
+        set_name(&format!("{name}-{UNHOOKED}"))
     );
     let params = ListParams::default().labels(&selector);
     rt.block_on(async {
@@ -517,13 +550,26 @@ fn main() {
             sizes.ingresses,
             &sizes,
         );
-        // 3. Envoy and sluice stop, and the webhooks go: the apiserver would otherwise call a
-        // webhook that no longer answers on every Ingress create of the next phase. What the
-        // phase created goes too: Contour starts on the same Ingresses sluice started on.
+        // The burst once more with sluice's webhooks out of the creates' path (the apiserver
+        // would otherwise call a webhook that no longer answers on every Ingress create of the
+        // next phase, too): what they cost the creates. Statuses are written as before.
+        webhooks.uninstall();
+        let first = sizes.ingresses + sizes.samples + sizes.burst;
+        let unhooked = rt.block_on(burst(
+            &client,
+            &probe_client(),
+            &c,
+            UNHOOKED,
+            first..first + sizes.burst,
+            sizes.services,
+        ));
+        // 3. Envoy and sluice stop. What the phase created goes: Contour starts on the same
+        // Ingresses sluice started on.
         drop((envoy, sluice, webhooks));
         delete_phase_sets(&rt, &client, c.name);
-        phase
+        (phase, unhooked)
     };
+    let (sluice, unhooked) = sluice;
 
     // 4. Contour.
     let contour = {
@@ -581,7 +627,7 @@ fn main() {
             address: CONTOUR_ADDRESS,
         };
         // Numbered after sluice's sets, which are gone, so no host name is served twice.
-        let first = sizes.ingresses + sizes.samples + sizes.burst;
+        let first = sizes.ingresses + sizes.samples + 2 * sizes.burst;
         let phase = phase(&rt, &client, &c, existing, sizes.ingresses, first, &sizes);
         drop(contour);
         // Kept for a look at what Contour did (its log is gone with the e2e work directory).
@@ -593,12 +639,28 @@ fn main() {
     };
 
     let mut keys = report("sluice", &sluice, sizes.burst);
+    println!(
+        "sluice without its webhooks in the apiserver's path: a burst of {} created in {:.2} s \
+         (with them {:.2} s), every status {:.3} s and every host served {:.3} s after the last \
+         create",
+        sizes.burst, unhooked.create_s, sluice.burst.create_s, unhooked.status_s, unhooked.served_s,
+    );
+    keys.extend([
+        (
+            "side_by_side_sluice_burst_create_without_webhooks_s_5k".into(),
+            unhooked.create_s,
+        ),
+        (
+            "side_by_side_sluice_burst_status_without_webhooks_s_5k".into(),
+            unhooked.status_s,
+        ),
+    ]);
     keys.extend(report("Contour", &contour, sizes.burst));
     let p50 = |p: &Phase| common::quantile(&p.propagation_ms, 0.5);
     let ratio = p50(&contour) / p50(&sluice);
     println!("Contour's p50 over sluice's: {ratio:.2}");
     keys.push(("side_by_side_propagation_p50_ratio_5k".into(), ratio));
-    let ratio = contour.burst_status_s / sluice.burst_status_s;
+    let ratio = contour.burst.status_s / sluice.burst.status_s;
     println!("Contour's burst status time over sluice's: {ratio:.2}");
     keys.push(("side_by_side_burst_status_ratio_5k".into(), ratio));
     let ratio = contour.existing_status_s / sluice.existing_status_s;

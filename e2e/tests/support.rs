@@ -582,6 +582,17 @@ impl Drop for Envoy {
 
 /// sluice's webhook configurations from config/webhooks.yaml, pointed at
 /// https://127.0.0.1:PORT with the e2e CA; installed while this value lives.
+/// A Route sluice's webhook refuses (a `pathPrefix` without its `/`) and the CRD schema admits:
+/// refused in a dry run exactly while the apiserver calls the webhook.
+const WEBHOOK_PROBE: &str = r#"
+apiVersion: contour.heptio.com/v1alpha1
+kind: Route
+metadata: {name: webhook-probe, namespace: default}
+spec:
+  host: probe.example.com
+  routes: [{pathPrefix: probe, upstreams: [{serviceName: s, servicePort: 80}]}]
+"#;
+
 pub struct Webhooks<'a> {
     env: &'a Env,
     pub port: u16,
@@ -631,18 +642,11 @@ impl<'a> Webhooks<'a> {
         }
         let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": docs});
         self.env.apply_ok(&list.to_string());
-        let probe = r#"
-apiVersion: contour.heptio.com/v1alpha1
-kind: Route
-metadata: {name: webhook-probe, namespace: default}
-spec:
-  host: probe.example.com
-  routes: [{pathPrefix: probe, upstreams: [{serviceName: s, servicePort: 80}]}]
-"#;
         wait_for(Duration::from_secs(30), "the webhook to be called", || {
-            let out = self
-                .env
-                .kubectl_in(&["apply", "--dry-run=server", "-f", "-"], Some(probe));
+            let out = self.env.kubectl_in(
+                &["apply", "--dry-run=server", "-f", "-"],
+                Some(WEBHOOK_PROBE),
+            );
             // sluice's own message (the CRD schema only requires a non-empty string).
             if !out.ok
                 && out
@@ -657,13 +661,32 @@ spec:
     }
 }
 
-impl Drop for Webhooks<'_> {
-    fn drop(&mut self) {
+impl Webhooks<'_> {
+    /// Deletes the configurations and waits until the apiserver no longer calls the webhook (the
+    /// bad Route of [`Webhooks::install`] passes a server-side dry run).
+    pub fn uninstall(&self) {
+        self.delete();
+        wait_for(Duration::from_secs(30), "the webhook to be gone", || {
+            let out = self.env.kubectl_in(
+                &["apply", "--dry-run=server", "-f", "-"],
+                Some(WEBHOOK_PROBE),
+            );
+            if out.ok { Ok(()) } else { Err(out.stderr) }
+        });
+    }
+
+    fn delete(&self) {
         let _ = self.env.kubectl(&[
             "delete",
             "validatingwebhookconfiguration,mutatingwebhookconfiguration",
             "sluice",
             "--ignore-not-found",
         ]);
+    }
+}
+
+impl Drop for Webhooks<'_> {
+    fn drop(&mut self) {
+        self.delete();
     }
 }

@@ -190,6 +190,9 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
         "a spec change with sluice down: {}",
         out.stderr
     );
+    // Without the registrations, nothing calls sluice.
+    hooks.uninstall();
+    env.kubectl_ok(&args);
 }
 
 /// sluice serving `hooks` and its /metrics on a free port (returned).
