@@ -44,6 +44,10 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Bodies larger than this are decoded on the blocking pool so they do not stall other requests.
 const OFFLOAD_BYTES: usize = 256 * 1024;
 
+/// The Gateway API controllerName sluice's GatewayClasses carry (`--gateway-controller-name`), in
+/// the form of the IngressClass controller `sluice.dev/ingress-controller`.
+pub const DEFAULT_GATEWAY_CONTROLLER_NAME: &str = "sluice.dev/gateway-controller";
+
 /// How admission behaves (from `sluice serve` flags). Root namespaces and the ingress class come
 /// from the [`IndexHandle`]'s `dag::Options`, so the webhook and the DAG cannot disagree on them.
 #[derive(Clone, Debug)]
@@ -52,8 +56,9 @@ pub struct AdmissionSettings {
     pub default_path_type: PathType,
     /// `--default-ingress-class`: used when no IngressClass is marked default.
     pub default_ingress_class: Option<String>,
-    /// The Gateway API controllerName sluice implements. When set, Gateway API objects the index
-    /// shows to belong to another controller are not refused by sluice's rules.
+    /// The Gateway API controllerName sluice implements (`sluice serve` sets
+    /// `--gateway-controller-name`). When set, Gateway API objects the index shows to belong to
+    /// another controller are not refused by sluice's rules; None checks every one.
     pub gateway_controller_name: Option<String>,
 }
 
@@ -216,7 +221,7 @@ impl WebhookConfig {
                 default_path_type: PathType::parse(&args.default_path_type)
                     .unwrap_or(PathType::ImplementationSpecific),
                 default_ingress_class: args.default_ingress_class.clone(),
-                gateway_controller_name: None,
+                gateway_controller_name: Some(args.gateway_controller_name.clone()),
             },
             metrics,
             reload_interval: Duration::from_secs(1),
@@ -291,4 +296,43 @@ pub async fn start(
         state,
         shutdown,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(extra: &[&str]) -> AdmissionSettings {
+        use clap::Parser;
+        let args = [
+            "sluice",
+            "serve",
+            "--webhook-address",
+            "127.0.0.1:8443",
+            "--webhook-cert",
+            "tls.crt",
+            "--webhook-key",
+            "tls.key",
+        ];
+        let cli = crate::cli::Cli::try_parse_from(args.iter().chain(extra)).unwrap();
+        let crate::cli::Command::Serve(serve) = cli.command else {
+            panic!("not serve");
+        };
+        WebhookConfig::from_serve_args(&serve, Metrics::new())
+            .expect("a webhook address")
+            .settings
+    }
+
+    #[test]
+    fn serve_scopes_gateway_api_admission_to_its_controller_name() {
+        assert_eq!(
+            settings(&[]).gateway_controller_name.as_deref(),
+            Some("sluice.dev/gateway-controller")
+        );
+        let flag = ["--gateway-controller-name", "example.com/gw"];
+        assert_eq!(
+            settings(&flag).gateway_controller_name.as_deref(),
+            Some("example.com/gw")
+        );
+    }
 }
