@@ -518,7 +518,7 @@ fn main() {
     // 2. sluice.
     let sluice = {
         let ports = support::Ports::new();
-        let webhooks = support::Webhooks::new(&env);
+        let webhooks = support::Webhooks::for_class(&env, CLASS);
         let mut flags = ports.serve_flags();
         flags.extend(webhooks.serve_flags());
         flags.extend(

@@ -596,6 +596,9 @@ spec:
 pub struct Webhooks<'a> {
     env: &'a Env,
     pub port: u16,
+    /// The ingress class of the sluice serving them (`--ingress-class-name`): the validating
+    /// webhook's match condition sends only Ingresses of this class or none.
+    class: String,
 }
 
 impl<'a> Webhooks<'a> {
@@ -611,10 +614,17 @@ impl<'a> Webhooks<'a> {
         ]
     }
 
+    /// The configurations for a sluice serving the default ingress class.
     pub fn new(env: &'a Env) -> Webhooks<'a> {
+        Webhooks::for_class(env, "sluice")
+    }
+
+    /// The configurations for a sluice serving ingress class `class`.
+    pub fn for_class(env: &'a Env, class: &str) -> Webhooks<'a> {
         Webhooks {
             env,
             port: free_port(),
+            class: class.to_string(),
         }
     }
 
@@ -623,6 +633,12 @@ impl<'a> Webhooks<'a> {
     pub fn install(&self) {
         use base64::Engine;
         let text = std::fs::read_to_string(repo_root().join("config/webhooks.yaml")).unwrap();
+        // The class in the match condition, as a deployment serving another class writes it.
+        assert!(
+            text.contains("'sluice'"),
+            "config/webhooks.yaml names no class"
+        );
+        let text = text.replace("'sluice'", &format!("'{}'", self.class));
         let ca = std::fs::read(self.env.pki.join("ca.crt")).unwrap();
         let ca = base64::engine::general_purpose::STANDARD.encode(ca);
         let mut docs = Vec::new();

@@ -135,6 +135,20 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
         before + 3,
         "each annotation update called the validating webhook once"
     );
+    // An Ingress of another class is another controller's: not sent (sluice would allow even
+    // this one, whose path its own class may not have).
+    let ingress = &bad_objects(&ns)[2].2;
+    let other_class = |name: &str| {
+        ingress
+            .replace("name: bad-ingress", &format!("name: {name}"))
+            .replace("ingressClassName: sluice", "ingressClassName: other")
+    };
+    env.apply_ok(&other_class("other-class"));
+    assert_eq!(
+        calls(metrics_port, "validate"),
+        after_annotations,
+        "an Ingress of another class called the validating webhook"
+    );
     // sluice's /metrics counts the verdicts and exports the xDS counters.
     let text = metrics(metrics_port);
     for needle in [
@@ -188,6 +202,17 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     assert!(
         !out.ok && out.stderr.contains("validate.sluice.dev"),
         "a spec change with sluice down: {}",
+        out.stderr
+    );
+    // Another controller's Ingresses do not wait for sluice; its own are refused.
+    env.apply_ok(&other_class("other-class-while-down"));
+    let ours = ingress
+        .replace("name: bad-ingress", "name: ours-while-down")
+        .replace("/shop?x=1", "/shop");
+    let out = env.apply(&ours);
+    assert!(
+        !out.ok && out.stderr.contains("validate.sluice.dev"),
+        "an Ingress of sluice's class with sluice down: {}",
         out.stderr
     );
     // Without the registrations, nothing calls sluice.
