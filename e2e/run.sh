@@ -56,6 +56,10 @@ export SLUICE_E2E_ENVOY
 SLUICE_E2E_CONTOUR="$("$E2E_ROOT/e2e/tools/contour/build.sh")"
 e2e_log "contour: $SLUICE_E2E_CONTOUR"
 export SLUICE_E2E_CONTOUR
+# The Gateway API CustomResourceDefinitions, for the webhook test of the Gateway API kinds.
+SLUICE_E2E_GATEWAY_API="$("$E2E_ROOT/e2e/tools/gateway-api/fetch.sh")"
+e2e_log "gateway-api: $SLUICE_E2E_GATEWAY_API"
+export SLUICE_E2E_GATEWAY_API
 
 cd "$E2E_ROOT"
 # Each step in the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.

@@ -336,3 +336,100 @@ fn ingress(ns: &str) -> String {
     {{"path": "/", "backend": {{"service": {{"name": "web", "port": {{"number": 80}}}}}}}}]}}}}]}}}}"#
     )
 }
+
+/// A Gateway of class `class` whose second listener, HTTP on the HTTPS listener's port, sluice
+/// refuses and Gateway API's own schema lets in (another implementation may give it a
+/// `Conflicted` condition instead).
+fn conflicting_gateway(ns: &str, name: &str, class: &str) -> String {
+    format!(
+        r#"{{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+  "metadata": {{"name": "{name}", "namespace": "{ns}"}},
+  "spec": {{"gatewayClassName": "{class}", "listeners": [
+    {{"name": "https", "port": 443, "protocol": "HTTPS",
+      "tls": {{"certificateRefs": [{{"name": "cert"}}]}}}},
+    {{"name": "http", "port": 443, "protocol": "HTTP"}}]}}}}"#
+    )
+}
+
+/// An HTTPRoute under Gateway `parent` whose path regex RE2 cannot compile.
+fn route_with_bad_regex(ns: &str, name: &str, parent: &str) -> String {
+    format!(
+        r#"{{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+  "metadata": {{"name": "{name}", "namespace": "{ns}"}},
+  "spec": {{"parentRefs": [{{"name": "{parent}"}}], "rules": [{{
+    "matches": [{{"path": {{"type": "RegularExpression", "value": "/item/(\\d+"}}}}],
+    "backendRefs": [{{"name": "web", "port": 80}}]}}]}}}}"#
+    )
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn gateway_api_objects_of_sluices_controller_are_checked_and_others_left_alone() {
+    let env = env();
+    let crds = std::env::var("SLUICE_E2E_GATEWAY_API")
+        .expect("SLUICE_E2E_GATEWAY_API (e2e/run.sh sets it)");
+    let crds = std::path::Path::new(&crds).join("crds.yaml");
+    env.apply_crds(&[
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        crds.to_str().unwrap(),
+    ]);
+    let ns = env.namespace("e2e-gateway-api");
+    // GatewayClasses are cluster-scoped: named after the test's namespace.
+    let (ours, theirs) = (format!("{ns}-sluice"), format!("{ns}-other"));
+    let class = |name: &str, controller: &str| {
+        format!(
+            r#"{{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+  "metadata": {{"name": "{name}"}}, "spec": {{"controllerName": "{controller}"}}}}"#
+        )
+    };
+    let hooks = Webhooks::new(&env);
+    let (sluice, _) = start_with_metrics(&env, "gateway-api", &hooks);
+    hooks.install();
+    env.apply_ok(&class(&ours, "sluice.dev/gateway-controller"));
+    env.apply_ok(&class(&theirs, "example.com/other-gateway"));
+    // Once sluice's index knows the other class, that controller's Gateway goes in as written.
+    crate::support::wait_for(
+        std::time::Duration::from_secs(30),
+        "the other controller's Gateway to be admitted",
+        || {
+            let out = env.apply(&conflicting_gateway(&ns, "theirs", &theirs));
+            if out.ok { Ok(()) } else { Err(out.stderr) }
+        },
+    );
+    let out = env.apply(&conflicting_gateway(&ns, "ours", &ours));
+    let conflict = r#"spec.listeners[1].protocol: HTTP on port 443 conflicts with spec.listeners[0] ("https", protocol HTTPS)"#;
+    assert!(
+        !out.ok && out.stderr.contains(conflict),
+        "sluice's Gateway with conflicting listeners: {}",
+        out.stderr
+    );
+    assert!(env.get("gateways", &ns, "ours").is_none(), "stored");
+    // Routes: by their parents.
+    env.apply_ok(&format!(
+        r#"{{"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+  "metadata": {{"name": "ours", "namespace": "{ns}"}},
+  "spec": {{"gatewayClassName": "{ours}", "listeners": [
+    {{"name": "http", "port": 80, "protocol": "HTTP"}}]}}}}"#
+    ));
+    crate::support::wait_for(
+        std::time::Duration::from_secs(30),
+        "a route under the other controller's Gateway to be admitted",
+        || {
+            let out = env.apply(&route_with_bad_regex(&ns, "theirs", "theirs"));
+            if out.ok { Ok(()) } else { Err(out.stderr) }
+        },
+    );
+    let out = env.apply(&route_with_bad_regex(&ns, "ours", "ours"));
+    assert!(
+        !out.ok && out.stderr.contains("is not a valid RE2 regular expression"),
+        "an HTTPRoute under sluice's Gateway with a bad regex: {}",
+        out.stderr
+    );
+    // With sluice down, Gateway API objects are not held up (failurePolicy Ignore): until
+    // sluice routes them, its checks are advice.
+    drop(sluice);
+    env.apply_ok(&conflicting_gateway(&ns, "while-down", &theirs));
+    env.kubectl_ok(&["delete", "gatewayclass", &ours, &theirs]);
+}
