@@ -3,7 +3,7 @@
 //! sluice could not refuse (labels, finalizers) skip the webhooks and go through while sluice is
 //! down.
 
-use crate::support::{Env, Sluice, Webhooks, env, free_port, output_ok};
+use crate::support::{Env, Out, Sluice, Webhooks, env, free_port, output_ok};
 
 fn bad_objects(ns: &str) -> [(&'static str, &'static str, String, &'static str); 3] {
     [
@@ -104,22 +104,10 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     let before = calls(metrics_port, "validate");
     for (resource, name, _, _) in bad_objects(&ns) {
         env.kubectl_ok(&["-n", &ns, "label", resource, name, "team=edge"]);
-        let finalizers = |value: &str| {
-            let patch = format!(r#"{{"metadata": {{"finalizers": {value}}}}}"#);
-            let args = [
-                "-n",
-                &ns,
-                "patch",
-                resource,
-                name,
-                "--type=merge",
-                "-p",
-                &patch,
-            ];
-            env.kubectl_ok(&args);
-        };
-        finalizers(r#"["example.com/hold"]"#);
-        finalizers("null");
+        for patch in [HOLD, RELEASE] {
+            let out = merge_patch(&env, &ns, resource, name, patch);
+            assert!(out.ok, "{name}: {patch}: {}", out.stderr);
+        }
     }
     let after_metadata = calls(metrics_port, "validate");
     for (resource, name, _, _) in bad_objects(&ns) {
@@ -163,42 +151,12 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     // would refuse the update were it sent), and a spec change is still refused.
     drop(sluice);
     let (resource, name, _, _) = &bad_objects(&ns)[0];
-    let hold = r#"{"metadata": {"finalizers": ["example.com/hold"]}}"#;
-    let args = [
-        "-n",
-        &ns,
-        "patch",
-        resource,
-        name,
-        "--type=merge",
-        "-p",
-        hold,
-    ];
-    env.kubectl_ok(&args);
-    let release = r#"{"metadata": {"finalizers": null}}"#;
-    let args = [
-        "-n",
-        &ns,
-        "patch",
-        resource,
-        name,
-        "--type=merge",
-        "-p",
-        release,
-    ];
-    env.kubectl_ok(&args);
+    for patch in [HOLD, RELEASE] {
+        let out = merge_patch(&env, &ns, resource, name, patch);
+        assert!(out.ok, "{patch} with sluice down: {}", out.stderr);
+    }
     let respec = r#"{"spec": {"virtualhost": {"fqdn": "moved.example.com"}}}"#;
-    let args = [
-        "-n",
-        &ns,
-        "patch",
-        resource,
-        name,
-        "--type=merge",
-        "-p",
-        respec,
-    ];
-    let out = env.kubectl(&args);
+    let out = merge_patch(&env, &ns, resource, name, respec);
     assert!(
         !out.ok && out.stderr.contains("validate.sluice.dev"),
         "a spec change with sluice down: {}",
@@ -217,7 +175,26 @@ fn bad_objects_are_denied_at_apply_with_sluices_message() {
     );
     // Without the registrations, nothing calls sluice.
     hooks.uninstall();
-    env.kubectl_ok(&args);
+    let out = merge_patch(&env, &ns, resource, name, respec);
+    assert!(out.ok, "a spec change without the webhooks: {}", out.stderr);
+}
+
+/// Merge patches that put a finalizer on an object and take it off again.
+const HOLD: &str = r#"{"metadata": {"finalizers": ["example.com/hold"]}}"#;
+const RELEASE: &str = r#"{"metadata": {"finalizers": null}}"#;
+
+/// `kubectl patch --type=merge` of `resource` `ns/name` with `patch`.
+fn merge_patch(env: &Env, ns: &str, resource: &str, name: &str, patch: &str) -> Out {
+    env.kubectl(&[
+        "-n",
+        ns,
+        "patch",
+        resource,
+        name,
+        "--type=merge",
+        "-p",
+        patch,
+    ])
 }
 
 /// sluice serving `hooks` and its /metrics on a free port (returned).
