@@ -580,8 +580,6 @@ impl Drop for Envoy {
     }
 }
 
-/// sluice's webhook configurations from config/webhooks.yaml, pointed at
-/// https://127.0.0.1:PORT with the e2e CA; installed while this value lives.
 /// A Route sluice's webhook refuses (a `pathPrefix` without its `/`) and the CRD schema admits:
 /// refused in a dry run exactly while the apiserver calls the webhook.
 const WEBHOOK_PROBE: &str = r#"
@@ -593,6 +591,8 @@ spec:
   routes: [{pathPrefix: probe, upstreams: [{serviceName: s, servicePort: 80}]}]
 "#;
 
+/// sluice's webhook configurations from config/webhooks.yaml, pointed at
+/// https://127.0.0.1:PORT with the e2e CA; installed while this value lives.
 pub struct Webhooks<'a> {
     env: &'a Env,
     pub port: u16,
