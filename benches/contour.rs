@@ -81,8 +81,8 @@ const NAMESPACES: usize = 10;
 const CLASS: &str = "side-by-side";
 
 /// The label that names the set an Ingress belongs to ([`set_name`]): `base` (the workload both
-/// controllers take in at their start), `{controller}-samples` and `{controller}-burst` (what a
-/// phase creates, deleted before the next phase starts).
+/// controllers take in at their start), `{controller}-samples`, `{controller}-burst` and
+/// `sluice-burst-unhooked` (what a phase creates, deleted before the next phase starts).
 const SET: &str = "sbs-set";
 
 /// What a phase's second burst is called: sluice's, created with its webhooks out of the
