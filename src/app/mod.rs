@@ -95,13 +95,7 @@ impl Pipeline {
             encoder,
             indexing,
         } = &mut *state;
-        if let Some(indexing) = indexing.take() {
-            match indexing.join() {
-                Ok(indexed) => *builder = indexed,
-                // The builder left in its place has no index: this build is a full one.
-                Err(_) => tracing::error!("indexing a full build panicked; building in full"),
-            }
-        }
+        take_index(indexing, builder);
         if let Some((prev_snapshot, prev_dag)) = last.as_mut()
             && let Some(changes) = prev_snapshot.endpoint_only_changes(snapshot)
             && self.publish_endpoints(prev_dag, snapshot, &changes.services)
@@ -157,6 +151,31 @@ impl Pipeline {
         (dag, path)
     }
 
+    /// Waits until the work the publications so far left behind is done: the index of the last
+    /// full build is made, and the drop thread (the process's, shared by every pipeline) has freed
+    /// what was handed to it before this call. A publication waits for neither (the next one waits
+    /// for the index only); this is for a caller that wants the machine quiet, such as a benchmark
+    /// before it times the next publication.
+    pub fn settle(&self) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let PipelineState {
+                builder, indexing, ..
+            } = &mut *state;
+            take_index(indexing, builder);
+        }
+        // The drop thread frees in order: once this signal is dropped, so is all before it.
+        struct Signal(mpsc::SyncSender<()>);
+        impl Drop for Signal {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        drop_later(Signal(tx));
+        let _ = rx.recv();
+    }
+
     /// The endpoint fast path: recomputes the load assignments of the clusters of `services` and
     /// publishes them. False when it cannot tell (a cluster's Service or port is gone), and the
     /// caller rebuilds.
@@ -206,6 +225,20 @@ impl Pipeline {
     /// The latest xDS resources.
     pub fn xds(&self) -> watch::Receiver<Arc<xds::Snapshot>> {
         self.xds_tx.subscribe()
+    }
+}
+
+/// Waits for the index of the last full build, if one is being made, and puts it in `builder`.
+fn take_index(
+    indexing: &mut Option<std::thread::JoinHandle<dag::incremental::Incremental>>,
+    builder: &mut dag::incremental::Incremental,
+) {
+    if let Some(handle) = indexing.take() {
+        match handle.join() {
+            Ok(indexed) => *builder = indexed,
+            // The builder left in its place has no index: the next build is a full one.
+            Err(_) => tracing::error!("indexing a full build panicked; building in full"),
+        }
     }
 }
 
@@ -478,6 +511,43 @@ mod tests {
             .insert(ObjKey::new("", "other"), Arc::new(class));
         assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
         assert_eq!(**p.xds().borrow(), *full(&s));
+    }
+
+    #[test]
+    fn settle_waits_for_the_index_and_for_what_was_dropped_before_it() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        struct Slow(Arc<AtomicBool>);
+        impl Drop for Slow {
+            fn drop(&mut self) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let p = Pipeline::new(dag::Options::default(), translate::Options::default());
+        let mut s = snapshot(Shape {
+            routing_objects: 50,
+            endpoints_per_service: 2,
+            unrelated_secrets: 0,
+        });
+        assert_eq!(p.publish_counted(&s).1, PublishPath::Full);
+        let dropped = Arc::new(AtomicBool::new(false));
+        drop_later(Slow(dropped.clone()));
+        p.settle();
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "settle returned before the drop"
+        );
+        assert!(p.state.lock().unwrap().indexing.is_none());
+        // The index is back in the builder: a change to one object builds in part.
+        let key = s.ingressroutes_v1beta1.keys().next().unwrap().clone();
+        s.ingressroutes_v1beta1.remove(&key);
+        assert!(matches!(
+            p.publish_counted(&s).1,
+            PublishPath::Partial { .. }
+        ));
+        // With nothing left behind, settle returns at once.
+        p.settle();
+        p.settle();
     }
 
     #[test]
