@@ -13,7 +13,10 @@
 //! 2. starts sluice (leader, webhook installed, so every create below also passes admission) and
 //!    an Envoy on its xDS, and waits until every route's status is valid at its generation;
 //! 3. **propagation**: creates one new route at a time and times create → first 200 through
-//!    Envoy (`propagation_p50_ms_5k`, `propagation_p99_ms_5k`), and splits each create's way by
+//!    Envoy (`propagation_p50_ms_5k`, `propagation_p99_ms_5k`). The first create, Envoy's first
+//!    route configuration update since its start, is timed on its own before the series
+//!    (`propagation_first_after_envoy_start_ms_5k`, with the pages Envoy faulted in for it). It
+//!    splits each create's way by
 //!    the two logs: sluice's build published, Envoy's route configuration received, its route
 //!    table built, the update accepted (`propagation_*_p50_ms_5k`, ms after the create; every
 //!    create in target/bench/cluster-propagation.tsv);
@@ -41,7 +44,7 @@ use kube::api::{Api, PostParams};
 use sluice::api::heptio_v1beta1::IngressRoute;
 
 use common::apiserver::{create_all, create_namespaces, first_200, ms, obj, service, wait_until};
-use common::process::{cpu_by_name, rss_mib, status_mib};
+use common::process::{cpu_by_name, minor_faults, rss_mib, status_mib};
 
 /// Sizes of one run.
 struct Sizes {
@@ -397,7 +400,12 @@ fn main() {
     let mut rows: Vec<(f64, String, f64, f64, f64)> = Vec::new();
     // Envoy's CPU by thread over the series: its main thread applies each update (and answers the
     // statistics queries below); its worker serves the requests and frees what the update replaced.
-    let envoy_threads = format!("/proc/{}/task", envoy.pid().expect("envoy runs"));
+    let envoy_pid = envoy.pid().expect("envoy runs");
+    let envoy_threads = format!("/proc/{envoy_pid}/task");
+    // The first create (Envoy's first route update since its start): ms, Envoy's page faults.
+    let mut first_update = (f64::NAN, f64::NAN);
+    let mut series_faults = Vec::new();
+    let series_from = base + 1;
     let envoy_cpu_before = cpu_by_name(envoy_threads.as_ref());
     rt.block_on(async {
         // Envoy holds the routes that exist.
@@ -408,8 +416,26 @@ fn main() {
         // below, so that the series measures a create's way through an idle Envoy. (Without
         // this wait the first create of a run took more than three times as long as any other.)
         tokio::time::sleep(Duration::from_secs(2)).await;
+        // Envoy's first route configuration update since its start is timed on its own, before
+        // the series: it is the update that grows Envoy's memory to hold two route tables, the
+        // one in use and the new one (thousands of pages touched for the first time, each a page
+        // fault, where the updates after it reuse the memory the previous table freed). It is
+        // once per Envoy process; the series measures a create's way through an Envoy past it.
+        let faults_before = minor_faults(envoy_pid);
+        let start = Instant::now();
+        let api: Api<IngressRoute> = Api::namespaced(client.clone(), &namespace_of(base));
+        (api.create(
+            &PostParams::default(),
+            &route_for(base, sizes.services, "prop"),
+        ))
+        .await
+        .expect("create");
+        let done = first_200(&http, ports.http, &host(base)).await;
+        first_update = (ms(done - start), minor_faults(envoy_pid) - faults_before);
+        tokio::time::sleep(Duration::from_millis(500)).await;
         for k in 0..sizes.propagation_samples {
-            let i = base + k;
+            let i = series_from + k;
+            let faults_before = minor_faults(envoy_pid);
             let ir = route_for(i, sizes.services, "prop");
             let api: Api<IngressRoute> = Api::namespaced(client.clone(), &namespace_of(i));
             let start = Instant::now();
@@ -420,6 +446,7 @@ fn main() {
             create_latency.push(ms(start.elapsed()));
             let done = first_200(&http, ports.http, &host(i)).await;
             propagation.push(ms(done - start));
+            series_faults.push(minor_faults(envoy_pid) - faults_before);
             let unix = wall
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default()
@@ -486,6 +513,14 @@ fn main() {
         propagation.len()
     );
     println!(
+        "before the series, Envoy's first route update since its start: create → first 200 \
+         {:.1} ms, {} pages faulted in by Envoy (in the series: p50 {}, max {})",
+        first_update.0,
+        first_update.1,
+        common::quantile(&series_faults, 0.5),
+        common::quantile(&series_faults, 1.0),
+    );
+    println!(
         "of which the create's answer (apiserver with admission): p50 {:.1} ms, p99 {:.1} ms",
         common::quantile(&create_latency, 0.5),
         common::quantile(&create_latency, 0.99),
@@ -543,7 +578,7 @@ fn main() {
     }
 
     // 4. Status throughput: a burst of new routes.
-    let first = base + sizes.propagation_samples;
+    let first = series_from + sizes.propagation_samples;
     let burst = routes(first..first + sizes.burst, sizes.services, "burst");
     let (status_s, status_total_s, create_s) = rt.block_on(async {
         let waiter = tokio::spawn(wait_valid(
@@ -675,6 +710,10 @@ fn main() {
         let mut r = serde_json::Map::new();
         r.insert("propagation_p50_ms_5k".into(), common::round3(prop_p50));
         r.insert("propagation_p99_ms_5k".into(), common::round3(prop_p99));
+        r.insert(
+            "propagation_first_after_envoy_start_ms_5k".into(),
+            common::round3(first_update.0),
+        );
         for (key, v) in [
             ("propagation_published_p50_ms_5k", &steps.published),
             ("propagation_envoy_received_p50_ms_5k", &steps.received),

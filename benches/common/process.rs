@@ -50,3 +50,15 @@ pub fn cpu_seconds(pid: u32) -> f64 {
         .values()
         .sum()
 }
+
+/// The minor page faults a process has taken so far, all its threads (`minflt` of
+/// /proc/PID/stat): each a page of memory it touched for the first time, or again after giving
+/// it back.
+pub fn minor_faults(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // pid (comm) state ppid pgrp session tty_nr tpgid flags minflt …: the eighth field after the comm.
+    let after = stat.rfind(')').map_or("", |close| &stat[close + 1..]);
+    (after.split_whitespace().nth(7))
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(f64::NAN)
+}
