@@ -18,15 +18,10 @@ if [[ -x "$bin/kube-apiserver" && -x "$bin/kubectl" && -x "$bin/etcd" ]]; then
 fi
 mkdir -p "$bin"
 
-if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
-	export PATH="/usr/local/go/bin:$PATH" # the usual place of a go.dev tarball install
-fi
-command -v go >/dev/null || {
-	echo "build.sh: Go >= 1.24 is needed (Debian bookworm's golang-go is 1.19; install from go.dev, or any Go >= 1.21 fetches the right toolchain itself)" >&2
-	exit 1
-}
+# shellcheck source=e2e/tools/go-env.sh
+source "$here/go-env.sh"
 # go.mod says go 1.24.0: an older (>= 1.21) go downloads that toolchain from the module proxy.
-export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+e2e_go_env build.sh
 
 export CGO_ENABLED=0
 export GOFLAGS="${GOFLAGS:-} -mod=mod"

@@ -16,11 +16,10 @@ if [[ -x "$out/contour" && -s "$out/crds.yaml" ]]; then
 fi
 mkdir -p "$out"
 
-if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
-	export PATH="/usr/local/go/bin:$PATH"
-fi
-command -v go >/dev/null || { echo "contour/build.sh: Go is needed" >&2; exit 1; }
-export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}" CGO_ENABLED=0
+# shellcheck source=e2e/tools/go-env.sh
+source "$here/../go-env.sh"
+e2e_go_env contour/build.sh
+export CGO_ENABLED=0
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
 t0=$(date +%s)

@@ -19,10 +19,9 @@ if [[ -s "$out/crds.yaml" ]]; then
 fi
 mkdir -p "$out"
 
-if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
-	export PATH="/usr/local/go/bin:$PATH"
-fi
-command -v go >/dev/null || { echo "gateway-api/fetch.sh: Go is needed" >&2; exit 1; }
+# shellcheck source=e2e/tools/go-env.sh
+source "$here/../go-env.sh"
+e2e_go_env gateway-api/fetch.sh
 
 # The pinned hash above is the check the checksum database would make.
 info="$(cd "$out" && GOSUMDB=off GOFLAGS= go mod download -json "sigs.k8s.io/gateway-api@${version}")"
