@@ -11,7 +11,8 @@
 #                              Ingresses (benches/contour.rs, release build)
 #   E2E_KEEP=1 e2e/run.sh      after the tests, keep the control plane up and print how to use it
 #                              (Ctrl-C tears it down)
-# Needs root (network namespace), openssl, curl, python3, Go >= 1.24 (first run builds the tools).
+# Needs root (network namespace), openssl, curl, python3, Go >= 1.24 (first run builds the tools,
+# Contour and Helm).
 set -euo pipefail
 
 E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,6 +61,10 @@ export SLUICE_E2E_CONTOUR
 SLUICE_E2E_GATEWAY_API="$("$E2E_ROOT/e2e/tools/gateway-api/fetch.sh")"
 e2e_log "gateway-api: $SLUICE_E2E_GATEWAY_API"
 export SLUICE_E2E_GATEWAY_API
+# Helm for the test of charts/sluice (e2e/tests/chart.rs), built like the tools above.
+SLUICE_E2E_HELM="$("$E2E_ROOT/e2e/tools/helm/build.sh")"
+e2e_log "helm: $SLUICE_E2E_HELM"
+export SLUICE_E2E_HELM
 
 cd "$E2E_ROOT"
 # Each step in the background + wait, so a SIGTERM/Ctrl-C runs the teardown at once.

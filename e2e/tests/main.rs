@@ -5,6 +5,7 @@
 
 mod support;
 
+mod chart;
 mod leader;
 mod status;
 mod traffic;

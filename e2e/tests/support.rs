@@ -47,23 +47,17 @@ pub fn env() -> Env {
         for f in ["namespace.yaml", "rbac.yaml", "ingressclass.yaml"] {
             env.kubectl_ok(&["apply", "-f", root.join("config").join(f).to_str().unwrap()]);
         }
-        write_sluice_kubeconfig(&env);
+        write_kubeconfig(&env, "sluice", "sluice-system", &env.sluice_kubeconfig());
     });
     env
 }
 
-/// sluice runs as the ServiceAccount of config/rbac.yaml (a token from the TokenRequest API), so
-/// every e2e test also checks that the ClusterRole and Role grant enough — and the watches, status
-/// writes and Lease work with exactly those rights.
-fn write_sluice_kubeconfig(env: &Env) {
-    let token = env.kubectl_ok(&[
-        "create",
-        "token",
-        "sluice",
-        "-n",
-        "sluice-system",
-        "--duration=6h",
-    ]);
+/// Writes to `path` a kubeconfig for the ServiceAccount `namespace/account` (a token from the
+/// TokenRequest API). sluice runs as the ServiceAccount of config/rbac.yaml, so every e2e test
+/// also checks that the ClusterRole and Role grant enough — and the watches, status writes and
+/// Lease work with exactly those rights.
+pub fn write_kubeconfig(env: &Env, account: &str, namespace: &str, path: &Path) {
+    let token = env.kubectl_ok(&["create", "token", account, "-n", namespace, "--duration=6h"]);
     let server = env.kubectl_ok(&[
         "config",
         "view",
@@ -72,12 +66,12 @@ fn write_sluice_kubeconfig(env: &Env) {
         "jsonpath={.clusters[0].cluster.server}",
     ]);
     let config = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: sluice\n  user:\n    token: {token}\ncontexts:\n- name: sluice\n  context: {{cluster: e2e, user: sluice, namespace: sluice-system}}\ncurrent-context: sluice\n",
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: sluice\n  user:\n    token: {token}\ncontexts:\n- name: sluice\n  context: {{cluster: e2e, user: sluice, namespace: {namespace}}}\ncurrent-context: sluice\n",
         server = server.trim(),
         ca = env.pki.join("ca.crt").display(),
         token = token.trim(),
     );
-    std::fs::write(env.sluice_kubeconfig(), config).expect("write the sluice kubeconfig");
+    std::fs::write(path, config).expect("write the kubeconfig");
 }
 
 pub fn repo_root() -> PathBuf {
@@ -281,25 +275,32 @@ pub struct Sluice {
 impl Sluice {
     /// Starts `sluice serve` with this identity and extra flags, logging to the work dir.
     pub fn start(env: &Env, identity: &str, extra: &[String]) -> Sluice {
-        let n = std::fs::read_dir(&env.work).map(|d| d.count()).unwrap_or(0);
-        let log = env.work.join(format!("sluice-{identity}-{n}.log"));
-        let file = std::fs::File::create(&log).expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        cmd.args([
+        let mut args: Vec<String> = [
             "serve",
             "--namespace",
             "sluice-system",
             "--identity",
             identity,
-        ])
-        .args(extra);
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend_from_slice(extra);
         // Never the default xDS port: replicas (and other software) must not collide.
         if !extra.iter().any(|a| a == "--xds-address") {
-            cmd.args(Ports::new().serve_flags());
+            args.extend(Ports::new().serve_flags());
         }
-        let child = cmd
+        Sluice::spawn(env, identity, &args, &env.sluice_kubeconfig())
+    }
+
+    /// Starts `sluice ARGS` as the user of `kubeconfig`, logging to the work dir.
+    pub fn spawn(env: &Env, name: &str, args: &[String], kubeconfig: &Path) -> Sluice {
+        let n = std::fs::read_dir(&env.work).map(|d| d.count()).unwrap_or(0);
+        let log = env.work.join(format!("sluice-{name}-{n}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(args)
             .env("RUST_LOG", "info")
-            .env("KUBECONFIG", env.sluice_kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -490,19 +491,21 @@ impl Envoy {
         name: &str,
         timing_updates: bool,
     ) -> Envoy {
-        let log_path = env.work.join(format!("envoy-{name}.log"));
-        let log = std::fs::File::create(&log_path).unwrap();
-        let mut envoy = Command::new(&env.envoy);
+        let mut args: Vec<String> = Vec::new();
         if timing_updates {
-            envoy
-                .args(["--component-log-level", "config:debug,rds:debug"])
-                .args(["--log-format", "[%T.%f][%n] %v"])
-                .env("TZ", "UTC");
+            args.extend(
+                [
+                    "--component-log-level",
+                    "config:debug,rds:debug",
+                    "--log-format",
+                    "[%T.%f][%n] %v",
+                ]
+                .map(String::from),
+            );
         }
-        let child = envoy
-            .arg("-c")
-            .arg(bootstrap)
-            .args([
+        args.extend(["-c".to_string(), bootstrap.display().to_string()]);
+        args.extend(
+            [
                 "--concurrency",
                 "1",
                 // As docs/xds.md "Running Envoy" recommends.
@@ -510,8 +513,20 @@ impl Envoy {
                 "--disable-hot-restart",
                 "--drain-time-s",
                 "1",
-            ])
-            .args(["--base-id", &base_id.to_string()])
+            ]
+            .map(String::from),
+        );
+        args.extend(["--base-id".to_string(), base_id.to_string()]);
+        Envoy::spawn(env, &args, http_port, name)
+    }
+
+    /// Envoy with these arguments, its HTTP listener on `http_port`, logging to the work dir.
+    pub fn spawn(env: &Env, args: &[String], http_port: u16, name: &str) -> Envoy {
+        let log_path = env.work.join(format!("envoy-{name}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
+        let child = Command::new(&env.envoy)
+            .args(args)
+            .env("TZ", "UTC")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

@@ -1,0 +1,452 @@
+//! charts/sluice against the real apiserver, with the pinned Helm (e2e/tools/helm): `helm lint`,
+//! `helm install` and `helm upgrade` of a release serving another ingress class; the installed
+//! RBAC and webhook configurations checked against config/ (which the other e2e tests run
+//! with); the generated certificates checked; then sluice and Envoy run as the release's
+//! Deployments would run them (their arguments, the release's ServiceAccount, its certificates,
+//! the bootstrap its init container writes), out of cluster since the e2e control plane has no
+//! kubelet, and a request reaches a backend through them over mutual TLS xDS.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine;
+use serde_json::Value;
+
+use crate::support::{
+    Env, Envoy, Sluice, env, free_port, output_ok, repo_root, wait_for, wait_status,
+    write_kubeconfig,
+};
+
+const RELEASE: &str = "edge";
+/// The name of the release's objects (the chart's `sluice.fullname`).
+const FULLNAME: &str = "edge-sluice";
+/// The ingress class the release serves, not sluice's default.
+const CLASS: &str = "edge-public";
+const IR: &str = "ingressroutes.contour.heptio.com";
+
+fn helm(args: &[&str]) -> String {
+    let helm = std::env::var_os("SLUICE_E2E_HELM")
+        .expect("SLUICE_E2E_HELM is not set: run the e2e tests through `make e2e` (e2e/run.sh)");
+    let out = output_ok(
+        Command::new(helm).args(args).current_dir(repo_root()),
+        &format!("helm {args:?}"),
+    );
+    String::from_utf8(out).unwrap()
+}
+
+/// The release while it lives: uninstalled on drop, so that its webhook configurations (whose
+/// Service has no endpoints here) do not outlive the test.
+struct Release {
+    namespace: String,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let helm = std::env::var_os("SLUICE_E2E_HELM").unwrap_or_default();
+        let _ = Command::new(helm)
+            .args(["uninstall", RELEASE, "-n", &self.namespace])
+            .output();
+    }
+}
+
+fn json(env: &Env, args: &[&str]) -> Value {
+    let text = env.kubectl_ok(&[args, &["-o", "json"]].concat());
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The YAML documents of a file of config/.
+fn config_docs(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(repo_root().join("config").join(file)).unwrap();
+    serde_norway::Deserializer::from_str(&text)
+        .map(|de| serde::Deserialize::deserialize(de).unwrap())
+        .collect()
+}
+
+fn config_doc(file: &str, kind: &str) -> Value {
+    config_docs(file)
+        .into_iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("config/{file} has no {kind}"))
+}
+
+/// Writes the data of Secret `name` as files into `dir`, decoded.
+fn secret_files(env: &Env, ns: &str, name: &str, dir: &Path) -> BTreeMap<String, String> {
+    let secret = json(env, &["get", "secret", "-n", ns, name]);
+    assert_eq!(secret["type"], "kubernetes.io/tls", "{name}");
+    std::fs::create_dir_all(dir).unwrap();
+    let mut data = BTreeMap::new();
+    for (key, value) in secret["data"].as_object().unwrap() {
+        let value = value.as_str().unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(value)
+            .unwrap();
+        std::fs::write(dir.join(key), bytes).unwrap();
+        data.insert(key.clone(), value.to_string());
+    }
+    for key in ["ca.crt", "tls.crt", "tls.key"] {
+        assert!(data.contains_key(key), "Secret {name} has no {key}");
+    }
+    data
+}
+
+/// `openssl verify` of `dir`/tls.crt against `dir`/ca.crt for `purpose`, and for `host` when given.
+fn verify_certificate(dir: &Path, purpose: &str, host: Option<&str>) {
+    let mut cmd = Command::new("openssl");
+    cmd.arg("verify")
+        .arg("-CAfile")
+        .arg(dir.join("ca.crt"))
+        .args(["-purpose", purpose]);
+    if let Some(host) = host {
+        cmd.args(["-verify_hostname", host]);
+    }
+    cmd.arg(dir.join("tls.crt"));
+    output_ok(&mut cmd, &format!("openssl verify of {}", dir.display()));
+}
+
+/// The installed RBAC grants what config/rbac.yaml grants.
+fn check_rbac(env: &Env, ns: &str) {
+    let want = config_doc("rbac.yaml", "ClusterRole");
+    let got = json(env, &["get", "clusterrole", FULLNAME]);
+    assert_eq!(got["rules"], want["rules"], "ClusterRole rules");
+    let want = config_doc("rbac.yaml", "Role");
+    let got = json(
+        env,
+        &[
+            "get",
+            "role",
+            "-n",
+            ns,
+            &format!("{FULLNAME}-leader-election"),
+        ],
+    );
+    assert_eq!(got["rules"], want["rules"], "Role rules");
+    let binding = json(env, &["get", "clusterrolebinding", FULLNAME]);
+    assert_eq!(
+        binding["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": FULLNAME, "namespace": ns}])
+    );
+}
+
+/// The installed webhook configurations are config/webhooks.yaml's: every field that file sets,
+/// with the release's class in the class condition, its Service, its namespace skipped, and the
+/// timeouts of the values. Returns the caBundle (the same in every webhook).
+fn check_webhooks(env: &Env, ns: &str, timeout: u64) -> String {
+    let mut bundles = Vec::new();
+    for want_config in config_docs("webhooks.yaml") {
+        let kind = want_config["kind"].as_str().unwrap();
+        let got_config = json(env, &["get", &kind.to_lowercase(), FULLNAME]);
+        let got_hooks = got_config["webhooks"].as_array().unwrap();
+        let want_hooks = want_config["webhooks"].as_array().unwrap();
+        assert_eq!(got_hooks.len(), want_hooks.len(), "{kind}: webhooks");
+        for want in want_hooks {
+            let name = want["name"].as_str().unwrap();
+            let got = got_hooks
+                .iter()
+                .find(|h| h["name"] == name)
+                .unwrap_or_else(|| panic!("{kind}: no webhook {name}"));
+            for (field, want_value) in want.as_object().unwrap() {
+                let mut want_value = want_value.clone();
+                match field.as_str() {
+                    "clientConfig" => {
+                        let service = &got[field]["service"];
+                        assert_eq!(service["namespace"], ns, "{name}");
+                        assert_eq!(service["name"], format!("{FULLNAME}-webhook"), "{name}");
+                        assert_eq!(service["port"], 443, "{name}");
+                        assert_eq!(service["path"], want_value["service"]["path"], "{name}");
+                        bundles.push(got[field]["caBundle"].as_str().unwrap().to_string());
+                        continue;
+                    }
+                    "namespaceSelector" => {
+                        want_value["matchExpressions"][0]["values"] =
+                            serde_json::json!(["kube-system", ns]);
+                    }
+                    // The values' timeout; the mutating webhook's at most 3 s, as in config/.
+                    "timeoutSeconds" if kind == "MutatingWebhookConfiguration" => {
+                        want_value = serde_json::json!(timeout.min(3));
+                    }
+                    "timeoutSeconds" => want_value = serde_json::json!(timeout),
+                    "matchConditions" => {
+                        let text = want_value.to_string();
+                        assert!(
+                            kind != "ValidatingWebhookConfiguration"
+                                || name != "validate.sluice.dev"
+                                || text.contains("'sluice'"),
+                            "config/webhooks.yaml names no class"
+                        );
+                        want_value =
+                            serde_json::from_str(&text.replace("'sluice'", &format!("'{CLASS}'")))
+                                .unwrap();
+                    }
+                    _ => {}
+                }
+                assert_eq!(&got[field], &want_value, "{kind} {name}: {field}");
+            }
+        }
+    }
+    assert!(bundles.windows(2).all(|w| w[0] == w[1]), "caBundles differ");
+    bundles.pop().unwrap()
+}
+
+/// A container's `args` as a process here runs them: the pod's paths (`paths`: from, to) moved
+/// to folders here, each `--flag=0.0.0.0:PORT` on loopback at a free port and each
+/// `--http-port`/`--https-port` at a free port (the ports chosen in `ports`, by flag).
+fn localize(
+    args: &[Value],
+    paths: &[(&str, PathBuf)],
+    ports: &mut BTreeMap<String, u16>,
+) -> Vec<String> {
+    args.iter()
+        .map(|a| {
+            let mut a = a.as_str().unwrap().to_string();
+            for (from, to) in paths {
+                a = a.replace(from, &format!("{}/", to.display()));
+            }
+            if let Some((flag, value)) = a.split_once('=') {
+                if let Some(port) = value.strip_prefix("0.0.0.0:") {
+                    let local = free_port();
+                    ports.insert(flag.to_string(), local);
+                    assert!(port.parse::<u16>().is_ok(), "{a}");
+                    a = format!("{flag}=127.0.0.1:{local}");
+                } else if flag == "--http-port" || flag == "--https-port" {
+                    let local = free_port();
+                    ports.insert(flag.to_string(), local);
+                    a = format!("{flag}={local}");
+                }
+            }
+            assert!(
+                !a.contains("/etc/") && !a.contains("/var/run/"),
+                "a path of the pod left in {a}"
+            );
+            a
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
+    let env = env();
+    helm(&["lint", "--strict", "charts/sluice"]);
+    let ns = env.namespace("chart");
+    let _release = Release {
+        namespace: ns.clone(),
+    };
+    helm(&[
+        "install",
+        RELEASE,
+        "charts/sluice",
+        "-n",
+        &ns,
+        "--set",
+        &format!("ingressClass.name={CLASS}"),
+        "--set",
+        "webhook.timeoutSeconds=7",
+    ]);
+
+    // What the chart generated.
+    let dir = env.work.join(format!("chart-{ns}"));
+    let webhook_tls = dir.join("webhook");
+    let xds_server = dir.join("xds-server");
+    let xds_client = dir.join("xds-client");
+    let webhook_secret = secret_files(&env, &ns, &format!("{FULLNAME}-webhook"), &webhook_tls);
+    let server_secret = secret_files(&env, &ns, &format!("{FULLNAME}-xds-server"), &xds_server);
+    let client_secret = secret_files(&env, &ns, &format!("{FULLNAME}-xds-client"), &xds_client);
+    let webhook_host = format!("{FULLNAME}-webhook.{ns}.svc");
+    verify_certificate(&webhook_tls, "sslserver", Some(&webhook_host));
+    verify_certificate(
+        &xds_server,
+        "sslserver",
+        Some(&format!("{FULLNAME}.{ns}.svc")),
+    );
+    verify_certificate(&xds_client, "sslclient", None);
+    assert_eq!(
+        server_secret["ca.crt"], client_secret["ca.crt"],
+        "one xDS CA"
+    );
+    assert_ne!(
+        server_secret["ca.crt"], webhook_secret["ca.crt"],
+        "the webhook's CA is its own"
+    );
+
+    check_rbac(&env, &ns);
+    let ca_bundle = check_webhooks(&env, &ns, 7);
+    assert_eq!(
+        ca_bundle, webhook_secret["ca.crt"],
+        "caBundle is the webhook Secret's CA"
+    );
+    let class = json(&env, &["get", "ingressclass", CLASS]);
+    assert_eq!(class["spec"]["controller"], "sluice.dev/ingress-controller");
+
+    // An upgrade keeps the certificates (the apiserver keeps trusting what the pods serve).
+    helm(&[
+        "upgrade",
+        RELEASE,
+        "charts/sluice",
+        "-n",
+        &ns,
+        "--reuse-values",
+        "--set",
+        "logLevel=debug",
+    ]);
+    let deployment = json(&env, &["get", "deployment", "-n", &ns, FULLNAME]);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let env_vars = pod["containers"][0]["env"].as_array().unwrap();
+    assert!(
+        env_vars
+            .iter()
+            .any(|v| v["name"] == "RUST_LOG" && v["value"] == "debug"),
+        "the upgrade applied: {env_vars:?}"
+    );
+    let after = dir.join("after-upgrade");
+    assert_eq!(
+        secret_files(&env, &ns, &format!("{FULLNAME}-webhook"), &after),
+        webhook_secret
+    );
+    assert_eq!(
+        secret_files(&env, &ns, &format!("{FULLNAME}-xds-server"), &after),
+        server_secret
+    );
+    assert_eq!(
+        secret_files(&env, &ns, &format!("{FULLNAME}-xds-client"), &after),
+        client_secret
+    );
+    assert_eq!(
+        check_webhooks(&env, &ns, 7),
+        ca_bundle,
+        "caBundle after the upgrade"
+    );
+
+    // sluice as the Deployment runs it: its arguments, the release's ServiceAccount, its
+    // certificates.
+    let mut ports = BTreeMap::new();
+    let mut args = localize(
+        pod["containers"][0]["args"].as_array().unwrap(),
+        &[
+            ("/etc/sluice/xds/", xds_server.clone()),
+            ("/etc/sluice/webhook/", webhook_tls.clone()),
+        ],
+        &mut ports,
+    );
+    assert!(
+        args.contains(&format!("--ingress-class-name={CLASS}")),
+        "{args:?}"
+    );
+    args.extend([
+        "--listen-address=127.0.0.1".to_string(),
+        format!("--namespace={ns}"),
+        "--identity=chart-e2e".to_string(),
+    ]);
+    let kubeconfig = dir.join("kubeconfig");
+    write_kubeconfig(&env, FULLNAME, &ns, &kubeconfig);
+    let sluice = Sluice::spawn(&env, "chart", &args, &kubeconfig);
+    let xds_port = ports["--xds-address"];
+    let http_port = ports["--http-port"];
+
+    // Its webhook serves the chart's certificate, for the name the apiserver calls.
+    let webhook_port = ports["--webhook-address"];
+    wait_for(
+        std::time::Duration::from_secs(30),
+        "the release's webhook /readyz",
+        || {
+            let out = Command::new("curl")
+                .args(["-sS", "--max-time", "3", "--noproxy", "*", "--cacert"])
+                .arg(webhook_tls.join("ca.crt"))
+                .arg("--resolve")
+                .arg(format!("{webhook_host}:{webhook_port}:127.0.0.1"))
+                .arg(format!("https://{webhook_host}:{webhook_port}/readyz"))
+                .output()
+                .expect("curl runs");
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}\n{}",
+                    String::from_utf8_lossy(&out.stderr),
+                    sluice.log_text()
+                ))
+            }
+        },
+    );
+
+    // Envoy as the Envoy Deployment runs it: the init container's `sluice bootstrap`, then the
+    // container's arguments.
+    let envoy_deployment = json(
+        &env,
+        &["get", "deployment", "-n", &ns, &format!("{FULLNAME}-envoy")],
+    );
+    let envoy_pod = &envoy_deployment["spec"]["template"]["spec"];
+    let bootstrap_args: Vec<String> = localize(
+        envoy_pod["initContainers"][0]["args"].as_array().unwrap(),
+        &[
+            ("/etc/envoy/xds/", xds_client.clone()),
+            ("/etc/envoy/", dir.clone()),
+            ("/var/run/envoy/", dir.clone()),
+        ],
+        &mut ports,
+    )
+    .into_iter()
+    .map(|a| match a.split_once('=') {
+        // The Service's name resolves only in a cluster.
+        Some(("--xds-address", _)) => format!("--xds-address=127.0.0.1:{xds_port}"),
+        _ => a,
+    })
+    .collect();
+    output_ok(
+        Command::new(env!("CARGO_BIN_EXE_sluice")).args(&bootstrap_args),
+        "the init container's sluice bootstrap",
+    );
+    let mut envoy_args = localize(
+        envoy_pod["containers"][0]["args"].as_array().unwrap(),
+        &[("/etc/envoy/", dir.clone())],
+        &mut ports,
+    );
+    for a in &mut envoy_args {
+        if a == "$(POD_NAME)" {
+            *a = "chart-envoy".to_string();
+        }
+    }
+    envoy_args.extend(["--base-id".to_string(), free_port().to_string()]);
+    let envoy = Envoy::spawn(&env, &envoy_args, http_port, "chart");
+
+    // Objects in the release's namespace, which its webhooks skip (their Service has no
+    // endpoints here).
+    env.apply_ok(&env.backend_service(&ns, "web", env.backend_ports[0]));
+    env.apply_ok(&env.backend_service(&ns, "shop", env.backend_ports[1]));
+    env.apply_ok(&format!(
+        r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: root, namespace: {ns}}}
+spec:
+  virtualhost: {{fqdn: {ns}.example.com}}
+  routes: [{{match: /, services: [{{name: web, port: 80}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: shop, namespace: {ns}}}
+spec:
+  ingressClassName: {CLASS}
+  rules:
+    - host: shop.{ns}.example.com
+      http:
+        paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: shop, port: {{number: 80}}}}}}}}]
+"#
+    ));
+    // Status written by the release's identity (its ClusterRole, its Lease).
+    wait_status(&env, IR, &ns, "root", "valid");
+    envoy.wait_answer(
+        &format!("{ns}.example.com"),
+        "/",
+        200,
+        &format!("backend-{}", env.backend_ports[0]),
+    );
+    envoy.wait_answer(
+        &format!("shop.{ns}.example.com"),
+        "/",
+        200,
+        &format!("backend-{}", env.backend_ports[1]),
+    );
+    let lease = json(&env, &["get", "lease", "-n", &ns, "sluice-leader"]);
+    assert_eq!(lease["spec"]["holderIdentity"], "chart-e2e");
+}
