@@ -270,6 +270,10 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     );
 
     check_rbac(&env, &ns);
+    for name in [FULLNAME.to_string(), format!("{FULLNAME}-envoy")] {
+        let pdb = json(&env, &["get", "poddisruptionbudget", "-n", &ns, &name]);
+        assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{name}");
+    }
     let ca_bundle = check_webhooks(&env, &ns, 7);
     assert_eq!(
         ca_bundle, webhook_secret["ca.crt"],
