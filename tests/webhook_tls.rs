@@ -2,81 +2,18 @@
 //! without restart (the next handshake presents the new certificate, open connections keep
 //! working, no request fails during the swap), refusal of a broken pair, start-up errors, shutdown.
 
+mod tls_support;
 mod webhook_support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+
 use std::time::{Duration, Instant};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use sluice::dag::Options;
 use sluice::webhook::{IndexHandle, ReloadingCert, WebhookConfig, WebhookError, serve_on};
+use tls_support::{Ca, Files, replace};
 use tokio::sync::oneshot;
 use webhook_support::*;
-
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new() -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "sluice test CA");
-        let key = KeyPair::generate().unwrap();
-        Ca {
-            issuer: CertifiedIssuer::self_signed(params, key).unwrap(),
-        }
-    }
-
-    fn pem(&self) -> String {
-        self.issuer.pem()
-    }
-
-    /// A serving certificate for 127.0.0.1: (cert PEM, key PEM, cert DER).
-    fn leaf(&self, cn: &str) -> (String, String, Vec<u8>) {
-        let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem(), cert.der().to_vec())
-    }
-}
-
-struct Files {
-    _dir: tempfile::TempDir,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-impl Files {
-    fn new() -> Files {
-        let dir = tempfile::tempdir().unwrap();
-        Files {
-            cert: dir.path().join("tls.crt"),
-            key: dir.path().join("tls.key"),
-            _dir: dir,
-        }
-    }
-
-    /// Replaces both files the way a Secret volume update or cert-manager does: new content
-    /// written aside, then renamed into place (the key first, then the certificate).
-    fn write(&self, cert_pem: &str, key_pem: &str) {
-        replace(&self.key, key_pem);
-        replace(&self.cert, cert_pem);
-    }
-}
-
-fn replace(path: &Path, content: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, content).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
 
 fn client(ca_pem: &str, pooled: bool) -> reqwest::Client {
     let mut b = reqwest::Client::builder()
