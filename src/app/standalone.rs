@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::xds::XdsTls;
 use anyhow::Context;
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 use super::{Pipeline, log_statuses};
 use crate::manifest::{Document, load_paths};
@@ -23,7 +23,7 @@ use crate::{dag, translate, validate, xds};
 pub struct StandaloneConfig {
     pub manifests: PathBuf,
     pub xds_address: SocketAddr,
-    pub xds_tls: Option<ServerTlsConfig>,
+    pub xds_tls: Option<XdsTls>,
     pub dag_options: dag::Options,
     pub translate_options: translate::Options,
     /// Quiet time after a file change before reloading.
@@ -67,21 +67,17 @@ pub fn load_manifests(dir: &Path, ingress_class: &str) -> Result<Snapshot, Vec<S
     }
 }
 
-/// The xDS server's TLS from PEM files: server identity, plus client verification with a CA.
+/// The xDS server's TLS from PEM files: server identity (reloaded when the files change), plus
+/// client verification with a CA.
 pub fn build_xds_tls(
     ca: Option<&Path>,
     cert: Option<&Path>,
     key: Option<&Path>,
-) -> anyhow::Result<Option<ServerTlsConfig>> {
+) -> anyhow::Result<Option<XdsTls>> {
     let (Some(cert), Some(key)) = (cert, key) else {
         return Ok(None);
     };
-    let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
-    let mut tls = ServerTlsConfig::new().identity(Identity::from_pem(read(cert)?, read(key)?));
-    if let Some(ca) = ca {
-        tls = tls.client_ca_root(Certificate::from_pem(read(ca)?));
-    }
-    Ok(Some(tls))
+    Ok(Some(XdsTls::load(cert, key, ca)?))
 }
 
 /// Loads, publishes (to Envoy first, then to the webhook's index) and reports; keeps the last

@@ -256,9 +256,11 @@ pub async fn serve_on(
     let tls = cert.server_config()?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut watch_stop = stop_rx.clone();
-    let watcher = tokio::spawn(Arc::clone(&cert).watch(reload_interval, async move {
-        let _ = watch_stop.wait_for(|s| *s).await;
-    }));
+    let watcher = tokio::spawn(
+        Arc::clone(&cert).watch(reload_interval, "webhook", async move {
+            let _ = watch_stop.wait_for(|s| *s).await;
+        }),
+    );
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "admission webhook listening (HTTPS)");
     }

@@ -149,8 +149,14 @@ impl ReloadingCert {
         }
     }
 
-    /// Polls the files every `interval` until `shutdown` resolves.
-    pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: impl Future<Output = ()>) {
+    /// Polls the files every `interval` until `shutdown` resolves; `what` names the server in
+    /// the log ("webhook", "xDS").
+    pub async fn watch(
+        self: Arc<Self>,
+        interval: Duration,
+        what: &'static str,
+        shutdown: impl Future<Output = ()>,
+    ) {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_error: Option<String> = None;
@@ -165,17 +171,17 @@ impl ReloadingCert {
             match result {
                 Ok(Ok(true)) => {
                     last_error = None;
-                    tracing::info!(cert = %self.cert_path.display(), "webhook serving certificate reloaded");
+                    tracing::info!(cert = %self.cert_path.display(), "{what} serving certificate reloaded");
                 }
                 Ok(Ok(false)) => {}
                 Ok(Err(e)) => {
                     let text = e.to_string();
                     if last_error.as_deref() != Some(text.as_str()) {
-                        tracing::warn!(error = %text, "webhook certificate not reloaded; the previous one keeps serving");
+                        tracing::warn!(error = %text, "{what} certificate not reloaded; the previous one keeps serving");
                         last_error = Some(text);
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "webhook certificate reload task failed"),
+                Err(e) => tracing::warn!(error = %e, "{what} certificate reload task failed"),
             }
         }
     }

@@ -5,8 +5,10 @@ pub mod cache;
 pub(crate) mod content;
 pub mod server;
 pub mod stream;
+pub mod tls;
 pub mod wire;
 
 pub use cache::{Resource, Snapshot};
 pub use server::{AdsServer, serve};
 pub use stream::{Mode, Response, Stats, Stream};
+pub use tls::XdsTls;

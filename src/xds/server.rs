@@ -13,7 +13,6 @@ use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, Disc
 use prost::bytes::Bytes;
 use tokio::sync::{mpsc, watch};
 use tonic::codegen::{BoxFuture, StdError, http};
-use tonic::transport::ServerTlsConfig;
 use tonic::{Request, Status, Streaming};
 
 use super::cache::Snapshot;
@@ -287,8 +286,6 @@ pub enum ServeError {
         address: SocketAddr,
         source: std::io::Error,
     },
-    #[error("xDS server TLS: {0}")]
-    Tls(tonic::transport::Error),
     #[error("xDS server: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
@@ -305,18 +302,25 @@ fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpI
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: AdsServer,
-    tls: Option<ServerTlsConfig>,
+    tls: Option<super::XdsTls>,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
-    let mut builder = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)));
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls).map_err(ServeError::Tls)?;
+    let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .add_service(AdsService::new(server));
+    match tls {
+        None => {
+            router
+                .serve_with_incoming_shutdown(incoming(listener), shutdown)
+                .await?
+        }
+        Some(tls) => {
+            let connections = tls.incoming(incoming(listener), super::tls::RELOAD_INTERVAL);
+            router
+                .serve_with_incoming_shutdown(connections, shutdown)
+                .await?
+        }
     }
-    builder
-        .add_service(AdsService::new(server))
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
-        .await?;
     Ok(())
 }
 
