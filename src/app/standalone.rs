@@ -7,7 +7,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::xds::XdsTls;
 use anyhow::Context;
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
@@ -16,6 +15,7 @@ use super::{Pipeline, log_statuses};
 use crate::manifest::{Document, load_paths};
 use crate::store::Snapshot;
 use crate::webhook::IndexHandle;
+use crate::xds::XdsTls;
 use crate::{dag, translate, validate, xds};
 
 /// Everything standalone mode needs.

@@ -75,7 +75,8 @@ pub fn build_certified_key(
     )
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+/// The file's bytes, or [`TlsError::Read`] naming it.
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.display().to_string(),
         source,

@@ -48,10 +48,7 @@ impl XdsTls {
         let builder = match client_ca {
             Some(path) => {
                 let name = path.display().to_string();
-                let pem = std::fs::read(path).map_err(|source| TlsError::Read {
-                    path: name.clone(),
-                    source,
-                })?;
+                let pem = crate::webhook::tls::read(path)?;
                 let mut roots = rustls::RootCertStore::empty();
                 for cert in rustls_pemfile::certs(&mut &pem[..]) {
                     let cert = cert.map_err(|e| TlsError::Pem {
