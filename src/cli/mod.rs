@@ -1,6 +1,7 @@
 //! The `sluice` command line: one binary, one subcommand per job.
 
 pub mod bootstrap;
+pub mod certgen;
 pub mod crds;
 pub mod routes;
 pub mod serve;
@@ -28,6 +29,8 @@ pub enum Command {
     Crds(crds::CrdsArgs),
     /// Write an Envoy bootstrap that points Envoy at sluice's xDS server.
     Bootstrap(bootstrap::BootstrapArgs),
+    /// Create the chart's certificates as Secrets (kept once there) and set the webhooks' caBundle.
+    Certgen(certgen::CertgenArgs),
 }
 
 /// Runs the command line; returns the process exit code.
@@ -46,6 +49,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Routes(a) => routes::run(a),
         Command::Crds(a) => crds::run(a),
         Command::Bootstrap(a) => bootstrap::run(a),
+        Command::Certgen(a) => certgen::run(a),
     };
     std::process::ExitCode::from(code)
 }
