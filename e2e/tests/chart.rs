@@ -18,18 +18,32 @@ use crate::support::{
     write_kubeconfig,
 };
 
-const RELEASE: &str = "edge";
-/// The name of the release's objects (the chart's `sluice.fullname`).
-const FULLNAME: &str = "edge-sluice";
-/// The ingress class the release serves, not sluice's default.
-const CLASS: &str = "edge-public";
+/// A release of the chart in a test.
+pub struct Rel {
+    pub release: &'static str,
+    /// The name of the release's objects (the chart's `sluice.fullname`).
+    pub fullname: &'static str,
+    /// The ingress class the release serves, not sluice's default.
+    pub class: &'static str,
+}
+
+const EDGE: Rel = Rel {
+    release: "edge",
+    fullname: "edge-sluice",
+    class: "edge-public",
+};
 const IR: &str = "ingressroutes.contour.heptio.com";
 
-fn helm(args: &[&str]) -> String {
-    let helm = std::env::var_os("SLUICE_E2E_HELM")
-        .expect("SLUICE_E2E_HELM is not set: run the e2e tests through `make e2e` (e2e/run.sh)");
+pub fn helm_path() -> std::ffi::OsString {
+    std::env::var_os("SLUICE_E2E_HELM")
+        .expect("SLUICE_E2E_HELM is not set: run the e2e tests through `make e2e` (e2e/run.sh)")
+}
+
+pub fn helm(args: &[&str]) -> String {
     let out = output_ok(
-        Command::new(helm).args(args).current_dir(repo_root()),
+        Command::new(helm_path())
+            .args(args)
+            .current_dir(repo_root()),
         &format!("helm {args:?}"),
     );
     String::from_utf8(out).unwrap()
@@ -37,20 +51,21 @@ fn helm(args: &[&str]) -> String {
 
 /// The release while it lives: uninstalled on drop, so that its webhook configurations (whose
 /// Service has no endpoints here) do not outlive the test.
-struct Release {
-    namespace: String,
+pub struct Release {
+    pub name: &'static str,
+    pub namespace: String,
 }
 
 impl Drop for Release {
     fn drop(&mut self) {
         let helm = std::env::var_os("SLUICE_E2E_HELM").unwrap_or_default();
         let _ = Command::new(helm)
-            .args(["uninstall", RELEASE, "-n", &self.namespace])
+            .args(["uninstall", self.name, "-n", &self.namespace])
             .output();
     }
 }
 
-fn json(env: &Env, args: &[&str]) -> Value {
+pub fn json(env: &Env, args: &[&str]) -> Value {
     let text = env.kubectl_ok(&[args, &["-o", "json"]].concat());
     serde_json::from_str(&text).unwrap()
 }
@@ -71,7 +86,7 @@ fn config_doc(file: &str, kind: &str) -> Value {
 }
 
 /// Writes the data of Secret `name` as files into `dir`, decoded.
-fn secret_files(env: &Env, ns: &str, name: &str, dir: &Path) -> BTreeMap<String, String> {
+pub fn secret_files(env: &Env, ns: &str, name: &str, dir: &Path) -> BTreeMap<String, String> {
     let secret = json(env, &["get", "secret", "-n", ns, name]);
     assert_eq!(secret["type"], "kubernetes.io/tls", "{name}");
     std::fs::create_dir_all(dir).unwrap();
@@ -91,7 +106,7 @@ fn secret_files(env: &Env, ns: &str, name: &str, dir: &Path) -> BTreeMap<String,
 }
 
 /// `openssl verify` of `dir`/tls.crt against `dir`/ca.crt for `purpose`, and for `host` when given.
-fn verify_certificate(dir: &Path, purpose: &str, host: Option<&str>) {
+pub fn verify_certificate(dir: &Path, purpose: &str, host: Option<&str>) {
     let mut cmd = Command::new("openssl");
     cmd.arg("verify")
         .arg("-CAfile")
@@ -105,9 +120,9 @@ fn verify_certificate(dir: &Path, purpose: &str, host: Option<&str>) {
 }
 
 /// The installed RBAC grants what config/rbac.yaml grants.
-fn check_rbac(env: &Env, ns: &str) {
+pub fn check_rbac(env: &Env, rel: &Rel, ns: &str) {
     let want = config_doc("rbac.yaml", "ClusterRole");
-    let got = json(env, &["get", "clusterrole", FULLNAME]);
+    let got = json(env, &["get", "clusterrole", rel.fullname]);
     assert_eq!(got["rules"], want["rules"], "ClusterRole rules");
     let want = config_doc("rbac.yaml", "Role");
     let got = json(
@@ -117,25 +132,25 @@ fn check_rbac(env: &Env, ns: &str) {
             "role",
             "-n",
             ns,
-            &format!("{FULLNAME}-leader-election"),
+            &format!("{}-leader-election", rel.fullname),
         ],
     );
     assert_eq!(got["rules"], want["rules"], "Role rules");
-    let binding = json(env, &["get", "clusterrolebinding", FULLNAME]);
+    let binding = json(env, &["get", "clusterrolebinding", rel.fullname]);
     assert_eq!(
         binding["subjects"],
-        serde_json::json!([{"kind": "ServiceAccount", "name": FULLNAME, "namespace": ns}])
+        serde_json::json!([{"kind": "ServiceAccount", "name": rel.fullname, "namespace": ns}])
     );
 }
 
 /// The installed webhook configurations are config/webhooks.yaml's: every field that file sets,
 /// with the release's class in the class condition, its Service, its namespace skipped, and the
 /// timeouts of the values. Returns the caBundle (the same in every webhook).
-fn check_webhooks(env: &Env, ns: &str, timeout: u64) -> String {
+fn check_webhooks(env: &Env, rel: &Rel, ns: &str, timeout: u64) -> String {
     let mut bundles = Vec::new();
     for want_config in config_docs("webhooks.yaml") {
         let kind = want_config["kind"].as_str().unwrap();
-        let got_config = json(env, &["get", &kind.to_lowercase(), FULLNAME]);
+        let got_config = json(env, &["get", &kind.to_lowercase(), rel.fullname]);
         let got_hooks = got_config["webhooks"].as_array().unwrap();
         let want_hooks = want_config["webhooks"].as_array().unwrap();
         assert_eq!(got_hooks.len(), want_hooks.len(), "{kind}: webhooks");
@@ -151,7 +166,11 @@ fn check_webhooks(env: &Env, ns: &str, timeout: u64) -> String {
                     "clientConfig" => {
                         let service = &got[field]["service"];
                         assert_eq!(service["namespace"], ns, "{name}");
-                        assert_eq!(service["name"], format!("{FULLNAME}-webhook"), "{name}");
+                        assert_eq!(
+                            service["name"],
+                            format!("{}-webhook", rel.fullname),
+                            "{name}"
+                        );
                         assert_eq!(service["port"], 443, "{name}");
                         assert_eq!(service["path"], want_value["service"]["path"], "{name}");
                         bundles.push(got[field]["caBundle"].as_str().unwrap().to_string());
@@ -174,9 +193,10 @@ fn check_webhooks(env: &Env, ns: &str, timeout: u64) -> String {
                                 || text.contains("'sluice'"),
                             "config/webhooks.yaml names no class"
                         );
-                        want_value =
-                            serde_json::from_str(&text.replace("'sluice'", &format!("'{CLASS}'")))
-                                .unwrap();
+                        want_value = serde_json::from_str(
+                            &text.replace("'sluice'", &format!("'{}'", rel.class)),
+                        )
+                        .unwrap();
                     }
                     _ => {}
                 }
@@ -223,69 +243,110 @@ fn localize(
         .collect()
 }
 
+/// The release's three certificate Secrets, as written into folders of `dir` and as the
+/// Secrets' data.
+pub struct Certs {
+    pub webhook_dir: PathBuf,
+    pub server_dir: PathBuf,
+    pub client_dir: PathBuf,
+    pub webhook: BTreeMap<String, String>,
+    pub server: BTreeMap<String, String>,
+    pub client: BTreeMap<String, String>,
+}
+
+/// Reads the release's certificate Secrets into `dir` and checks them: each certificate verifies
+/// against its Secret's CA for its use and names, the two xDS Secrets share one CA and the
+/// webhook's CA is another.
+pub fn check_certificates(env: &Env, rel: &Rel, ns: &str, dir: &Path) -> Certs {
+    let fullname = rel.fullname;
+    let webhook_dir = dir.join("webhook");
+    let server_dir = dir.join("xds-server");
+    let client_dir = dir.join("xds-client");
+    let webhook = secret_files(env, ns, &format!("{fullname}-webhook"), &webhook_dir);
+    let server = secret_files(env, ns, &format!("{fullname}-xds-server"), &server_dir);
+    let client = secret_files(env, ns, &format!("{fullname}-xds-client"), &client_dir);
+    verify_certificate(
+        &webhook_dir,
+        "sslserver",
+        Some(&format!("{fullname}-webhook.{ns}.svc")),
+    );
+    verify_certificate(
+        &server_dir,
+        "sslserver",
+        Some(&format!("{fullname}.{ns}.svc")),
+    );
+    verify_certificate(&client_dir, "sslclient", None);
+    assert_eq!(server["ca.crt"], client["ca.crt"], "one xDS CA");
+    assert_ne!(
+        server["ca.crt"], webhook["ca.crt"],
+        "the webhook's CA is its own"
+    );
+    Certs {
+        webhook_dir,
+        server_dir,
+        client_dir,
+        webhook,
+        server,
+        client,
+    }
+}
+
+/// The release's certificate Secrets are still `certs`.
+pub fn same_certificates(env: &Env, rel: &Rel, ns: &str, dir: &Path, certs: &Certs) {
+    let fullname = rel.fullname;
+    for (name, data) in [
+        ("webhook", &certs.webhook),
+        ("xds-server", &certs.server),
+        ("xds-client", &certs.client),
+    ] {
+        let now = secret_files(env, ns, &format!("{fullname}-{name}"), dir);
+        assert_eq!(&now, data, "Secret {fullname}-{name} changed");
+    }
+}
+
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
 fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     let env = env();
+    let rel = &EDGE;
     helm(&["lint", "--strict", "charts/sluice"]);
     let ns = env.namespace("chart");
     let _release = Release {
+        name: rel.release,
         namespace: ns.clone(),
     };
     helm(&[
         "install",
-        RELEASE,
+        rel.release,
         "charts/sluice",
         "-n",
         &ns,
         "--set",
-        &format!("ingressClass.name={CLASS}"),
+        &format!("ingressClass.name={}", rel.class),
         "--set",
         "webhook.timeoutSeconds=7",
     ]);
 
     // What the chart generated.
     let dir = env.work.join(format!("chart-{ns}"));
-    let webhook_tls = dir.join("webhook");
-    let xds_server = dir.join("xds-server");
-    let xds_client = dir.join("xds-client");
-    let webhook_secret = secret_files(&env, &ns, &format!("{FULLNAME}-webhook"), &webhook_tls);
-    let server_secret = secret_files(&env, &ns, &format!("{FULLNAME}-xds-server"), &xds_server);
-    let client_secret = secret_files(&env, &ns, &format!("{FULLNAME}-xds-client"), &xds_client);
-    let webhook_host = format!("{FULLNAME}-webhook.{ns}.svc");
-    verify_certificate(&webhook_tls, "sslserver", Some(&webhook_host));
-    verify_certificate(
-        &xds_server,
-        "sslserver",
-        Some(&format!("{FULLNAME}.{ns}.svc")),
-    );
-    verify_certificate(&xds_client, "sslclient", None);
-    assert_eq!(
-        server_secret["ca.crt"], client_secret["ca.crt"],
-        "one xDS CA"
-    );
-    assert_ne!(
-        server_secret["ca.crt"], webhook_secret["ca.crt"],
-        "the webhook's CA is its own"
-    );
-
-    check_rbac(&env, &ns);
-    for name in [FULLNAME.to_string(), format!("{FULLNAME}-envoy")] {
+    let certs = check_certificates(&env, rel, &ns, &dir);
+    check_rbac(&env, rel, &ns);
+    for name in [rel.fullname.to_string(), format!("{}-envoy", rel.fullname)] {
         let pdb = json(&env, &["get", "poddisruptionbudget", "-n", &ns, &name]);
         assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{name}");
     }
-    let ca_bundle = check_webhooks(&env, &ns, 7);
+    let ca_bundle = check_webhooks(&env, rel, &ns, 7);
     assert_eq!(
-        ca_bundle, webhook_secret["ca.crt"],
+        ca_bundle, certs.webhook["ca.crt"],
         "caBundle is the webhook Secret's CA"
     );
-    let class = json(&env, &["get", "ingressclass", CLASS]);
+    let class = json(&env, &["get", "ingressclass", rel.class]);
     assert_eq!(class["spec"]["controller"], "sluice.dev/ingress-controller");
 
     // An upgrade keeps the certificates (the apiserver keeps trusting what the pods serve).
     helm(&[
         "upgrade",
-        RELEASE,
+        rel.release,
         "charts/sluice",
         "-n",
         &ns,
@@ -293,47 +354,44 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
         "--set",
         "logLevel=debug",
     ]);
-    let deployment = json(&env, &["get", "deployment", "-n", &ns, FULLNAME]);
-    let pod = &deployment["spec"]["template"]["spec"];
-    let env_vars = pod["containers"][0]["env"].as_array().unwrap();
+    let deployment = json(&env, &["get", "deployment", "-n", &ns, rel.fullname]);
+    let env_vars = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
     assert!(
         env_vars
             .iter()
             .any(|v| v["name"] == "RUST_LOG" && v["value"] == "debug"),
         "the upgrade applied: {env_vars:?}"
     );
-    let after = dir.join("after-upgrade");
+    same_certificates(&env, rel, &ns, &dir.join("after-upgrade"), &certs);
     assert_eq!(
-        secret_files(&env, &ns, &format!("{FULLNAME}-webhook"), &after),
-        webhook_secret
-    );
-    assert_eq!(
-        secret_files(&env, &ns, &format!("{FULLNAME}-xds-server"), &after),
-        server_secret
-    );
-    assert_eq!(
-        secret_files(&env, &ns, &format!("{FULLNAME}-xds-client"), &after),
-        client_secret
-    );
-    assert_eq!(
-        check_webhooks(&env, &ns, 7),
+        check_webhooks(&env, rel, &ns, 7),
         ca_bundle,
         "caBundle after the upgrade"
     );
 
+    serve_as_installed(&env, rel, &ns, &dir, &certs);
+}
+
+/// Runs sluice and Envoy as the release's Deployments would run them, out of cluster, and checks
+/// that routing objects of the release's namespace and class reach their backends through them.
+pub fn serve_as_installed(env: &Env, rel: &Rel, ns: &str, dir: &Path, certs: &Certs) {
     // sluice as the Deployment runs it: its arguments, the release's ServiceAccount, its
     // certificates.
+    let deployment = json(env, &["get", "deployment", "-n", ns, rel.fullname]);
+    let pod = &deployment["spec"]["template"]["spec"];
     let mut ports = BTreeMap::new();
     let mut args = localize(
         pod["containers"][0]["args"].as_array().unwrap(),
         &[
-            ("/etc/sluice/xds/", xds_server.clone()),
-            ("/etc/sluice/webhook/", webhook_tls.clone()),
+            ("/etc/sluice/xds/", certs.server_dir.clone()),
+            ("/etc/sluice/webhook/", certs.webhook_dir.clone()),
         ],
         &mut ports,
     );
     assert!(
-        args.contains(&format!("--ingress-class-name={CLASS}")),
+        args.contains(&format!("--ingress-class-name={}", rel.class)),
         "{args:?}"
     );
     args.extend([
@@ -342,12 +400,13 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
         "--identity=chart-e2e".to_string(),
     ]);
     let kubeconfig = dir.join("kubeconfig");
-    write_kubeconfig(&env, FULLNAME, &ns, &kubeconfig);
-    let sluice = Sluice::spawn(&env, "chart", &args, &kubeconfig);
+    write_kubeconfig(env, rel.fullname, ns, &kubeconfig);
+    let sluice = Sluice::spawn(env, rel.release, &args, &kubeconfig);
     let xds_port = ports["--xds-address"];
     let http_port = ports["--http-port"];
 
-    // Its webhook serves the chart's certificate, for the name the apiserver calls.
+    // Its webhook serves the release's certificate, for the name the apiserver calls.
+    let webhook_host = format!("{}-webhook.{ns}.svc", rel.fullname);
     let webhook_port = ports["--webhook-address"];
     wait_for(
         std::time::Duration::from_secs(30),
@@ -355,7 +414,7 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
         || {
             let out = Command::new("curl")
                 .args(["-sS", "--max-time", "3", "--noproxy", "*", "--cacert"])
-                .arg(webhook_tls.join("ca.crt"))
+                .arg(certs.webhook_dir.join("ca.crt"))
                 .arg("--resolve")
                 .arg(format!("{webhook_host}:{webhook_port}:127.0.0.1"))
                 .arg(format!("https://{webhook_host}:{webhook_port}/readyz"))
@@ -376,16 +435,22 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     // Envoy as the Envoy Deployment runs it: the init container's `sluice bootstrap`, then the
     // container's arguments.
     let envoy_deployment = json(
-        &env,
-        &["get", "deployment", "-n", &ns, &format!("{FULLNAME}-envoy")],
+        env,
+        &[
+            "get",
+            "deployment",
+            "-n",
+            ns,
+            &format!("{}-envoy", rel.fullname),
+        ],
     );
     let envoy_pod = &envoy_deployment["spec"]["template"]["spec"];
     let bootstrap_args: Vec<String> = localize(
         envoy_pod["initContainers"][0]["args"].as_array().unwrap(),
         &[
-            ("/etc/envoy/xds/", xds_client.clone()),
-            ("/etc/envoy/", dir.clone()),
-            ("/var/run/envoy/", dir.clone()),
+            ("/etc/envoy/xds/", certs.client_dir.clone()),
+            ("/etc/envoy/", dir.to_path_buf()),
+            ("/var/run/envoy/", dir.to_path_buf()),
         ],
         &mut ports,
     )
@@ -402,21 +467,21 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     );
     let mut envoy_args = localize(
         envoy_pod["containers"][0]["args"].as_array().unwrap(),
-        &[("/etc/envoy/", dir.clone())],
+        &[("/etc/envoy/", dir.to_path_buf())],
         &mut ports,
     );
     for a in &mut envoy_args {
         if a == "$(POD_NAME)" {
-            *a = "chart-envoy".to_string();
+            *a = format!("{}-envoy", rel.release);
         }
     }
     envoy_args.extend(["--base-id".to_string(), free_port().to_string()]);
-    let envoy = Envoy::spawn(&env, &envoy_args, http_port, "chart");
+    let envoy = Envoy::spawn(env, &envoy_args, http_port, rel.release);
 
     // Objects in the release's namespace, which its webhooks skip (their Service has no
     // endpoints here).
-    env.apply_ok(&env.backend_service(&ns, "web", env.backend_ports[0]));
-    env.apply_ok(&env.backend_service(&ns, "shop", env.backend_ports[1]));
+    env.apply_ok(&env.backend_service(ns, "web", env.backend_ports[0]));
+    env.apply_ok(&env.backend_service(ns, "shop", env.backend_ports[1]));
     env.apply_ok(&format!(
         r#"
 apiVersion: contour.heptio.com/v1beta1
@@ -430,15 +495,16 @@ apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata: {{name: shop, namespace: {ns}}}
 spec:
-  ingressClassName: {CLASS}
+  ingressClassName: {class}
   rules:
     - host: shop.{ns}.example.com
       http:
         paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: shop, port: {{number: 80}}}}}}}}]
-"#
+"#,
+        class = rel.class
     ));
     // Status written by the release's identity (its ClusterRole, its Lease).
-    wait_status(&env, IR, &ns, "root", "valid");
+    wait_status(env, IR, ns, "root", "valid");
     envoy.wait_answer(
         &format!("{ns}.example.com"),
         "/",
@@ -451,6 +517,6 @@ spec:
         200,
         &format!("backend-{}", env.backend_ports[1]),
     );
-    let lease = json(&env, &["get", "lease", "-n", &ns, "sluice-leader"]);
+    let lease = json(env, &["get", "lease", "-n", ns, "sluice-leader"]);
     assert_eq!(lease["spec"]["holderIdentity"], "chart-e2e");
 }

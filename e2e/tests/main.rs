@@ -5,6 +5,7 @@
 
 mod support;
 
+mod certgen;
 mod chart;
 mod leader;
 mod status;

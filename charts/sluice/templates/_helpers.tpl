@@ -76,7 +76,9 @@ tls.key: {{ $cert.Key | b64enc }}
         name: {{ include "sluice.fullname" .root }}-webhook
         path: {{ .path }}
         port: 443
-      caBundle: {{ .caBundle }}
+      {{- with .caBundle }}
+      caBundle: {{ . }}
+      {{- end }}
 {{- end }}
 {{- define "sluice.specOrAnnotationsChange" }}
       - name: spec-or-annotations-change
