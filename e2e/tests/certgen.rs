@@ -287,41 +287,57 @@ fn with_certgen_every_render_is_the_same_and_its_job_makes_the_certificates_once
 
     serve_as_installed(&env, rel, &ns, &dir, &certs);
 
-    // Half of the xDS pair gone: certgen cannot sign the other half again, says what to do and
-    // touches nothing.
-    env.kubectl_ok(&[
-        "delete",
-        "secret",
-        "-n",
-        &ns,
-        &format!("{fullname}-xds-client"),
-    ]);
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(&runs[0].args)
-        .output()
-        .expect("sluice runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // Half of the xDS pair gone, then a client certificate of another CA: certgen cannot sign
+    // a certificate again, says what to do and touches nothing.
+    let client_secret = format!("{fullname}-xds-client");
+    env.kubectl_ok(&["delete", "secret", "-n", &ns, &client_secret]);
+    let certgen = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(&runs[0].args)
+            .output()
+            .expect("sluice runs");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = certgen();
     assert!(
         stderr.contains(&format!(
-            "Secret {fullname}-xds-server exists but Secret {fullname}-xds-client does not"
+            "Secret {fullname}-xds-server exists but Secret {client_secret} does not"
         )) && stderr.contains(&format!(
             "delete Secret {fullname}-xds-server in namespace {ns}"
         )),
         "{stderr}"
     );
-    let server = get_json(
-        &env,
-        &[
-            "get",
-            "secret",
-            "-n",
-            &ns,
-            &format!("{fullname}-xds-server"),
-        ],
+    let webhook = &certs.webhook_dir;
+    let from = |key: &str| format!("--from-file={key}={}", webhook.join(key).display());
+    env.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        &client_secret,
+        "-n",
+        &ns,
+        "--type=kubernetes.io/tls",
+        &from("ca.crt"),
+        &from("tls.crt"),
+        &from("tls.key"),
+    ]);
+    let stderr = certgen();
+    assert!(
+        stderr.contains(&format!(
+            "Secrets {fullname}-xds-server and {client_secret} hold certificates of different CAs"
+        )),
+        "{stderr}"
     );
-    assert_eq!(
-        server["data"]["ca.crt"].as_str(),
-        Some(certs.server["ca.crt"].as_str())
-    );
+    for (name, ca) in [
+        (format!("{fullname}-xds-server"), &certs.server["ca.crt"]),
+        (client_secret, &certs.webhook["ca.crt"]),
+    ] {
+        let secret = get_json(&env, &["get", "secret", "-n", &ns, &name]);
+        assert_eq!(
+            secret["data"]["ca.crt"].as_str(),
+            Some(ca.as_str()),
+            "{name}"
+        );
+    }
 }

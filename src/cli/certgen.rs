@@ -143,12 +143,24 @@ async fn certgen(args: &CertgenArgs) -> anyhow::Result<()> {
             .get_opt(client_name)
             .await
             .context(format!("reading Secret {client_name}"))?;
-        let have = (
-            tls_data(server, server_old.as_ref())?.is_some(),
-            tls_data(client_name, client_old.as_ref())?.is_some(),
-        );
+        let server_data = tls_data(server, server_old.as_ref())?;
+        let client_data = tls_data(client_name, client_old.as_ref())?;
+        let have = (server_data.is_some(), client_data.is_some());
         match have {
-            (true, true) => tracing::info!(%server, client = %client_name, "xDS certificates kept"),
+            (true, true) => {
+                let ca =
+                    |d: &Option<BTreeMap<String, String>>| d.as_ref().map(|d| d["ca.crt"].clone());
+                if ca(&server_data) != ca(&client_data) {
+                    bail!(
+                        "Secrets {server} and {client_name} hold certificates of different CAs, \
+                         so Envoy and sluice do not trust each other: delete both in namespace \
+                         {} and run certgen again to have both created (then restart sluice and \
+                         Envoy)",
+                        args.namespace
+                    );
+                }
+                tracing::info!(%server, client = %client_name, "xDS certificates kept")
+            }
             (false, false) => {
                 let ca = Ca::new("sluice xDS CA", validity)?;
                 let server_leaf = ca.leaf(&args.xds_dns_names, Usage::Server, validity)?;
