@@ -480,6 +480,106 @@ async fn xds_over_mutual_tls() {
 
 /// sluice restarts: Envoy keeps serving its last configuration meanwhile, reconnects (telling the
 /// versions it holds) and picks up a change made while sluice was away.
+/// The value of counter `name` on Envoy's admin `/stats` (0 when it is not there).
+async fn counter(h: &Harness, name: &str) -> u64 {
+    let stats = h.admin(&format!("/stats?filter=^{name}$")).await;
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until Envoy's admin `/certs` lists (or no longer lists) a certificate of `serial`.
+async fn wait_for_serial(h: &Harness, serial: &str, listed: bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let certs = h.admin("/certs").await;
+        if certs.contains(&format!("\"serial_number\": \"{serial}\"")) == listed {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Envoy's /certs {} serial {serial}:\n{certs}",
+            if listed {
+                "never listed"
+            } else {
+                "still lists"
+            }
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Envoy's client certificate for xDS is replaced as Kubernetes updates a mounted Secret (new
+/// files renamed into place; `sluice bootstrap` hands the certificate to Envoy through a file of
+/// secrets): Envoy takes it without a restart and presents it on its next connection. One of a
+/// CA sluice does not trust is refused there; the certificate put back is taken again, and the
+/// next connection gets the configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_takes_a_replaced_xds_client_certificate_without_a_restart() {
+    let a = Backend::start("rn/a").await;
+    let b = Backend::start("rn/b").await;
+    let route = |svc: &str| {
+        ingressroute(
+            "rn",
+            "r",
+            "renew.example.com",
+            &format!("  - match: /\n    services: [{{name: {svc}, port: 80}}]\n"),
+        )
+    };
+    let mut h = Harness::start_mtls(
+        &[
+            ("svc.yaml", services("rn", &[&a, &b])),
+            ("route.yaml", route("a")),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("renew.example.com", "/", &[], "rn/a").await;
+    let dir = h.dir.path().to_path_buf();
+    let replace = |name: &str, content: &[u8]| {
+        let tmp = dir.join(format!(".{name}.new"));
+        std::fs::write(&tmp, content).unwrap();
+        std::fs::rename(&tmp, dir.join(name)).unwrap();
+    };
+    let original_key = std::fs::read(dir.join("client-key.pem")).unwrap();
+    let original_cert = std::fs::read(dir.join("client.pem")).unwrap();
+
+    // A certificate of another CA, with a serial to find it by.
+    let mut params = rcgen::CertificateParams::new(vec!["envoy".to_string()]).unwrap();
+    params.serial_number = Some(rcgen::SerialNumber::from(vec![0x5a, 0x11, 0xce, 0x01]));
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let foreign = params.self_signed(&key).unwrap();
+    replace("client-key.pem", key.serialize_pem().as_bytes());
+    replace("client.pem", foreign.pem().as_bytes());
+    wait_for_serial(&h, "5a11ce01", true).await;
+
+    // sluice restarted with a new route: Envoy connects again (twice, at least) with that
+    // certificate, sluice refuses it, and Envoy keeps the route it had.
+    h.stop_sluice().await;
+    let connections = counter(&h, "cluster.sluice_xds.upstream_cx_total").await;
+    h.write("route.yaml", &route("b"));
+    h.start_sluice();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while counter(&h, "cluster.sluice_xds.upstream_cx_total").await < connections + 2 {
+        assert!(
+            Instant::now() < deadline,
+            "Envoy did not connect to sluice again:\n{}",
+            h.envoy_log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(h.get("renew.example.com", "/", &[]).await, "rn/a");
+
+    // The certificate put back: taken, presented, accepted.
+    replace("client-key.pem", &original_key);
+    replace("client.pem", &original_cert);
+    wait_for_serial(&h, "5a11ce01", false).await;
+    h.expect("renew.example.com", "/", &[], "rn/b").await;
+}
+
 async fn restart(protocol: XdsProtocol) {
     let a = Backend::start("rs/a").await;
     let b = Backend::start("rs/b").await;

@@ -238,7 +238,7 @@ fn envoy_validation_refuses_a_broken_snapshot() {
 /// `sluice bootstrap` output, plain and with mTLS to the xDS server, passes `envoy --mode validate`.
 #[test]
 fn envoy_validates_the_generated_bootstraps() {
-    use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
+    use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, write_bootstrap};
     let dir = tempfile::tempdir().unwrap();
     let ck = rcgen::generate_simple_self_signed(vec!["sluice.example".to_string()]).unwrap();
     let (ca, cert, key) = (
@@ -249,9 +249,9 @@ fn envoy_validates_the_generated_bootstraps() {
     std::fs::write(&ca, ck.cert.pem()).unwrap();
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
-    let mk = |addr: &str, mtls: bool, protocol| BootstrapArgs {
+    let mk = |label: &str, addr: &str, mtls: bool, protocol| BootstrapArgs {
         xds_address: addr.into(),
-        out: dir.path().join("b.json"),
+        out: dir.path().join(format!("{label}.json")),
         xds_ca: mtls.then(|| ca.clone()),
         xds_cert: mtls.then(|| cert.clone()),
         xds_key: mtls.then(|| key.clone()),
@@ -262,14 +262,22 @@ fn envoy_validates_the_generated_bootstraps() {
         xds_protocol: protocol,
     };
     for (label, args) in [
-        ("plain", mk("127.0.0.1:18000", false, XdsProtocol::Sotw)),
+        (
+            "plain",
+            mk("plain", "127.0.0.1:18000", false, XdsProtocol::Sotw),
+        ),
         (
             "mtls+delta",
-            mk("sluice.example:18000", true, XdsProtocol::Delta),
+            mk(
+                "mtls-delta",
+                "sluice.example:18000",
+                true,
+                XdsProtocol::Delta,
+            ),
         ),
     ] {
-        let path = dir.path().join(format!("{}.json", label.replace('+', "-")));
-        std::fs::write(&path, build_bootstrap(&args).unwrap().to_string()).unwrap();
+        let path = args.out.clone();
+        write_bootstrap(&args).unwrap();
         let out = std::process::Command::new(envoy_support::envoy_bin())
             .args(["--mode", "validate", "--disable-hot-restart", "-c"])
             .arg(&path)

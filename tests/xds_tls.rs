@@ -1,7 +1,8 @@
 //! The xDS server over TLS (`--xds-cert`, `--xds-key`, `--xds-ca`): a client must present a
-//! certificate the CA signed; the serving certificate is re-read when its files change, so the
-//! next handshake presents the new one while an open connection goes on being served; a client
-//! that connects and says nothing holds up no other client.
+//! certificate the CA signed; the serving certificate and the CA are re-read when their files
+//! change, so the next handshake presents the new certificate, or takes clients of the new CA,
+//! while an open connection goes on being served; a client that connects and says nothing holds
+//! up no other client.
 
 mod tls_support;
 
@@ -179,6 +180,70 @@ async fn the_serving_certificate_is_reloaded_and_clients_need_one_of_the_ca() {
     let mut tls = connect(&envoy, server.addr).await;
     assert_eq!(peer_certificate(&tls), b_der);
     assert!(speaks_http2(&mut tls).await);
+}
+
+/// True when the server serves a connection of `client` (TLS 1.3 tells a refused client after its
+/// side of the handshake, so the first exchange decides).
+async fn served(client: &tokio_rustls::TlsConnector, addr: SocketAddr) -> bool {
+    let Ok(tcp) = TcpStream::connect(addr).await else {
+        return false;
+    };
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    match client.connect(name, tcp).await {
+        Ok(mut tls) => speaks_http2(&mut tls).await,
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn the_client_ca_is_reloaded_when_its_file_changes() {
+    let server_ca = Ca::new();
+    let (old_ca, new_ca) = (Ca::new(), Ca::new());
+    let dir = tempfile::tempdir().unwrap();
+    let ca_path = dir.path().join("ca.crt");
+    std::fs::write(&ca_path, old_ca.pem()).unwrap();
+    let files = Files::new();
+    let (cert, key, _) = server_ca.leaf("xds");
+    files.write(&cert, &key);
+    let server = start(&files, &ca_path).await;
+    let client = |ca: &Ca| {
+        let (cert, key, _) = ca.leaf("envoy");
+        connector(&server_ca.pem(), Some((&cert, &key)))
+    };
+    let (old_client, new_client) = (client(&old_ca), client(&new_ca));
+    assert!(served(&old_client, server.addr).await);
+    assert!(!served(&new_client, server.addr).await);
+
+    // The new CA replaces the old one in the file: the new CA's clients are served, the old
+    // one's no longer.
+    tls_support::replace(&ca_path, &new_ca.pem());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !served(&new_client, server.addr).await {
+        assert!(
+            Instant::now() < deadline,
+            "the new CA was not taken within 15 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(!served(&old_client, server.addr).await);
+
+    // Both in one file (a CA moving over): clients of either are served.
+    tls_support::replace(&ca_path, &format!("{}{}", old_ca.pem(), new_ca.pem()));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !served(&old_client, server.addr).await {
+        assert!(
+            Instant::now() < deadline,
+            "the bundle was not taken within 15 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(served(&new_client, server.addr).await);
+
+    // Content that is no CA is not taken: the bundle goes on verifying.
+    tls_support::replace(&ca_path, "not a certificate");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(served(&old_client, server.addr).await);
+    assert!(served(&new_client, server.addr).await);
 }
 
 #[test]

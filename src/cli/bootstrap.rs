@@ -2,7 +2,9 @@
 //!
 //! The bootstrap holds one static cluster (`sluice_xds`, HTTP/2 to the xDS address, optionally
 //! mTLS) and takes listeners and clusters over ADS; routes, endpoints and secrets follow from
-//! them. Envoy's admin interface listens on a unix socket (default) or on 127.0.0.1 only.
+//! them. With mTLS, Envoy's client certificate and the CA it trusts come from two files of
+//! secrets (file-based SDS) written beside the bootstrap, so that Envoy takes renewed
+//! certificates without a restart ([`sds_files`]). Envoy's admin interface listens on a unix socket (default) or on 127.0.0.1 only.
 
 use std::path::{Path, PathBuf};
 
@@ -97,6 +99,95 @@ fn file(p: &Path) -> Value {
     json!({ "filename": p.display().to_string() })
 }
 
+/// Name of the SDS secret of Envoy's client certificate for xDS.
+pub const SDS_CLIENT_CERTIFICATE: &str = "sluice_xds_client_certificate";
+/// Name of the SDS secret of the CA Envoy trusts for sluice's xDS server.
+pub const SDS_TRUSTED_CA: &str = "sluice_xds_trusted_ca";
+
+/// The two files of secrets (file-based SDS) an mTLS bootstrap points at, each a path and its
+/// content, written beside the bootstrap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SdsFiles {
+    pub certificate: (PathBuf, Value),
+    pub trusted_ca: (PathBuf, Value),
+}
+
+/// An absolute form of `p` (relative to the working directory), so that Envoy, whatever its
+/// own working directory, reads the same file.
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The folder of `p`, watched for the atomic renames that replace its files.
+fn folder(p: &Path) -> Value {
+    let dir = absolute(p)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    json!({ "path": dir.display().to_string() })
+}
+
+/// With mTLS (--xds-ca, --xds-cert, --xds-key), the files of secrets Envoy reads its client
+/// certificate and its trusted CA from, beside `--out`. Envoy takes a certificate given inline
+/// in the bootstrap once, at its start; a secret given by a file it reads again whenever a file
+/// of the certificate's folder is renamed into place, which is how Kubernetes updates a mounted
+/// Secret (and cert-manager renews one). A renewed client certificate or CA is then Envoy's
+/// without a restart.
+pub fn sds_files(args: &BootstrapArgs) -> Option<SdsFiles> {
+    let (Some(ca), Some(cert), Some(key)) = (&args.xds_ca, &args.xds_cert, &args.xds_key) else {
+        return None;
+    };
+    let secret = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
+    let out = absolute(&args.out);
+    let beside = |name: &str| out.with_file_name(name);
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Some(SdsFiles {
+        certificate: (
+            beside(&format!("{stem}-sds-client-certificate.json")),
+            json!({ "resources": [{
+                "@type": secret,
+                "name": SDS_CLIENT_CERTIFICATE,
+                "tls_certificate": {
+                    "certificate_chain": file(&absolute(cert)),
+                    "private_key": file(&absolute(key)),
+                    "watched_directory": folder(cert)
+                }
+            }] }),
+        ),
+        trusted_ca: (
+            beside(&format!("{stem}-sds-trusted-ca.json")),
+            json!({ "resources": [{
+                "@type": secret,
+                "name": SDS_TRUSTED_CA,
+                "validation_context": {
+                    "trusted_ca": file(&absolute(ca)),
+                    "watched_directory": folder(ca)
+                }
+            }] }),
+        ),
+    })
+}
+
+/// Writes the bootstrap to `--out` and, with mTLS, its two files of secrets beside it (first, so
+/// that a bootstrap never names a file that is not there).
+pub fn write_bootstrap(args: &BootstrapArgs) -> Result<(), String> {
+    let bootstrap = build_bootstrap(args).map_err(|e| e.to_string())?;
+    let mut files = Vec::new();
+    if let Some(sds) = sds_files(args) {
+        files.push(sds.certificate);
+        files.push(sds.trusted_ca);
+    }
+    files.push((args.out.clone(), bootstrap));
+    for (path, content) in files {
+        let text = serde_json::to_string_pretty(&content).map_err(|e| e.to_string())? + "\n";
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// The bootstrap as JSON.
 pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
     let (host, port) = parse_host_port(&args.xds_address)?;
@@ -129,13 +220,25 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
             } } }] }]
         }
     });
-    if let (Some(ca), Some(cert), Some(key)) = (&args.xds_ca, &args.xds_cert, &args.xds_key) {
+    if let Some(sds) = sds_files(args) {
+        let source = |path: &Path| {
+            json!({
+                "path_config_source": { "path": path.display().to_string() },
+                "resource_api_version": "V3"
+            })
+        };
         let mut tls = json!({
             "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
             "common_tls_context": {
                 "alpn_protocols": ["h2"],
-                "tls_certificates": [{ "certificate_chain": file(cert), "private_key": file(key) }],
-                "validation_context": { "trusted_ca": file(ca) }
+                "tls_certificate_sds_secret_configs": [{
+                    "name": SDS_CLIENT_CERTIFICATE,
+                    "sds_config": source(&sds.certificate.0)
+                }],
+                "validation_context_sds_secret_config": {
+                    "name": SDS_TRUSTED_CA,
+                    "sds_config": source(&sds.trusted_ca.0)
+                }
             }
         });
         if !is_ip {
@@ -185,25 +288,17 @@ fn layered_runtime() -> Value {
 }
 
 pub fn run(args: BootstrapArgs) -> u8 {
-    let bootstrap = match build_bootstrap(&args) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("sluice bootstrap: {e}");
-            return 2;
-        }
-    };
-    let text = match serde_json::to_string_pretty(&bootstrap) {
-        Ok(t) => t + "\n",
-        Err(e) => {
-            eprintln!("sluice bootstrap: {e}");
-            return 1;
-        }
-    };
-    if let Err(e) = std::fs::write(&args.out, text) {
-        eprintln!("sluice bootstrap: {}: {e}", args.out.display());
-        return 1;
+    if let Err(e) = build_bootstrap(&args) {
+        eprintln!("sluice bootstrap: {e}");
+        return 2;
     }
-    0
+    match write_bootstrap(&args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("sluice bootstrap: {e}");
+            1
+        }
+    }
 }
 
 #[cfg(test)]
@@ -322,9 +417,71 @@ mod tests {
         assert_eq!(c["type"], "STRICT_DNS");
         let tls = &c["transport_socket"]["typed_config"];
         assert_eq!(tls["sni"], "sluice.example");
+        // The certificate and the CA come from files of secrets beside the bootstrap, which
+        // Envoy reads again when the certificates' folder changes.
+        let context = &tls["common_tls_context"];
+        assert_eq!(context["alpn_protocols"], json!(["h2"]));
         assert_eq!(
-            tls["common_tls_context"]["validation_context"]["trusted_ca"]["filename"],
-            "/ca.pem"
+            context["tls_certificate_sds_secret_configs"],
+            json!([{ "name": SDS_CLIENT_CERTIFICATE, "sds_config": {
+                "path_config_source": { "path": "/dev/null-sds-client-certificate.json" },
+                "resource_api_version": "V3"
+            } }])
         );
+        assert_eq!(
+            context["validation_context_sds_secret_config"]["sds_config"]["path_config_source"]["path"],
+            "/dev/null-sds-trusted-ca.json"
+        );
+        let sds = sds_files(&a).unwrap();
+        assert_eq!(
+            sds.certificate.1["resources"][0]["tls_certificate"],
+            json!({
+                "certificate_chain": { "filename": "/cert.pem" },
+                "private_key": { "filename": "/key.pem" },
+                "watched_directory": { "path": "/" }
+            })
+        );
+        assert_eq!(
+            sds.trusted_ca.1["resources"][0]["validation_context"],
+            json!({ "trusted_ca": { "filename": "/ca.pem" }, "watched_directory": { "path": "/" } })
+        );
+        assert!(sds_files(&mk_args("127.0.0.1:1")).is_none());
+    }
+
+    #[test]
+    fn write_bootstrap_puts_the_secret_files_beside_the_bootstrap_with_absolute_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = mk_args("127.0.0.1:8001");
+        a.out = dir.path().join("envoy.json");
+        a.xds_ca = Some(dir.path().join("xds/ca.crt"));
+        a.xds_cert = Some(dir.path().join("xds/tls.crt"));
+        a.xds_key = Some(dir.path().join("xds/tls.key"));
+        write_bootstrap(&a).unwrap();
+        let read = |name: &str| -> Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(name)).unwrap()).unwrap()
+        };
+        let bootstrap = read("envoy.json");
+        assert_eq!(bootstrap, build_bootstrap(&a).unwrap());
+        let cert = read("envoy-sds-client-certificate.json");
+        let xds = dir.path().join("xds");
+        assert_eq!(
+            cert["resources"][0]["tls_certificate"]["watched_directory"]["path"],
+            xds.display().to_string()
+        );
+        assert_eq!(
+            cert["resources"][0]["name"],
+            bootstrap["static_resources"]["clusters"][0]["transport_socket"]["typed_config"]["common_tls_context"]
+                ["tls_certificate_sds_secret_configs"][0]["name"]
+        );
+        let ca = read("envoy-sds-trusted-ca.json");
+        assert_eq!(
+            ca["resources"][0]["validation_context"]["trusted_ca"]["filename"],
+            xds.join("ca.crt").display().to_string()
+        );
+        // No TLS, no files of secrets; a folder that is not there is an error naming the file.
+        let mut plain = mk_args("127.0.0.1:8001");
+        plain.out = dir.path().join("missing/envoy.json");
+        let err = write_bootstrap(&plain).unwrap_err();
+        assert!(err.contains("missing/envoy.json"), "{err}");
     }
 }

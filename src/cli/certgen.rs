@@ -154,8 +154,7 @@ async fn certgen(args: &CertgenArgs) -> anyhow::Result<()> {
                     bail!(
                         "Secrets {server} and {client_name} hold certificates of different CAs, \
                          so Envoy and sluice do not trust each other: delete both in namespace \
-                         {} and run certgen again to have both created (then restart sluice and \
-                         Envoy)",
+                         {} and run certgen again to have both created",
                         args.namespace
                     );
                 }
@@ -182,7 +181,7 @@ async fn certgen(args: &CertgenArgs) -> anyhow::Result<()> {
                     "Secret {there} exists but Secret {missing} does not; the two must hold \
                      certificates of one CA, and certgen keeps no CA key to sign a new one: \
                      delete Secret {there} in namespace {} and run certgen again to have both \
-                     created (then restart sluice and Envoy)",
+                     created",
                     args.namespace
                 );
             }

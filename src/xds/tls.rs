@@ -2,17 +2,21 @@
 //! re-read when its files change, as the webhook's is ([`ReloadingCert`]), so cert-manager or a
 //! rotated Secret volume takes effect at the next handshake without a restart; connections
 //! already open keep their session. With a CA, only clients presenting a certificate it signed
-//! are served (the CA itself is read once, at start).
+//! are served; the CA file is re-read when it changes too ([`ReloadingCa`]), so a new CA (a
+//! bundle of the old and the new one while Envoys move over) needs no restart either.
 //!
 //! Handshakes run on tasks of their own, at most [`HANDSHAKE_TIMEOUT`] each, so a client that
 //! connects and says nothing holds up no other client.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{DigitallySignedStruct, DistinguishedName, ServerConfig, SignatureScheme};
 use tokio_stream::StreamExt;
 
 use crate::webhook::{ReloadingCert, TlsError};
@@ -27,6 +31,7 @@ pub const RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct XdsTls {
     cert: Arc<ReloadingCert>,
+    client_ca: Option<Arc<ReloadingCa>>,
     config: Arc<ServerConfig>,
 }
 
@@ -45,36 +50,19 @@ impl XdsTls {
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(TlsError::Config)?;
-        let builder = match client_ca {
-            Some(path) => {
-                let name = path.display().to_string();
-                let pem = crate::webhook::tls::read(path)?;
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in rustls_pemfile::certs(&mut &pem[..]) {
-                    let cert = cert.map_err(|e| TlsError::Pem {
-                        path: name.clone(),
-                        message: e.to_string(),
-                    })?;
-                    roots.add(cert).map_err(TlsError::Config)?;
-                }
-                if roots.is_empty() {
-                    return Err(TlsError::NoCertificate { path: name });
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                        .build()
-                        .map_err(|e| TlsError::Pem {
-                            path: name,
-                            message: e.to_string(),
-                        })?;
-                builder.with_client_cert_verifier(verifier)
-            }
+        let client_ca = match client_ca {
+            Some(path) => Some(Arc::new(ReloadingCa::load(path, Arc::clone(&provider))?)),
+            None => None,
+        };
+        let builder = match &client_ca {
+            Some(ca) => builder.with_client_cert_verifier(Arc::clone(ca) as _),
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(Arc::clone(&reloading) as _);
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(XdsTls {
             cert: reloading,
+            client_ca,
             config: Arc::new(config),
         })
     }
@@ -95,6 +83,10 @@ impl XdsTls {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&self.config));
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let watcher_tx = tx.clone();
+        if let Some(ca) = &self.client_ca {
+            let tx = tx.clone();
+            tokio::spawn(Arc::clone(ca).watch(reload, async move { tx.closed().await }));
+        }
         tokio::spawn(
             Arc::clone(&self.cert).watch(reload, "xDS", async move { watcher_tx.closed().await }),
         );
@@ -128,5 +120,142 @@ impl XdsTls {
             }
         });
         tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+}
+
+/// The CA of `--xds-ca` as rustls's verifier of client certificates, replaced whole when the
+/// file's content changes. Content that cannot be used (no certificate, a broken one) is not
+/// taken: the CA before it goes on verifying. It sends clients no list of acceptable CAs (Envoy
+/// has one certificate to present either way).
+#[derive(Debug)]
+pub struct ReloadingCa {
+    path: PathBuf,
+    provider: Arc<CryptoProvider>,
+    /// The file's content last looked at, and the verifier of the content last taken.
+    state: RwLock<(Vec<u8>, Arc<dyn ClientCertVerifier>)>,
+}
+
+impl ReloadingCa {
+    pub fn load(path: &Path, provider: Arc<CryptoProvider>) -> Result<ReloadingCa, TlsError> {
+        let pem = crate::webhook::tls::read(path)?;
+        let verifier = verifier(path, &pem, Arc::clone(&provider))?;
+        Ok(ReloadingCa {
+            path: path.to_path_buf(),
+            provider,
+            state: RwLock::new((pem, verifier)),
+        })
+    }
+
+    fn current(&self) -> Arc<dyn ClientCertVerifier> {
+        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&state.1)
+    }
+
+    /// Reads the file; true when new content was taken, an error when new content cannot be used
+    /// (it is remembered, so the same content is not tried again).
+    fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let pem = crate::webhook::tls::read(&self.path)?;
+        if self.state.read().unwrap_or_else(PoisonError::into_inner).0 == pem {
+            return Ok(false);
+        }
+        let result = verifier(&self.path, &pem, Arc::clone(&self.provider));
+        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        state.0 = pem;
+        state.1 = result?;
+        Ok(true)
+    }
+
+    /// Looks at the file every `interval` until `shutdown` resolves.
+    pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: impl Future<Output = ()>) {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_error: Option<String> = None;
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = ticker.tick() => {}
+            }
+            let this = Arc::clone(&self);
+            match tokio::task::spawn_blocking(move || this.reload_if_changed()).await {
+                Ok(Ok(true)) => {
+                    last_error = None;
+                    tracing::info!(ca = %self.path.display(), "xDS client CA reloaded");
+                }
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    let text = e.to_string();
+                    if last_error.as_deref() != Some(text.as_str()) {
+                        tracing::warn!(error = %text, "xDS client CA not reloaded; the previous one keeps verifying");
+                        last_error = Some(text);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "xDS client CA reload task failed"),
+            }
+        }
+    }
+}
+
+/// A verifier requiring a client certificate signed by a CA of `pem` (the file at `path`).
+fn verifier(
+    path: &Path,
+    pem: &[u8],
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let name = path.display().to_string();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &pem[..]) {
+        let cert = cert.map_err(|e| TlsError::Pem {
+            path: name.clone(),
+            message: e.to_string(),
+        })?;
+        roots.add(cert).map_err(TlsError::Config)?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::NoCertificate { path: name });
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| TlsError::Pem {
+            path: name,
+            message: e.to_string(),
+        })
+}
+
+impl ClientCertVerifier for ReloadingCa {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.current()
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.current().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.current().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.current().supported_verify_schemes()
     }
 }

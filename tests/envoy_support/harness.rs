@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use sluice::app::standalone::{StandaloneConfig, run};
-use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, build_bootstrap};
+use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, write_bootstrap};
 use tokio::sync::oneshot;
 
 use super::{envoy_bin, free_port};
@@ -212,9 +212,10 @@ impl Harness {
         } else {
             (xds_port, None)
         };
-        let bootstrap = build_bootstrap(&BootstrapArgs {
+        let bootstrap_path = dir.path().join("bootstrap.json");
+        write_bootstrap(&BootstrapArgs {
             xds_address: format!("127.0.0.1:{envoy_xds_port}"),
-            out: dir.path().join("bootstrap.json"),
+            out: bootstrap_path.clone(),
             xds_ca: pki.as_ref().map(|p| p.ca.clone()),
             xds_cert: pki.as_ref().map(|p| p.client_cert.clone()),
             xds_key: pki.as_ref().map(|p| p.client_key.clone()),
@@ -225,8 +226,6 @@ impl Harness {
             xds_protocol: protocol,
         })
         .expect("bootstrap");
-        let bootstrap_path = dir.path().join("bootstrap.json");
-        std::fs::write(&bootstrap_path, bootstrap.to_string()).expect("write bootstrap");
         let envoy = Command::new(envoy_bin())
             .arg("-c")
             .arg(&bootstrap_path)
