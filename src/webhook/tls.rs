@@ -158,33 +158,17 @@ impl ReloadingCert {
         what: &'static str,
         shutdown: impl Future<Output = ()>,
     ) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_error: Option<String> = None;
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => return,
-                _ = ticker.tick() => {}
-            }
-            let this = Arc::clone(&self);
-            let result = tokio::task::spawn_blocking(move || this.reload_if_changed()).await;
-            match result {
-                Ok(Ok(true)) => {
-                    last_error = None;
-                    tracing::info!(cert = %self.cert_path.display(), "{what} serving certificate reloaded");
-                }
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => {
-                    let text = e.to_string();
-                    if last_error.as_deref() != Some(text.as_str()) {
-                        tracing::warn!(error = %text, "{what} certificate not reloaded; the previous one keeps serving");
-                        last_error = Some(text);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "{what} certificate reload task failed"),
-            }
-        }
+        let path = self.cert_path.display().to_string();
+        poll_files(
+            interval,
+            shutdown,
+            move || self.reload_if_changed(),
+            |outcome| match outcome {
+                Ok(()) => tracing::info!(cert = %path, "{what} serving certificate reloaded"),
+                Err(e) => tracing::warn!(error = %e, "{what} certificate not reloaded; the previous one keeps serving"),
+            },
+        )
+        .await
     }
 
     /// A rustls server config (TLS 1.2 and 1.3, ALPN h2 and http/1.1) serving this resolver's pair.
@@ -204,5 +188,45 @@ impl ReloadingCert {
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.current())
+    }
+}
+
+/// Calls `reload` on a blocking thread every `interval` until `shutdown` resolves: `Ok(true)` when
+/// it took new content, `Ok(false)` when nothing changed, an error when what changed cannot be
+/// used. `log` hears of each new content taken and of each error once, until another outcome.
+pub(crate) async fn poll_files<R>(
+    interval: Duration,
+    shutdown: impl Future<Output = ()>,
+    reload: R,
+    log: impl Fn(Result<(), &str>),
+) where
+    R: Fn() -> Result<bool, TlsError> + Send + Sync + 'static,
+{
+    let reload = Arc::new(reload);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error: Option<String> = None;
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = ticker.tick() => {}
+        }
+        let reload = Arc::clone(&reload);
+        match tokio::task::spawn_blocking(move || reload()).await {
+            Ok(Ok(true)) => {
+                last_error = None;
+                log(Ok(()));
+            }
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => {
+                let text = e.to_string();
+                if last_error.as_deref() != Some(text.as_str()) {
+                    log(Err(&text));
+                    last_error = Some(text);
+                }
+            }
+            Err(e) => log(Err(&format!("the reload task failed: {e}"))),
+        }
     }
 }

@@ -167,32 +167,17 @@ impl ReloadingCa {
 
     /// Looks at the file every `interval` until `shutdown` resolves.
     pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: impl Future<Output = ()>) {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_error: Option<String> = None;
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => return,
-                _ = ticker.tick() => {}
-            }
-            let this = Arc::clone(&self);
-            match tokio::task::spawn_blocking(move || this.reload_if_changed()).await {
-                Ok(Ok(true)) => {
-                    last_error = None;
-                    tracing::info!(ca = %self.path.display(), "xDS client CA reloaded");
-                }
-                Ok(Ok(false)) => {}
-                Ok(Err(e)) => {
-                    let text = e.to_string();
-                    if last_error.as_deref() != Some(text.as_str()) {
-                        tracing::warn!(error = %text, "xDS client CA not reloaded; the previous one keeps verifying");
-                        last_error = Some(text);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "xDS client CA reload task failed"),
-            }
-        }
+        let path = self.path.display().to_string();
+        crate::webhook::tls::poll_files(
+            interval,
+            shutdown,
+            move || self.reload_if_changed(),
+            |outcome| match outcome {
+                Ok(()) => tracing::info!(ca = %path, "xDS client CA reloaded"),
+                Err(e) => tracing::warn!(error = %e, "xDS client CA not reloaded; the previous one keeps verifying"),
+            },
+        )
+        .await
     }
 }
 
