@@ -195,6 +195,56 @@ fn with_certgen_every_render_is_the_same_and_its_job_makes_the_certificates_once
     assert!(!first.contains("\nkind: Secret"), "a Secret rendered");
     assert!(!first.contains("caBundle"), "a caBundle rendered");
 
+    // xDS certificates of one's own (cert-manager's, say): the pods mount the Secrets named,
+    // neither the chart nor certgen makes xDS certificates, certgen still makes the webhook's;
+    // one Secret without the other is refused.
+    let template = [
+        "template",
+        rel.release,
+        "charts/sluice",
+        "-n",
+        "gitops",
+        "--kube-version",
+        "1.34.0",
+    ];
+    let own = [
+        "--set",
+        "xds.existingServerSecret=own-server",
+        "--set",
+        "xds.existingClientSecret=own-client",
+    ];
+    for certgen in ["true", "false"] {
+        let certgen = format!("certgen.enabled={certgen}");
+        let text = helm(&[&template[..], &own[..], &["--set", &certgen]].concat());
+        assert!(text.contains("secretName: own-server"), "{certgen}");
+        assert!(text.contains("secretName: own-client"), "{certgen}");
+        assert!(
+            !text.contains("-xds-server"),
+            "{certgen}: an xDS Secret of the release"
+        );
+        assert!(
+            !text.contains("-xds-client"),
+            "{certgen}: an xDS Secret of the release"
+        );
+        assert_eq!(
+            text.contains("--webhook-secret="),
+            certgen.ends_with("true"),
+            "{certgen}"
+        );
+    }
+    let half = Command::new(helm_path())
+        .args(template)
+        .args(&own[..2])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&half.stderr);
+    assert!(
+        !half.status.success()
+            && stderr.contains("xds.existingServerSecret and xds.existingClientSecret go together"),
+        "{stderr}"
+    );
+
     let ns = env.namespace("certgen");
     let _release = Release {
         name: rel.release,
