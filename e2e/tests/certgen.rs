@@ -178,26 +178,6 @@ fn with_certgen_every_render_is_the_same_and_its_job_makes_the_certificates_once
     let values = ["--set", "certgen.enabled=true", "--set", &class];
 
     // What a GitOps tool renders: the same every time, with no certificate in it.
-    let render = || {
-        let args = [
-            "template",
-            rel.release,
-            "charts/sluice",
-            "-n",
-            "gitops",
-            "--kube-version",
-            "1.34.0",
-        ];
-        helm(&[&args[..], &values[..]].concat())
-    };
-    let first = render();
-    assert_eq!(first, render(), "two renders differ");
-    assert!(!first.contains("\nkind: Secret"), "a Secret rendered");
-    assert!(!first.contains("caBundle"), "a caBundle rendered");
-
-    // xDS certificates of one's own (cert-manager's, say): the pods mount the Secrets named,
-    // neither the chart nor certgen makes xDS certificates, certgen still makes the webhook's;
-    // one Secret without the other is refused.
     let template = [
         "template",
         rel.release,
@@ -207,6 +187,15 @@ fn with_certgen_every_render_is_the_same_and_its_job_makes_the_certificates_once
         "--kube-version",
         "1.34.0",
     ];
+    let render = || helm(&[&template[..], &values[..]].concat());
+    let first = render();
+    assert_eq!(first, render(), "two renders differ");
+    assert!(!first.contains("\nkind: Secret"), "a Secret rendered");
+    assert!(!first.contains("caBundle"), "a caBundle rendered");
+
+    // xDS certificates of one's own (cert-manager's, say): the pods mount the Secrets named,
+    // neither the chart nor certgen makes xDS certificates, certgen still makes the webhook's;
+    // one Secret without the other is refused.
     let own = [
         "--set",
         "xds.existingServerSecret=own-server",
