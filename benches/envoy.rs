@@ -104,6 +104,7 @@ fn main() {
             listen_address: "127.0.0.1".into(),
             http_port,
             https_port,
+            ..Default::default()
         },
     );
     let model = pipeline.publish(&snap);

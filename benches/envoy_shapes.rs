@@ -289,6 +289,7 @@ fn main() {
             listen_address: "127.0.0.1".into(),
             http_port: envoy_support::free_port(),
             https_port: envoy_support::free_port(),
+            ..Default::default()
         },
     );
     println!(

@@ -69,7 +69,8 @@ pids+=($!)
 echo "==> Starting sluice (standalone mode on examples/demo/)"
 RUST_LOG="${RUST_LOG:-info}" "$sluice" serve --manifests "$root/examples/demo" \
     --xds-address "127.0.0.1:$XDS_PORT" --listen-address 127.0.0.1 \
-    --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" >"$run_dir/sluice.log" 2>&1 &
+    --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" \
+    --access-log-path "$run_dir/access.log" >"$run_dir/sluice.log" 2>&1 &
 pids+=($!)
 
 echo "==> Starting Envoy"
@@ -77,7 +78,8 @@ echo "==> Starting Envoy"
     --node-id demo --out "$run_dir/bootstrap.json"
 # --ignore-unknown-dynamic-fields: docs/xds.md "Running Envoy".
 "$envoy" -c "$run_dir/bootstrap.json" --concurrency 1 --disable-hot-restart \
-    --ignore-unknown-dynamic-fields --log-level warn >"$run_dir/envoy.log" 2>&1 &
+    --ignore-unknown-dynamic-fields --log-level warn --file-flush-interval-msec 500 \
+    >"$run_dir/envoy.log" 2>&1 &
 pids+=($!)
 
 # Wait (bounded) until Envoy serves the demo routes.
@@ -129,6 +131,8 @@ sluice is serving examples/demo/ to Envoy. Try (each backend answers with its ow
 
   # Unknown host or path: 404
   curl -i -H 'Host: nowhere.example.com' $H/
+
+Every request is a JSON line in Envoy's access log: tail -f $run_dir/access.log
 
 Edit files under examples/demo/ and sluice reloads them (a broken file is reported in the sluice
 log and the last good configuration keeps serving). Logs: $run_dir

@@ -628,3 +628,76 @@ async fn envoy_reconnects_after_a_sluice_restart_sotw() {
 async fn envoy_reconnects_after_a_sluice_restart_delta() {
     restart(XdsProtocol::Delta).await;
 }
+
+/// Envoy writes a JSON access log line per request, with the fields docs/observability.md lists:
+/// a routed request names its host, path, method, status, upstream cluster, the client's user
+/// agent and the request id Envoy gave it (an edge proxy does not trust a client's own
+/// `x-request-id`); a request for a host nobody serves is a 404 with Envoy's `NR` (no route) flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_request_gets_a_json_access_log_line() {
+    let app = Backend::start("log/app").await;
+    let route = ingressroute(
+        "log",
+        "app",
+        "logged.example.com",
+        "  - match: /\n    services: [{name: app, port: 80}]\n",
+    );
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("log", &[&app])),
+            ("route.yaml", route),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("logged.example.com", "/", &[], "log/app").await;
+    let headers = [
+        ("user-agent", "access-log-test/1.0"),
+        ("x-request-id", "3f1c7a52-access-log-test"),
+    ];
+    assert_eq!(
+        h.get("logged.example.com", "/hello?x=1", &headers).await,
+        "log/app"
+    );
+    assert_eq!(h.get("nowhere.example.com", "/gone", &[]).await, "404");
+    let find =
+        |lines: &[serde_json::Value], want: &str| lines.iter().find(|l| l["path"] == want).cloned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (routed, missed) = loop {
+        let lines = h.access_log();
+        if let (Some(a), Some(b)) = (find(&lines, "/hello?x=1"), find(&lines, "/gone")) {
+            break (a, b);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no access log lines for both requests; the log holds {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(routed["authority"], "logged.example.com");
+    assert_eq!(routed["path"], "/hello?x=1");
+    assert_eq!(routed["method"], "GET");
+    assert_eq!(routed["protocol"], "HTTP/1.1");
+    assert_eq!(routed["response_code"], 200, "a number: {routed}");
+    assert_eq!(routed["response_flags"], "-");
+    assert_eq!(routed["user_agent"], "access-log-test/1.0");
+    let id = routed["request_id"].as_str().unwrap_or_default();
+    assert!(
+        id.len() == 36 && id != "3f1c7a52-access-log-test",
+        "{routed}"
+    );
+    let cluster = routed["upstream_cluster"].as_str().unwrap_or_default();
+    assert!(cluster.starts_with("log/app/80"), "{routed}");
+    let upstream = routed["upstream_host"].as_str().unwrap_or_default();
+    assert_eq!(upstream, format!("127.0.0.1:{}", app.port), "{routed}");
+    assert!(routed["duration"].is_u64(), "{routed}");
+    assert!(
+        routed["@timestamp"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("20"))
+    );
+    assert_eq!(missed["response_code"], 404, "{missed}");
+    assert_eq!(missed["response_flags"], "NR", "{missed}");
+    assert_eq!(missed["authority"], "nowhere.example.com");
+    assert!(missed["upstream_cluster"].is_null(), "{missed}");
+}

@@ -215,6 +215,35 @@ fn envoy_validates_every_translation_feature() {
     envoy_support::assert_envoy_accepts(&res, "full model");
 }
 
+/// The full model (TLS hosts, a TCP proxy) with every access log setting: each format, to Envoy's
+/// streams and to a file.
+#[test]
+fn envoy_validates_every_access_log_setting() {
+    use translate::access_log::{AccessLog, AccessLogFormat};
+    let model = full_model();
+    for format in [
+        AccessLogFormat::Json,
+        AccessLogFormat::Envoy,
+        AccessLogFormat::Off,
+    ] {
+        for path in [
+            "/dev/stdout",
+            "/dev/stderr",
+            "/tmp/sluice-validate-access.log",
+        ] {
+            let options = translate::Options {
+                access_log: AccessLog {
+                    format,
+                    path: path.into(),
+                },
+                ..Default::default()
+            };
+            let res = translate::build(&model, &options);
+            envoy_support::assert_envoy_accepts(&res, &format!("access log {format:?} to {path}"));
+        }
+    }
+}
+
 #[test]
 fn envoy_validates_an_empty_model() {
     let res = translate::build(&Dag::default(), &translate::Options::default());

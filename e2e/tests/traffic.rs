@@ -66,6 +66,18 @@ fn requests_reach_the_right_backend_and_delete_gives_404() {
     envoy.wait_answer(&host, "/b/page", 200, &b);
     envoy.wait_answer(&host, "/bb", 200, &a); // segment-wise prefix: /bb is not under /b
     envoy.wait_answer(&format!("shop.{host}"), "/cart/1", 200, &b);
+    // Every request is in Envoy's access log (JSON on its standard output, sluice's default).
+    let line = wait_for(Duration::from_secs(30), "the access log line", || {
+        let lines = envoy.access_log();
+        lines
+            .iter()
+            .find(|l| l["authority"] == format!("shop.{host}") && l["path"] == "/cart/1")
+            .cloned()
+            .ok_or_else(|| format!("{} JSON lines, none for shop.{host}/cart/1", lines.len()))
+    });
+    assert_eq!(line["response_code"], 200, "{line}");
+    let cluster = line["upstream_cluster"].as_str().unwrap_or_default();
+    assert!(cluster.starts_with(&format!("{ns}/web-b/")), "{line}");
     wait_status(&env, IR, &ns, "root", "valid");
     // Ingress status.loadBalancer from --ingress-status-address.
     wait_for(

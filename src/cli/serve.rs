@@ -34,6 +34,15 @@ pub struct ServeArgs {
     /// Port of Envoy's HTTPS listener.
     #[arg(long, default_value_t = 8443)]
     pub https_port: u16,
+    /// Format of Envoy's access log, a line per request on every listener: json (one JSON
+    /// object per line), envoy (Envoy's default text format) or off.
+    #[arg(long, value_enum, default_value_t = crate::translate::access_log::AccessLogFormat::Json)]
+    pub access_log_format: crate::translate::access_log::AccessLogFormat,
+    /// Where Envoy writes its access log: an absolute path on Envoy's machine; /dev/stdout and
+    /// /dev/stderr are Envoy's own streams.
+    #[arg(long, default_value = crate::translate::access_log::DEFAULT_ACCESS_LOG_PATH,
+          value_parser = crate::translate::access_log::parse_access_log_path)]
+    pub access_log_path: String,
 
     /// Serve the admission webhook (HTTPS) on this address.
     #[arg(long, requires_all = ["webhook_cert", "webhook_key"])]
@@ -114,6 +123,10 @@ impl ServeArgs {
             listen_address: self.listen_address.clone(),
             http_port: self.http_port,
             https_port: self.https_port,
+            access_log: crate::translate::access_log::AccessLog {
+                format: self.access_log_format,
+                path: self.access_log_path.clone(),
+            },
         }
     }
 }

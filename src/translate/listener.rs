@@ -24,6 +24,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
     tls_parameters::TlsProtocol,
 };
 
+use super::access_log::access_logs;
 use super::route::{HTTP_ROUTE_CONFIG, https_route_config_name};
 use super::{Options, ads_config_source, any, boolv};
 use crate::api::TlsVersion;
@@ -42,7 +43,7 @@ fn socket(options: &Options, port: u16) -> Address {
     }
 }
 
-fn hcm_filter(stat_prefix: &str, route_config: &str) -> Filter {
+fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filter {
     let hcm = HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: stat_prefix.to_string(),
@@ -61,6 +62,7 @@ fn hcm_filter(stat_prefix: &str, route_config: &str) -> Filter {
         normalize_path: Some(boolv(true)),
         merge_slashes: true,
         strip_port_mode: Some(StripPortMode::StripAnyHostPort(true)),
+        access_log: access_logs(&options.access_log),
         ..Default::default()
     };
     Filter {
@@ -74,7 +76,7 @@ pub fn build_http_listener(options: &Options) -> Listener {
         name: HTTP_LISTENER.to_string(),
         address: Some(socket(options, options.http_port)),
         filter_chains: vec![FilterChain {
-            filters: vec![hcm_filter(HTTP_LISTENER, HTTP_ROUTE_CONFIG)],
+            filters: vec![hcm_filter(options, HTTP_LISTENER, HTTP_ROUTE_CONFIG)],
             ..Default::default()
         }],
         ..Default::default()
@@ -89,7 +91,7 @@ pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
         .filter_map(|v| {
             let tls = v.tls.as_ref()?;
             let secret = dag.secrets.get(&tls.secret)?;
-            build_tls_filter_chain(v, &secret.name, tls.min_version)
+            build_tls_filter_chain(options, v, &secret.name, tls.min_version)
         })
         .collect();
     if filter_chains.is_empty() {
@@ -119,11 +121,16 @@ fn tls_protocol(v: TlsVersion) -> TlsProtocol {
 }
 
 /// One TLS host's filter chain; None for a TCP proxy without a backend carrying weight.
-fn build_tls_filter_chain(v: &VirtualHost, secret: &str, min: TlsVersion) -> Option<FilterChain> {
+fn build_tls_filter_chain(
+    options: &Options,
+    v: &VirtualHost,
+    secret: &str,
+    min: TlsVersion,
+) -> Option<FilterChain> {
     let (filter, alpn) = match &v.tcp_proxy {
-        Some(clusters) => (tcp_proxy_filter(&v.host, clusters)?, vec![]),
+        Some(clusters) => (tcp_proxy_filter(options, &v.host, clusters)?, vec![]),
         None => (
-            hcm_filter(HTTPS_LISTENER, &https_route_config_name(&v.host)),
+            hcm_filter(options, HTTPS_LISTENER, &https_route_config_name(&v.host)),
             vec!["h2".to_string(), "http/1.1".to_string()],
         ),
     };
@@ -158,7 +165,11 @@ fn build_tls_filter_chain(v: &VirtualHost, secret: &str, min: TlsVersion) -> Opt
     })
 }
 
-fn tcp_proxy_filter(host: &str, clusters: &[DagWeightedCluster]) -> Option<Filter> {
+fn tcp_proxy_filter(
+    options: &Options,
+    host: &str,
+    clusters: &[DagWeightedCluster],
+) -> Option<Filter> {
     let live: Vec<_> = clusters.iter().filter(|c| c.weight > 0).collect();
     let specifier = match live.as_slice() {
         [] => return None,
@@ -177,6 +188,7 @@ fn tcp_proxy_filter(host: &str, clusters: &[DagWeightedCluster]) -> Option<Filte
     let proxy = TcpProxy {
         stat_prefix: format!("tcp/{host}"),
         cluster_specifier: Some(specifier),
+        access_log: access_logs(&options.access_log),
         ..Default::default()
     };
     Some(Filter {

@@ -13,6 +13,7 @@
 //!
 //! See docs/xds.md for the choices made here.
 
+pub mod access_log;
 mod cluster;
 pub mod incremental;
 mod listener;
@@ -101,6 +102,8 @@ pub struct Options {
     pub http_port: u16,
     /// Port of the TLS listener.
     pub https_port: u16,
+    /// The access log every listener writes.
+    pub access_log: access_log::AccessLog,
 }
 
 impl Default for Options {
@@ -109,6 +112,7 @@ impl Default for Options {
             listen_address: "0.0.0.0".to_string(),
             http_port: 8080,
             https_port: 8443,
+            access_log: access_log::AccessLog::default(),
         }
     }
 }

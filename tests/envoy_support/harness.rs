@@ -189,6 +189,11 @@ impl Harness {
             listen_address: "127.0.0.1".parse().unwrap(),
             http_port,
             https_port,
+            // JSON, as `sluice serve` writes it by default, to a file the test can read.
+            access_log: sluice::translate::access_log::AccessLog {
+                format: sluice::translate::access_log::AccessLogFormat::Json,
+                path: dir.path().join("access.log").display().to_string(),
+            },
         };
         let cfg = StandaloneConfig {
             manifests: manifests.clone(),
@@ -233,6 +238,8 @@ impl Harness {
             // As docs/xds.md "Running Envoy" recommends.
             .arg("--ignore-unknown-dynamic-fields")
             .args(["--log-level", "info", "--drain-time-s", "1"])
+            // Access log lines reach the file within 0.1 s (Envoy's default is 10 s).
+            .args(["--file-flush-interval-msec", "100"])
             .arg("--log-path")
             .arg(dir.path().join("envoy.log"))
             .stdin(Stdio::null())
@@ -298,6 +305,14 @@ impl Harness {
         let dag = sluice::dag::build(&snapshot, &self.dag_options);
         let resources = sluice::translate::build(&dag, &self.translate_options);
         super::assert_envoy_accepts(&resources, &self.manifests.display().to_string());
+    }
+
+    /// The lines of Envoy's access log so far, each a JSON object.
+    pub fn access_log(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
     }
 
     /// The last lines of Envoy's log, for failure messages.
