@@ -247,6 +247,45 @@ fn bad_flags_exit_2() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// Envoy settings of `sluice serve` that cannot work stop it before it starts, naming the fix.
+#[test]
+fn bad_envoy_settings_of_serve_exit_2_naming_the_fix() {
+    for (args, says) in [
+        (
+            &["--access-log-path", "logs/access.log"][..],
+            "is not an absolute path",
+        ),
+        (
+            &["--access-log-format", "xml"][..],
+            "possible values: json, envoy, off",
+        ),
+        (
+            &["--tracing-otlp-address", "http://otel:4317"][..],
+            "has a scheme; give the collector as HOST:PORT",
+        ),
+        (
+            &[
+                "--tracing-otlp-address",
+                "otel:4317",
+                "--tracing-sampling-percent",
+                "150",
+            ][..],
+            "is not a percentage from 0 to 100",
+        ),
+        (
+            &["--tracing-sampling-percent", "5"][..],
+            "--tracing-otlp-address <HOST:PORT>",
+        ),
+    ] {
+        let mut all = vec!["serve", "--manifests", "examples/demo"];
+        all.extend_from_slice(args);
+        let out = sluice(&all, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn routes_prints_the_table_and_explains_a_request() {
     let out = sluice(&["routes", "-f", "examples/seeds/"], None);

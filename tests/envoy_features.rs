@@ -10,7 +10,14 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use envoy_support::backend::Backend;
 use envoy_support::harness::{Harness, XdsLink, docs, service, slice};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+    trace_service_server::{TraceService, TraceServiceServer},
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::Span;
 use sluice::cli::bootstrap::XdsProtocol;
+use sluice::translate::trace::Tracing;
 
 fn ingressroute(ns: &str, name: &str, fqdn: &str, routes: &str) -> String {
     format!(
@@ -700,4 +707,170 @@ async fn every_request_gets_a_json_access_log_line() {
     assert_eq!(missed["response_flags"], "NR", "{missed}");
     assert_eq!(missed["authority"], "nowhere.example.com");
     assert!(missed["upstream_cluster"].is_null(), "{missed}");
+}
+
+/// An OTLP/gRPC trace collector on loopback that keeps every export it receives.
+#[derive(Clone, Default)]
+struct Collector(std::sync::Arc<std::sync::Mutex<Vec<ExportTraceServiceRequest>>>);
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+impl Collector {
+    /// Starts one on a free loopback port; returns it and the port.
+    async fn start() -> (Collector, u16) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let collector = Collector::default();
+        let server = tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener));
+        tokio::spawn(server);
+        (collector, port)
+    }
+
+    /// Every span received so far, with the `service.name` of its resource.
+    fn spans(&self) -> Vec<(String, Span)> {
+        let mut out = Vec::new();
+        for export in self.0.lock().unwrap().iter() {
+            for rs in &export.resource_spans {
+                let service = rs
+                    .resource
+                    .iter()
+                    .flat_map(|r| &r.attributes)
+                    .find(|a| a.key == "service.name")
+                    .map(|a| attribute_text(a.value.as_ref()))
+                    .unwrap_or_default();
+                for span in rs.scope_spans.iter().flat_map(|s| &s.spans) {
+                    out.push((service.clone(), span.clone()));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn attribute_text(v: Option<&AnyValue>) -> String {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn span_attribute(span: &Span, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|a| a.key == key)
+        .map(|a| attribute_text(a.value.as_ref()))
+}
+
+/// With `--tracing-otlp-address`, Envoy continues the trace a client started (its `traceparent`)
+/// with a span of its own, exported over OTLP/gRPC to the collector: the client's trace id, the
+/// client's span as parent, the service name given, the status and the upstream cluster; the
+/// access log line carries the `traceparent` the backend received, Envoy's span in it. A trace
+/// its client did not sample gets no span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_traced_to_an_otlp_collector() {
+    let (collector, port) = Collector::start().await;
+    let app = Backend::start("trace/app").await;
+    let route = ingressroute(
+        "trace",
+        "app",
+        "traced.example.com",
+        "  - match: /\n    services: [{name: app, port: 80}]\n",
+    );
+    let h = Harness::start_traced(
+        &[
+            ("svc.yaml", services("trace", &[&app])),
+            ("route.yaml", route),
+        ],
+        XdsProtocol::Delta,
+        Tracing {
+            collector: format!("127.0.0.1:{port}"),
+            service_name: "edge-test".into(),
+            sampling_per_million: 1_000_000,
+        },
+    )
+    .await;
+    h.expect("traced.example.com", "/", &[], "trace/app").await;
+    const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const PARENT: &str = "00f067aa0ba902b7";
+    let traceparent = format!("00-{TRACE}-{PARENT}-01");
+    // A client that decided not to sample its trace: Envoy follows it and exports no span.
+    const UNSAMPLED: &str = "0af7651916cd43dd8448eb211c80319c";
+    let unsampled = format!("00-{UNSAMPLED}-b7ad6b7169203331-00");
+    assert_eq!(
+        h.get(
+            "traced.example.com",
+            "/quiet",
+            &[("traceparent", &unsampled)]
+        )
+        .await,
+        "trace/app"
+    );
+    assert_eq!(
+        h.get(
+            "traced.example.com",
+            "/traced",
+            &[("traceparent", &traceparent)]
+        )
+        .await,
+        "trace/app"
+    );
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    // Envoy exports its spans in batches, at least every 5 s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (service, span) = loop {
+        let spans = collector.spans();
+        if let Some(found) = spans.iter().find(|(_, s)| hex(&s.trace_id) == TRACE) {
+            break found.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no span of trace {TRACE} among {} received; Envoy's log:\n{}",
+            spans.len(),
+            h.envoy_log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Sent before the sampled request: had it been exported, it would be here by now.
+    let spans = collector.spans();
+    assert!(
+        spans.iter().all(|(_, s)| hex(&s.trace_id) != UNSAMPLED),
+        "a span of the unsampled trace was exported"
+    );
+    assert_eq!(service, "edge-test");
+    assert_eq!(hex(&span.parent_span_id), PARENT, "{span:?}");
+    assert_eq!(span.span_id.len(), 8, "{span:?}");
+    assert_eq!(
+        span_attribute(&span, "http.status_code").as_deref(),
+        Some("200"),
+        "{span:?}"
+    );
+    let cluster = span_attribute(&span, "upstream_cluster").unwrap_or_default();
+    assert!(cluster.starts_with("trace/app/80"), "{span:?}");
+    let url = span_attribute(&span, "http.url").unwrap_or_default();
+    assert!(url.ends_with("traced.example.com/traced"), "{span:?}");
+    // The access log line of the request names the same trace.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = h.access_log();
+        if let Some(line) = lines.iter().find(|l| l["path"] == "/traced") {
+            // What the backend received: the client's trace, Envoy's span as the parent.
+            let sent_on = format!("00-{TRACE}-{}-01", hex(&span.span_id));
+            assert_eq!(line["traceparent"], sent_on.as_str(), "{line}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no access log line for /traced");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

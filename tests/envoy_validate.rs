@@ -244,6 +244,23 @@ fn envoy_validates_every_access_log_setting() {
     }
 }
 
+/// The full model with request tracing to an OTLP collector, by name and by IPv6 address.
+#[test]
+fn envoy_validates_tracing() {
+    for collector in ["otel-collector.observability:4317", "[fd00::1]:4317"] {
+        let options = translate::Options {
+            tracing: Some(translate::trace::Tracing {
+                collector: collector.into(),
+                service_name: "sluice-envoy".into(),
+                sampling_per_million: 5_000,
+            }),
+            ..Default::default()
+        };
+        let res = translate::build(&full_model(), &options);
+        envoy_support::assert_envoy_accepts(&res, &format!("tracing to {collector}"));
+    }
+}
+
 #[test]
 fn envoy_validates_an_empty_model() {
     let res = translate::build(&Dag::default(), &translate::Options::default());

@@ -43,6 +43,19 @@ pub struct ServeArgs {
     #[arg(long, default_value = crate::translate::access_log::DEFAULT_ACCESS_LOG_PATH,
           value_parser = crate::translate::access_log::parse_access_log_path)]
     pub access_log_path: String,
+    /// Trace requests: Envoy sends its spans over OTLP/gRPC (plain text) to the collector at
+    /// HOST:PORT, as Envoy reaches it.
+    #[arg(long, value_name = "HOST:PORT", value_parser = crate::translate::trace::parse_collector)]
+    pub tracing_otlp_address: Option<String>,
+    /// service.name of Envoy's spans.
+    #[arg(long, default_value = crate::translate::trace::DEFAULT_SERVICE_NAME,
+          requires = "tracing_otlp_address")]
+    pub tracing_service_name: String,
+    /// Percentage of requests that start a trace when the client sent no sampling decision (a
+    /// `traceparent`); 0 to 100.
+    #[arg(long, default_value = "100", value_parser = crate::translate::trace::parse_sampling_percent,
+          requires = "tracing_otlp_address")]
+    pub tracing_sampling_percent: u32,
 
     /// Serve the admission webhook (HTTPS) on this address.
     #[arg(long, requires_all = ["webhook_cert", "webhook_key"])]
@@ -127,6 +140,13 @@ impl ServeArgs {
                 format: self.access_log_format,
                 path: self.access_log_path.clone(),
             },
+            tracing: self.tracing_otlp_address.as_ref().map(|collector| {
+                crate::translate::trace::Tracing {
+                    collector: collector.clone(),
+                    service_name: self.tracing_service_name.clone(),
+                    sampling_per_million: self.tracing_sampling_percent,
+                }
+            }),
         }
     }
 }

@@ -26,6 +26,7 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 
 use super::access_log::access_logs;
 use super::route::{HTTP_ROUTE_CONFIG, https_route_config_name};
+use super::trace::hcm_tracing;
 use super::{Options, ads_config_source, any, boolv};
 use crate::api::TlsVersion;
 use crate::dag::{Dag, VirtualHost, WeightedCluster as DagWeightedCluster};
@@ -63,6 +64,7 @@ fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filte
         merge_slashes: true,
         strip_port_mode: Some(StripPortMode::StripAnyHostPort(true)),
         access_log: access_logs(&options.access_log),
+        tracing: options.tracing.as_ref().map(hcm_tracing),
         ..Default::default()
     };
     Filter {

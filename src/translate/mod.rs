@@ -19,6 +19,7 @@ pub mod incremental;
 mod listener;
 mod route;
 pub mod static_config;
+pub mod trace;
 
 use std::collections::BTreeMap;
 
@@ -104,6 +105,8 @@ pub struct Options {
     pub https_port: u16,
     /// The access log every listener writes.
     pub access_log: access_log::AccessLog,
+    /// Request tracing on every HTTP connection manager, when set.
+    pub tracing: Option<trace::Tracing>,
 }
 
 impl Default for Options {
@@ -113,6 +116,7 @@ impl Default for Options {
             http_port: 8080,
             https_port: 8443,
             access_log: access_log::AccessLog::default(),
+            tracing: None,
         }
     }
 }

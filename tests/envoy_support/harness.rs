@@ -142,7 +142,17 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
     ) -> Harness {
-        Self::start_full(files, protocol, dag_options, XdsLink::Direct).await
+        Self::start_full(files, protocol, dag_options, XdsLink::Direct, None).await
+    }
+
+    /// [`Harness::start`] with Envoy tracing requests as `tracing` says.
+    pub async fn start_traced(
+        files: &[(&str, String)],
+        protocol: XdsProtocol,
+        tracing: sluice::translate::trace::Tracing,
+    ) -> Harness {
+        let dag_options = sluice::dag::Options::default();
+        Self::start_full(files, protocol, dag_options, XdsLink::Direct, Some(tracing)).await
     }
 
     /// [`Harness::start`] with Envoy's xDS connection carried as `link` says.
@@ -151,7 +161,7 @@ impl Harness {
         protocol: XdsProtocol,
         link: XdsLink,
     ) -> Harness {
-        Self::start_full(files, protocol, sluice::dag::Options::default(), link).await
+        Self::start_full(files, protocol, sluice::dag::Options::default(), link, None).await
     }
 
     /// [`Harness::start`] with xDS over mutual TLS (a CA, a server and a client certificate
@@ -165,6 +175,7 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
         link: XdsLink,
+        tracing: Option<sluice::translate::trace::Tracing>,
     ) -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -194,6 +205,7 @@ impl Harness {
                 format: sluice::translate::access_log::AccessLogFormat::Json,
                 path: dir.path().join("access.log").display().to_string(),
             },
+            tracing,
         };
         let cfg = StandaloneConfig {
             manifests: manifests.clone(),
