@@ -636,6 +636,15 @@ async fn envoy_reconnects_after_a_sluice_restart_delta() {
     restart(XdsProtocol::Delta).await;
 }
 
+/// The manifests of one host in `ns` whose every path goes to `app` (a Service `app`).
+fn one_host(ns: &str, host: &str, app: &Backend) -> [(&'static str, String); 2] {
+    let routes = "  - match: /\n    services: [{name: app, port: 80}]\n";
+    [
+        ("svc.yaml", services(ns, &[app])),
+        ("route.yaml", ingressroute(ns, "app", host, routes)),
+    ]
+}
+
 /// Envoy writes a JSON access log line per request, with the fields docs/observability.md lists:
 /// a routed request names its host, path, method, status, upstream cluster, the client's user
 /// agent and the request id Envoy gave it (an edge proxy does not trust a client's own
@@ -643,17 +652,8 @@ async fn envoy_reconnects_after_a_sluice_restart_delta() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_gets_a_json_access_log_line() {
     let app = Backend::start("log/app").await;
-    let route = ingressroute(
-        "log",
-        "app",
-        "logged.example.com",
-        "  - match: /\n    services: [{name: app, port: 80}]\n",
-    );
     let h = Harness::start(
-        &[
-            ("svc.yaml", services("log", &[&app])),
-            ("route.yaml", route),
-        ],
+        &one_host("log", "logged.example.com", &app),
         XdsProtocol::Delta,
     )
     .await;
@@ -782,17 +782,8 @@ fn span_attribute(span: &Span, key: &str) -> Option<String> {
 async fn requests_are_traced_to_an_otlp_collector() {
     let (collector, port) = Collector::start().await;
     let app = Backend::start("trace/app").await;
-    let route = ingressroute(
-        "trace",
-        "app",
-        "traced.example.com",
-        "  - match: /\n    services: [{name: app, port: 80}]\n",
-    );
     let h = Harness::start_traced(
-        &[
-            ("svc.yaml", services("trace", &[&app])),
-            ("route.yaml", route),
-        ],
+        &one_host("trace", "traced.example.com", &app),
         XdsProtocol::Delta,
         Tracing {
             collector: format!("127.0.0.1:{port}"),
