@@ -865,3 +865,57 @@ async fn requests_are_traced_to_an_otlp_collector() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// `sluice bootstrap --stats-address`: Envoy's statistics (Prometheus text and Envoy's own) and
+/// readiness on a listener of their own, which serves none of the admin interface's other pages
+/// (the configuration dump, stopping the server) and nothing but GET.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stats_listener_serves_statistics_and_nothing_else_of_the_admin_interface() {
+    let app = Backend::start("stats/app").await;
+    let h = Harness::start(
+        &one_host("stats", "stats.example.com", &app),
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("stats.example.com", "/", &[], "stats/app").await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = |path: &str| format!("http://127.0.0.1:{}{path}", h.stats_port);
+    let get = |path: &str| {
+        let req = client.get(url(path));
+        async move {
+            let r = req.send().await.expect("the stats listener answers");
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        }
+    };
+    let (code, text) = get("/stats/prometheus").await;
+    assert_eq!(code, 200, "{text}");
+    // The routed request above, counted for its cluster, in Prometheus's text format.
+    let counted = text.lines().any(|l| {
+        l.starts_with("envoy_cluster_upstream_rq_total{")
+            && l.contains("envoy_cluster_name=\"stats/app/80")
+    });
+    assert!(counted, "no upstream request count for stats/app:\n{text}");
+    let (code, text) = get("/stats/prometheus?usedonly").await;
+    assert!(
+        code == 200 && text.contains("# TYPE envoy_"),
+        "{code} {text}"
+    );
+    let (code, text) = get("/stats?filter=server.live").await;
+    assert_eq!((code, text.trim()), (200, "server.live: 1"));
+    assert_eq!(get("/ready").await, (200, "LIVE\n".to_string()));
+    for path in [
+        "/config_dump",
+        "/clusters",
+        "/certs",
+        "/",
+        "/stats/../config_dump",
+    ] {
+        assert_eq!(get(path).await.0, 404, "{path} is not served");
+    }
+    let post = client.post(url("/quitquitquit")).send().await.unwrap();
+    assert_eq!(post.status().as_u16(), 404);
+    let post = client.post(url("/stats")).send().await.unwrap();
+    assert_eq!(post.status().as_u16(), 404, "only GET");
+    // Envoy still runs and serves.
+    assert_eq!(h.get("stats.example.com", "/", &[]).await, "stats/app");
+}

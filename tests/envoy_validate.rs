@@ -306,6 +306,12 @@ fn envoy_validates_the_generated_bootstraps() {
         node_id: "n".into(),
         node_cluster: "c".into(),
         xds_protocol: protocol,
+        // The statistics listener in front of the admin socket, on IPv4 and IPv6.
+        stats_address: Some(
+            if mtls { "[::1]:18002" } else { "0.0.0.0:18002" }
+                .parse()
+                .unwrap(),
+        ),
     };
     for (label, args) in [
         (

@@ -32,6 +32,7 @@ impl Envoy {
             node_id: "bench".into(),
             node_cluster: "bench".into(),
             xds_protocol: XdsProtocol::Delta,
+            stats_address: None,
         })
         .expect("bootstrap");
         std::fs::write(&bootstrap_path, bootstrap.to_string()).expect("write bootstrap");

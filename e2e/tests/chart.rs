@@ -14,7 +14,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::support::{
-    Env, Envoy, Sluice, env, free_port, output_ok, repo_root, wait_for, wait_status,
+    Env, Envoy, Sluice, curl_get, env, free_port, output_ok, repo_root, wait_for, wait_status,
     write_kubeconfig,
 };
 
@@ -517,6 +517,18 @@ spec:
         200,
         &format!("backend-{}", env.backend_ports[1]),
     );
+    // Envoy's statistics on the port the chart annotates for scraping, and nothing else of its
+    // admin interface.
+    let stats = format!("http://127.0.0.1:{}", ports["--stats-address"]);
+    let (code, text) = curl_get(&format!("{stats}/stats/prometheus"), &[]);
+    assert_eq!(code, 200, "{text}");
+    let web = format!("envoy_cluster_name=\"{ns}/web/");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("envoy_cluster_upstream_rq_total{") && l.contains(&web)),
+        "no request count of {ns}/web in:\n{text}"
+    );
+    assert_eq!(curl_get(&format!("{stats}/config_dump"), &[]).0, 404);
     let lease = json(env, &["get", "lease", "-n", ns, "sluice-leader"]);
     assert_eq!(lease["spec"]["holderIdentity"], "chart-e2e");
 }

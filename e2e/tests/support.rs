@@ -391,6 +391,25 @@ impl Drop for Sluice {
     }
 }
 
+/// GET `url` with curl and these extra headers: (status code, body); status 0 when nothing
+/// answered.
+#[allow(dead_code)] // not used by the benchmarks
+pub fn curl_get(url: &str, headers: &[String]) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "3", "--noproxy", "*"]);
+    for h in headers {
+        cmd.arg("-H").arg(h);
+    }
+    let out = cmd
+        .args(["-w", "\n%{http_code}"])
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
 /// The last lines of a log, for failure messages.
 pub fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
@@ -570,16 +589,8 @@ impl Envoy {
 
     /// GET through Envoy's HTTP listener with this Host header: (status code, body).
     pub fn get(&self, host: &str, path: &str) -> (u16, String) {
-        let out = Command::new("curl")
-            .args(["-sS", "--max-time", "3", "--noproxy", "*", "-H"])
-            .arg(format!("Host: {host}"))
-            .args(["-w", "\n%{http_code}"])
-            .arg(format!("http://127.0.0.1:{}{path}", self.http_port))
-            .output()
-            .expect("curl runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), body.to_string())
+        let url = format!("http://127.0.0.1:{}{path}", self.http_port);
+        curl_get(&url, &[format!("Host: {host}")])
     }
 
     /// Waits until a request answers `code` from `backend` (a body containing it).

@@ -68,6 +68,11 @@ pub struct BootstrapArgs {
     /// xDS flavour Envoy speaks to sluice.
     #[arg(long, value_enum, default_value_t = XdsProtocol::Delta)]
     pub xds_protocol: XdsProtocol,
+    /// Serve Envoy's statistics (`/stats`, `/stats/prometheus`) and readiness (`/ready`) on this
+    /// IP:PORT: a listener of their own in front of the admin interface, whose other pages it
+    /// does not serve (off by default).
+    #[arg(long, value_name = "IP:PORT")]
+    pub stats_address: Option<std::net::SocketAddr>,
 }
 
 /// Why a bootstrap could not be written.
@@ -197,6 +202,13 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
         (None, Some(path)) => json!({ "pipe": { "path": path.display().to_string() } }),
         (None, None) => json!({ "pipe": { "path": DEFAULT_ADMIN_SOCKET } }),
     };
+    let mut static_clusters = Vec::new();
+    let mut static_listeners = Vec::new();
+    if let Some(stats) = args.stats_address {
+        let (listener, cluster) = stats_listener(stats, &admin_address);
+        static_listeners.push(listener);
+        static_clusters.push(cluster);
+    }
     let mut xds_cluster = json!({
         "name": XDS_CLUSTER,
         "type": if is_ip { "STATIC" } else { "STRICT_DNS" },
@@ -249,6 +261,7 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
             "typed_config": tls
         });
     }
+    static_clusters.insert(0, xds_cluster);
     let ads_source = json!({ "ads": {}, "resource_api_version": "V3" });
     Ok(json!({
         "node": { "id": args.node_id, "cluster": args.node_cluster },
@@ -266,13 +279,74 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
             "lds_config": ads_source,
             "cds_config": ads_source
         },
-        "static_resources": { "clusters": [xds_cluster] },
+        "static_resources": { "clusters": static_clusters, "listeners": static_listeners },
         "layered_runtime": layered_runtime(),
         // No periodic flush of the statistics: with thousands of clusters it held Envoy's main
         // thread for tens of milliseconds every 5 s, and an xDS update arriving then waited for
         // it (docs/xds.md, "Bootstrap"). The admin interface flushes them when they are read.
         "stats_flush_on_admin": true
     }))
+}
+
+/// The pages of Envoy's admin interface the statistics listener serves (GET only; the query
+/// string is free, e.g. `/stats/prometheus?usedonly`). Every other path is a 404 there: the
+/// admin interface also dumps the configuration and stops the server.
+pub const STATS_PATHS: [&str; 3] = ["/stats", "/stats/prometheus", "/ready"];
+/// Name of the statistics listener and its route configuration.
+pub const STATS_LISTENER: &str = "envoy_stats";
+/// Name of the static cluster that reaches Envoy's own admin interface.
+pub const ADMIN_CLUSTER: &str = "envoy_admin";
+
+/// The statistics listener on `address` and the cluster to the admin interface at `admin`.
+fn stats_listener(address: std::net::SocketAddr, admin: &Value) -> (Value, Value) {
+    let routes: Vec<Value> = STATS_PATHS
+        .iter()
+        .map(|path| {
+            json!({
+                "match": {
+                    "path": path,
+                    "headers": [{ "name": ":method", "string_match": { "exact": "GET" } }]
+                },
+                "route": { "cluster": ADMIN_CLUSTER }
+            })
+        })
+        .collect();
+    let hcm = json!({
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": STATS_LISTENER,
+        "codec_type": "AUTO",
+        "route_config": {
+            "name": STATS_LISTENER,
+            "virtual_hosts": [{ "name": STATS_LISTENER, "domains": ["*"], "routes": routes }]
+        },
+        "http_filters": [{
+            "name": "envoy.filters.http.router",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+            }
+        }]
+    });
+    let listener = json!({
+        "name": STATS_LISTENER,
+        "address": { "socket_address": {
+            "address": address.ip().to_string(),
+            "port_value": address.port()
+        } },
+        "filter_chains": [{ "filters": [{
+            "name": "envoy.filters.network.http_connection_manager",
+            "typed_config": hcm
+        }] }]
+    });
+    let cluster = json!({
+        "name": ADMIN_CLUSTER,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": ADMIN_CLUSTER,
+            "endpoints": [{ "lb_endpoints": [{ "endpoint": { "address": admin } }] }]
+        }
+    });
+    (listener, cluster)
 }
 
 /// [`crate::translate::ENVOY_RUNTIME`] as a static runtime layer, then Envoy's admin layer.
@@ -317,6 +391,7 @@ mod tests {
             node_id: "envoy".into(),
             node_cluster: "sluice".into(),
             xds_protocol: XdsProtocol::default(),
+            stats_address: None,
         }
     }
 
@@ -375,6 +450,48 @@ mod tests {
                 { "name": "admin", "admin_layer": {} }
             ] })
         );
+    }
+
+    #[test]
+    fn the_stats_listener_routes_its_get_pages_alone_to_the_admin_interface() {
+        let plain = build_bootstrap(&mk_args("127.0.0.1:8001")).unwrap();
+        assert_eq!(plain["static_resources"]["listeners"], json!([]));
+        assert_eq!(
+            plain["static_resources"]["clusters"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        let mut a = mk_args("127.0.0.1:8001");
+        a.stats_address = Some("0.0.0.0:8002".parse().unwrap());
+        let b = build_bootstrap(&a).unwrap();
+        let l = &b["static_resources"]["listeners"][0];
+        assert_eq!(l["name"], STATS_LISTENER);
+        assert_eq!(
+            l["address"]["socket_address"],
+            json!({ "address": "0.0.0.0", "port_value": 8002 })
+        );
+        let hcm = &l["filter_chains"][0]["filters"][0]["typed_config"];
+        let routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
+            .as_array()
+            .unwrap();
+        let paths: Vec<&str> = routes
+            .iter()
+            .map(|r| r["match"]["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(paths, STATS_PATHS);
+        for r in routes {
+            assert_eq!(r["route"]["cluster"], ADMIN_CLUSTER);
+            assert_eq!(r["match"]["headers"][0]["string_match"]["exact"], "GET");
+            assert!(r["match"].get("prefix").is_none());
+        }
+        // The xDS cluster first, then the one to the admin socket.
+        let clusters = b["static_resources"]["clusters"].as_array().unwrap();
+        assert_eq!(clusters[0]["name"], XDS_CLUSTER);
+        assert_eq!(clusters[1]["name"], ADMIN_CLUSTER);
+        let endpoint = &clusters[1]["load_assignment"]["endpoints"][0]["lb_endpoints"][0];
+        assert_eq!(endpoint["endpoint"]["address"], b["admin"]["address"]);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct Harness {
     pub https_port: u16,
     pub admin_port: u16,
     pub xds_port: u16,
+    /// Envoy's statistics listener (`sluice bootstrap --stats-address`).
+    pub stats_port: u16,
     dag_options: sluice::dag::Options,
     translate_options: sluice::translate::Options,
     envoy: Child,
@@ -194,8 +196,13 @@ impl Harness {
         for (name, text) in files {
             std::fs::write(manifests.join(name), text).expect("write manifest");
         }
-        let (http_port, https_port, admin_port, xds_port) =
-            (free_port(), free_port(), free_port(), free_port());
+        let (http_port, https_port, admin_port, xds_port, stats_port) = (
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+        );
         let translate_options = sluice::translate::Options {
             listen_address: "127.0.0.1".parse().unwrap(),
             http_port,
@@ -241,6 +248,7 @@ impl Harness {
             node_id: "test".into(),
             node_cluster: "sluice-test".into(),
             xds_protocol: protocol,
+            stats_address: Some(([127, 0, 0, 1], stats_port).into()),
         })
         .expect("bootstrap");
         let envoy = Command::new(envoy_bin())
@@ -272,6 +280,7 @@ impl Harness {
             https_port,
             admin_port,
             xds_port,
+            stats_port,
             dag_options,
             translate_options,
             envoy,
