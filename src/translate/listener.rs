@@ -12,7 +12,7 @@ use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds,
-    http_connection_manager::{CodecType, RouteSpecifier, StripPortMode},
+    http_connection_manager::{CodecType, RouteSpecifier, StripPortMode, UpgradeConfig},
     http_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
@@ -65,6 +65,12 @@ fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filte
         strip_port_mode: Some(StripPortMode::StripAnyHostPort(true)),
         access_log: access_logs(&options.access_log),
         tracing: options.tracing.as_ref().map(hcm_tracing),
+        // WebSockets on every route: an HTTP/1.1 request with `Upgrade: websocket` is proxied
+        // to the route's backend, and the connection becomes a byte stream both ways.
+        upgrade_configs: vec![UpgradeConfig {
+            upgrade_type: "websocket".to_string(),
+            ..Default::default()
+        }],
         ..Default::default()
     };
     Filter {

@@ -10,6 +10,8 @@ use sluice::app::standalone::{StandaloneConfig, run};
 use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, write_bootstrap};
 use tokio::sync::oneshot;
 
+use super::backend::Backend;
+
 use super::{envoy_bin, free_port};
 
 /// How long a test waits for configuration to reach Envoy.
@@ -567,4 +569,31 @@ pub fn slice(ns: &str, svc: &str, port_name: &str, backend_port: u16, suffix: &s
 /// Joins YAML documents.
 pub fn docs(parts: &[String]) -> String {
     parts.join("---\n")
+}
+
+/// A root IngressRoute `contour.heptio.com/v1beta1` of `fqdn` with these `routes` (YAML lines).
+pub fn ingressroute(ns: &str, name: &str, fqdn: &str, routes: &str) -> String {
+    format!(
+        "apiVersion: contour.heptio.com/v1beta1\nkind: IngressRoute\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  virtualhost: {{fqdn: {fqdn}}}\n  routes:\n{routes}"
+    )
+}
+
+/// Services `ns/<name>` on port 80, each backed by the backend of the same name.
+pub fn services(ns: &str, backends: &[&Backend]) -> String {
+    let mut parts = Vec::new();
+    for b in backends {
+        let svc = b.name.rsplit('/').next().unwrap_or(&b.name);
+        parts.push(service(ns, svc, 80, ""));
+        parts.push(slice(ns, svc, "", b.port, "0"));
+    }
+    docs(&parts)
+}
+
+/// The manifests of one host in `ns` whose every path goes to `app` (a Service `app`).
+pub fn one_host(ns: &str, host: &str, app: &Backend) -> [(&'static str, String); 2] {
+    let routes = "  - match: /\n    services: [{name: app, port: 80}]\n";
+    [
+        ("svc.yaml", services(ns, &[app])),
+        ("route.yaml", ingressroute(ns, "app", host, routes)),
+    ]
 }
