@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use envoy_support::backend::Backend;
-use envoy_support::harness::{Harness, XdsLink, docs, ingressroute, service, services, slice};
+use envoy_support::harness::{
+    Harness, XdsLink, docs, ingressroute, one_host, service, services, slice,
+};
 use sluice::cli::bootstrap::XdsProtocol;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -697,4 +699,86 @@ async fn websockets_are_proxied_to_the_routes_backend() {
         Some(Message::text("ws/chat: still there"))
     );
     ws.close(None).await.unwrap();
+}
+
+/// Sends `bytes` on a new connection to 127.0.0.1:`port` and returns all it answers until the
+/// connection closes (at most 5 s).
+async fn raw_exchange(port: u16, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    conn.write_all(bytes).await.expect("write");
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// `--use-proxy-protocol` and `--num-trusted-hops`: behind a load balancer that sends a PROXY
+/// protocol header, the client address Envoy logs and passes on is the header's; with one
+/// trusted hop, it is the last address a trusted proxy put in `X-Forwarded-For`. A connection
+/// without the header gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_address_comes_from_the_proxy_protocol_and_trusted_hops() {
+    let app = Backend::start("pp/app").await;
+    let h = Harness::start_configured(
+        &one_host("pp", "pp.example.com", &app),
+        XdsProtocol::Delta,
+        |o| {
+            o.proxy_protocol = true;
+            o.num_trusted_hops = 1;
+        },
+    )
+    .await;
+    let request = |path: &str, xff: &str| {
+        format!(
+            "PROXY TCP4 203.0.113.7 127.0.0.1 40001 {port}\r\nGET {path} HTTP/1.1\r\nHost: pp.example.com\r\n{xff}Connection: close\r\n\r\n",
+            port = h.http_port
+        )
+    };
+    // Until sluice's route reaches Envoy, the host is a 404.
+    let deadline = Instant::now() + envoy_support::harness::CONVERGE;
+    loop {
+        let answer = raw_exchange(h.http_port, request("/", "").as_bytes()).await;
+        if answer.starts_with("HTTP/1.1 200") && answer.ends_with("pp/app") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no 200 through Envoy: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let direct = raw_exchange(h.http_port, request("/direct", "").as_bytes()).await;
+    assert!(direct.starts_with("HTTP/1.1 200"), "{direct}");
+    let forwarded = request("/forwarded", "X-Forwarded-For: 198.51.100.9\r\n");
+    let answer = raw_exchange(h.http_port, forwarded.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // No PROXY header: the connection is closed unanswered.
+    let bare = "GET /bare HTTP/1.1\r\nHost: pp.example.com\r\nConnection: close\r\n\r\n";
+    assert_eq!(raw_exchange(h.http_port, bare.as_bytes()).await, "");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (direct, forwarded) = loop {
+        let lines = h.access_log();
+        let find = |path: &str| lines.iter().find(|l| l["path"] == path).cloned();
+        if let (Some(d), Some(f)) = (find("/direct"), find("/forwarded")) {
+            break (d, f);
+        }
+        assert!(Instant::now() < deadline, "access log: {lines:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        direct["downstream_remote_address"], "203.0.113.7:40001",
+        "{direct}"
+    );
+    assert_eq!(direct["x_forwarded_for"], "203.0.113.7", "{direct}");
+    let client = forwarded["downstream_remote_address"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(client.starts_with("198.51.100.9"), "{forwarded}");
+    assert_eq!(
+        forwarded["x_forwarded_for"], "198.51.100.9,203.0.113.7",
+        "{forwarded}"
+    );
+    assert!(h.access_log().iter().all(|l| l["path"] != "/bare"));
 }

@@ -154,14 +154,15 @@ fn span_attribute(span: &Span, key: &str) -> Option<String> {
 async fn requests_are_traced_to_an_otlp_collector() {
     let (collector, port) = Collector::start().await;
     let app = Backend::start("trace/app").await;
-    let h = Harness::start_traced(
+    let tracing = Tracing {
+        collector: format!("127.0.0.1:{port}"),
+        service_name: "edge-test".into(),
+        sampling_per_million: 1_000_000,
+    };
+    let h = Harness::start_configured(
         &one_host("trace", "traced.example.com", &app),
         XdsProtocol::Delta,
-        Tracing {
-            collector: format!("127.0.0.1:{port}"),
-            service_name: "edge-test".into(),
-            sampling_per_million: 1_000_000,
-        },
+        |o| o.tracing = Some(tracing),
     )
     .await;
     h.expect("traced.example.com", "/", &[], "trace/app").await;

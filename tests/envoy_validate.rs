@@ -244,11 +244,17 @@ fn envoy_validates_every_access_log_setting() {
     }
 }
 
-/// The full model with request tracing to an OTLP collector, by name and by IPv6 address.
+/// The full model with request tracing to an OTLP collector, by name and by IPv6 address, and
+/// with the PROXY protocol and trusted hops (TLS listener included).
 #[test]
-fn envoy_validates_tracing() {
-    for collector in ["otel-collector.observability:4317", "[fd00::1]:4317"] {
+fn envoy_validates_tracing_and_the_client_address_settings() {
+    for (collector, behind_a_balancer) in [
+        ("otel-collector.observability:4317", true),
+        ("[fd00::1]:4317", false),
+    ] {
         let options = translate::Options {
+            proxy_protocol: behind_a_balancer,
+            num_trusted_hops: if behind_a_balancer { 2 } else { 0 },
             tracing: Some(translate::trace::Tracing {
                 collector: collector.into(),
                 service_name: "sluice-envoy".into(),

@@ -43,6 +43,15 @@ pub struct ServeArgs {
     #[arg(long, default_value = crate::translate::access_log::DEFAULT_ACCESS_LOG_PATH,
           value_parser = crate::translate::access_log::parse_access_log_path)]
     pub access_log_path: String,
+    /// Every connection to Envoy's listeners starts with a PROXY protocol header (v1 or v2), as
+    /// a load balancer in front of Envoy sends it: the client's address comes from it. A
+    /// connection without one is closed.
+    #[arg(long)]
+    pub use_proxy_protocol: bool,
+    /// Proxies in front of Envoy that append to X-Forwarded-For and are trusted to: the client
+    /// is the address that many places from the header's right end (0: the connection's peer).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=32))]
+    pub num_trusted_hops: u32,
     /// Trace requests: Envoy sends its spans over OTLP/gRPC (plain text) to the collector at
     /// HOST:PORT, as Envoy reaches it.
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::translate::trace::parse_collector)]
@@ -140,6 +149,8 @@ impl ServeArgs {
                 format: self.access_log_format,
                 path: self.access_log_path.clone(),
             },
+            proxy_protocol: self.use_proxy_protocol,
+            num_trusted_hops: self.num_trusted_hops,
             tracing: self.tracing_otlp_address.as_ref().map(|collector| {
                 crate::translate::trace::Tracing {
                     collector: collector.clone(),

@@ -9,6 +9,7 @@ use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::listener::proxy_protocol::v3::ProxyProtocol;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds,
@@ -60,6 +61,7 @@ fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filte
             ..Default::default()
         }],
         use_remote_address: Some(boolv(true)),
+        xff_num_trusted_hops: options.num_trusted_hops,
         normalize_path: Some(boolv(true)),
         merge_slashes: true,
         strip_port_mode: Some(StripPortMode::StripAnyHostPort(true)),
@@ -79,10 +81,31 @@ fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filte
     }
 }
 
+/// The listener filters in front of every listener's filter chains: the PROXY protocol header
+/// first, when the load balancer sends one; then, on the TLS listener, the TLS inspector.
+fn listener_filters(options: &Options, tls: bool) -> Vec<ListenerFilter> {
+    let filter = |name: &str, config| ListenerFilter {
+        name: name.to_string(),
+        config_type: Some(listener_filter::ConfigType::TypedConfig(config)),
+        ..Default::default()
+    };
+    let mut filters = Vec::new();
+    if options.proxy_protocol {
+        let config = any(&ProxyProtocol::default());
+        filters.push(filter("envoy.filters.listener.proxy_protocol", config));
+    }
+    if tls {
+        let config = any(&TlsInspector::default());
+        filters.push(filter("envoy.filters.listener.tls_inspector", config));
+    }
+    filters
+}
+
 pub fn build_http_listener(options: &Options) -> Listener {
     Listener {
         name: HTTP_LISTENER.to_string(),
         address: Some(socket(options, options.http_port)),
+        listener_filters: listener_filters(options, false),
         filter_chains: vec![FilterChain {
             filters: vec![hcm_filter(options, HTTP_LISTENER, HTTP_ROUTE_CONFIG)],
             ..Default::default()
@@ -108,13 +131,7 @@ pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
     Some(Listener {
         name: HTTPS_LISTENER.to_string(),
         address: Some(socket(options, options.https_port)),
-        listener_filters: vec![ListenerFilter {
-            name: "envoy.filters.listener.tls_inspector".to_string(),
-            config_type: Some(listener_filter::ConfigType::TypedConfig(any(
-                &TlsInspector::default(),
-            ))),
-            ..Default::default()
-        }],
+        listener_filters: listener_filters(options, true),
         filter_chains,
         ..Default::default()
     })

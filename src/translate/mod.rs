@@ -107,6 +107,13 @@ pub struct Options {
     pub access_log: access_log::AccessLog,
     /// Request tracing on every HTTP connection manager, when set.
     pub tracing: Option<trace::Tracing>,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client: a
+    /// load balancer in front of Envoy that sends one.
+    pub proxy_protocol: bool,
+    /// How many proxies in front of Envoy append to `X-Forwarded-For` and are trusted to: the
+    /// client address is the one that many places from the right of the header (0: the
+    /// connection's address).
+    pub num_trusted_hops: u32,
 }
 
 impl Default for Options {
@@ -117,6 +124,8 @@ impl Default for Options {
             https_port: 8443,
             access_log: access_log::AccessLog::default(),
             tracing: None,
+            proxy_protocol: false,
+            num_trusted_hops: 0,
         }
     }
 }

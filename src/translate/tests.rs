@@ -245,6 +245,51 @@ fn hcm_strips_ports_and_normalizes_paths() {
 }
 
 #[test]
+fn hcms_allow_websockets_and_take_the_client_address_settings() {
+    let plain = build(&mk_tls_dag(), &Options::default());
+    let behind = build(
+        &mk_tls_dag(),
+        &Options {
+            proxy_protocol: true,
+            num_trusted_hops: 2,
+            ..Default::default()
+        },
+    );
+    for l in &plain.listeners {
+        assert!(
+            l.listener_filters
+                .iter()
+                .all(|f| f.name != "envoy.filters.listener.proxy_protocol")
+        );
+        let hcm = hcm_of(&l.filter_chains[0].filters[0]);
+        assert_eq!(hcm.xff_num_trusted_hops, 0);
+        let upgrades: Vec<_> = hcm
+            .upgrade_configs
+            .iter()
+            .map(|u| &u.upgrade_type)
+            .collect();
+        assert_eq!(upgrades, ["websocket"], "{}", l.name);
+    }
+    for l in &behind.listeners {
+        // The PROXY header comes before TLS: it is read first, then the TLS inspector.
+        let names: Vec<_> = l.listener_filters.iter().map(|f| f.name.as_str()).collect();
+        let want: &[&str] = if l.name == HTTPS_LISTENER {
+            &[
+                "envoy.filters.listener.proxy_protocol",
+                "envoy.filters.listener.tls_inspector",
+            ]
+        } else {
+            &["envoy.filters.listener.proxy_protocol"]
+        };
+        assert_eq!(names, want, "{}", l.name);
+        let hcm = hcm_of(&l.filter_chains[0].filters[0]);
+        assert_eq!(hcm.xff_num_trusted_hops, 2);
+        assert!(hcm.use_remote_address.is_some_and(|b| b.value));
+    }
+    assert_eq!(behind.listeners.len(), 2);
+}
+
+#[test]
 fn wildcard_hosts_match_one_label_and_fall_back_to_star() {
     let dag = mk_dag(
         vec![

@@ -146,17 +146,19 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
     ) -> Harness {
-        Self::start_full(files, protocol, dag_options, XdsLink::Direct, None).await
+        Self::start_full(files, protocol, dag_options, XdsLink::Direct, |_| {}).await
     }
 
-    /// [`Harness::start`] with Envoy tracing requests as `tracing` says.
-    pub async fn start_traced(
+    /// [`Harness::start`] with Envoy's listener settings changed by `configure` (the ports, the
+    /// listen address and the access log file are the harness's).
+    pub async fn start_configured(
         files: &[(&str, String)],
         protocol: XdsProtocol,
-        tracing: sluice::translate::trace::Tracing,
+        configure: impl FnOnce(&mut sluice::translate::Options),
     ) -> Harness {
         let dag_options = sluice::dag::Options::default();
-        Self::start_full(files, protocol, dag_options, XdsLink::Direct, Some(tracing)).await
+        let link = XdsLink::Direct;
+        Self::start_full(files, protocol, dag_options, link, configure).await
     }
 
     /// [`Harness::start`] with Envoy's xDS connection carried as `link` says.
@@ -165,7 +167,14 @@ impl Harness {
         protocol: XdsProtocol,
         link: XdsLink,
     ) -> Harness {
-        Self::start_full(files, protocol, sluice::dag::Options::default(), link, None).await
+        Self::start_full(
+            files,
+            protocol,
+            sluice::dag::Options::default(),
+            link,
+            |_| {},
+        )
+        .await
     }
 
     /// [`Harness::start`] with xDS over mutual TLS (a CA, a server and a client certificate
@@ -179,7 +188,7 @@ impl Harness {
         protocol: XdsProtocol,
         dag_options: sluice::dag::Options,
         link: XdsLink,
-        tracing: Option<sluice::translate::trace::Tracing>,
+        configure: impl FnOnce(&mut sluice::translate::Options),
     ) -> Harness {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
@@ -205,7 +214,7 @@ impl Harness {
             free_port(),
             free_port(),
         );
-        let translate_options = sluice::translate::Options {
+        let mut translate_options = sluice::translate::Options {
             listen_address: "127.0.0.1".parse().unwrap(),
             http_port,
             https_port,
@@ -214,8 +223,9 @@ impl Harness {
                 format: sluice::translate::access_log::AccessLogFormat::Json,
                 path: dir.path().join("access.log").display().to_string(),
             },
-            tracing,
+            ..Default::default()
         };
+        configure(&mut translate_options);
         let cfg = StandaloneConfig {
             manifests: manifests.clone(),
             xds_address: format!("127.0.0.1:{xds_port}").parse().expect("addr"),
