@@ -782,3 +782,36 @@ async fn the_client_address_comes_from_the_proxy_protocol_and_trusted_hops() {
     );
     assert!(h.access_log().iter().all(|l| l["path"] != "/bare"));
 }
+
+/// A client that trickles its request headers (slowloris) gets a 408 once the headers timeout
+/// (10 s) has passed, and its connection is closed; a normal request on the listener still
+/// works meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trickling_its_headers_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = Backend::start("slow/app").await;
+    let h = Harness::start(
+        &one_host("slow", "slow.example.com", &app),
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("slow.example.com", "/", &[], "slow/app").await;
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", h.http_port))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    conn.write_all(b"GET / HTTP/1.1\r\nHost: slow.example.com\r\n")
+        .await
+        .unwrap();
+    assert_eq!(h.get("slow.example.com", "/", &[]).await, "slow/app");
+    let mut answer = Vec::new();
+    // Bounded: Envoy closes the connection after its timeout; 30 s would mean it never does.
+    let read = tokio::time::timeout(Duration::from_secs(30), conn.read_to_end(&mut answer)).await;
+    let waited = started.elapsed();
+    assert!(read.is_ok(), "the connection is still open after 30 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 408"),
+        "after {waited:?}: {answer:?}"
+    );
+}

@@ -2,8 +2,8 @@
 //! selected by SNI.
 
 use envoy_types::pb::envoy::config::core::v3::{
-    Address, SocketAddress, TransportSocket, address, socket_address::PortSpecifier,
-    transport_socket,
+    Address, Http2ProtocolOptions, HttpProtocolOptions, SocketAddress, TransportSocket, address,
+    socket_address::PortSpecifier, transport_socket,
 };
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
@@ -28,9 +28,23 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use super::access_log::access_logs;
 use super::route::{HTTP_ROUTE_CONFIG, https_route_config_name};
 use super::trace::hcm_tracing;
-use super::{Options, ads_config_source, any, boolv};
+use super::{Options, ads_config_source, any, boolv, duration, u32v};
 use crate::api::TlsVersion;
 use crate::dag::{Dag, VirtualHost, WeightedCluster as DagWeightedCluster};
+
+/// How long a client has from the first byte of a request's headers to the last: a client that
+/// trickles them (slowloris) gets a 408 and the connection closes.
+pub const REQUEST_HEADERS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// A downstream connection without a request in flight for this long is closed, one that never
+/// sent a byte included (Envoy's own default is an hour).
+pub const CONNECTION_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// HTTP/2 limits per client connection: streams at once, and the flow-control windows, which
+/// bound what one client can make Envoy buffer (Envoy's edge proxy recommendations).
+pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
+pub const H2_INITIAL_STREAM_WINDOW: u32 = 64 * 1024;
+pub const H2_INITIAL_CONNECTION_WINDOW: u32 = 1024 * 1024;
+/// Bytes Envoy buffers per downstream connection before it stops reading from it.
+pub const PER_CONNECTION_BUFFER_LIMIT: u32 = 32 * 1024;
 
 pub const HTTP_LISTENER: &str = "ingress_http";
 pub const HTTPS_LISTENER: &str = "ingress_https";
@@ -65,6 +79,19 @@ fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filte
         normalize_path: Some(boolv(true)),
         merge_slashes: true,
         strip_port_mode: Some(StripPortMode::StripAnyHostPort(true)),
+        // Envoy's recommendations for an edge proxy: bounds on what a slow or greedy client can
+        // hold (docs/xds.md, "Limits on clients").
+        request_headers_timeout: Some(duration(REQUEST_HEADERS_TIMEOUT)),
+        common_http_protocol_options: Some(HttpProtocolOptions {
+            idle_timeout: Some(duration(CONNECTION_IDLE_TIMEOUT)),
+            ..Default::default()
+        }),
+        http2_protocol_options: Some(Http2ProtocolOptions {
+            max_concurrent_streams: Some(u32v(H2_MAX_CONCURRENT_STREAMS)),
+            initial_stream_window_size: Some(u32v(H2_INITIAL_STREAM_WINDOW)),
+            initial_connection_window_size: Some(u32v(H2_INITIAL_CONNECTION_WINDOW)),
+            ..Default::default()
+        }),
         access_log: access_logs(&options.access_log),
         tracing: options.tracing.as_ref().map(hcm_tracing),
         // WebSockets on every route: an HTTP/1.1 request with `Upgrade: websocket` is proxied
@@ -106,6 +133,7 @@ pub fn build_http_listener(options: &Options) -> Listener {
         name: HTTP_LISTENER.to_string(),
         address: Some(socket(options, options.http_port)),
         listener_filters: listener_filters(options, false),
+        per_connection_buffer_limit_bytes: Some(u32v(PER_CONNECTION_BUFFER_LIMIT)),
         filter_chains: vec![FilterChain {
             filters: vec![hcm_filter(options, HTTP_LISTENER, HTTP_ROUTE_CONFIG)],
             ..Default::default()
@@ -132,6 +160,7 @@ pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
         name: HTTPS_LISTENER.to_string(),
         address: Some(socket(options, options.https_port)),
         listener_filters: listener_filters(options, true),
+        per_connection_buffer_limit_bytes: Some(u32v(PER_CONNECTION_BUFFER_LIMIT)),
         filter_chains,
         ..Default::default()
     })

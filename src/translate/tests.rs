@@ -269,6 +269,20 @@ fn hcms_allow_websockets_and_take_the_client_address_settings() {
             .map(|u| &u.upgrade_type)
             .collect();
         assert_eq!(upgrades, ["websocket"], "{}", l.name);
+        // Limits on clients (docs/xds.md).
+        let secs = |d: Option<envoy_types::pb::google::protobuf::Duration>| d.map(|d| d.seconds);
+        assert_eq!(secs(hcm.request_headers_timeout), Some(10));
+        let common = hcm.common_http_protocol_options.unwrap_or_default();
+        assert_eq!(secs(common.idle_timeout), Some(60));
+        let h2 = hcm.http2_protocol_options.clone().unwrap_or_default();
+        assert_eq!(h2.max_concurrent_streams.map(|v| v.value), Some(100));
+        assert_eq!(h2.initial_stream_window_size.map(|v| v.value), Some(65536));
+        assert_eq!(
+            h2.initial_connection_window_size.map(|v| v.value),
+            Some(1 << 20)
+        );
+        let limit = l.per_connection_buffer_limit_bytes.map(|v| v.value);
+        assert_eq!(limit, Some(32768), "{}", l.name);
     }
     for l in &behind.listeners {
         // The PROXY header comes before TLS: it is read first, then the TLS inspector.
