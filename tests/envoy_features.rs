@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use envoy_support::backend::Backend;
-use envoy_support::harness::{
-    Harness, XdsLink, docs, ingressroute, one_host, service, services, slice,
-};
+use envoy_support::harness::{Harness, XdsLink, docs, ingressroute, service, services, slice};
 use sluice::cli::bootstrap::XdsProtocol;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -720,15 +718,10 @@ async fn raw_exchange(port: u16, bytes: &[u8]) -> String {
 /// without the header gets no answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_address_comes_from_the_proxy_protocol_and_trusted_hops() {
-    let app = Backend::start("pp/app").await;
-    let h = Harness::start_configured(
-        &one_host("pp", "pp.example.com", &app),
-        XdsProtocol::Delta,
-        |o| {
-            o.proxy_protocol = true;
-            o.num_trusted_hops = 1;
-        },
-    )
+    let (h, _app) = Harness::start_one_host("pp", "pp.example.com", |o| {
+        o.proxy_protocol = true;
+        o.num_trusted_hops = 1;
+    })
     .await;
     let request = |path: &str, xff: &str| {
         format!(
@@ -789,12 +782,7 @@ async fn the_client_address_comes_from_the_proxy_protocol_and_trusted_hops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_trickling_its_headers_is_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let app = Backend::start("slow/app").await;
-    let h = Harness::start(
-        &one_host("slow", "slow.example.com", &app),
-        XdsProtocol::Delta,
-    )
-    .await;
+    let (h, _app) = Harness::start_one_host("slow", "slow.example.com", |_| {}).await;
     h.expect("slow.example.com", "/", &[], "slow/app").await;
     let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", h.http_port))
         .await

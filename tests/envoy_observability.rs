@@ -6,15 +6,13 @@ mod envoy_support;
 
 use std::time::{Duration, Instant};
 
-use envoy_support::backend::Backend;
-use envoy_support::harness::{Harness, one_host};
+use envoy_support::harness::Harness;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
     trace_service_server::{TraceService, TraceServiceServer},
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
-use sluice::cli::bootstrap::XdsProtocol;
 use sluice::translate::trace::Tracing;
 
 /// Envoy writes a JSON access log line per request, with the fields docs/observability.md lists:
@@ -23,12 +21,7 @@ use sluice::translate::trace::Tracing;
 /// `x-request-id`); a request for a host nobody serves is a 404 with Envoy's `NR` (no route) flag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_gets_a_json_access_log_line() {
-    let app = Backend::start("log/app").await;
-    let h = Harness::start(
-        &one_host("log", "logged.example.com", &app),
-        XdsProtocol::Delta,
-    )
-    .await;
+    let (h, app) = Harness::start_one_host("log", "logged.example.com", |_| {}).await;
     h.expect("logged.example.com", "/", &[], "log/app").await;
     let headers = [
         ("user-agent", "access-log-test/1.0"),
@@ -153,18 +146,13 @@ fn span_attribute(span: &Span, key: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_are_traced_to_an_otlp_collector() {
     let (collector, port) = Collector::start().await;
-    let app = Backend::start("trace/app").await;
     let tracing = Tracing {
         collector: format!("127.0.0.1:{port}"),
         service_name: "edge-test".into(),
         sampling_per_million: 1_000_000,
     };
-    let h = Harness::start_configured(
-        &one_host("trace", "traced.example.com", &app),
-        XdsProtocol::Delta,
-        |o| o.tracing = Some(tracing),
-    )
-    .await;
+    let (h, _app) =
+        Harness::start_one_host("trace", "traced.example.com", |o| o.tracing = Some(tracing)).await;
     h.expect("traced.example.com", "/", &[], "trace/app").await;
     const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
     const PARENT: &str = "00f067aa0ba902b7";
@@ -244,12 +232,7 @@ async fn requests_are_traced_to_an_otlp_collector() {
 /// (the configuration dump, stopping the server) and nothing but GET.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stats_listener_serves_statistics_and_nothing_else_of_the_admin_interface() {
-    let app = Backend::start("stats/app").await;
-    let h = Harness::start(
-        &one_host("stats", "stats.example.com", &app),
-        XdsProtocol::Delta,
-    )
-    .await;
+    let (h, _app) = Harness::start_one_host("stats", "stats.example.com", |_| {}).await;
     h.expect("stats.example.com", "/", &[], "stats/app").await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let url = |path: &str| format!("http://127.0.0.1:{}{path}", h.stats_port);

@@ -161,6 +161,19 @@ impl Harness {
         Self::start_full(files, protocol, dag_options, link, configure).await
     }
 
+    /// sluice and Envoy serving one host `host` of namespace `ns`, its every path going to a
+    /// backend `<ns>/app` started here, with Envoy's listener settings changed by `configure`.
+    pub async fn start_one_host(
+        ns: &str,
+        host: &str,
+        configure: impl FnOnce(&mut sluice::translate::Options),
+    ) -> (Harness, Backend) {
+        let app = Backend::start(&format!("{ns}/app")).await;
+        let files = one_host(ns, host, &app);
+        let h = Self::start_configured(&files, XdsProtocol::Delta, configure).await;
+        (h, app)
+    }
+
     /// [`Harness::start`] with Envoy's xDS connection carried as `link` says.
     pub async fn start_over(
         files: &[(&str, String)],
@@ -600,7 +613,7 @@ pub fn services(ns: &str, backends: &[&Backend]) -> String {
 }
 
 /// The manifests of one host in `ns` whose every path goes to `app` (a Service `app`).
-pub fn one_host(ns: &str, host: &str, app: &Backend) -> [(&'static str, String); 2] {
+fn one_host(ns: &str, host: &str, app: &Backend) -> [(&'static str, String); 2] {
     let routes = "  - match: /\n    services: [{name: app, port: 80}]\n";
     [
         ("svc.yaml", services(ns, &[app])),
