@@ -26,6 +26,8 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 };
 
 use super::access_log::access_logs;
+use envoy_types::pb::envoy::config::accesslog::v3::AccessLog as EnvoyAccessLog;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::Tracing as HcmTracing;
 use super::route::{HTTP_ROUTE_CONFIG, https_route_config_name};
 use super::trace::hcm_tracing;
 use super::{Options, ads_config_source, any, boolv, duration, u32v};
@@ -59,7 +61,26 @@ fn socket(options: &Options, port: u16) -> Address {
     }
 }
 
-fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filter {
+/// What every filter chain of one listener carries the same, made once per listener rather than
+/// once per TLS host's chain.
+struct Shared<'a> {
+    options: &'a Options,
+    access_log: Vec<EnvoyAccessLog>,
+    tracing: Option<HcmTracing>,
+}
+
+impl<'a> Shared<'a> {
+    fn new(options: &'a Options) -> Shared<'a> {
+        Shared {
+            options,
+            access_log: access_logs(&options.access_log),
+            tracing: options.tracing.as_ref().map(hcm_tracing),
+        }
+    }
+}
+
+fn hcm_filter(shared: &Shared<'_>, stat_prefix: &str, route_config: &str) -> Filter {
+    let options = shared.options;
     let hcm = HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: stat_prefix.to_string(),
@@ -92,8 +113,8 @@ fn hcm_filter(options: &Options, stat_prefix: &str, route_config: &str) -> Filte
             initial_connection_window_size: Some(u32v(H2_INITIAL_CONNECTION_WINDOW)),
             ..Default::default()
         }),
-        access_log: access_logs(&options.access_log),
-        tracing: options.tracing.as_ref().map(hcm_tracing),
+        access_log: shared.access_log.clone(),
+        tracing: shared.tracing.clone(),
         // WebSockets on every route: an HTTP/1.1 request with `Upgrade: websocket` is proxied
         // to the route's backend, and the connection becomes a byte stream both ways.
         upgrade_configs: vec![UpgradeConfig {
@@ -135,7 +156,11 @@ pub fn build_http_listener(options: &Options) -> Listener {
         listener_filters: listener_filters(options, false),
         per_connection_buffer_limit_bytes: Some(u32v(PER_CONNECTION_BUFFER_LIMIT)),
         filter_chains: vec![FilterChain {
-            filters: vec![hcm_filter(options, HTTP_LISTENER, HTTP_ROUTE_CONFIG)],
+            filters: vec![hcm_filter(
+                &Shared::new(options),
+                HTTP_LISTENER,
+                HTTP_ROUTE_CONFIG,
+            )],
             ..Default::default()
         }],
         ..Default::default()
@@ -144,13 +169,14 @@ pub fn build_http_listener(options: &Options) -> Listener {
 
 /// The TLS listener, or None when no host has TLS (Envoy refuses a listener without filter chains).
 pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
+    let shared = Shared::new(options);
     let filter_chains: Vec<FilterChain> = dag
         .vhosts
         .values()
         .filter_map(|v| {
             let tls = v.tls.as_ref()?;
             let secret = dag.secrets.get(&tls.secret)?;
-            build_tls_filter_chain(options, v, &secret.name, tls.min_version)
+            build_tls_filter_chain(&shared, v, &secret.name, tls.min_version)
         })
         .collect();
     if filter_chains.is_empty() {
@@ -176,15 +202,15 @@ fn tls_protocol(v: TlsVersion) -> TlsProtocol {
 
 /// One TLS host's filter chain; None for a TCP proxy without a backend carrying weight.
 fn build_tls_filter_chain(
-    options: &Options,
+    shared: &Shared<'_>,
     v: &VirtualHost,
     secret: &str,
     min: TlsVersion,
 ) -> Option<FilterChain> {
     let (filter, alpn) = match &v.tcp_proxy {
-        Some(clusters) => (tcp_proxy_filter(options, &v.host, clusters)?, vec![]),
+        Some(clusters) => (tcp_proxy_filter(shared, &v.host, clusters)?, vec![]),
         None => (
-            hcm_filter(options, HTTPS_LISTENER, &https_route_config_name(&v.host)),
+            hcm_filter(shared, HTTPS_LISTENER, &https_route_config_name(&v.host)),
             vec!["h2".to_string(), "http/1.1".to_string()],
         ),
     };
@@ -220,7 +246,7 @@ fn build_tls_filter_chain(
 }
 
 fn tcp_proxy_filter(
-    options: &Options,
+    shared: &Shared<'_>,
     host: &str,
     clusters: &[DagWeightedCluster],
 ) -> Option<Filter> {
@@ -242,7 +268,7 @@ fn tcp_proxy_filter(
     let proxy = TcpProxy {
         stat_prefix: format!("tcp/{host}"),
         cluster_specifier: Some(specifier),
-        access_log: access_logs(&options.access_log),
+        access_log: shared.access_log.clone(),
         ..Default::default()
     };
     Some(Filter {
