@@ -57,7 +57,7 @@ rRbWn9heKx863ptg3EGLUGPLFQEABHaaeAOo3REJeTaV2TGLMNjTwFQG
 ";
 
 /// A `kubernetes.io/tls` Secret holding [`SYNTH_CERT_PEM`] and [`SYNTH_KEY_PEM`].
-fn tls_secret(ns: &str, name: &str) -> Secret {
+pub(crate) fn tls_secret(ns: &str, name: &str) -> Secret {
     let mut data = BTreeMap::new();
     data.insert(
         "tls.crt".to_string(),

@@ -74,6 +74,10 @@ pub struct RoutingFlags {
     /// The ingress class sluice serves.
     #[arg(long, default_value = crate::dag::DEFAULT_INGRESS_CLASS)]
     pub ingress_class_name: String,
+    /// The Gateway API controllerName sluice serves: GatewayClasses naming it, their Gateways
+    /// and the routes attached to those are sluice's.
+    #[arg(long, default_value = crate::dag::DEFAULT_GATEWAY_CONTROLLER_NAME)]
+    pub gateway_controller_name: String,
 }
 
 impl RoutingFlags {
@@ -82,6 +86,7 @@ impl RoutingFlags {
         crate::dag::Options {
             root_namespaces: split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
+            gateway_controller_name: self.gateway_controller_name.clone(),
         }
     }
 }

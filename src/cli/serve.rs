@@ -134,6 +134,7 @@ impl ServeArgs {
         crate::dag::Options {
             root_namespaces: super::split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
+            gateway_controller_name: self.gateway_controller_name.clone(),
         }
     }
 }

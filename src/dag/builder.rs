@@ -215,6 +215,16 @@ impl<'a> Builder<'a> {
         self.statuses.acc(Of::Slot(slot)).generation = generation;
     }
 
+    /// Records the generation of an object the builder did not number (a Gateway API object).
+    pub fn track_generation_of(&mut self, obj: &ObjectRef, generation: Option<i64>) {
+        self.statuses.acc(Of::Obj(obj)).generation = generation;
+    }
+
+    /// Sets the Gateway API status of a GatewayClass, Gateway or HTTPRoute.
+    pub fn set_gateway_status(&mut self, obj: &ObjectRef, status: GatewayApiStatus) {
+        self.statuses.acc(Of::Obj(obj)).gateway = Some(Box::new(status));
+    }
+
     /// Marks the object invalid with one more message. Invalid is final: later calls to
     /// [`Builder::set_valid`] or [`Builder::set_orphaned`] do not undo it.
     pub fn set_invalid<'r>(

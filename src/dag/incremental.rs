@@ -178,6 +178,15 @@ impl Incremental {
         if !same_objects(&prev.ingress_classes, &next.ingress_classes) {
             return None;
         }
+        // Gateway API objects are not part of the link graph yet: a change to one, and every
+        // change while sluice routes any, is built in full (docs/gateway-api.md).
+        if !same_objects(&prev.gateway_classes, &next.gateway_classes)
+            || !same_objects(&prev.gateways, &next.gateways)
+            || !same_objects(&prev.http_routes, &next.http_routes)
+            || next.has_gateway_class_of(&self.options.gateway_controller_name)
+        {
+            return None;
+        }
         // A Service or TLS Secret that changed rebuilds the routing objects of its namespace that
         // name it, and through their links what they share hosts and delegations with.
         let mut named: BTreeMap<Arc<str>, Names> = BTreeMap::new();

@@ -5,13 +5,16 @@
 //! - [`ingressroute`]: IngressRoute `contour.heptio.com/v1beta1` and `projectcontour.io/v1`
 //!   (roots, delegation, orphans, cycles);
 //! - [`route`]: Route `contour.heptio.com/v1alpha1`;
-//! - [`ingress`]: Ingress `networking.k8s.io/v1` (pathType, wildcard hosts, class selection).
+//! - [`ingress`]: Ingress `networking.k8s.io/v1` (pathType, wildcard hosts, class selection);
+//! - [`gateway`]: the Gateway API (GatewayClass, Gateway, HTTPRoute of sluice's controller).
 //!
 //! No async, no kube client, no Envoy types. Work is linear in the number of objects: objects are
 //! looked up through maps built once per build, never by scanning all objects per object.
 
 mod builder;
 mod delegation;
+pub mod gateway;
+pub mod httproute;
 pub mod incremental;
 pub mod ingress;
 pub mod ingressroute;
@@ -33,6 +36,8 @@ use crate::store::Snapshot;
 
 /// The ingress class sluice serves unless told otherwise.
 pub const DEFAULT_INGRESS_CLASS: &str = "sluice";
+/// The Gateway API `controllerName` that is sluice's unless told otherwise.
+pub const DEFAULT_GATEWAY_CONTROLLER_NAME: &str = "sluice.dev/gateway-controller";
 
 /// Build options shared by `sluice serve`, `sluice validate` and the webhook.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +46,8 @@ pub struct Options {
     pub root_namespaces: Vec<String>,
     /// The ingress class this sluice serves.
     pub ingress_class_name: String,
+    /// The GatewayClass `controllerName` this sluice serves.
+    pub gateway_controller_name: String,
 }
 
 impl Default for Options {
@@ -48,6 +55,7 @@ impl Default for Options {
         Options {
             root_namespaces: Vec::new(),
             ingress_class_name: DEFAULT_INGRESS_CLASS.to_string(),
+            gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_string(),
         }
     }
 }
@@ -61,7 +69,10 @@ impl Options {
 
 /// Builds the routing model and all statuses from one snapshot.
 pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
+    // The halves of a parallel build are dealt by the links of IngressRoutes, Routes and
+    // Ingresses; Gateway API objects are not dealt into halves.
     if snapshot.routing_objects() >= parallel::PARALLEL_OBJECTS
+        && snapshot.gateway_classes.is_empty()
         && let Some(dag) = parallel::build(snapshot, options)
     {
         return dag;
@@ -98,6 +109,7 @@ fn run(b: &mut Builder<'_>) {
     ingressroute::build_v1(b);
     route::build_routes(b);
     ingress::build_ingresses(b);
+    gateway::build_gateway_api(b);
 }
 
 #[cfg(test)]
@@ -113,3 +125,6 @@ mod exact_vec_tests {
         assert_eq!(empty.capacity(), 0);
     }
 }
+
+#[cfg(test)]
+mod gateway_tests;

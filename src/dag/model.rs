@@ -506,6 +506,59 @@ pub struct ObjectStatus {
     /// metadata.generation of the object the status was computed from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
+    /// The Gateway API status of a GatewayClass, Gateway or HTTPRoute of sluice's controller:
+    /// conditions, listeners and parents as the Gateway API defines them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Box<GatewayApiStatus>>,
+}
+
+/// The Gateway API status of one object ([`ObjectStatus::gateway`]). Which parts are set
+/// depends on the kind: `conditions` for GatewayClass and Gateway, `listeners` for Gateway,
+/// `parents` for HTTPRoute.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GatewayApiStatus {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<GatewayCondition>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<ParentStatus>,
+}
+
+/// One condition (`metav1.Condition` without its timestamps and generation, which the status
+/// writer adds).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GatewayCondition {
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// A Gateway listener's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    pub name: String,
+    /// Route kinds the listener takes (group `gateway.networking.k8s.io`).
+    pub supported_kinds: Vec<&'static str>,
+    pub attached_routes: u32,
+    pub conditions: Vec<GatewayCondition>,
+}
+
+/// What a route's status says for one of its parents (a Gateway of sluice's controller).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentStatus {
+    pub namespace: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    pub controller_name: String,
+    pub conditions: Vec<GatewayCondition>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

@@ -45,6 +45,7 @@ pub(super) struct StatusAcc {
     pub description: Option<Cow<'static, str>>,
     pub messages: Vec<StatusMessage>,
     pub generation: Option<i64>,
+    pub gateway: Option<Box<super::model::GatewayApiStatus>>,
 }
 
 impl StatusAcc {
@@ -72,6 +73,7 @@ impl StatusAcc {
             description,
             messages: acc.messages,
             generation: acc.generation,
+            gateway: acc.gateway,
         }
     }
 }

@@ -5,6 +5,9 @@
 //!   `observedGeneration` and the `Valid`/`Ready` conditions (Route also `errors[]` and
 //!   `lastProcessTime`);
 //! - Ingress gets `status.loadBalancer` when an address is configured, and nothing else;
+//! - GatewayClass, Gateway and HTTPRoute of sluice's controller get the Gateway API's own status
+//!   (conditions; a Gateway's listeners and addresses; an HTTPRoute's parents), with
+//!   `observedGeneration` on every condition;
 //! - objects of another controller (state `ignored`) get nothing; status fields sluice wrote on them
 //!   earlier are released (an empty apply removes exactly the fields sluice owns);
 //! - a condition keeps its `lastTransitionTime` while its status stays the same, and Route's
@@ -19,7 +22,8 @@ use crate::api::Kind;
 use crate::api::status::{
     COND_READY, COND_VALID, STATUS_INVALID, STATUS_ORPHANED, STATUS_VALID, reason,
 };
-use crate::dag::{ObjectStatus, State};
+use crate::dag::gateway::GROUP;
+use crate::dag::{GatewayApiStatus, GatewayCondition, ObjectStatus, State};
 
 use super::state::{Observed, Rejected};
 
@@ -79,12 +83,23 @@ pub enum Verdict<'a> {
     Rejected(&'a Rejected),
 }
 
-/// Whether sluice writes status for this kind (Gateway API status comes with its processor).
+/// Whether sluice writes status for this kind.
 pub fn writes_status(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::Ingress | Kind::IngressRouteV1beta1 | Kind::IngressRouteV1 | Kind::RouteV1alpha1
+        Kind::Ingress
+            | Kind::IngressRouteV1beta1
+            | Kind::IngressRouteV1
+            | Kind::RouteV1alpha1
+            | Kind::GatewayClass
+            | Kind::Gateway
+            | Kind::HttpRoute
     )
+}
+
+/// The Gateway API kinds sluice writes status on.
+fn is_gateway_kind(kind: Kind) -> bool {
+    matches!(kind, Kind::GatewayClass | Kind::Gateway | Kind::HttpRoute)
 }
 
 /// Decides the status write for one object. `now` is an RFC 3339 timestamp.
@@ -100,6 +115,14 @@ pub fn plan(
         None
     } else if kind == Kind::Ingress {
         lb.filter(|lb| !lb.is_empty()).map(LoadBalancer::to_status)
+    } else if is_gateway_kind(kind) {
+        // A Gateway API object's status says what its controller decided; one sluice could
+        // not decode it says nothing about (it may be another controller's).
+        match verdict {
+            Verdict::Dag(s) => (s.gateway.as_deref())
+                .map(|g| gateway_status(g, s.generation, observed.status.as_ref(), lb, now)),
+            Verdict::Rejected(_) => None,
+        }
     } else {
         Some(routing_status(kind, verdict, observed.status.as_ref(), now))
     };
@@ -207,6 +230,97 @@ fn routing_status(
     Value::Object(status)
 }
 
+/// The Gateway API status of a GatewayClass, Gateway or HTTPRoute.
+fn gateway_status(
+    g: &GatewayApiStatus,
+    generation: Option<i64>,
+    observed: Option<&ObservedStatus>,
+    lb: Option<&LoadBalancer>,
+    now: &str,
+) -> Value {
+    let conditions = |prefix: &str, cs: &[GatewayCondition]| -> Value {
+        Value::Array(
+            cs.iter()
+                .map(|c| {
+                    let type_ = format!("{prefix}{}", c.type_);
+                    let mut v = condition(
+                        &type_, c.status, c.reason, &c.message, generation, observed, now,
+                    );
+                    v["type"] = json!(c.type_);
+                    v
+                })
+                .collect(),
+        )
+    };
+    let mut status = Map::new();
+    if !g.conditions.is_empty() {
+        status.insert("conditions".into(), conditions("", &g.conditions));
+    }
+    if !g.listeners.is_empty() {
+        let listeners = g.listeners.iter().map(|l| {
+            let kinds: Vec<Value> = (l.supported_kinds.iter())
+                .map(|k| json!({ "group": GROUP, "kind": k }))
+                .collect();
+            json!({
+                "name": l.name,
+                "supportedKinds": kinds,
+                "attachedRoutes": l.attached_routes,
+                "conditions": conditions(&listener_prefix(&l.name), &l.conditions),
+            })
+        });
+        status.insert("listeners".into(), Value::Array(listeners.collect()));
+        if let Some(lb) = lb.filter(|lb| !lb.is_empty()) {
+            let addresses = (lb
+                .ips
+                .iter()
+                .map(|ip| json!({ "type": "IPAddress", "value": ip })))
+            .chain((lb.hostnames.iter()).map(|h| json!({ "type": "Hostname", "value": h })));
+            status.insert("addresses".into(), Value::Array(addresses.collect()));
+        }
+    }
+    if !g.parents.is_empty() {
+        let parents = g.parents.iter().map(|p| {
+            let mut parent_ref = json!({
+                "group": GROUP,
+                "kind": "Gateway",
+                "namespace": p.namespace,
+                "name": p.name,
+            });
+            if let Some(s) = &p.section_name {
+                parent_ref["sectionName"] = json!(s);
+            }
+            if let Some(port) = p.port {
+                parent_ref["port"] = json!(port);
+            }
+            let prefix = parent_prefix(&parent_ref);
+            json!({
+                "parentRef": parent_ref,
+                "controllerName": p.controller_name,
+                "conditions": conditions(&prefix, &p.conditions),
+            })
+        });
+        status.insert("parents".into(), Value::Array(parents.collect()));
+    }
+    Value::Object(status)
+}
+
+/// The key a listener's conditions' transition times are kept under ([`ObservedStatus`]).
+fn listener_prefix(name: &str) -> String {
+    format!("listener {name}: ")
+}
+
+/// The key a parent's conditions' transition times are kept under ([`ObservedStatus`]).
+fn parent_prefix(parent_ref: &Value) -> String {
+    let s = |k: &str| parent_ref.get(k).map(Value::to_string).unwrap_or_default();
+    format!(
+        "parent {}/{}/{}/{}: ",
+        s("namespace"),
+        s("name"),
+        s("sectionName"),
+        s("port")
+    )
+}
+
 fn condition(
     type_: &str,
     ok: bool,
@@ -251,9 +365,11 @@ fn digest(v: &Value) -> u64 {
 /// itself. (A JSON tree per routing object was a fifth of cluster mode's memory.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObservedStatus {
-    /// Digests of the fields sluice writes on routing kinds and on Ingress ([`project`]).
+    /// Digests of the fields sluice writes on routing kinds, on Ingress and on Gateway API
+    /// kinds ([`project`]).
     routing: u64,
     ingress: u64,
+    gateway: u64,
     /// The stored conditions' `lastTransitionTime`s.
     transitions: Box<[Transition]>,
     /// Route's `lastProcessTime`.
@@ -271,22 +387,37 @@ struct Transition {
 impl ObservedStatus {
     pub fn new(status: &Value) -> ObservedStatus {
         let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(Box::<str>::from);
-        let transitions = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|c| {
+        let conditions_of = |v: &Value| -> Vec<Value> {
+            v.get("conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let mut transitions = Vec::new();
+        let mut take = |prefix: String, cs: Vec<Value>| {
+            transitions.extend(cs.iter().filter_map(|c| {
                 Some(Transition {
-                    type_: str_of(c, "type")?,
+                    type_: format!("{prefix}{}", c.get("type")?.as_str()?).into(),
                     status: str_of(c, "status"),
                     time: str_of(c, "lastTransitionTime"),
                 })
-            })
-            .collect();
+            }))
+        };
+        take(String::new(), conditions_of(status));
+        let array = |k: &str| status.get(k).and_then(Value::as_array).cloned();
+        for l in array("listeners").into_iter().flatten() {
+            let name = l.get("name").and_then(Value::as_str).unwrap_or_default();
+            take(listener_prefix(name), conditions_of(&l));
+        }
+        for p in array("parents").into_iter().flatten() {
+            let parent_ref = p.get("parentRef").cloned().unwrap_or_default();
+            take(parent_prefix(&parent_ref), conditions_of(&p));
+        }
+        let transitions = transitions.into_boxed_slice();
         ObservedStatus {
             routing: digest(&project(status, Kind::IngressRouteV1)),
             ingress: digest(&project(status, Kind::Ingress)),
+            gateway: digest(&project(status, Kind::Gateway)),
             transitions,
             last_process_time: str_of(status, "lastProcessTime"),
         }
@@ -295,6 +426,8 @@ impl ObservedStatus {
     fn digest(&self, kind: Kind) -> u64 {
         if kind == Kind::Ingress {
             self.ingress
+        } else if is_gateway_kind(kind) {
+            self.gateway
         } else {
             self.routing
         }
@@ -323,6 +456,32 @@ fn project(status: &Value, kind: Kind) -> Value {
     };
     if kind == Kind::Ingress {
         return Value::Object(pick(&["loadBalancer"]));
+    }
+    let strip = |cs: &mut Value| {
+        for c in cs.as_array_mut().into_iter().flatten() {
+            if let Value::Object(c) = c {
+                c.remove("lastTransitionTime");
+            }
+        }
+    };
+    if is_gateway_kind(kind) {
+        let mut m = pick(&["conditions", "listeners", "parents", "addresses"]);
+        if let Some(cs) = m.get_mut("conditions") {
+            strip(cs);
+        }
+        for k in ["listeners", "parents"] {
+            for item in m
+                .get_mut(k)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(cs) = item.get_mut("conditions") {
+                    strip(cs);
+                }
+            }
+        }
+        return Value::Object(m);
     }
     let mut m = pick(&[
         "currentStatus",
@@ -383,6 +542,7 @@ mod tests {
             description: description.into(),
             messages,
             generation: Some(generation),
+            gateway: None,
         }
     }
 
@@ -660,18 +820,16 @@ mod tests {
     }
 
     #[test]
-    fn gateway_kinds_are_not_written_yet() {
+    fn gateway_api_objects_without_a_gateway_api_verdict_get_nothing() {
+        // A GRPCRoute (not routed yet) and an HTTPRoute whose verdict carries no Gateway API
+        // status (no parent of sluice's).
         let st = mk_status(State::Valid, 1);
-        assert_eq!(
-            plan(
-                Kind::HttpRoute,
-                Verdict::Dag(&st),
-                &observed(None),
-                None,
-                T0
-            ),
-            Plan::Keep
-        );
+        for kind in [Kind::GrpcRoute, Kind::HttpRoute] {
+            assert_eq!(
+                plan(kind, Verdict::Dag(&st), &observed(None), None, T0),
+                Plan::Keep
+            );
+        }
     }
 
     #[test]
@@ -687,6 +845,140 @@ mod tests {
             b,
             json!({"apiVersion": "projectcontour.io/v1", "kind": "IngressRoute",
                    "metadata": {"name": "a", "namespace": "ns"}, "status": {"x": 1}})
+        );
+    }
+
+    fn gateway_verdict(kind_status: crate::dag::GatewayApiStatus, state: State) -> ObjectStatus {
+        ObjectStatus {
+            state,
+            description: "accepted HTTPRoute".into(),
+            messages: Vec::new(),
+            generation: Some(4),
+            gateway: Some(Box::new(kind_status)),
+        }
+    }
+
+    fn gcond(type_: &'static str, ok: bool, reason: &'static str) -> GatewayCondition {
+        GatewayCondition {
+            type_,
+            status: ok,
+            reason,
+            message: format!("{type_} is {ok}"),
+        }
+    }
+
+    #[test]
+    fn an_httproute_gets_one_parent_entry_per_gateway_of_sluices_and_keeps_its_times() {
+        let mut g = crate::dag::GatewayApiStatus {
+            parents: vec![crate::dag::ParentStatus {
+                namespace: "shop".into(),
+                name: "edge".into(),
+                section_name: Some("http".into()),
+                port: None,
+                controller_name: "sluice.dev/gateway-controller".into(),
+                conditions: vec![
+                    gcond("Accepted", true, "Accepted"),
+                    gcond("ResolvedRefs", true, "ResolvedRefs"),
+                ],
+            }],
+            ..Default::default()
+        };
+        let s = gateway_verdict(g.clone(), State::Valid);
+        let first = applied(plan(
+            Kind::HttpRoute,
+            Verdict::Dag(&s),
+            &observed(None),
+            None,
+            T0,
+        ));
+        assert_eq!(
+            first,
+            json!({"parents": [{
+                "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "shop", "name": "edge", "sectionName": "http"},
+                "controllerName": "sluice.dev/gateway-controller",
+                "conditions": [
+                    {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "Accepted is true", "observedGeneration": 4, "lastTransitionTime": T0},
+                    {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs", "message": "ResolvedRefs is true", "observedGeneration": 4, "lastTransitionTime": T0},
+                ],
+            }]})
+        );
+        // The same verdict later: no write.
+        let stored = observed(Some(first.clone()));
+        assert_eq!(
+            plan(Kind::HttpRoute, Verdict::Dag(&s), &stored, None, T1),
+            Plan::Keep
+        );
+        // A backend goes missing: ResolvedRefs moves, Accepted keeps its time.
+        g.parents[0].conditions[1] = gcond("ResolvedRefs", false, "BackendNotFound");
+        let s = gateway_verdict(g, State::Invalid);
+        let next = applied(plan(Kind::HttpRoute, Verdict::Dag(&s), &stored, None, T1));
+        let cs = &next["parents"][0]["conditions"];
+        assert_eq!(cs[0]["lastTransitionTime"], T0);
+        assert_eq!(cs[1]["lastTransitionTime"], T1);
+        assert_eq!(cs[1]["status"], "False");
+    }
+
+    #[test]
+    fn a_gateway_gets_its_conditions_listeners_and_addresses() {
+        let g = crate::dag::GatewayApiStatus {
+            conditions: vec![
+                gcond("Accepted", true, "Accepted"),
+                gcond("Programmed", true, "Programmed"),
+            ],
+            listeners: vec![crate::dag::ListenerStatus {
+                name: "http".into(),
+                supported_kinds: vec!["HTTPRoute"],
+                attached_routes: 2,
+                conditions: vec![gcond("Accepted", true, "Accepted")],
+            }],
+            ..Default::default()
+        };
+        let s = gateway_verdict(g, State::Valid);
+        let lb = LoadBalancer::from_address("203.0.113.7");
+        let status = applied(plan(
+            Kind::Gateway,
+            Verdict::Dag(&s),
+            &observed(None),
+            Some(&lb),
+            T0,
+        ));
+        assert_eq!(
+            status["addresses"],
+            json!([{"type": "IPAddress", "value": "203.0.113.7"}])
+        );
+        assert_eq!(status["conditions"][1]["type"], "Programmed");
+        assert_eq!(status["listeners"][0]["attachedRoutes"], 2);
+        assert_eq!(
+            status["listeners"][0]["supportedKinds"],
+            json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+        );
+        let stored = observed(Some(status));
+        assert_eq!(
+            plan(Kind::Gateway, Verdict::Dag(&s), &stored, Some(&lb), T1),
+            Plan::Keep
+        );
+        // Another controller's Gateway gets nothing; one sluice wrote on before is released.
+        let ignored = ObjectStatus {
+            gateway: None,
+            ..mk_status(State::Ignored, 1)
+        };
+        assert_eq!(
+            plan(
+                Kind::Gateway,
+                Verdict::Dag(&ignored),
+                &observed(None),
+                None,
+                T1
+            ),
+            Plan::Keep
+        );
+        let owned = Observed {
+            sluice_owns_status: true,
+            ..observed(None)
+        };
+        assert_eq!(
+            plan(Kind::Gateway, Verdict::Dag(&ignored), &owned, None, T1),
+            Plan::Apply(json!({}))
         );
     }
 }

@@ -668,6 +668,7 @@ mod tests {
             description: "valid IngressRoute".into(),
             messages: Vec::new(),
             generation: Some(1),
+            gateway: None,
         };
         let mut dag = Dag::default();
         for i in 0..1000 {

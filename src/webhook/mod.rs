@@ -46,7 +46,7 @@ const OFFLOAD_BYTES: usize = 256 * 1024;
 
 /// The Gateway API controllerName sluice's GatewayClasses carry (`--gateway-controller-name`), in
 /// the form of the IngressClass controller `sluice.dev/ingress-controller`.
-pub const DEFAULT_GATEWAY_CONTROLLER_NAME: &str = "sluice.dev/gateway-controller";
+pub use crate::dag::DEFAULT_GATEWAY_CONTROLLER_NAME;
 
 /// How admission behaves (from `sluice serve` flags). Root namespaces and the ingress class come
 /// from the [`IndexHandle`]'s `dag::Options`, so the webhook and the DAG cannot disagree on them.

@@ -59,6 +59,7 @@ impl GoldenCase {
                 .ingress_class_name
                 .clone()
                 .unwrap_or_else(|| dag::DEFAULT_INGRESS_CLASS.to_string()),
+            ..dag::Options::default()
         }
     }
 }

@@ -1,0 +1,536 @@
+//! Gateway API processor (`gateway.networking.k8s.io/v1`): GatewayClasses of sluice's controller,
+//! their Gateways' HTTP and HTTPS listeners, and the HTTPRoutes attached to them.
+//!
+//! - A GatewayClass is sluice's when its `controllerName` is [`super::Options`]'s
+//!   `gateway_controller_name`; others are left to their controller (state `ignored`).
+//! - A Gateway of such a class is served on sluice's listeners: its `HTTP` listeners on sluice's
+//!   plain HTTP listener, its `HTTPS` listeners (TLS `Terminate`, one certificate) on sluice's
+//!   HTTPS listener, whatever port numbers they name (the Gateway's Service maps its ports to
+//!   sluice's). Other protocols are not accepted.
+//! - An HTTPRoute's parent that is one of those Gateways attaches the route to the listeners it
+//!   selects (`sectionName`, `port`) that allow it (`allowedRoutes`) and share a hostname with it.
+//!   Its rules become routes on every such hostname. An HTTPRoute using what sluice does not
+//!   route yet (filters, query parameter matches, regular expression paths) is not accepted, and
+//!   its status names the field: no rule is served in part.
+//!
+//! HTTPRoutes are [`super::httproute`]'s. The rules are written down in `docs/gateway-api.md`. Statuses are the Gateway API's own
+//! ([`GatewayApiStatus`]); the status writer adds timestamps and generations.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
+};
+use gateway_api::apis::standard::httproutes::HttpRoute;
+
+use super::Builder;
+use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
+use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
+use crate::store::Snapshot;
+use crate::validate::gateway::validate_gateway;
+
+/// The API group of the Gateway API.
+pub const GROUP: &str = "gateway.networking.k8s.io";
+/// Minimum TLS version of hosts served from Gateway HTTPS listeners.
+pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
+
+/// Condition types and reasons of the Gateway API.
+pub mod cond {
+    pub const ACCEPTED: &str = "Accepted";
+    pub const PROGRAMMED: &str = "Programmed";
+    pub const RESOLVED_REFS: &str = "ResolvedRefs";
+
+    pub const INVALID_PARAMETERS: &str = "InvalidParameters";
+    pub const INVALID: &str = "Invalid";
+    pub const LISTENERS_NOT_VALID: &str = "ListenersNotValid";
+    pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
+    pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+    pub const INVALID_CERTIFICATE_REF: &str = "InvalidCertificateRef";
+    pub const INVALID_ROUTE_KINDS: &str = "InvalidRouteKinds";
+    pub const REF_NOT_PERMITTED: &str = "RefNotPermitted";
+    pub const NOT_ALLOWED_BY_LISTENERS: &str = "NotAllowedByListeners";
+    pub const NO_MATCHING_LISTENER_HOSTNAME: &str = "NoMatchingListenerHostname";
+    pub const NO_MATCHING_PARENT: &str = "NoMatchingParent";
+    pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
+    pub const INVALID_KIND: &str = "InvalidKind";
+    /// sluice's own: every hostname the route would serve belongs to another object.
+    pub const HOST_CONFLICT: &str = "HostConflict";
+}
+
+pub(super) fn condition(
+    type_: &'static str,
+    ok: bool,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> GatewayCondition {
+    GatewayCondition {
+        type_,
+        status: ok,
+        reason,
+        message: message.into(),
+    }
+}
+
+/// A listener of one of sluice's Gateways that routes can attach to.
+pub(super) struct Listener {
+    pub(super) name: String,
+    pub(super) port: i32,
+    pub(super) hostname: Option<String>,
+    /// The TLS Secret's id (`namespace/name`) of an HTTPS listener; None for HTTP.
+    pub(super) tls: Option<String>,
+    /// Which namespaces' routes it takes.
+    pub(super) from: Namespaces,
+    /// Routes attached to it.
+    pub(super) attached: u32,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Namespaces {
+    Same,
+    All,
+}
+
+/// One of sluice's Gateways, as the routes see it.
+pub(super) struct GatewayAcc {
+    pub(super) obj: ObjectRef,
+    pub(super) generation: Option<i64>,
+    /// Its listeners in order, None for those not accepted (their status is in `listener_status`).
+    pub(super) listeners: Vec<Option<Listener>>,
+    pub(super) listener_status: Vec<ListenerStatus>,
+    /// The Gateway's own problems (None: accepted).
+    pub(super) invalid: Option<String>,
+}
+
+/// Builds the GatewayClasses, Gateways and HTTPRoutes of sluice's controller.
+pub fn build_gateway_api(b: &mut Builder<'_>) {
+    let snapshot = b.snapshot;
+    if snapshot.gateway_classes.is_empty() {
+        return;
+    }
+    let controller = b.options.gateway_controller_name.clone();
+    let mut classes = BTreeSet::new();
+    for (key, class) in &snapshot.gateway_classes {
+        let obj = ObjectRef {
+            kind: Kind::GatewayClass,
+            key: key.clone(),
+        };
+        if class.spec.controller_name != controller {
+            b.set_ignored(
+                &obj,
+                format!(
+                    "controllerName {:?} is not {controller:?}",
+                    class.spec.controller_name
+                ),
+            );
+            continue;
+        }
+        b.track_generation_of(&obj, class.metadata.generation);
+        classes.insert(key.name.to_string());
+        let accepted = match &class.spec.parameters_ref {
+            Some(p) => condition(
+                cond::ACCEPTED,
+                false,
+                cond::INVALID_PARAMETERS,
+                format!(
+                    "spec.parametersRef: sluice takes no parameters ({} {:?}); remove it",
+                    p.kind, p.name
+                ),
+            ),
+            None => condition(
+                cond::ACCEPTED,
+                true,
+                cond::ACCEPTED,
+                "sluice serves this class",
+            ),
+        };
+        if accepted.status {
+            b.set_valid(&obj, "accepted GatewayClass");
+        } else {
+            b.set_invalid(
+                &obj,
+                crate::api::status::reason::INVALID_SPEC,
+                accepted.message.clone(),
+            );
+        }
+        b.set_gateway_status(
+            &obj,
+            GatewayApiStatus {
+                conditions: vec![accepted],
+                ..Default::default()
+            },
+        );
+    }
+    if classes.is_empty() {
+        return;
+    }
+
+    let mut gateways: BTreeMap<ObjKey, GatewayAcc> = BTreeMap::new();
+    for (key, gw) in &snapshot.gateways {
+        let obj = ObjectRef {
+            kind: Kind::Gateway,
+            key: key.clone(),
+        };
+        if !classes.contains(&gw.spec.gateway_class_name) {
+            b.set_ignored(
+                &obj,
+                format!(
+                    "GatewayClass {:?} is not one of sluice's",
+                    gw.spec.gateway_class_name
+                ),
+            );
+            continue;
+        }
+        gateways.insert(key.clone(), gateway(b, snapshot, obj, gw));
+    }
+
+    // Routes oldest first: the oldest route keeps a match two routes define on one host.
+    let mut routes: Vec<(&ObjKey, &HttpRoute)> = snapshot
+        .http_routes
+        .iter()
+        .map(|(k, r)| (k, &**r))
+        .collect();
+    routes.sort_by(|(ka, a), (kb, b)| {
+        let ta = a.metadata.creation_timestamp.as_ref();
+        let tb = b.metadata.creation_timestamp.as_ref();
+        (ta.is_none(), ta, ka).cmp(&(tb.is_none(), tb, kb))
+    });
+    for (key, route) in routes {
+        super::httproute::http_route(b, snapshot, &mut gateways, &controller, key, route);
+    }
+
+    for (_, mut gw) in gateways {
+        for (l, status) in gw.listeners.iter().zip(&mut gw.listener_status) {
+            if let Some(l) = l {
+                status.attached_routes = l.attached;
+            }
+        }
+        let listeners_ok = gw.listeners.iter().all(Option::is_some);
+        let conditions = match &gw.invalid {
+            Some(why) => vec![
+                condition(cond::ACCEPTED, false, cond::INVALID, why.clone()),
+                condition(cond::PROGRAMMED, false, cond::INVALID, why.clone()),
+            ],
+            None if listeners_ok => vec![
+                condition(
+                    cond::ACCEPTED,
+                    true,
+                    cond::ACCEPTED,
+                    "sluice serves this Gateway",
+                ),
+                condition(
+                    cond::PROGRAMMED,
+                    true,
+                    cond::PROGRAMMED,
+                    "its listeners are programmed into Envoy",
+                ),
+            ],
+            None => {
+                let bad: Vec<&str> = (gw.listener_status.iter())
+                    .zip(&gw.listeners)
+                    .filter(|(_, l)| l.is_none())
+                    .map(|(s, _)| s.name.as_str())
+                    .collect();
+                let why = format!(
+                    "listeners {} are not accepted (see status.listeners)",
+                    bad.join(", ")
+                );
+                vec![
+                    condition(cond::ACCEPTED, true, cond::LISTENERS_NOT_VALID, why.clone()),
+                    condition(cond::PROGRAMMED, true, cond::PROGRAMMED, why),
+                ]
+            }
+        };
+        b.track_generation_of(&gw.obj, gw.generation);
+        match &gw.invalid {
+            Some(why) => b.set_invalid(
+                &gw.obj,
+                crate::api::status::reason::INVALID_SPEC,
+                why.clone(),
+            ),
+            None => b.set_valid(&gw.obj, "programmed Gateway"),
+        }
+        b.set_gateway_status(
+            &gw.obj,
+            GatewayApiStatus {
+                conditions,
+                listeners: gw.listener_status,
+                parents: Vec::new(),
+            },
+        );
+    }
+}
+
+/// Whether a ReferenceGrant in `to_ns` lets objects of `from_kind` in `from_ns` refer to the
+/// object `name` of `to_kind` (core group).
+pub(super) fn granted(
+    snapshot: &Snapshot,
+    from_kind: &str,
+    from_ns: &str,
+    to_kind: &str,
+    to_ns: &str,
+    name: &str,
+) -> bool {
+    snapshot
+        .reference_grants
+        .iter()
+        .filter(|(k, _)| &*k.namespace == to_ns)
+        .any(|(_, g)| {
+            g.spec
+                .from
+                .iter()
+                .any(|f| f.group == GROUP && f.kind == from_kind && f.namespace == from_ns)
+                && g.spec.to.iter().any(|t| {
+                    t.group.is_empty()
+                        && t.kind == to_kind
+                        && t.name.as_deref().is_none_or(|n| n == name)
+                })
+        })
+}
+
+/// Works out one Gateway of sluice's class: its listeners and their certificates.
+fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gateway) -> GatewayAcc {
+    let ns = obj.key.namespace.to_string();
+    let verdict = validate_gateway(gw);
+    let invalid = (!verdict.errors.is_empty()).then(|| {
+        let all: Vec<String> = verdict.errors.iter().map(ToString::to_string).collect();
+        all.join("; ")
+    });
+    let mut listeners = Vec::new();
+    let mut listener_status = Vec::new();
+    for (i, l) in gw.spec.listeners.iter().enumerate() {
+        let (listener, status) = listener(b, snapshot, &ns, i, l);
+        listeners.push(if invalid.is_some() { None } else { listener });
+        listener_status.push(status);
+    }
+    GatewayAcc {
+        obj,
+        generation: gw.metadata.generation,
+        listeners,
+        listener_status,
+        invalid,
+    }
+}
+
+fn listener(
+    b: &mut Builder<'_>,
+    snapshot: &Snapshot,
+    ns: &str,
+    i: usize,
+    l: &GatewayListeners,
+) -> (Option<Listener>, ListenerStatus) {
+    let field = format!("spec.listeners[{i}]");
+    let mut status = ListenerStatus {
+        name: l.name.clone(),
+        supported_kinds: Vec::new(),
+        attached_routes: 0,
+        conditions: Vec::new(),
+    };
+    let refuse =
+        |mut status: ListenerStatus, resolved: bool, reason: &'static str, message: String| {
+            status.conditions = vec![
+                condition(
+                    cond::ACCEPTED,
+                    resolved,
+                    if resolved { cond::ACCEPTED } else { reason },
+                    message.clone(),
+                ),
+                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
+                condition(
+                    cond::RESOLVED_REFS,
+                    !resolved,
+                    if resolved {
+                        reason
+                    } else {
+                        cond::RESOLVED_REFS
+                    },
+                    message,
+                ),
+            ];
+            (None, status)
+        };
+    let https = match l.protocol.as_str() {
+        "HTTP" => false,
+        "HTTPS" => true,
+        other => {
+            let message =
+                format!("{field}.protocol: sluice serves HTTP and HTTPS listeners, not {other:?}");
+            status.conditions = vec![
+                condition(
+                    cond::ACCEPTED,
+                    false,
+                    cond::UNSUPPORTED_PROTOCOL,
+                    message.clone(),
+                ),
+                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
+                condition(
+                    cond::RESOLVED_REFS,
+                    true,
+                    cond::RESOLVED_REFS,
+                    "no references",
+                ),
+            ];
+            return (None, status);
+        }
+    };
+    // Route kinds.
+    let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref());
+    match kinds {
+        None => status.supported_kinds.push("HTTPRoute"),
+        Some(kinds) => {
+            for k in kinds {
+                if k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == "HTTPRoute" {
+                    status.supported_kinds = vec!["HTTPRoute"];
+                }
+            }
+            if status.supported_kinds.is_empty() {
+                let asked: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
+                return refuse(
+                    status,
+                    true,
+                    cond::INVALID_ROUTE_KINDS,
+                    format!(
+                        "{field}.allowedRoutes.kinds: sluice attaches HTTPRoutes to {} listeners, not {}",
+                        l.protocol,
+                        asked.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    let from = match l
+        .allowed_routes
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref())
+        .and_then(|n| n.from.as_ref())
+    {
+        None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => Namespaces::Same,
+        Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => Namespaces::All,
+        Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
+            let message = format!(
+                "{field}.allowedRoutes.namespaces.from: Selector is not supported by sluice yet; use Same or All"
+            );
+            status.conditions = vec![
+                condition(
+                    cond::ACCEPTED,
+                    false,
+                    cond::UNSUPPORTED_VALUE,
+                    message.clone(),
+                ),
+                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
+                condition(
+                    cond::RESOLVED_REFS,
+                    true,
+                    cond::RESOLVED_REFS,
+                    "references resolved",
+                ),
+            ];
+            return (None, status);
+        }
+    };
+    let mut tls = None;
+    if https {
+        let t = l.tls.as_ref();
+        if matches!(
+            t.and_then(|t| t.mode.as_ref()),
+            Some(GatewayListenersTlsMode::Passthrough)
+        ) {
+            let message =
+                format!("{field}.tls.mode: Passthrough is not supported by sluice; use Terminate");
+            status.conditions = vec![
+                condition(
+                    cond::ACCEPTED,
+                    false,
+                    cond::UNSUPPORTED_VALUE,
+                    message.clone(),
+                ),
+                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
+                condition(
+                    cond::RESOLVED_REFS,
+                    true,
+                    cond::RESOLVED_REFS,
+                    "references resolved",
+                ),
+            ];
+            return (None, status);
+        }
+        let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
+        let Some(cert) = refs.first() else {
+            return refuse(
+                status,
+                true,
+                cond::INVALID_CERTIFICATE_REF,
+                format!(
+                    "{field}.tls.certificateRefs: an HTTPS listener needs a certificate (a kubernetes.io/tls Secret)"
+                ),
+            );
+        };
+        let cert_field = format!("{field}.tls.certificateRefs[0]");
+        if !cert.group.as_deref().unwrap_or("").is_empty()
+            || cert.kind.as_deref().unwrap_or("Secret") != "Secret"
+        {
+            return refuse(
+                status,
+                true,
+                cond::INVALID_CERTIFICATE_REF,
+                format!(
+                    "{cert_field}: sluice reads certificates from Secrets (group \"\", kind Secret)"
+                ),
+            );
+        }
+        let cert_ns = cert.namespace.as_deref().unwrap_or(ns);
+        if cert_ns != ns && !granted(snapshot, "Gateway", ns, "Secret", cert_ns, &cert.name) {
+            return refuse(
+                status,
+                true,
+                cond::REF_NOT_PERMITTED,
+                format!(
+                    "{cert_field}: Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {ns:?} use it",
+                    cert.name
+                ),
+            );
+        }
+        match b.tls_secret(cert_ns, &cert.name) {
+            Ok(id) => tls = Some(id),
+            Err(m) => {
+                return refuse(
+                    status,
+                    true,
+                    cond::INVALID_CERTIFICATE_REF,
+                    format!("{cert_field}: {}", m.message),
+                );
+            }
+        }
+    }
+    status.conditions = vec![
+        condition(cond::ACCEPTED, true, cond::ACCEPTED, "listener accepted"),
+        condition(
+            cond::PROGRAMMED,
+            true,
+            cond::PROGRAMMED,
+            if https {
+                "served on sluice's HTTPS listener"
+            } else {
+                "served on sluice's HTTP listener"
+            },
+        ),
+        condition(
+            cond::RESOLVED_REFS,
+            true,
+            cond::RESOLVED_REFS,
+            "references resolved",
+        ),
+    ];
+    let listener = Listener {
+        name: l.name.clone(),
+        port: l.port,
+        hostname: l
+            .hostname
+            .as_deref()
+            .filter(|h| !h.is_empty())
+            .map(str::to_ascii_lowercase),
+        tls,
+        from,
+        attached: 0,
+    };
+    (Some(listener), status)
+}

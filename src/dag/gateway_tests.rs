@@ -1,0 +1,574 @@
+//! Tests of the Gateway API processor: `dag::build` of whole snapshots, as sluice runs it.
+
+use std::sync::Arc;
+
+use super::httproute::listener_route_hosts;
+use super::*;
+use crate::api::{Kind, ObjectRef};
+use crate::manifest::{Document, parse_documents};
+use crate::store::{AnyObject, Snapshot};
+
+const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+";
+
+const OTHER_CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: other}
+spec: {controllerName: example.com/other-controller}
+";
+
+const SERVICES: &str = "apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: shop}
+spec: {ports: [{port: 8080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: billing, namespace: money}
+spec: {ports: [{port: 80}]}
+";
+
+/// A Gateway `shop/edge` of `class` with an HTTP listener `http` (hostname `listener_host`,
+/// routes from `from`).
+fn gateway(class: &str, listener_host: Option<&str>, from: &str) -> String {
+    let host = listener_host.map_or(String::new(), |h| format!(", hostname: {h:?}"));
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: shop, generation: 3}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - {{name: http, protocol: HTTP, port: 80{host}, allowedRoutes: {{namespaces: {{from: {from}}}}}}}
+"
+    )
+}
+
+/// An HTTPRoute `ns/name` on Gateway `shop/edge` with `hostnames` and a `rules` block.
+fn route(ns: &str, name: &str, hostnames: &[&str], rules: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: {ns}, generation: 2}}
+spec:
+  parentRefs: [{{name: edge, namespace: shop}}]
+  hostnames: {hostnames:?}
+  rules:
+{rules}"
+    )
+}
+
+const TO_WEB: &str = "  - backendRefs: [{name: web, port: 80}]\n";
+
+fn snapshot(docs: &[&str]) -> Snapshot {
+    let yaml = docs.join("---\n");
+    let parsed = parse_documents("test.yaml", &yaml).expect("test input parses");
+    Snapshot::from_objects(parsed.into_iter().map(|(_, d)| match d {
+        Document::Object(o) => o,
+        other => panic!("unexpected document {other:?}"),
+    }))
+}
+
+fn dag_of(docs: &[&str]) -> Dag {
+    build(&snapshot(docs), &Options::default())
+}
+
+fn status<'d>(dag: &'d Dag, kind: Kind, ns: &str, name: &str) -> &'d ObjectStatus {
+    let obj = ObjectRef::new(kind, ns, name);
+    dag.statuses
+        .get(&obj)
+        .unwrap_or_else(|| panic!("no status for {obj}"))
+}
+
+/// `type=status/reason` of each condition, in order.
+fn conds(cs: &[GatewayCondition]) -> Vec<String> {
+    cs.iter()
+        .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+        .collect()
+}
+
+fn route_parent(dag: &Dag, ns: &str, name: &str) -> ParentStatus {
+    let s = status(dag, Kind::HttpRoute, ns, name);
+    let g = s
+        .gateway
+        .as_ref()
+        .expect("an HTTPRoute of sluice's has a Gateway API status");
+    assert_eq!(g.parents.len(), 1, "{g:?}");
+    g.parents[0].clone()
+}
+
+fn forwards_to(route: &Route) -> Vec<String> {
+    match &route.action {
+        RouteAction::Forward(cs) => cs
+            .iter()
+            .map(|c| format!("{}*{}", c.cluster, c.weight))
+            .collect(),
+        RouteAction::Unavailable(why) => vec![format!("503: {why}")],
+    }
+}
+
+#[test]
+fn a_route_on_sluices_gateway_is_served_and_every_status_says_so() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - matches: [{path: {type: PathPrefix, value: /api}}, {path: {type: Exact, value: /health}, method: GET, headers: [{name: X-Canary, value: \"yes\"}]}]\n    backendRefs: [{name: api, port: 8080}]\n  - backendRefs: [{name: web, port: 80, weight: 3}, {name: api, port: 8080}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+
+    let v = &dag.vhosts["shop.example.com"];
+    let got: Vec<(String, Vec<String>, Vec<String>, bool)> = v
+        .routes
+        .iter()
+        .map(|r| {
+            (
+                format!("{:?}", r.path),
+                r.headers
+                    .iter()
+                    .map(|h| format!("{}={:?}", h.name, h.op))
+                    .collect(),
+                forwards_to(r),
+                r.permit_insecure,
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert!(
+        got[0].0.contains("Exact") && got[0].0.contains("/health"),
+        "{got:#?}"
+    );
+    assert_eq!(
+        got[0].1,
+        [":method=Exact(\"GET\")", "x-canary=Exact(\"yes\")"],
+        "{got:#?}"
+    );
+    assert!(got[1].0.contains("/api"), "{got:#?}");
+    assert_eq!(got[2].2.len(), 2, "{got:#?}");
+    assert!(
+        got[2].2[0].ends_with("*3") || got[2].2[1].ends_with("*3"),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter().all(|r| r.3),
+        "routes of an HTTP listener are served over HTTP"
+    );
+    assert!(v.tls.is_none());
+
+    let class = status(&dag, Kind::GatewayClass, "", "sluice");
+    assert_eq!(class.state, State::Valid);
+    assert_eq!(
+        conds(&class.gateway.as_ref().unwrap().conditions),
+        ["Accepted=true/Accepted"]
+    );
+    let gw = status(&dag, Kind::Gateway, "shop", "edge");
+    assert_eq!(gw.state, State::Valid);
+    assert_eq!(gw.generation, Some(3));
+    let g = gw.gateway.as_ref().unwrap();
+    assert_eq!(
+        conds(&g.conditions),
+        ["Accepted=true/Accepted", "Programmed=true/Programmed"]
+    );
+    assert_eq!(g.listeners.len(), 1);
+    assert_eq!(g.listeners[0].attached_routes, 1);
+    assert_eq!(g.listeners[0].supported_kinds, ["HTTPRoute"]);
+    assert_eq!(
+        conds(&g.listeners[0].conditions),
+        [
+            "Accepted=true/Accepted",
+            "Programmed=true/Programmed",
+            "ResolvedRefs=true/ResolvedRefs"
+        ]
+    );
+    let rs = status(&dag, Kind::HttpRoute, "shop", "store");
+    assert_eq!(rs.state, State::Valid);
+    assert_eq!(rs.generation, Some(2));
+    let p = route_parent(&dag, "shop", "store");
+    assert_eq!((p.namespace.as_str(), p.name.as_str()), ("shop", "edge"));
+    assert_eq!(p.controller_name, DEFAULT_GATEWAY_CONTROLLER_NAME);
+    assert_eq!(
+        conds(&p.conditions),
+        ["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]
+    );
+}
+
+#[test]
+fn another_controllers_objects_are_left_alone() {
+    let r = route("shop", "store", &["shop.example.com"], TO_WEB);
+    let dag = dag_of(&[
+        CLASS,
+        OTHER_CLASS,
+        &gateway("other", None, "Same"),
+        SERVICES,
+        &r,
+    ]);
+    assert!(
+        dag.vhosts.is_empty(),
+        "{:?}",
+        dag.vhosts.keys().collect::<Vec<_>>()
+    );
+    for (kind, ns, name) in [
+        (Kind::GatewayClass, "", "other"),
+        (Kind::Gateway, "shop", "edge"),
+        (Kind::HttpRoute, "shop", "store"),
+    ] {
+        let s = status(&dag, kind, ns, name);
+        assert_eq!(s.state, State::Ignored, "{kind:?} {name}");
+        assert!(
+            s.gateway.is_none(),
+            "{kind:?} {name}: sluice writes nothing on it"
+        );
+    }
+}
+
+#[test]
+fn a_listener_takes_routes_of_its_own_namespace_unless_it_allows_all() {
+    let r = route(
+        "money",
+        "pay",
+        &["pay.example.com"],
+        "  - backendRefs: [{name: billing, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    assert!(!dag.vhosts.contains_key("pay.example.com"));
+    let p = route_parent(&dag, "money", "pay");
+    assert_eq!(
+        conds(&p.conditions)[0],
+        "Accepted=false/NotAllowedByListeners"
+    );
+    assert!(
+        p.conditions[0].message.contains("from: Same"),
+        "{:?}",
+        p.conditions[0].message
+    );
+    assert_eq!(
+        status(&dag, Kind::HttpRoute, "money", "pay").state,
+        State::Invalid
+    );
+    let gw = status(&dag, Kind::Gateway, "shop", "edge");
+    assert_eq!(gw.gateway.as_ref().unwrap().listeners[0].attached_routes, 0);
+
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "All"), SERVICES, &r]);
+    assert_eq!(
+        forwards_to(&dag.vhosts["pay.example.com"].routes[0]).len(),
+        1
+    );
+    assert_eq!(
+        conds(&route_parent(&dag, "money", "pay").conditions),
+        ["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]
+    );
+}
+
+#[test]
+fn hostnames_are_where_the_listeners_and_the_routes_meet() {
+    let l = |h: &str| Some(h.to_string());
+    let hosts = |listener: Option<String>, route: &[&str]| {
+        let route: Vec<String> = route.iter().map(|h| h.to_string()).collect();
+        listener_route_hosts(listener.as_deref(), &route)
+    };
+    assert_eq!(hosts(None, &[]), ["*"]);
+    assert_eq!(hosts(None, &["A.example.com"]), ["a.example.com"]);
+    assert_eq!(hosts(l("*.example.com"), &[]), ["*.example.com"]);
+    assert_eq!(
+        hosts(
+            l("*.example.com"),
+            &["a.example.com", "example.com", "other.org"]
+        ),
+        ["a.example.com"]
+    );
+    assert_eq!(
+        hosts(l("a.example.com"), &["*.example.com"]),
+        ["a.example.com"]
+    );
+    assert_eq!(
+        hosts(l("a.example.com"), &["b.example.com"]),
+        Vec::<String>::new()
+    );
+
+    let r = route("shop", "store", &["other.org"], TO_WEB);
+    let dag = dag_of(&[
+        CLASS,
+        &gateway("sluice", Some("*.example.com"), "Same"),
+        SERVICES,
+        &r,
+    ]);
+    assert!(dag.vhosts.is_empty());
+    assert_eq!(
+        conds(&route_parent(&dag, "shop", "store").conditions)[0],
+        "Accepted=false/NoMatchingListenerHostname"
+    );
+}
+
+#[test]
+fn unresolved_backends_answer_503_and_say_why() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - matches: [{path: {value: /gone}}]\n    backendRefs: [{name: gone, port: 80}]\n  - matches: [{path: {value: /pay}}]\n    backendRefs: [{name: billing, namespace: money, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    let routes = &dag.vhosts["shop.example.com"].routes;
+    assert_eq!(routes.len(), 2);
+    for r in routes {
+        assert!(forwards_to(r)[0].starts_with("503: "), "{r:?}");
+    }
+    let p = route_parent(&dag, "shop", "store");
+    assert_eq!(
+        conds(&p.conditions)[1],
+        "ResolvedRefs=false/BackendNotFound"
+    );
+    let message = &p.conditions[1].message;
+    assert!(
+        message.contains("spec.rules[0].backendRefs[0]: Service \"shop/gone\" not found"),
+        "{message}"
+    );
+    assert!(message.contains("spec.rules[1].backendRefs[0]: Service \"money/billing\" is in another namespace and no ReferenceGrant"), "{message}");
+    assert_eq!(
+        status(&dag, Kind::HttpRoute, "shop", "store").state,
+        State::Invalid
+    );
+
+    // A ReferenceGrant in the Service's namespace lets the route use it.
+    let grant = "apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: shop-routes, namespace: money}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: shop}]
+  to: [{group: \"\", kind: Service}]
+";
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r, grant]);
+    let pay = dag.vhosts["shop.example.com"]
+        .routes
+        .iter()
+        .find(|r| format!("{:?}", r.path).contains("/pay"))
+        .unwrap();
+    assert_eq!(forwards_to(pay).len(), 1);
+    assert!(!forwards_to(pay)[0].starts_with("503"), "{pay:?}");
+}
+
+#[test]
+fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-a, value: b}]}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /q}, queryParams: [{name: a, value: b}]}]\n    backendRefs: [{name: web, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    assert!(
+        dag.vhosts.is_empty(),
+        "no rule of a refused route is served"
+    );
+    let p = route_parent(&dag, "shop", "store");
+    assert_eq!(conds(&p.conditions)[0], "Accepted=false/UnsupportedValue");
+    let m = &p.conditions[0].message;
+    assert!(
+        m.contains("spec.rules[0].filters: sluice does not apply HTTPRoute filters yet"),
+        "{m}"
+    );
+    assert!(m.contains("spec.rules[1].matches[0].queryParams"), "{m}");
+    let gw = status(&dag, Kind::Gateway, "shop", "edge");
+    assert_eq!(gw.gateway.as_ref().unwrap().listeners[0].attached_routes, 0);
+}
+
+#[test]
+fn https_listeners_terminate_tls_with_their_secret() {
+    let gw = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: https, protocol: HTTPS, port: 443, hostname: secure.example.com, tls: {certificateRefs: [{name: shop-tls}]}}
+  - {name: plain, protocol: HTTP, port: 80, hostname: both.example.com}
+  - {name: both, protocol: HTTPS, port: 443, hostname: both.example.com, tls: {certificateRefs: [{name: shop-tls}]}}
+  - {name: nocert, protocol: HTTPS, port: 443, hostname: none.example.com, tls: {certificateRefs: [{name: missing}]}}
+  - {name: tcp, protocol: TCP, port: 9000}
+";
+    let secure = route("shop", "secure", &["secure.example.com"], TO_WEB);
+    let both = route("shop", "both", &["both.example.com"], TO_WEB);
+    let mut snap = snapshot(&[CLASS, gw, SERVICES, &secure, &both]);
+    snap.insert(AnyObject::Secret(Arc::new(crate::synth::tls_secret(
+        "shop", "shop-tls",
+    ))));
+    let dag = build(&snap, &Options::default());
+
+    let v = &dag.vhosts["secure.example.com"];
+    assert_eq!(
+        v.tls.as_ref().map(|t| t.secret.as_str()),
+        Some("shop/shop-tls")
+    );
+    assert!(
+        !v.routes[0].permit_insecure,
+        "an HTTPS-only host redirects plain HTTP"
+    );
+    let v = &dag.vhosts["both.example.com"];
+    assert!(v.tls.is_some());
+    assert!(
+        v.routes[0].permit_insecure,
+        "a host of an HTTP listener too is served over HTTP"
+    );
+
+    let g = status(&dag, Kind::Gateway, "shop", "edge")
+        .gateway
+        .clone()
+        .unwrap();
+    assert_eq!(
+        conds(&g.conditions),
+        [
+            "Accepted=true/ListenersNotValid",
+            "Programmed=true/Programmed"
+        ]
+    );
+    let by_name = |n: &str| g.listeners.iter().find(|l| l.name == n).unwrap().clone();
+    assert_eq!(by_name("https").attached_routes, 1);
+    assert_eq!(by_name("both").attached_routes, 1);
+    assert_eq!(by_name("plain").attached_routes, 1);
+    let nocert = by_name("nocert");
+    assert_eq!(
+        conds(&nocert.conditions)[2],
+        "ResolvedRefs=false/InvalidCertificateRef"
+    );
+    assert!(
+        nocert.conditions[2]
+            .message
+            .contains("TLS Secret \"shop/missing\" not found")
+    );
+    let tcp = by_name("tcp");
+    assert_eq!(
+        conds(&tcp.conditions)[0],
+        "Accepted=false/UnsupportedProtocol"
+    );
+}
+
+#[test]
+fn a_host_owned_by_an_ingressroute_is_not_taken_by_a_route() {
+    let ir = "apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: root, namespace: shop}
+spec:
+  virtualhost: {fqdn: shop.example.com}
+  routes: [{match: /, services: [{name: web, port: 80}]}]
+";
+    let r = route("shop", "store", &["shop.example.com"], TO_WEB);
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, ir, &r]);
+    let v = &dag.vhosts["shop.example.com"];
+    assert!(
+        v.routes
+            .iter()
+            .all(|r| r.source.kind == Kind::IngressRouteV1beta1)
+    );
+    let p = route_parent(&dag, "shop", "store");
+    assert_eq!(conds(&p.conditions)[0], "Accepted=false/HostConflict");
+    assert!(
+        p.conditions[0].message.contains("IngressRoute"),
+        "{:?}",
+        p.conditions[0]
+    );
+}
+
+#[test]
+fn the_oldest_route_keeps_a_match_two_routes_define() {
+    let old = route("shop", "old", &["shop.example.com"], TO_WEB).replace(
+        "generation: 2}",
+        "generation: 2, creationTimestamp: \"2024-01-01T00:00:00Z\"}",
+    );
+    let new = route(
+        "shop",
+        "new",
+        &["shop.example.com"],
+        "  - backendRefs: [{name: api, port: 8080}]\n",
+    )
+    .replace(
+        "generation: 2}",
+        "generation: 2, creationTimestamp: \"2025-01-01T00:00:00Z\"}",
+    );
+    let dag = dag_of(&[
+        CLASS,
+        &gateway("sluice", None, "Same"),
+        SERVICES,
+        &new,
+        &old,
+    ]);
+    let routes = &dag.vhosts["shop.example.com"].routes;
+    assert_eq!(routes.len(), 1);
+    assert_eq!(
+        routes[0].source,
+        ObjectRef::new(Kind::HttpRoute, "shop", "old")
+    );
+    let p = route_parent(&dag, "shop", "new");
+    assert!(
+        p.conditions[0]
+            .message
+            .contains("already defined by HTTPRoute shop/old"),
+        "{:?}",
+        p.conditions[0]
+    );
+    assert_eq!(
+        status(&dag, Kind::HttpRoute, "shop", "new").state,
+        State::Invalid
+    );
+}
+
+#[test]
+fn a_parent_naming_no_listener_of_the_gateway_says_so() {
+    let r = route("shop", "store", &[], TO_WEB).replace(
+        "{name: edge, namespace: shop}",
+        "{name: edge, namespace: shop, sectionName: https}",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    let p = route_parent(&dag, "shop", "store");
+    assert_eq!(p.section_name.as_deref(), Some("https"));
+    assert_eq!(conds(&p.conditions)[0], "Accepted=false/NoMatchingParent");
+}
+
+#[test]
+fn incremental_builds_equal_full_builds_with_gateway_api_objects() {
+    let base = [CLASS, &gateway("sluice", None, "All"), SERVICES];
+    let r1 = route("shop", "store", &["shop.example.com"], TO_WEB);
+    let r2 = route(
+        "money",
+        "pay",
+        &["shop.example.com"],
+        "  - matches: [{path: {value: /pay}}]\n    backendRefs: [{name: billing, port: 80}]\n",
+    );
+    let ingress = "apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: legacy, namespace: shop}
+spec:
+  ingressClassName: sluice
+  rules: [{host: shop.example.com, http: {paths: [{path: /legacy, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
+";
+    let steps: Vec<Vec<&str>> = vec![
+        base.to_vec(),
+        [&base[..], &[r1.as_str()]].concat(),
+        [&base[..], &[r1.as_str(), ingress]].concat(),
+        [&base[..], &[r1.as_str(), ingress, r2.as_str()]].concat(),
+        [&base[..], &[ingress, r2.as_str()]].concat(),
+    ];
+    let options = Options::default();
+    let mut inc = incremental::Incremental::new(options.clone());
+    let mut prev: Option<(Snapshot, Dag)> = None;
+    for docs in steps {
+        let next = snapshot(&docs);
+        let (dag, _) = inc.build(prev.as_ref().map(|(s, d)| (s, d)), &next);
+        assert_eq!(dag, build(&next, &options));
+        prev = Some((next, dag));
+    }
+    let (_, dag) = prev.unwrap();
+    let routes = &dag.vhosts["shop.example.com"].routes;
+    let sources: Vec<Kind> = routes.iter().map(|r| r.source.kind).collect();
+    assert!(
+        sources.contains(&Kind::Ingress) && sources.contains(&Kind::HttpRoute),
+        "{sources:?}"
+    );
+}

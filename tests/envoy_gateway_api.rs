@@ -1,0 +1,188 @@
+//! Real Envoy fed by sluice standalone from Gateway API objects: a GatewayClass of sluice's
+//! controller, a Gateway with HTTP and HTTPS listeners, and HTTPRoutes with path, header and
+//! method matches, weights and a TLS host; a route sluice refuses and a Gateway of another
+//! controller serve nothing.
+
+mod envoy_support;
+
+use base64::Engine;
+use envoy_support::backend::Backend;
+use envoy_support::harness::{Harness, services};
+use sluice::cli::bootstrap::XdsProtocol;
+
+const CLASSES: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: other}
+spec: {controllerName: example.com/other-controller}
+";
+
+const GATEWAYS: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: gw}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+  - name: https
+    protocol: HTTPS
+    port: 443
+    hostname: secure.example.com
+    tls: {certificateRefs: [{name: cert}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: elsewhere, namespace: gw}
+spec:
+  gatewayClassName: other
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+";
+
+fn store_route(api_backend: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: store, namespace: gw}}
+spec:
+  parentRefs: [{{name: edge, sectionName: http}}]
+  hostnames: [shop.example.com]
+  rules:
+  - matches: [{{path: {{type: PathPrefix, value: /api}}}}]
+    backendRefs: [{{name: {api_backend}, port: 80}}]
+  - matches: [{{headers: [{{name: x-canary, value: \"yes\"}}]}}]
+    backendRefs: [{{name: canary, port: 80}}]
+  - matches: [{{path: {{type: Exact, value: /submit}}, method: POST}}]
+    backendRefs: [{{name: api, port: 80}}]
+  - backendRefs: [{{name: web, port: 80}}]
+"
+    )
+}
+
+const OTHER_ROUTES: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: secure, namespace: gw}
+spec:
+  parentRefs: [{name: edge, sectionName: https}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: filtered, namespace: gw}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [filtered.example.com]
+  rules:
+  - filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-a, value: b}]}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: theirs, namespace: gw}
+spec:
+  parentRefs: [{name: elsewhere}]
+  hostnames: [theirs.example.com]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn httproutes_on_sluices_gateway_reach_their_backends() {
+    let web = Backend::start("gw/web").await;
+    let api = Backend::start("gw/api").await;
+    let canary = Backend::start("gw/canary").await;
+    let ck = rcgen::generate_simple_self_signed(vec!["secure.example.com".to_string()]).unwrap();
+    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: cert, namespace: gw}}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n",
+        b64(ck.cert.pem()),
+        b64(ck.signing_key.serialize_pem())
+    );
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("gw", &[&web, &api, &canary])),
+            ("secret.yaml", secret),
+            ("gateway.yaml", format!("{CLASSES}---\n{GATEWAYS}")),
+            ("store.yaml", store_route("api")),
+            ("routes.yaml", OTHER_ROUTES.to_string()),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+
+    h.expect("shop.example.com", "/", &[], "gw/web").await;
+    assert_eq!(
+        h.get("shop.example.com", "/api/orders", &[]).await,
+        "gw/api"
+    );
+    assert_eq!(
+        h.get("shop.example.com", "/apix", &[]).await,
+        "gw/web",
+        "PathPrefix is segment-wise"
+    );
+    assert_eq!(
+        h.get("shop.example.com", "/", &[("x-canary", "yes")]).await,
+        "gw/canary"
+    );
+    assert_eq!(h.get("SHOP.example.com:8080", "/", &[]).await, "gw/web");
+    // GET /submit is not the POST rule's.
+    assert_eq!(h.get("shop.example.com", "/submit", &[]).await, "gw/web");
+
+    // The HTTPS listener's host: TLS with the listener's certificate; plain HTTP is redirected.
+    h.expect_tls("secure.example.com", "/x", "gw/web").await;
+    assert_eq!(
+        h.get("secure.example.com", "/x", &[]).await,
+        "301 https://secure.example.com/x"
+    );
+
+    // A refused route and another controller's Gateway serve nothing.
+    assert_eq!(h.get("filtered.example.com", "/", &[]).await, "404");
+    assert_eq!(h.get("theirs.example.com", "/", &[]).await, "404");
+
+    // An edit of the route reaches Envoy.
+    h.write("store.yaml", &store_route("canary"));
+    h.expect("shop.example.com", "/api/orders", &[], "gw/canary")
+        .await;
+    assert!(web.hits() > 0 && api.hits() > 0 && canary.hits() > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_only_rule_takes_posts() {
+    let web = Backend::start("post/web").await;
+    let api = Backend::start("post/api").await;
+    let route = store_route("api").replace("namespace: gw", "namespace: post");
+    let gateways = GATEWAYS.replace("namespace: gw", "namespace: post");
+    let gateways = gateways.split("---").next().unwrap().replace(
+        "  - name: https\n    protocol: HTTPS\n    port: 443\n    hostname: secure.example.com\n    tls: {certificateRefs: [{name: cert}]}\n",
+        "",
+    );
+    let canary_free = route.replace(
+        "  - matches: [{headers: [{name: x-canary, value: \"yes\"}]}]\n    backendRefs: [{name: canary, port: 80}]\n",
+        "",
+    );
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("post", &[&web, &api])),
+            ("gateway.yaml", format!("{CLASSES}---\n{gateways}")),
+            ("route.yaml", canary_free),
+        ],
+        XdsProtocol::Sotw,
+    )
+    .await;
+    h.expect("shop.example.com", "/submit", &[], "post/web")
+        .await;
+    let res = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("http://127.0.0.1:{}/submit", h.http_port))
+        .header(reqwest::header::HOST, "shop.example.com")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(res.text().await.unwrap(), "post/api");
+}
