@@ -6,6 +6,7 @@
 mod support;
 
 mod certgen;
+mod gateway;
 mod chart;
 mod leader;
 mod status;

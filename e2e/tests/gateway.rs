@@ -1,0 +1,170 @@
+//! The Gateway API end to end in cluster mode: a GatewayClass of sluice's controller, a Gateway
+//! and an HTTPRoute applied with kubectl are served by a real Envoy fed by sluice, and their
+//! statuses (the Gateway API's own conditions) follow what sluice decided.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Env, Envoy, Ports, Sluice, env, wait_for};
+
+fn install_gateway_api_crds(env: &Env) {
+    let crds = std::env::var("SLUICE_E2E_GATEWAY_API")
+        .expect("SLUICE_E2E_GATEWAY_API (e2e/run.sh sets it)");
+    let crds = std::path::Path::new(&crds).join("crds.yaml");
+    env.apply_crds(&[
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        crds.to_str().unwrap(),
+    ]);
+}
+
+fn objects(ns: &str, class: &str, host: &str, b_service: &str) -> String {
+    format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {class}}}
+spec: {{controllerName: sluice.dev/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners: [{{name: http, protocol: HTTP, port: 80}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: shop, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [{host}]
+  rules:
+    - matches: [{{path: {{type: PathPrefix, value: /b}}}}]
+      backendRefs: [{{name: {b_service}, port: 80}}]
+    - backendRefs: [{{name: web-a, port: 80}}]
+"#
+    )
+}
+
+/// The condition `type_` in a list of conditions.
+fn cond<'a>(conditions: &'a Value, type_: &str) -> Option<&'a Value> {
+    conditions.as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// Whether the condition has this status and reason, at the object's generation.
+fn holds(obj: &Value, conditions: &Value, type_: &str, status: &str, reason: &str) -> bool {
+    cond(conditions, type_).is_some_and(|c| {
+        c["status"] == status
+            && c["reason"] == reason
+            && c["observedGeneration"] == obj["metadata"]["generation"]
+            && c["lastTransitionTime"].is_string()
+    })
+}
+
+fn wait_object(
+    env: &Env,
+    resource: &str,
+    ns: &str,
+    name: &str,
+    what: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{resource} {ns}/{name}: {what}"),
+        || {
+            let o = env
+                .get(resource, ns, name)
+                .ok_or_else(|| "not found".to_string())?;
+            if ok(&o) {
+                Ok(o)
+            } else {
+                Err(o["status"].to_string())
+            }
+        },
+    )
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
+    let env = env();
+    install_gateway_api_crds(&env);
+    let ns = env.namespace("e2e-gateway-traffic");
+    let class = format!("{ns}-sluice");
+    let host = format!("{ns}.example.com");
+    let ports = Ports::new();
+    let mut flags = ports.serve_flags();
+    flags.extend([
+        "--ingress-status-address".to_string(),
+        "192.0.2.20".to_string(),
+    ]);
+    let _sluice = Sluice::start(&env, "gateway-traffic", &flags);
+    let envoy = Envoy::start(&env, &ports, "gateway-traffic");
+    env.apply_ok(&env.backend_service(&ns, "web-a", env.backend_ports[0]));
+    env.apply_ok(&env.backend_service(&ns, "web-b", env.backend_ports[1]));
+    env.apply_ok(&objects(&ns, &class, &host, "web-b"));
+    let a = format!("backend-{}", env.backend_ports[0]);
+    let b = format!("backend-{}", env.backend_ports[1]);
+    envoy.wait_answer(&host, "/", 200, &a);
+    envoy.wait_answer(&host, "/b/page", 200, &b);
+    envoy.wait_answer(&host, "/bb", 200, &a);
+
+    wait_object(&env, "gatewayclasses", "", &class, "Accepted", |o| {
+        holds(o, &o["status"]["conditions"], "Accepted", "True", "Accepted")
+    });
+    let gw = wait_object(&env, "gateways", &ns, "edge", "Programmed, one route", |o| {
+        let s = &o["status"];
+        let l = &s["listeners"][0];
+        holds(o, &s["conditions"], "Accepted", "True", "Accepted")
+            && holds(o, &s["conditions"], "Programmed", "True", "Programmed")
+            && l["attachedRoutes"] == 1
+            && holds(o, &l["conditions"], "ResolvedRefs", "True", "ResolvedRefs")
+    });
+    assert_eq!(
+        gw["status"]["addresses"],
+        serde_json::json!([{"type": "IPAddress", "value": "192.0.2.20"}])
+    );
+    assert_eq!(
+        gw["status"]["listeners"][0]["supportedKinds"],
+        serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+    );
+    let route = wait_object(&env, "httproutes", &ns, "shop", "Accepted", |o| {
+        let p = &o["status"]["parents"][0];
+        holds(o, &p["conditions"], "Accepted", "True", "Accepted")
+            && holds(o, &p["conditions"], "ResolvedRefs", "True", "ResolvedRefs")
+    });
+    let parent = &route["status"]["parents"][0];
+    assert_eq!(parent["controllerName"], "sluice.dev/gateway-controller");
+    assert_eq!(parent["parentRef"]["name"], "edge");
+    assert_eq!(parent["parentRef"]["namespace"], ns.as_str());
+
+    // A backend that does not exist: its rule answers 503 and ResolvedRefs says why.
+    env.apply_ok(&objects(&ns, &class, &host, "missing"));
+    envoy.wait_answer(&host, "/b/page", 503, "");
+    let route = wait_object(&env, "httproutes", &ns, "shop", "BackendNotFound", |o| {
+        let p = &o["status"]["parents"][0];
+        holds(o, &p["conditions"], "ResolvedRefs", "False", "BackendNotFound")
+            && holds(o, &p["conditions"], "Accepted", "True", "Accepted")
+    });
+    let message = cond(&route["status"]["parents"][0]["conditions"], "ResolvedRefs").unwrap()
+        ["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains(&format!("Service \"{ns}/missing\" not found")),
+        "{message}"
+    );
+    envoy.wait_answer(&host, "/", 200, &a);
+
+    env.kubectl_ok(&["delete", "httproute", "-n", &ns, "shop"]);
+    envoy.wait_answer(&host, "/", 404, "");
+    wait_object(&env, "gateways", &ns, "edge", "no route attached", |o| {
+        o["status"]["listeners"][0]["attachedRoutes"] == 0
+    });
+    env.kubectl_ok(&["delete", "gatewayclass", &class]);
+}
