@@ -118,6 +118,11 @@ sluice is serving examples/demo/ to Envoy. Try (each backend answers with its ow
   curl -H 'Host: api.example.com' $H/
   curl -H 'Host: api.example.com' -H 'x-api-version: v2' $H/
 
+  # Gateway API (HTTPRoute): /api goes to api, x-beta: 1 to api-v2, everything else to web
+  curl -H 'Host: gateway.example.com' $H/api/orders
+  curl -H 'Host: gateway.example.com' -H 'x-beta: 1' $H/
+  curl -H 'Host: gateway.example.com' $H/
+
   # Weight: about 80% stable, 20% canary
   for i in \$(seq 20); do curl -s -H 'Host: canary.example.com' $H/; done | sort | uniq -c
 

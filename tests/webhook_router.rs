@@ -424,6 +424,45 @@ async fn a_route_whose_gateways_belong_to_another_controller_is_not_refused() {
         .assert_denied(422);
 }
 
+#[tokio::test]
+async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
+    let state = mk_state();
+    let mut review = fixture("httproute_for_another_controller");
+    let route = &mut review["request"]["object"];
+    route["spec"] = serde_json::json!({
+        "parentRefs": [{"name": "edge", "namespace": "infra"}],
+        "hostnames": ["store.example.com"],
+        "rules": [
+            {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}],
+             "backendRefs": [{"name": "store", "port": 8080}]},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/q"},
+                          "queryParams": [{"name": "a", "value": "b"}]}],
+             "backendRefs": [{"name": "store", "port": 8080}]},
+        ],
+    });
+    let object = route.clone();
+    let reply = post(&state, "/validate", serde_json::to_vec(&review).unwrap()).await;
+    reply.assert_denied(422);
+    let msg = reply.message();
+    assert!(
+        msg.contains(
+            "spec.rules[0].filters: sluice does not apply HTTPRoute filters yet; remove them"
+        ),
+        "{reply}"
+    );
+    assert!(msg.contains("spec.rules[1].matches[0].queryParams: query parameter matches are not supported by sluice yet; remove them"), "{reply}");
+    // The same route under another controller's Gateway is that controller's to judge.
+    let mut theirs = object;
+    theirs["spec"]["parentRefs"][0]["name"] = "nginx-edge".into();
+    post(
+        &state,
+        "/validate",
+        mk_review_of("httproute_for_another_controller", theirs),
+    )
+    .await
+    .assert_allowed();
+}
+
 // ---- injection-shaped values ----
 
 #[tokio::test]

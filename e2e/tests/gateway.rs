@@ -114,16 +114,29 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     envoy.wait_answer(&host, "/bb", 200, &a);
 
     wait_object(&env, "gatewayclasses", "", &class, "Accepted", |o| {
-        holds(o, &o["status"]["conditions"], "Accepted", "True", "Accepted")
+        holds(
+            o,
+            &o["status"]["conditions"],
+            "Accepted",
+            "True",
+            "Accepted",
+        )
     });
-    let gw = wait_object(&env, "gateways", &ns, "edge", "Programmed, one route", |o| {
-        let s = &o["status"];
-        let l = &s["listeners"][0];
-        holds(o, &s["conditions"], "Accepted", "True", "Accepted")
-            && holds(o, &s["conditions"], "Programmed", "True", "Programmed")
-            && l["attachedRoutes"] == 1
-            && holds(o, &l["conditions"], "ResolvedRefs", "True", "ResolvedRefs")
-    });
+    let gw = wait_object(
+        &env,
+        "gateways",
+        &ns,
+        "edge",
+        "Programmed, one route",
+        |o| {
+            let s = &o["status"];
+            let l = &s["listeners"][0];
+            holds(o, &s["conditions"], "Accepted", "True", "Accepted")
+                && holds(o, &s["conditions"], "Programmed", "True", "Programmed")
+                && l["attachedRoutes"] == 1
+                && holds(o, &l["conditions"], "ResolvedRefs", "True", "ResolvedRefs")
+        },
+    );
     assert_eq!(
         gw["status"]["addresses"],
         serde_json::json!([{"type": "IPAddress", "value": "192.0.2.20"}])
@@ -147,14 +160,19 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     envoy.wait_answer(&host, "/b/page", 503, "");
     let route = wait_object(&env, "httproutes", &ns, "shop", "BackendNotFound", |o| {
         let p = &o["status"]["parents"][0];
-        holds(o, &p["conditions"], "ResolvedRefs", "False", "BackendNotFound")
-            && holds(o, &p["conditions"], "Accepted", "True", "Accepted")
+        holds(
+            o,
+            &p["conditions"],
+            "ResolvedRefs",
+            "False",
+            "BackendNotFound",
+        ) && holds(o, &p["conditions"], "Accepted", "True", "Accepted")
     });
-    let message = cond(&route["status"]["parents"][0]["conditions"], "ResolvedRefs").unwrap()
-        ["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let message =
+        cond(&route["status"]["parents"][0]["conditions"], "ResolvedRefs").unwrap()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
     assert!(
         message.contains(&format!("Service \"{ns}/missing\" not found")),
         "{message}"

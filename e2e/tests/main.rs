@@ -6,8 +6,8 @@
 mod support;
 
 mod certgen;
-mod gateway;
 mod chart;
+mod gateway;
 mod leader;
 mod status;
 mod traffic;

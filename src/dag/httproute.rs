@@ -19,6 +19,7 @@ use super::model::{
 use super::{BackendRef, Builder, PortRef};
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
 use crate::store::Snapshot;
+use crate::validate::FieldError;
 use crate::validate::common::Timeout;
 use crate::validate::gateway::validate_http_route;
 
@@ -131,7 +132,7 @@ pub(super) fn http_route(
     // The route's own problems refuse it on every parent.
     let verdict = validate_http_route(route);
     let mut problems: Vec<String> = verdict.errors.iter().map(ToString::to_string).collect();
-    let unsupported = unsupported(route);
+    let unsupported: Vec<String> = unsupported(route).iter().map(ToString::to_string).collect();
     let refused = if !problems.is_empty() {
         Some((cond::UNSUPPORTED_VALUE, problems.join("; ")))
     } else if !unsupported.is_empty() {
@@ -330,36 +331,39 @@ pub(super) fn http_route(
     }
 }
 
-/// What the route uses that sluice does not route yet, one message per field.
-fn unsupported(route: &HttpRoute) -> Vec<String> {
+/// What the route uses that sluice does not route yet, one error per field (reason
+/// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
+pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
     let mut out = Vec::new();
+    let mut no = |path: String, message: &str| {
+        out.push(FieldError::new(path, cond::UNSUPPORTED_VALUE, message));
+    };
+    const FILTERS: &str = "sluice does not apply HTTPRoute filters yet; remove them";
     for (i, rule) in route.spec.rules.iter().flatten().enumerate() {
         let field = format!("spec.rules[{i}]");
         if rule.filters.as_ref().is_some_and(|f| !f.is_empty()) {
-            out.push(format!(
-                "{field}.filters: sluice does not apply HTTPRoute filters yet; remove them"
-            ));
+            no(format!("{field}.filters"), FILTERS);
         }
         for (j, m) in rule.matches.iter().flatten().enumerate() {
             if matches!(
                 m.path.as_ref().and_then(|p| p.r#type.as_ref()),
                 Some(HttpRouteRulesMatchesPathType::RegularExpression)
             ) {
-                out.push(format!(
-                    "{field}.matches[{j}].path.type: RegularExpression is not supported by sluice yet; use Exact or PathPrefix"
-                ));
+                no(
+                    format!("{field}.matches[{j}].path.type"),
+                    "RegularExpression is not supported by sluice yet; use Exact or PathPrefix",
+                );
             }
             if m.query_params.as_ref().is_some_and(|q| !q.is_empty()) {
-                out.push(format!(
-                    "{field}.matches[{j}].queryParams: query parameter matches are not supported by sluice yet; remove them"
-                ));
+                no(
+                    format!("{field}.matches[{j}].queryParams"),
+                    "query parameter matches are not supported by sluice yet; remove them",
+                );
             }
         }
         for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
             if r.filters.as_ref().is_some_and(|f| !f.is_empty()) {
-                out.push(format!(
-                    "{field}.backendRefs[{j}].filters: sluice does not apply HTTPRoute filters yet; remove them"
-                ));
+                no(format!("{field}.backendRefs[{j}].filters"), FILTERS);
             }
         }
         if rule
@@ -367,9 +371,10 @@ fn unsupported(route: &HttpRoute) -> Vec<String> {
             .as_ref()
             .is_some_and(|t| t.backend_request.is_some())
         {
-            out.push(format!(
-                "{field}.timeouts.backendRequest: not supported by sluice yet; use timeouts.request"
-            ));
+            no(
+                format!("{field}.timeouts.backendRequest"),
+                "not supported by sluice yet; use timeouts.request",
+            );
         }
     }
     out

@@ -14,6 +14,7 @@ use crate::manifest::{Document, decode_value};
 use crate::store::AnyObject;
 use crate::validate::ingress::{DEFAULT_CLASS_ANNOTATION, ingress_class, is_default_class};
 use crate::validate::{FieldError, Verdict, quote, validate_object_for_class};
+use gateway_api::apis::standard::httproutes::HttpRoute;
 
 /// Which endpoint asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,6 +226,13 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
             }
         }
         AnyObject::RouteV1alpha1(r) => check_root(obj, "spec.host", &r.spec.host, cx, &mut v),
+        // What sluice does not route yet, in a route attached to one of its Gateways: refused
+        // now rather than reported in the route's status after the fact.
+        AnyObject::HttpRoute(r) if attached_to_ours(obj, r, cx) => {
+            for e in crate::dag::httproute::unsupported(r) {
+                v.error(e);
+            }
+        }
         // The annotation-and-field rule of seed 001 is a single-object rule (validate::ingress).
         AnyObject::Ingress(ing) if creating => {
             let defaults = cx.index.default_ingress_classes();
@@ -352,6 +360,26 @@ fn in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
         ),
         _ => true,
     }
+}
+
+/// Whether a parent of the route is a Gateway the index knows to be of a class of sluice's.
+fn attached_to_ours(obj: &AnyObject, r: &HttpRoute, cx: &Context<'_>) -> bool {
+    let Some(ours) = &cx.settings.gateway_controller_name else {
+        return false;
+    };
+    let own_ns = obj.key().namespace;
+    r.spec.parent_refs.iter().flatten().any(|p| {
+        p.group.as_deref().unwrap_or(crate::dag::gateway::GROUP) == crate::dag::gateway::GROUP
+            && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+            && cx
+                .index
+                .gateway_class_of(&ObjKey::new(
+                    p.namespace.as_deref().unwrap_or(&own_ns),
+                    p.name.as_str(),
+                ))
+                .and_then(|class| cx.index.gateway_class_controller(class))
+                .is_some_and(|c| c == ours)
+    })
 }
 
 /// A Gateway class is out of scope only when the index knows it belongs to another controller.
