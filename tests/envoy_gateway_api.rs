@@ -1,7 +1,7 @@
 //! Real Envoy fed by sluice standalone from Gateway API objects: a GatewayClass of sluice's
 //! controller, a Gateway with HTTP and HTTPS listeners, and HTTPRoutes with path, header and
-//! method matches, weights and a TLS host; a route sluice refuses and a Gateway of another
-//! controller serve nothing.
+//! method matches, weights and a TLS host, header filters and redirects; a route sluice refuses
+//! and a Gateway of another controller serve nothing.
 
 mod envoy_support;
 
@@ -76,7 +76,7 @@ spec:
   parentRefs: [{name: edge}]
   hostnames: [filtered.example.com]
   rules:
-  - filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-a, value: b}]}}]
+  - filters: [{type: URLRewrite, urlRewrite: {hostname: elsewhere.example.com}}]
     backendRefs: [{name: web, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -185,4 +185,104 @@ async fn a_post_only_rule_takes_posts() {
         .unwrap();
     assert_eq!(res.status().as_u16(), 200);
     assert_eq!(res.text().await.unwrap(), "post/api");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_filters_change_requests_and_responses_and_redirects_answer() {
+    let web = Backend::start("filters/web").await;
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: filters}
+spec:
+  gatewayClassName: sluice
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+";
+    let route = "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: app, namespace: filters}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [app.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /old}}]
+    filters:
+    - type: RequestRedirect
+      requestRedirect: {scheme: https, hostname: new.example.com, statusCode: 301, path: {type: ReplaceFullPath, replaceFullPath: /moved}}
+  - matches: [{path: {type: PathPrefix, value: /temp}}]
+    filters: [{type: RequestRedirect, requestRedirect: {hostname: other.example.com}}]
+  - filters:
+    - type: RequestHeaderModifier
+      requestHeaderModifier:
+        set: [{name: X-Team, value: shop}, {name: X-Share, value: \"100%\"}]
+        add: [{name: X-Via, value: sluice}]
+        remove: [x-secret]
+    - type: ResponseHeaderModifier
+      responseHeaderModifier:
+        set: [{name: X-Frame-Options, value: DENY}]
+        remove: [x-backend]
+    backendRefs: [{name: web, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("filters", &[&web])),
+            ("gateway.yaml", format!("{CLASSES}---\n{gateway}")),
+            ("route.yaml", route.to_string()),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/", &[], "filters/web").await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let get = |path: &str| {
+        client
+            .get(format!("http://127.0.0.1:{}{path}", h.http_port))
+            .header(reqwest::header::HOST, "app.example.com")
+    };
+    let res = get("/page")
+        .header("x-team", "someone-else")
+        .header("x-via", "client")
+        .header("x-secret", "s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    // Response headers: set, and the backend's x-backend removed.
+    assert_eq!(res.headers()["x-frame-options"], "DENY");
+    assert!(
+        res.headers().get("x-backend").is_none(),
+        "{:?}",
+        res.headers()
+    );
+    assert_eq!(res.text().await.unwrap(), "filters/web");
+    // Request headers: set replaces, add keeps the client's, remove removes; `%` is literal.
+    assert_eq!(web.last_header("x-team"), ["shop"]);
+    assert_eq!(web.last_header("x-share"), ["100%"]);
+    let via = web.last_header("x-via").join(",");
+    assert!(via.contains("client") && via.contains("sluice"), "{via}");
+    assert!(web.last_header("x-secret").is_empty());
+
+    let res = get("/old/thing?q=1").send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 301);
+    let location = res.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        location.starts_with("https://new.example.com"),
+        "{location}"
+    );
+    assert!(location.contains("/moved"), "{location}");
+    let res = get("/temp/x").send().await.unwrap();
+    assert_eq!(
+        res.status().as_u16(),
+        302,
+        "the Gateway API's default status"
+    );
+    let location = res.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        location.starts_with("http://other.example.com"),
+        "{location}"
+    );
+    assert!(location.ends_with("/temp/x"), "{location}");
 }

@@ -128,6 +128,7 @@ fn route(path: String, regex: &str) -> Route {
         permit_insecure: false,
         timeout: None,
         retry: None,
+        headers_edit: None,
         source: ObjectRef::new(Kind::HttpRoute, "default", "r"),
     }
 }

@@ -433,7 +433,7 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
         "parentRefs": [{"name": "edge", "namespace": "infra"}],
         "hostnames": ["store.example.com"],
         "rules": [
-            {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}],
+            {"filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "store", "port": 8080}}}],
              "backendRefs": [{"name": "store", "port": 8080}]},
             {"matches": [{"path": {"type": "PathPrefix", "value": "/q"},
                           "queryParams": [{"name": "a", "value": "b"}]}],
@@ -446,7 +446,7 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
     let msg = reply.message();
     assert!(
         msg.contains(
-            "spec.rules[0].filters: sluice does not apply HTTPRoute filters yet; remove them"
+            "spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestRedirect filters; remove this one"
         ),
         "{reply}"
     );

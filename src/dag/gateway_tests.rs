@@ -112,6 +112,7 @@ fn forwards_to(route: &Route) -> Vec<String> {
             .map(|c| format!("{}*{}", c.cluster, c.weight))
             .collect(),
         RouteAction::Unavailable(why) => vec![format!("503: {why}")],
+        RouteAction::Redirect(r) => vec![format!("redirect {r:?}")],
     }
 }
 
@@ -361,7 +362,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
         "shop",
         "store",
         &["shop.example.com"],
-        "  - filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-a, value: b}]}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /q}, queryParams: [{name: a, value: b}]}]\n    backendRefs: [{name: web, port: 80}]\n",
+        "  - filters: [{type: URLRewrite, urlRewrite: {hostname: a.example.com}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /q}, queryParams: [{name: a, value: b}]}]\n    backendRefs: [{name: web, port: 80}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
     assert!(
@@ -372,7 +373,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
     assert_eq!(conds(&p.conditions)[0], "Accepted=false/UnsupportedValue");
     let m = &p.conditions[0].message;
     assert!(
-        m.contains("spec.rules[0].filters: sluice does not apply HTTPRoute filters yet"),
+        m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestRedirect filters; remove this one"),
         "{m}"
     );
     assert!(m.contains("spec.rules[1].matches[0].queryParams"), "{m}");
@@ -571,4 +572,41 @@ spec:
         sources.contains(&Kind::Ingress) && sources.contains(&Kind::HttpRoute),
         "{sources:?}"
     );
+}
+
+#[test]
+fn header_filters_and_redirects_become_part_of_the_routes() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - matches: [{path: {value: /old}}]\n    filters: [{type: RequestRedirect, requestRedirect: {scheme: https, port: 8443, path: {type: ReplaceFullPath, replaceFullPath: /new}}}]\n    backendRefs: [{name: gone, port: 80}]\n  - filters:\n    - {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-A, value: a}], add: [{name: x-b, value: b}], remove: [X-C]}}\n    - {type: ResponseHeaderModifier, responseHeaderModifier: {remove: [server]}}\n    backendRefs: [{name: web, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    let routes = &dag.vhosts["shop.example.com"].routes;
+    assert_eq!(routes.len(), 2);
+    let RouteAction::Redirect(redirect) = &routes[0].action else {
+        panic!("{:?}", routes[0]);
+    };
+    assert_eq!(
+        **redirect,
+        Redirect {
+            scheme: Some("https".into()),
+            hostname: None,
+            port: Some(8443),
+            path: Some("/new".into()),
+            status: 302,
+        }
+    );
+    let edits = routes[1].headers_edit.as_deref().expect("header edits");
+    assert_eq!(edits.request.set, [("x-a".to_string(), "a".to_string())]);
+    assert_eq!(edits.request.add, [("x-b".to_string(), "b".to_string())]);
+    assert_eq!(edits.request.remove, ["x-c"]);
+    assert_eq!(edits.response.remove, ["server"]);
+    // A redirect's backends take no requests, so a missing one is no problem.
+    assert_eq!(
+        conds(&route_parent(&dag, "shop", "store").conditions),
+        ["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]
+    );
+    assert!(crate::dag::table::backends(&routes[0])[0].starts_with("302 to https://"));
 }

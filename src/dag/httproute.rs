@@ -7,14 +7,16 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use gateway_api::apis::standard::httproutes::{
-    HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesMatchesHeadersType,
-    HttpRouteRulesMatchesPathType,
+    HttpRoute, HttpRouteParentRefs, HttpRouteRules, HttpRouteRulesFilters,
+    HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
+    HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
 };
 
 use super::gateway::{GATEWAY_MIN_TLS, GROUP, GatewayAcc, Namespaces, cond, condition, granted};
 use super::model::{
-    Clusters, GatewayApiStatus, GatewayCondition, HeaderMatch, HeaderOp, ParentStatus, PathMatch,
-    Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster,
+    Clusters, GatewayApiStatus, GatewayCondition, HeaderEdit, HeaderEdits, HeaderMatch, HeaderOp,
+    ParentStatus, PathMatch, Redirect, Route, RouteAction, UpstreamProtocol, VhostTls,
+    WeightedCluster,
 };
 use super::{BackendRef, Builder, PortRef};
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
@@ -23,11 +25,13 @@ use crate::validate::FieldError;
 use crate::validate::common::Timeout;
 use crate::validate::gateway::validate_http_route;
 
-/// A rule as routes: its matches (path and header conditions), its action and its timeout.
-pub(super) type BuiltRule = (
+/// A rule as routes: its matches (path and header conditions), its action, its timeout and its
+/// header changes.
+type BuiltRule = (
     Vec<(PathMatch, Vec<HeaderMatch>)>,
     RouteAction,
     Option<Timeout>,
+    Option<Box<HeaderEdits>>,
 );
 
 /// Whether `pattern` (a host name, or `*.` and a suffix) matches the host name `host`.
@@ -232,7 +236,8 @@ pub(super) fn http_route(
             .enumerate()
             .map(|(i, rule)| {
                 let action = rule_action(b, snapshot, &ns, i, rule, &mut resolved);
-                (rule_matches(rule), action, rule_timeout(rule))
+                let edits = rule_header_edits(rule);
+                (rule_matches(rule), action, rule_timeout(rule), edits)
             })
             .collect();
         for (host, (tls, insecure)) in &attachment.hosts {
@@ -258,7 +263,7 @@ pub(super) fn http_route(
                     }
                 }
             }
-            for (matches, action, timeout) in &built {
+            for (matches, action, timeout, edits) in &built {
                 for (path, headers) in matches {
                     let r = Route {
                         path: path.clone(),
@@ -267,6 +272,7 @@ pub(super) fn http_route(
                         permit_insecure: *insecure,
                         timeout: *timeout,
                         retry: None,
+                        headers_edit: edits.clone(),
                         source: obj.clone(),
                     };
                     if let Err(conflict) = b.add_route(host, r)
@@ -338,11 +344,29 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
     let mut no = |path: String, message: &str| {
         out.push(FieldError::new(path, cond::UNSUPPORTED_VALUE, message));
     };
-    const FILTERS: &str = "sluice does not apply HTTPRoute filters yet; remove them";
+    const FILTERS: &str = "sluice does not apply backendRef filters yet; use the rule's filters";
     for (i, rule) in route.spec.rules.iter().flatten().enumerate() {
         let field = format!("spec.rules[{i}]");
-        if rule.filters.as_ref().is_some_and(|f| !f.is_empty()) {
-            no(format!("{field}.filters"), FILTERS);
+        for (j, f) in rule.filters.iter().flatten().enumerate() {
+            match f.r#type {
+                HttpRouteRulesFiltersType::RequestHeaderModifier
+                | HttpRouteRulesFiltersType::ResponseHeaderModifier => {}
+                HttpRouteRulesFiltersType::RequestRedirect => {
+                    let path = f.request_redirect.as_ref().and_then(|r| r.path.as_ref());
+                    if path.is_some_and(|p| {
+                        p.r#type == HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch
+                    }) {
+                        no(
+                            format!("{field}.filters[{j}].requestRedirect.path.type"),
+                            "ReplacePrefixMatch is not supported by sluice yet; use ReplaceFullPath",
+                        );
+                    }
+                }
+                _ => no(
+                    format!("{field}.filters[{j}].type"),
+                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestRedirect filters; remove this one",
+                ),
+            }
         }
         for (j, m) in rule.matches.iter().flatten().enumerate() {
             if matches!(
@@ -425,6 +449,62 @@ fn rule_matches(rule: &HttpRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
         .collect()
 }
 
+/// The redirect of a rule's `RequestRedirect` filter (the first, when it has more).
+fn rule_redirect(rule: &HttpRouteRules) -> Option<Redirect> {
+    let r = (rule.filters.iter().flatten()).find_map(|f| match f.r#type {
+        HttpRouteRulesFiltersType::RequestRedirect => f.request_redirect.as_ref(),
+        _ => None,
+    })?;
+    Some(Redirect {
+        scheme: r.scheme.as_ref().map(|s| {
+            match s {
+                HttpRouteRulesFiltersRequestRedirectScheme::Http => "http",
+                HttpRouteRulesFiltersRequestRedirectScheme::Https => "https",
+            }
+            .to_string()
+        }),
+        hostname: r.hostname.clone().filter(|h| !h.is_empty()),
+        port: r.port.and_then(|p| u32::try_from(p).ok()),
+        path: (r.path.as_ref())
+            .filter(|p| p.r#type == HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath)
+            .and_then(|p| p.replace_full_path.clone()),
+        // The Gateway API's default is 302.
+        status: r
+            .status_code
+            .and_then(|c| u16::try_from(c).ok())
+            .filter(|c| [301, 302, 303, 307, 308].contains(c))
+            .unwrap_or(302),
+    })
+}
+
+/// The header changes of a rule's `RequestHeaderModifier` and `ResponseHeaderModifier` filters.
+fn rule_header_edits(rule: &HttpRouteRules) -> Option<Box<HeaderEdits>> {
+    macro_rules! edit {
+        ($edit:expr, $m:expr) => {{
+            let (edit, m) = ($edit, $m);
+            let pair = |name: &String, value: &String| (name.to_ascii_lowercase(), value.clone());
+            edit.set
+                .extend(m.set.iter().flatten().map(|h| pair(&h.name, &h.value)));
+            edit.add
+                .extend(m.add.iter().flatten().map(|h| pair(&h.name, &h.value)));
+            edit.remove
+                .extend(m.remove.iter().flatten().map(|n| n.to_ascii_lowercase()));
+        }};
+    }
+    let mut edits = HeaderEdits::default();
+    for f in rule.filters.iter().flatten() {
+        let f: &HttpRouteRulesFilters = f;
+        if let Some(m) = &f.request_header_modifier {
+            edit!(&mut edits.request, m);
+        }
+        if let Some(m) = &f.response_header_modifier {
+            edit!(&mut edits.response, m);
+        }
+    }
+    let empty = |e: &HeaderEdit| e.is_empty();
+    (!(empty(&edits.request) && empty(&edits.response))).then(|| Box::new(edits))
+}
+
 /// A rule's `timeouts.request` (zero: no timeout).
 fn rule_timeout(rule: &HttpRouteRules) -> Option<Timeout> {
     let request = rule.timeouts.as_ref()?.request.as_deref()?;
@@ -447,6 +527,10 @@ fn rule_action(
     rule: &HttpRouteRules,
     resolved: &mut GatewayCondition,
 ) -> RouteAction {
+    if let Some(redirect) = rule_redirect(rule) {
+        // A redirect answers itself: the rule's backends take no requests.
+        return RouteAction::Redirect(Box::new(redirect));
+    }
     let refs = rule.backend_refs.as_deref().unwrap_or(&[]);
     if refs.is_empty() {
         return RouteAction::Unavailable(format!("spec.rules[{i}] has no backendRefs"));

@@ -83,8 +83,40 @@ pub struct Route {
     pub timeout: Option<crate::validate::common::Timeout>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
+    /// Header changes on the request and the response (Gateway API HTTPRoute filters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers_edit: Option<Box<HeaderEdits>>,
     /// The object this route comes from.
     pub source: ObjectRef,
+}
+
+/// The header changes of a route: on the request on its way to the backend, and on the
+/// response on its way back.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderEdits {
+    #[serde(skip_serializing_if = "HeaderEdit::is_empty")]
+    pub request: HeaderEdit,
+    #[serde(skip_serializing_if = "HeaderEdit::is_empty")]
+    pub response: HeaderEdit,
+}
+
+/// Headers to set (replacing any value), to add (beside any value) and to remove, by name in
+/// lower case.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct HeaderEdit {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<(String, String)>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub add: Vec<(String, String)>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remove: Vec<String>,
+}
+
+impl HeaderEdit {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
 }
 
 /// How a route matches the request path.
@@ -226,6 +258,25 @@ pub enum RouteAction {
     Forward(Clusters),
     /// Answer 503: the route's backends cannot be resolved (the reason is in the source's status).
     Unavailable(String),
+    /// Answer with a redirect (Gateway API `RequestRedirect`).
+    Redirect(Box<Redirect>),
+}
+
+/// A redirect: the request's URL with the parts that are set replaced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Redirect {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
+    /// The whole path replaced by this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// 301, 302, 303, 307 or 308.
+    pub status: u16,
 }
 
 /// The clusters of a [`RouteAction::Forward`]: most routes have one backend, held in the route

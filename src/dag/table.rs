@@ -115,6 +115,16 @@ pub fn backends(r: &Route) -> Vec<String> {
             .map(|c| format!("{} ({})", c.cluster, c.weight))
             .collect(),
         RouteAction::Unavailable(why) => vec![format!("503 ({why})")],
+        RouteAction::Redirect(r) => vec![format!(
+            "{} to {}{}{}{}",
+            r.status,
+            r.scheme
+                .as_deref()
+                .map_or(String::new(), |s| format!("{s}://")),
+            r.hostname.as_deref().unwrap_or("(same host)"),
+            r.port.map_or(String::new(), |p| format!(":{p}")),
+            r.path.as_deref().unwrap_or("")
+        )],
     }
 }
 

@@ -8,12 +8,15 @@
 //! its route table) grows with the number of virtual hosts and routes, not of domains: a cluster
 //! whose hosts mostly serve HTTPS costs Envoy one virtual host for all of them.
 
+use envoy_types::pb::envoy::config::core::v3::{
+    HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction,
+};
 use envoy_types::pb::envoy::config::route::v3::{
     DirectResponseAction, HeaderMatcher, RedirectAction, RetryPolicy, Route as EnvoyRoute,
     RouteAction as EnvoyRouteAction, RouteConfiguration, RouteMatch, VirtualHost as EnvoyVhost,
     WeightedCluster as EnvoyWeightedCluster,
     header_matcher::HeaderMatchSpecifier,
-    redirect_action::{RedirectResponseCode, SchemeRewriteSpecifier},
+    redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier},
     route::Action,
     route_action::ClusterSpecifier,
     route_match::PathSpecifier,
@@ -24,7 +27,9 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 
 use super::{duration, u32v};
-use crate::dag::{Dag, HeaderMatch, HeaderOp, PathMatch, Route, RouteAction, VirtualHost};
+use crate::dag::{
+    Dag, HeaderEdit, HeaderMatch, HeaderOp, PathMatch, Redirect, Route, RouteAction, VirtualHost,
+};
 use crate::validate::common::Timeout;
 use crate::xds::wire::{put_string, string_len};
 
@@ -224,7 +229,7 @@ fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
     let HttpShape::Own { host, redirect } = shape else {
         return false;
     };
-    if host.starts_with("*.") || !r.headers.is_empty() {
+    if host.starts_with("*.") || !r.headers.is_empty() || r.headers_edit.is_some() {
         return false;
     }
     enum Then<'a> {
@@ -236,6 +241,7 @@ fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
     } else {
         match &r.action {
             RouteAction::Unavailable(_) => Then::Fixed(&UNAVAILABLE),
+            RouteAction::Redirect(_) => return false,
             RouteAction::Forward(cs) => {
                 let mut live = cs.iter().filter(|c| c.weight > 0);
                 match (live.next(), live.next()) {
@@ -362,7 +368,7 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         headers.push(single_label_authority(host));
     }
     headers.extend(r.headers.iter().map(build_header_matcher));
-    EnvoyRoute {
+    let mut route = EnvoyRoute {
         r#match: Some(RouteMatch {
             headers,
             path_specifier: Some(path_specifier),
@@ -370,7 +376,54 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         }),
         action: Some(action),
         ..Default::default()
+    };
+    if let Some(edits) = &r.headers_edit {
+        route.request_headers_to_add = header_options(&edits.request);
+        route.request_headers_to_remove = edits.request.remove.clone();
+        route.response_headers_to_add = header_options(&edits.response);
+        route.response_headers_to_remove = edits.response.remove.clone();
     }
+    route
+}
+
+/// The headers a [`HeaderEdit`] sets and adds, as Envoy's options. Envoy reads `%` in a
+/// header value as the start of a command (`%DOWNSTREAM_REMOTE_ADDRESS%`); the values are
+/// literal text, so each `%` is doubled.
+fn header_options(edit: &HeaderEdit) -> Vec<HeaderValueOption> {
+    let option = |(name, value): &(String, String), action: HeaderAppendAction| HeaderValueOption {
+        header: Some(HeaderValue {
+            key: name.clone(),
+            value: value.replace('%', "%%"),
+            ..Default::default()
+        }),
+        append_action: action as i32,
+        ..Default::default()
+    };
+    (edit
+        .set
+        .iter()
+        .map(|h| option(h, HeaderAppendAction::OverwriteIfExistsOrAdd)))
+    .chain((edit.add.iter()).map(|h| option(h, HeaderAppendAction::AppendIfExistsOrAdd)))
+    .collect()
+}
+
+/// A redirect of the Gateway API's `RequestRedirect`.
+fn build_redirect(r: &Redirect) -> Action {
+    let response_code = match r.status {
+        302 => RedirectResponseCode::Found,
+        303 => RedirectResponseCode::SeeOther,
+        307 => RedirectResponseCode::TemporaryRedirect,
+        308 => RedirectResponseCode::PermanentRedirect,
+        _ => RedirectResponseCode::MovedPermanently,
+    };
+    Action::Redirect(RedirectAction {
+        host_redirect: r.hostname.clone().unwrap_or_default(),
+        port_redirect: r.port.unwrap_or(0),
+        response_code: response_code as i32,
+        scheme_rewrite_specifier: r.scheme.clone().map(SchemeRewriteSpecifier::SchemeRedirect),
+        path_rewrite_specifier: r.path.clone().map(PathRewriteSpecifier::PathRedirect),
+        ..Default::default()
+    })
 }
 
 pub use crate::dag::lookup::merge_slashes;
@@ -441,6 +494,7 @@ fn unavailable() -> Action {
 fn build_action(r: &Route) -> Action {
     let clusters = match &r.action {
         RouteAction::Unavailable(_) => return unavailable(),
+        RouteAction::Redirect(redirect) => return build_redirect(redirect),
         RouteAction::Forward(cs) => cs,
     };
     let live: Vec<_> = clusters.iter().filter(|c| c.weight > 0).collect();

@@ -38,6 +38,7 @@ pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
         permit_insecure: false,
         timeout: None,
         retry: None,
+        headers_edit: None,
         source: ObjectRef::new(Kind::Ingress, "default", "ing"),
     }
 }

@@ -1,9 +1,10 @@
 //! Small HTTP backends on 127.0.0.1 that answer every request with their own name (body and
 //! `x-backend` header). `/healthz` answers 200, or 503 once the backend is told to be unhealthy.
+//! Each backend keeps the headers of the last request it served.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -17,6 +18,7 @@ pub struct Backend {
     healthy: Arc<AtomicBool>,
     failing: Arc<AtomicBool>,
     hits: Arc<AtomicU64>,
+    last_headers: Arc<Mutex<Vec<(String, String)>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -30,26 +32,36 @@ impl Backend {
         let healthy = Arc::new(AtomicBool::new(true));
         let failing = Arc::new(AtomicBool::new(false));
         let hits = Arc::new(AtomicU64::new(0));
+        let last_headers = Arc::new(Mutex::new(Vec::new()));
         let (n, h, f, c) = (
             name.to_string(),
             healthy.clone(),
             failing.clone(),
             hits.clone(),
         );
+        let seen = last_headers.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
                 let (n, h, f, c) = (n.clone(), h.clone(), f.clone(), c.clone());
+                let seen = seen.clone();
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let (n, h, f, c) = (n.clone(), h.clone(), f.clone(), c.clone());
+                        let seen = seen.clone();
                         async move {
                             let status = if req.uri().path() == "/healthz" {
                                 if h.load(Ordering::SeqCst) { 200 } else { 503 }
                             } else {
                                 c.fetch_add(1, Ordering::SeqCst);
+                                *seen.lock().unwrap() = (req.headers().iter())
+                                    .map(|(k, v)| {
+                                        let v = String::from_utf8_lossy(v.as_bytes());
+                                        (k.to_string(), v.into_owned())
+                                    })
+                                    .collect();
                                 if f.load(Ordering::SeqCst) { 500 } else { 200 }
                             };
                             Ok::<_, Infallible>(
@@ -73,6 +85,7 @@ impl Backend {
             healthy,
             failing,
             hits,
+            last_headers,
             task,
         }
     }
@@ -85,6 +98,14 @@ impl Backend {
     /// Makes every other path answer 500.
     pub fn set_failing(&self, failing: bool) {
         self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// The values of header `name` (lower case) in the last request served.
+    pub fn last_header(&self, name: &str) -> Vec<String> {
+        let seen = self.last_headers.lock().unwrap();
+        (seen.iter().filter(|(k, _)| k == name))
+            .map(|(_, v)| v.clone())
+            .collect()
     }
 
     /// Requests served (health checks excluded).
