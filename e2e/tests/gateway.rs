@@ -184,5 +184,6 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     wait_object(&env, "gateways", &ns, "edge", "no route attached", |o| {
         o["status"]["listeners"][0]["attachedRoutes"] == 0
     });
+    env.kubectl_ok(&["delete", "gateway", "-n", &ns, "edge"]);
     env.kubectl_ok(&["delete", "gatewayclass", &class]);
 }

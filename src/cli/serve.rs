@@ -82,10 +82,11 @@ pub struct ServeArgs {
     /// marked default.
     #[arg(long)]
     pub default_ingress_class: Option<String>,
-    /// The Gateway API controllerName that is sluice's: the validating webhook leaves alone a
-    /// GatewayClass naming another controller, the Gateways of such a class and the routes whose
-    /// every parent is one of those Gateways (another implementation may accept what sluice
-    /// would refuse).
+    /// The Gateway API controllerName that is sluice's: GatewayClasses naming it, their Gateways
+    /// and the HTTPRoutes attached to those are routed and get status; the validating webhook
+    /// leaves alone a GatewayClass naming another controller, the Gateways of such a class and
+    /// the routes whose every parent is one of those Gateways (another implementation may accept
+    /// what sluice would refuse).
     #[arg(long, default_value = crate::webhook::DEFAULT_GATEWAY_CONTROLLER_NAME)]
     pub gateway_controller_name: String,
 

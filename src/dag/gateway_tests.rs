@@ -610,3 +610,34 @@ fn header_filters_and_redirects_become_part_of_the_routes() {
     );
     assert!(crate::dag::table::backends(&routes[0])[0].starts_with("302 to https://"));
 }
+
+#[test]
+fn an_https_listener_serves_named_hosts_only() {
+    let gw = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: https, protocol: HTTPS, port: 443, tls: {certificateRefs: [{name: shop-tls}]}}
+";
+    let anywhere = route("shop", "anywhere", &[], TO_WEB);
+    let named = route("shop", "named", &["a.example.com"], TO_WEB);
+    let mut snap = snapshot(&[CLASS, gw, SERVICES, &anywhere, &named]);
+    snap.insert(AnyObject::Secret(Arc::new(crate::synth::tls_secret(
+        "shop", "shop-tls",
+    ))));
+    let dag = build(&snap, &Options::default());
+    assert!(!dag.vhosts.contains_key("*"));
+    assert!(dag.vhosts["a.example.com"].tls.is_some());
+    let p = route_parent(&dag, "shop", "anywhere");
+    assert_eq!(
+        conds(&p.conditions)[0],
+        "Accepted=false/NoMatchingListenerHostname"
+    );
+    assert!(
+        p.conditions[0].message.contains("serves named hosts only"),
+        "{:?}",
+        p.conditions[0]
+    );
+}

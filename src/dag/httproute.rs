@@ -153,6 +153,7 @@ pub(super) fn http_route(
         let mut selected = 0;
         let mut allowed = 0;
         let mut hosted = 0;
+        let mut https_without_host = false;
         for l in gw.listeners.iter_mut().flatten() {
             if p.section_name.as_deref().is_some_and(|s| s != l.name)
                 || p.port.is_some_and(|port| port != l.port)
@@ -164,7 +165,12 @@ pub(super) fn http_route(
                 continue;
             }
             allowed += 1;
-            let hosts = listener_route_hosts(l.hostname.as_deref(), hostnames);
+            let mut hosts = listener_route_hosts(l.hostname.as_deref(), hostnames);
+            if l.tls.is_some() && hosts.iter().any(|h| h == "*") {
+                // TLS is chosen by the SNI host name: every host of an HTTPS listener is named.
+                hosts.retain(|h| h != "*");
+                https_without_host = true;
+            }
             if hosts.is_empty() {
                 continue;
             }
@@ -203,6 +209,15 @@ pub(super) fn http_route(
                 format!(
                     "{field}: the listeners of Gateway {gw_key} take routes of namespace {:?} only (allowedRoutes.namespaces.from: Same); set it to All to take this route",
                     &*gw_key.namespace
+                ),
+            )
+        } else if hosted == 0 && https_without_host {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NO_MATCHING_LISTENER_HOSTNAME,
+                format!(
+                    "{field}: an HTTPS listener of Gateway {gw_key} serves named hosts only; set spec.hostnames or the listener's hostname"
                 ),
             )
         } else if hosted == 0 {
