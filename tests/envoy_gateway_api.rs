@@ -286,3 +286,85 @@ spec:
     );
     assert!(location.ends_with("/temp/x"), "{location}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_calls_reach_the_backend_of_their_method_over_cleartext_http2() {
+    let cart = Backend::start("grpc/cart").await;
+    let catalog = Backend::start("grpc/catalog").await;
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: grpc}
+spec:
+  gatewayClassName: sluice
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+";
+    let route = "apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: shop, namespace: grpc}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [grpc.example.com]
+  rules:
+  - matches: [{method: {service: shop.Cart, method: Add}}]
+    backendRefs: [{name: cart, port: 80}]
+  - matches: [{method: {service: shop.Catalog}}]
+    backendRefs: [{name: catalog, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("grpc", &[&cart, &catalog])),
+            ("gateway.yaml", format!("{CLASSES}---\n{gateway}")),
+            ("route.yaml", route.to_string()),
+        ],
+        XdsProtocol::Sotw,
+    )
+    .await;
+    // Over HTTP/2 the host is the URL's (`:authority`), so the name resolves to Envoy.
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .resolve(
+            "grpc.example.com",
+            format!("127.0.0.1:{}", h.http_port).parse().unwrap(),
+        )
+        .build()
+        .unwrap();
+    // Envoy answers a gRPC call it cannot route as gRPC does: HTTP 200 with a `grpc-status`.
+    let call = |path: &str| {
+        let req = client
+            .post(format!("http://grpc.example.com:{}{path}", h.http_port))
+            .header(reqwest::header::CONTENT_TYPE, "application/grpc")
+            .header("te", "trailers")
+            .body(vec![0u8, 0, 0, 0, 0]);
+        async move {
+            let res = req.send().await.map_err(|e| e.to_string())?;
+            let version = res.version();
+            let grpc_status = (res.headers().get("grpc-status"))
+                .map(|v| v.to_str().unwrap_or_default().to_string());
+            let body = res.text().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>((version, grpc_status, body))
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let got = call("/shop.Cart/Add").await;
+        if let Ok((version, None, body)) = &got
+            && body == "grpc/cart"
+        {
+            assert_eq!(*version, reqwest::Version::HTTP_2);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the GRPCRoute is not served (last: {got:?}); Envoy log:\n{}",
+            h.envoy_log_tail()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (_, _, body) = call("/shop.Catalog/List").await.unwrap();
+    assert_eq!(body, "grpc/catalog");
+    // Another method of the Cart service matches no rule: UNIMPLEMENTED (12).
+    let (_, grpc_status, _) = call("/shop.Cart/Remove").await.unwrap();
+    assert_eq!(grpc_status.as_deref(), Some("12"));
+    assert!(cart.hits() > 0 && catalog.hits() > 0);
+}

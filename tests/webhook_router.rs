@@ -463,6 +463,27 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
     .assert_allowed();
 }
 
+#[tokio::test]
+async fn a_grpc_method_without_its_service_is_denied_in_a_route_on_sluices_gateway() {
+    let state = mk_state();
+    let mut object = fixture("grpcroute_bad_method")["request"]["object"].clone();
+    object["spec"]["rules"] = json!([{
+        "matches": [{"method": {"method": "Get"}}],
+        "backendRefs": [{"name": "rpc", "port": 9000}],
+    }]);
+    let reply = post(
+        &state,
+        "/validate",
+        mk_review_of("grpcroute_bad_method", object),
+    )
+    .await;
+    reply.assert_denied(422);
+    assert!(
+        reply.message().contains("spec.rules[0].matches[0].method.service: a method without its service is not supported by sluice yet; name the service"),
+        "{reply}"
+    );
+}
+
 // ---- injection-shaped values ----
 
 #[tokio::test]

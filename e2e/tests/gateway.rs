@@ -143,7 +143,10 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     );
     assert_eq!(
         gw["status"]["listeners"][0]["supportedKinds"],
-        serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+        serde_json::json!([
+            {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"},
+            {"group": "gateway.networking.k8s.io", "kind": "GRPCRoute"}
+        ])
     );
     let route = wait_object(&env, "httproutes", &ns, "shop", "Accepted", |o| {
         let p = &o["status"]["parents"][0];

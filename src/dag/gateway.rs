@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gateway_api::apis::standard::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
 };
-use gateway_api::apis::standard::httproutes::HttpRoute;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
 use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
@@ -31,6 +31,8 @@ use crate::validate::gateway::validate_gateway;
 
 /// The API group of the Gateway API.
 pub const GROUP: &str = "gateway.networking.k8s.io";
+/// The route kinds sluice attaches to HTTP and HTTPS listeners.
+pub const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
 /// Minimum TLS version of hosts served from Gateway HTTPS listeners.
 pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
 
@@ -80,6 +82,8 @@ pub(super) struct Listener {
     pub(super) tls: Option<String>,
     /// Which namespaces' routes it takes.
     pub(super) from: Namespaces,
+    /// Which route kinds it takes (of [`ROUTE_KINDS`]).
+    pub(super) kinds: Vec<&'static str>,
     /// Routes attached to it.
     pub(super) attached: u32,
 }
@@ -184,18 +188,12 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
     }
 
     // Routes oldest first: the oldest route keeps a match two routes define on one host.
-    let mut routes: Vec<(&ObjKey, &HttpRoute)> = snapshot
-        .http_routes
-        .iter()
-        .map(|(k, r)| (k, &**r))
-        .collect();
-    routes.sort_by(|(ka, a), (kb, b)| {
-        let ta = a.metadata.creation_timestamp.as_ref();
-        let tb = b.metadata.creation_timestamp.as_ref();
-        (ta.is_none(), ta, ka).cmp(&(tb.is_none(), tb, kb))
-    });
-    for (key, route) in routes {
+    // HTTPRoutes, then GRPCRoutes (whose paths are their methods').
+    for (key, route) in oldest_first(&snapshot.http_routes, |r| &r.metadata) {
         super::httproute::http_route(b, snapshot, &mut gateways, &controller, key, route);
+    }
+    for (key, route) in oldest_first(&snapshot.grpc_routes, |r| &r.metadata) {
+        super::grpcroute::grpc_route(b, snapshot, &mut gateways, &controller, key, route);
     }
 
     for (_, mut gw) in gateways {
@@ -258,6 +256,20 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             },
         );
     }
+}
+
+/// The objects by creationTimestamp (missing: newest), then namespace and name.
+fn oldest_first<T>(
+    objects: &crate::store::Objects<T>,
+    meta: impl Fn(&T) -> &ObjectMeta,
+) -> Vec<(&ObjKey, &T)> {
+    let mut all: Vec<(&ObjKey, &T)> = objects.iter().map(|(k, o)| (k, &**o)).collect();
+    all.sort_by(|(ka, a), (kb, b)| {
+        let ta = meta(a).creation_timestamp.as_ref();
+        let tb = meta(b).creation_timestamp.as_ref();
+        (ta.is_none(), ta, ka).cmp(&(tb.is_none(), tb, kb))
+    });
+    all
 }
 
 /// Whether a ReferenceGrant in `to_ns` lets objects of `from_kind` in `from_ns` refer to the
@@ -375,13 +387,14 @@ fn listener(
     // Route kinds.
     let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref());
     match kinds {
-        None => status.supported_kinds.push("HTTPRoute"),
+        None => status.supported_kinds = ROUTE_KINDS.to_vec(),
         Some(kinds) => {
-            for k in kinds {
-                if k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == "HTTPRoute" {
-                    status.supported_kinds = vec!["HTTPRoute"];
-                }
-            }
+            status.supported_kinds = (ROUTE_KINDS.iter().copied())
+                .filter(|sluices| {
+                    (kinds.iter())
+                        .any(|k| k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == *sluices)
+                })
+                .collect();
             if status.supported_kinds.is_empty() {
                 let asked: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
                 return refuse(
@@ -389,7 +402,8 @@ fn listener(
                     true,
                     cond::INVALID_ROUTE_KINDS,
                     format!(
-                        "{field}.allowedRoutes.kinds: sluice attaches HTTPRoutes to {} listeners, not {}",
+                        "{field}.allowedRoutes.kinds: sluice attaches {} to {} listeners, not {}",
+                        ROUTE_KINDS.join(" and "),
                         l.protocol,
                         asked.join(", ")
                     ),
@@ -530,6 +544,7 @@ fn listener(
             .map(str::to_ascii_lowercase),
         tls,
         from,
+        kinds: status.supported_kinds.clone(),
         attached: 0,
     };
     (Some(listener), status)

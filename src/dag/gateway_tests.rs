@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::httproute::listener_route_hosts;
+use super::gwroute::listener_route_hosts;
 use super::*;
 use crate::api::{Kind, ObjectRef};
 use crate::manifest::{Document, parse_documents};
@@ -96,7 +96,11 @@ fn conds(cs: &[GatewayCondition]) -> Vec<String> {
 }
 
 fn route_parent(dag: &Dag, ns: &str, name: &str) -> ParentStatus {
-    let s = status(dag, Kind::HttpRoute, ns, name);
+    route_parent_of(dag, Kind::HttpRoute, ns, name)
+}
+
+fn route_parent_of(dag: &Dag, kind: Kind, ns: &str, name: &str) -> ParentStatus {
+    let s = status(dag, kind, ns, name);
     let g = s
         .gateway
         .as_ref()
@@ -180,7 +184,7 @@ fn a_route_on_sluices_gateway_is_served_and_every_status_says_so() {
     );
     assert_eq!(g.listeners.len(), 1);
     assert_eq!(g.listeners[0].attached_routes, 1);
-    assert_eq!(g.listeners[0].supported_kinds, ["HTTPRoute"]);
+    assert_eq!(g.listeners[0].supported_kinds, ["HTTPRoute", "GRPCRoute"]);
     assert_eq!(
         conds(&g.listeners[0].conditions),
         [
@@ -637,6 +641,82 @@ spec:
     );
     assert!(
         p.conditions[0].message.contains("serves named hosts only"),
+        "{:?}",
+        p.conditions[0]
+    );
+}
+
+#[test]
+fn grpc_routes_match_services_and_methods_and_reach_h2c_backends() {
+    let grpc = "apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: cart, namespace: shop}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [grpc.example.com]
+  rules:
+  - matches: [{method: {service: shop.Cart, method: Add}}]
+    backendRefs: [{name: api, port: 8080}]
+  - matches: [{method: {service: shop.Cart}, headers: [{name: X-Tenant, value: a}]}]
+    backendRefs: [{name: web, port: 80}]
+";
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, grpc]);
+    let routes = &dag.vhosts["grpc.example.com"].routes;
+    let got: Vec<String> = routes
+        .iter()
+        .map(|r| format!("{:?} {}", r.path, r.headers.len()))
+        .collect();
+    assert_eq!(
+        got,
+        ["Exact(\"/shop.Cart/Add\") 0", "Prefix(\"/shop.Cart\") 1"]
+    );
+    let RouteAction::Forward(cs) = &routes[0].action else {
+        panic!("{:?}", routes[0]);
+    };
+    assert_eq!(dag.clusters[&cs[0].cluster].protocol, UpstreamProtocol::H2c);
+    assert_eq!(
+        conds(&route_parent_of(&dag, Kind::GrpcRoute, "shop", "cart").conditions),
+        ["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]
+    );
+    let gw = status(&dag, Kind::Gateway, "shop", "edge");
+    assert_eq!(gw.gateway.as_ref().unwrap().listeners[0].attached_routes, 1);
+
+    // A listener that takes HTTPRoutes only does not take it; a method without its service is
+    // refused naming the field.
+    let http_only = gateway("sluice", None, "Same").replace(
+        "allowedRoutes: {namespaces: {from: Same}}",
+        "allowedRoutes: {namespaces: {from: Same}, kinds: [{kind: HTTPRoute}]}",
+    );
+    let dag = dag_of(&[CLASS, &http_only, SERVICES, grpc]);
+    assert!(dag.vhosts.is_empty());
+    let p = route_parent_of(&dag, Kind::GrpcRoute, "shop", "cart");
+    assert_eq!(
+        conds(&p.conditions)[0],
+        "Accepted=false/NotAllowedByListeners"
+    );
+    assert!(
+        p.conditions[0].message.contains("takes GRPCRoutes"),
+        "{:?}",
+        p.conditions[0]
+    );
+    let g = status(&dag, Kind::Gateway, "shop", "edge")
+        .gateway
+        .clone()
+        .unwrap();
+    assert_eq!(g.listeners[0].supported_kinds, ["HTTPRoute"]);
+    let no_service = grpc.replace("{service: shop.Cart, method: Add}", "{method: Add}");
+    let dag = dag_of(&[
+        CLASS,
+        &gateway("sluice", None, "Same"),
+        SERVICES,
+        &no_service,
+    ]);
+    let p = route_parent_of(&dag, Kind::GrpcRoute, "shop", "cart");
+    assert_eq!(conds(&p.conditions)[0], "Accepted=false/UnsupportedValue");
+    assert!(
+        p.conditions[0]
+            .message
+            .contains("spec.rules[0].matches[0].method.service"),
         "{:?}",
         p.conditions[0]
     );

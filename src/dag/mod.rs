@@ -14,6 +14,8 @@
 mod builder;
 mod delegation;
 pub mod gateway;
+pub mod grpcroute;
+mod gwroute;
 pub mod httproute;
 pub mod incremental;
 pub mod ingress;

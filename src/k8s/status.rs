@@ -94,12 +94,16 @@ pub fn writes_status(kind: Kind) -> bool {
             | Kind::GatewayClass
             | Kind::Gateway
             | Kind::HttpRoute
+            | Kind::GrpcRoute
     )
 }
 
 /// The Gateway API kinds sluice writes status on.
 fn is_gateway_kind(kind: Kind) -> bool {
-    matches!(kind, Kind::GatewayClass | Kind::Gateway | Kind::HttpRoute)
+    matches!(
+        kind,
+        Kind::GatewayClass | Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute
+    )
 }
 
 /// Decides the status write for one object. `now` is an RFC 3339 timestamp.
@@ -821,10 +825,10 @@ mod tests {
 
     #[test]
     fn gateway_api_objects_without_a_gateway_api_verdict_get_nothing() {
-        // A GRPCRoute (not routed yet) and an HTTPRoute whose verdict carries no Gateway API
-        // status (no parent of sluice's).
+        // A TLSRoute (not routed yet) and routes whose verdict carries no Gateway API status
+        // (no parent of sluice's).
         let st = mk_status(State::Valid, 1);
-        for kind in [Kind::GrpcRoute, Kind::HttpRoute] {
+        for kind in [Kind::TlsRoute, Kind::GrpcRoute, Kind::HttpRoute] {
             assert_eq!(
                 plan(kind, Verdict::Dag(&st), &observed(None), None, T0),
                 Plan::Keep

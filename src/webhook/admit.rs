@@ -14,7 +14,14 @@ use crate::manifest::{Document, decode_value};
 use crate::store::AnyObject;
 use crate::validate::ingress::{DEFAULT_CLASS_ANNOTATION, ingress_class, is_default_class};
 use crate::validate::{FieldError, Verdict, quote, validate_object_for_class};
-use gateway_api::apis::standard::httproutes::HttpRoute;
+
+/// A route's parents as `(group, kind, namespace, name)`, whatever the route's kind.
+macro_rules! parent_refs {
+    ($route:expr) => {
+        ($route.spec.parent_refs.iter().flatten())
+            .map(|p| (&p.group, &p.kind, &p.namespace, &p.name))
+    };
+}
 
 /// Which endpoint asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -228,8 +235,13 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
         AnyObject::RouteV1alpha1(r) => check_root(obj, "spec.host", &r.spec.host, cx, &mut v),
         // What sluice does not route yet, in a route attached to one of its Gateways: refused
         // now rather than reported in the route's status after the fact.
-        AnyObject::HttpRoute(r) if attached_to_ours(obj, r, cx) => {
+        AnyObject::HttpRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
             for e in crate::dag::httproute::unsupported(r) {
+                v.error(e);
+            }
+        }
+        AnyObject::GrpcRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
+            for e in crate::dag::grpcroute::unsupported(r) {
                 v.error(e);
             }
         }
@@ -363,19 +375,30 @@ fn in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
 }
 
 /// Whether a parent of the route is a Gateway the index knows to be of a class of sluice's.
-fn attached_to_ours(obj: &AnyObject, r: &HttpRoute, cx: &Context<'_>) -> bool {
+fn attached_to_ours<'a>(
+    obj: &AnyObject,
+    mut parents: impl Iterator<
+        Item = (
+            &'a Option<String>,
+            &'a Option<String>,
+            &'a Option<String>,
+            &'a String,
+        ),
+    >,
+    cx: &Context<'_>,
+) -> bool {
     let Some(ours) = &cx.settings.gateway_controller_name else {
         return false;
     };
     let own_ns = obj.key().namespace;
-    r.spec.parent_refs.iter().flatten().any(|p| {
-        p.group.as_deref().unwrap_or(crate::dag::gateway::GROUP) == crate::dag::gateway::GROUP
-            && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+    parents.any(|(group, kind, namespace, name)| {
+        group.as_deref().unwrap_or(crate::dag::gateway::GROUP) == crate::dag::gateway::GROUP
+            && kind.as_deref().unwrap_or("Gateway") == "Gateway"
             && cx
                 .index
                 .gateway_class_of(&ObjKey::new(
-                    p.namespace.as_deref().unwrap_or(&own_ns),
-                    p.name.as_str(),
+                    namespace.as_deref().unwrap_or(&own_ns),
+                    name.as_str(),
                 ))
                 .and_then(|class| cx.index.gateway_class_controller(class))
                 .is_some_and(|c| c == ours)

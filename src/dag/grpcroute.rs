@@ -1,0 +1,174 @@
+//! GRPCRoutes of the Gateway API: their rules as routes to gRPC backends (cleartext HTTP/2),
+//! attached to sluice's Gateways by [`super::gwroute`]. A gRPC call is an HTTP/2 POST to
+//! `/<service>/<method>`: a method match is an exact path, a service match a path prefix. The
+//! rules are written down in `docs/gateway-api.md`.
+
+use std::collections::BTreeMap;
+
+use gateway_api::apis::standard::grpcroutes::{
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatchesHeadersType,
+    GrpcRouteRulesMatchesMethodType,
+};
+
+use super::Builder;
+use super::gateway::{GatewayAcc, cond};
+use super::gwroute::{BackendIn, ParentIn, RouteIn, attach_route, rule_action, rule_header_edits};
+use super::model::{HeaderMatch, HeaderOp, PathMatch, UpstreamProtocol};
+use crate::api::{Kind, ObjKey};
+use crate::store::Snapshot;
+use crate::validate::FieldError;
+use crate::validate::gateway::validate_grpc_route;
+
+/// One GRPCRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
+pub(super) fn grpc_route(
+    b: &mut Builder<'_>,
+    snapshot: &Snapshot,
+    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
+    controller: &str,
+    key: &ObjKey,
+    route: &GrpcRoute,
+) {
+    let mut refused: Vec<String> = (validate_grpc_route(route).errors.iter())
+        .map(ToString::to_string)
+        .collect();
+    if refused.is_empty() {
+        refused.extend(unsupported(route).iter().map(ToString::to_string));
+    }
+    let parents = (route.spec.parent_refs.iter().flatten())
+        .map(|p| ParentIn {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+            section_name: p.section_name.as_deref(),
+            port: p.port,
+        })
+        .collect();
+    let r = RouteIn {
+        kind: Kind::GrpcRoute,
+        key,
+        generation: route.metadata.generation,
+        parents,
+        hostnames: route.spec.hostnames.as_deref().unwrap_or(&[]),
+        refused,
+    };
+    let ns = &*key.namespace;
+    attach_route(b, gateways, controller, r, |b, resolved| {
+        let rules = route.spec.rules.as_deref().unwrap_or(&[]);
+        (rules.iter().enumerate())
+            .map(|(i, rule)| {
+                let refs: Vec<BackendIn<'_>> = (rule.backend_refs.iter().flatten())
+                    .map(|r| BackendIn {
+                        group: r.group.as_deref(),
+                        kind: r.kind.as_deref(),
+                        namespace: r.namespace.as_deref(),
+                        name: &r.name,
+                        port: r.port,
+                        weight: r.weight,
+                    })
+                    .collect();
+                let action = rule_action(
+                    b,
+                    snapshot,
+                    "GRPCRoute",
+                    ns,
+                    i,
+                    &refs,
+                    UpstreamProtocol::H2c,
+                    resolved,
+                );
+                let edits = rule_header_edits!(rule.filters.iter().flatten());
+                (rule_matches(rule), action, None, edits)
+            })
+            .collect()
+    });
+}
+
+/// What the route uses that sluice does not route yet, one error per field (reason
+/// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
+pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    let mut no = |path: String, message: &str| {
+        out.push(FieldError::new(path, cond::UNSUPPORTED_VALUE, message));
+    };
+    for (i, rule) in route.spec.rules.iter().flatten().enumerate() {
+        let field = format!("spec.rules[{i}]");
+        for (j, f) in rule.filters.iter().flatten().enumerate() {
+            if !matches!(
+                f.r#type,
+                GrpcRouteRulesFiltersType::RequestHeaderModifier
+                    | GrpcRouteRulesFiltersType::ResponseHeaderModifier
+            ) {
+                no(
+                    format!("{field}.filters[{j}].type"),
+                    "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters to GRPCRoutes; remove this one",
+                );
+            }
+        }
+        for (j, m) in rule.matches.iter().flatten().enumerate() {
+            let Some(method) = &m.method else {
+                continue;
+            };
+            if matches!(
+                method.r#type,
+                Some(GrpcRouteRulesMatchesMethodType::RegularExpression)
+            ) {
+                no(
+                    format!("{field}.matches[{j}].method.type"),
+                    "RegularExpression is not supported by sluice yet; use Exact",
+                );
+            } else if method.service.as_deref().is_none_or(str::is_empty) {
+                no(
+                    format!("{field}.matches[{j}].method.service"),
+                    "a method without its service is not supported by sluice yet; name the service",
+                );
+            }
+        }
+        for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
+            if r.filters.as_ref().is_some_and(|f| !f.is_empty()) {
+                no(
+                    format!("{field}.backendRefs[{j}].filters"),
+                    "sluice does not apply backendRef filters yet; use the rule's filters",
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The path and header conditions of a rule's matches (every call when it has none).
+fn rule_matches(rule: &GrpcRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
+    let matches = rule.matches.as_deref().unwrap_or(&[]);
+    if matches.is_empty() {
+        return vec![(PathMatch::prefix("/"), Vec::new())];
+    }
+    matches
+        .iter()
+        .map(|m| {
+            let service = (m.method.as_ref())
+                .and_then(|m| m.service.as_deref())
+                .filter(|s| !s.is_empty());
+            let method = (m.method.as_ref())
+                .and_then(|m| m.method.as_deref())
+                .filter(|s| !s.is_empty());
+            let path = match (service, method) {
+                (Some(s), Some(m)) => PathMatch::Exact(format!("/{s}/{m}").into()),
+                (Some(s), None) => PathMatch::prefix(&format!("/{s}")),
+                // Refused by `unsupported` before the rules are built.
+                (None, _) => PathMatch::prefix("/"),
+            };
+            let headers = (m.headers.iter().flatten())
+                .map(|h| HeaderMatch {
+                    name: h.name.to_ascii_lowercase(),
+                    op: match h.r#type {
+                        Some(GrpcRouteRulesMatchesHeadersType::RegularExpression) => {
+                            HeaderOp::Regex(h.value.clone())
+                        }
+                        _ => HeaderOp::Exact(h.value.clone()),
+                    },
+                })
+                .collect();
+            (path, headers)
+        })
+        .collect()
+}

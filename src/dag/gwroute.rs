@@ -1,0 +1,499 @@
+//! Routes of the Gateway API (HTTPRoute, GRPCRoute) attached to sluice's Gateways
+//! ([`super::gateway`]): which listeners a route's parents select and allow it on, the
+//! hostnames it serves there, its backends, and its statuses. What each kind's rules mean is
+//! [`super::httproute`]'s and [`super::grpcroute`]'s. The rules are written down in
+//! `docs/gateway-api.md`.
+
+use std::collections::BTreeMap;
+
+use super::gateway::{GATEWAY_MIN_TLS, GROUP, GatewayAcc, Namespaces, cond, condition, granted};
+use super::model::{
+    Clusters, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch, ParentStatus,
+    PathMatch, Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster,
+};
+use super::{BackendRef, Builder, PortRef};
+use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
+use crate::store::Snapshot;
+use crate::validate::common::Timeout;
+
+/// A rule as routes: its matches (path and header conditions), its action, its timeout and its
+/// header changes.
+pub(super) type BuiltRule = (
+    Vec<(PathMatch, Vec<HeaderMatch>)>,
+    RouteAction,
+    Option<Timeout>,
+    Option<Box<HeaderEdits>>,
+);
+
+/// Whether `pattern` (a host name, or `*.` and a suffix) matches the host name `host`.
+/// A wildcard matches one or more labels in front of its suffix, not the suffix alone.
+fn hostname_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some(suffix) => {
+            host.len() > suffix.len() && host.ends_with(suffix) && !host.starts_with('*')
+        }
+        None => pattern == host,
+    }
+}
+
+/// The hostnames a route serves through a listener: where the listener's hostname and the
+/// route's meet (the more specific of the two). Empty when they do not meet.
+pub fn listener_route_hosts(listener: Option<&str>, route: &[String]) -> Vec<String> {
+    let route: Vec<String> = route.iter().map(|h| h.to_ascii_lowercase()).collect();
+    let mut out = match (listener, route.is_empty()) {
+        (None, true) => vec!["*".to_string()],
+        (None, false) => route,
+        (Some(l), true) => vec![l.to_string()],
+        (Some(l), false) => route
+            .into_iter()
+            .filter_map(|h| {
+                if h == l || hostname_matches(l, &h) {
+                    Some(h)
+                } else if hostname_matches(&h, l) {
+                    Some(l.to_string())
+                } else {
+                    None
+                }
+            })
+            .collect(),
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What one parent of a route attaches to: hostnames, each with its TLS Secret (HTTPS
+/// listeners) and whether it is served over plain HTTP (HTTP listeners).
+#[derive(Default)]
+struct Attachment {
+    /// Host → (TLS Secret id, served over plain HTTP).
+    hosts: BTreeMap<String, (Option<String>, bool)>,
+}
+
+/// The header changes ([`HeaderEdits`]) of a rule's filters, of any route kind: `$filters`
+/// iterates filters with the `request_header_modifier` and `response_header_modifier` fields of
+/// the Gateway API (their `set`, `add` and `remove`); names are lowercased.
+macro_rules! rule_header_edits {
+    ($filters:expr) => {{
+        macro_rules! edit {
+            ($edit:expr, $m:expr) => {{
+                let (edit, m) = ($edit, $m);
+                let pair =
+                    |name: &String, value: &String| (name.to_ascii_lowercase(), value.clone());
+                edit.set
+                    .extend(m.set.iter().flatten().map(|h| pair(&h.name, &h.value)));
+                edit.add
+                    .extend(m.add.iter().flatten().map(|h| pair(&h.name, &h.value)));
+                edit.remove
+                    .extend(m.remove.iter().flatten().map(|n| n.to_ascii_lowercase()));
+            }};
+        }
+        let mut edits = $crate::dag::model::HeaderEdits::default();
+        for f in $filters {
+            if let Some(m) = &f.request_header_modifier {
+                edit!(&mut edits.request, m);
+            }
+            if let Some(m) = &f.response_header_modifier {
+                edit!(&mut edits.response, m);
+            }
+        }
+        (!(edits.request.is_empty() && edits.response.is_empty())).then(|| Box::new(edits))
+    }};
+}
+pub(super) use rule_header_edits;
+
+/// A route's `parentRefs` entry, of any route kind.
+pub(super) struct ParentIn<'r> {
+    pub group: Option<&'r str>,
+    pub kind: Option<&'r str>,
+    pub namespace: Option<&'r str>,
+    pub name: &'r str,
+    pub section_name: Option<&'r str>,
+    pub port: Option<i32>,
+}
+
+/// A rule's `backendRefs` entry, of any route kind.
+pub(super) struct BackendIn<'r> {
+    pub group: Option<&'r str>,
+    pub kind: Option<&'r str>,
+    pub namespace: Option<&'r str>,
+    pub name: &'r str,
+    pub port: Option<i32>,
+    pub weight: Option<i32>,
+}
+
+/// What attaching needs of a route of any kind.
+pub(super) struct RouteIn<'r> {
+    pub kind: Kind,
+    pub key: &'r ObjKey,
+    pub generation: Option<i64>,
+    pub parents: Vec<ParentIn<'r>>,
+    pub hostnames: &'r [String],
+    /// What refuses the route on every parent: its single-object problems and what sluice does
+    /// not route yet.
+    pub refused: Vec<String>,
+}
+
+fn parent_status(
+    controller: &str,
+    route_ns: &str,
+    p: &ParentIn<'_>,
+    conditions: Vec<GatewayCondition>,
+) -> ParentStatus {
+    ParentStatus {
+        namespace: p.namespace.unwrap_or(route_ns).to_string(),
+        name: p.name.to_string(),
+        section_name: p.section_name.map(str::to_string),
+        port: p.port,
+        controller_name: controller.to_string(),
+        conditions,
+    }
+}
+
+/// Attaches a route to the listeners of sluice's Gateways it names and adds the routes
+/// `build_rules` makes of its rules to every hostname it serves there (only when it serves
+/// any); records its status.
+pub(super) fn attach_route(
+    b: &mut Builder<'_>,
+    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
+    controller: &str,
+    r: RouteIn<'_>,
+    build_rules: impl FnOnce(&mut Builder<'_>, &mut GatewayCondition) -> Vec<BuiltRule>,
+) {
+    let obj = ObjectRef {
+        kind: r.kind,
+        key: r.key.clone(),
+    };
+    let kind_name = r.kind.kind();
+    let parents: Vec<(usize, &ParentIn<'_>, ObjKey)> = (r.parents.iter().enumerate())
+        .filter(|(_, p)| {
+            p.group.unwrap_or(GROUP) == GROUP && p.kind.unwrap_or("Gateway") == "Gateway"
+        })
+        .map(|(i, p)| {
+            (
+                i,
+                p,
+                ObjKey::new(p.namespace.unwrap_or(&r.key.namespace), p.name),
+            )
+        })
+        .filter(|(_, _, k)| gateways.contains_key(k))
+        .collect();
+    if parents.is_empty() {
+        b.set_ignored(&obj, "no parent is a Gateway of sluice's");
+        return;
+    }
+    b.track_generation_of(&obj, r.generation);
+    let mut statuses = Vec::new();
+    let hostnames = r.hostnames;
+    let mut problems: Vec<String> = Vec::new();
+    let refused = (!r.refused.is_empty()).then(|| (cond::UNSUPPORTED_VALUE, r.refused.join("; ")));
+
+    let mut attachment = Attachment::default();
+    for (i, p, gw_key) in &parents {
+        let Some(gw) = gateways.get_mut(gw_key) else {
+            continue;
+        };
+        let mut selected = 0;
+        let mut namespace_allowed = 0;
+        let mut allowed = 0;
+        let mut hosted = 0;
+        let mut https_without_host = false;
+        for l in gw.listeners.iter_mut().flatten() {
+            if p.section_name.is_some_and(|s| s != l.name)
+                || p.port.is_some_and(|port| port != l.port)
+            {
+                continue;
+            }
+            selected += 1;
+            if l.from == Namespaces::Same && gw_key.namespace != r.key.namespace {
+                continue;
+            }
+            namespace_allowed += 1;
+            if !l.kinds.contains(&kind_name) {
+                continue;
+            }
+            allowed += 1;
+            let mut hosts = listener_route_hosts(l.hostname.as_deref(), hostnames);
+            if l.tls.is_some() && hosts.iter().any(|h| h == "*") {
+                // TLS is chosen by the SNI host name: every host of an HTTPS listener is named.
+                hosts.retain(|h| h != "*");
+                https_without_host = true;
+            }
+            if hosts.is_empty() {
+                continue;
+            }
+            hosted += 1;
+            if refused.is_some() {
+                continue;
+            }
+            l.attached += 1;
+            for h in hosts {
+                let e = attachment.hosts.entry(h).or_insert((None, false));
+                match &l.tls {
+                    Some(secret) => {
+                        e.0.get_or_insert_with(|| secret.clone());
+                    }
+                    None => e.1 = true,
+                }
+            }
+        }
+        let field = format!("spec.parentRefs[{i}]");
+        let accepted = if let Some((reason, why)) = &refused {
+            condition(cond::ACCEPTED, false, reason, why.clone())
+        } else if selected == 0 {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NO_MATCHING_PARENT,
+                format!(
+                    "{field}: Gateway {gw_key} has no accepted listener with this sectionName and port"
+                ),
+            )
+        } else if namespace_allowed == 0 {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NOT_ALLOWED_BY_LISTENERS,
+                format!(
+                    "{field}: the listeners of Gateway {gw_key} take routes of namespace {:?} only (allowedRoutes.namespaces.from: Same); set it to All to take this route",
+                    &*gw_key.namespace
+                ),
+            )
+        } else if allowed == 0 {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NOT_ALLOWED_BY_LISTENERS,
+                format!(
+                    "{field}: no listener of Gateway {gw_key} takes {kind_name}s (allowedRoutes.kinds); add {kind_name} there to take this route"
+                ),
+            )
+        } else if hosted == 0 && https_without_host {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NO_MATCHING_LISTENER_HOSTNAME,
+                format!(
+                    "{field}: an HTTPS listener of Gateway {gw_key} serves named hosts only; set spec.hostnames or the listener's hostname"
+                ),
+            )
+        } else if hosted == 0 {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NO_MATCHING_LISTENER_HOSTNAME,
+                format!(
+                    "{field}: no hostname of this route matches a listener hostname of Gateway {gw_key}"
+                ),
+            )
+        } else {
+            condition(cond::ACCEPTED, true, cond::ACCEPTED, "attached to Gateway")
+        };
+        statuses.push((*p, accepted));
+    }
+
+    // Rules → routes on every attached host.
+    let mut resolved = condition(
+        cond::RESOLVED_REFS,
+        true,
+        cond::RESOLVED_REFS,
+        "references resolved",
+    );
+    let mut host_conflicts = Vec::new();
+    let mut route_conflicts = Vec::new();
+    if !attachment.hosts.is_empty() {
+        let built = build_rules(b, &mut resolved);
+        for (host, (tls, insecure)) in &attachment.hosts {
+            if let Some(owner) = b.host_owner(host) {
+                host_conflicts.push(format!("{host:?} is owned by {owner}"));
+                continue;
+            }
+            if let Some(secret) = tls {
+                let v = b.vhost(host);
+                match &v.tls {
+                    Some(t) if t.secret != *secret => {
+                        route_conflicts.push(format!(
+                            "host {host:?} already uses TLS Secret {:?}; the listener's Secret {secret:?} is not used",
+                            t.secret
+                        ));
+                    }
+                    Some(_) => {}
+                    None => {
+                        v.tls = Some(VhostTls {
+                            secret: secret.clone(),
+                            min_version: GATEWAY_MIN_TLS,
+                        })
+                    }
+                }
+            }
+            for (matches, action, timeout, edits) in &built {
+                for (path, headers) in matches {
+                    let r = Route {
+                        path: path.clone(),
+                        headers: headers.clone(),
+                        action: action.clone(),
+                        permit_insecure: *insecure,
+                        timeout: *timeout,
+                        retry: None,
+                        headers_edit: edits.clone(),
+                        source: obj.clone(),
+                    };
+                    if let Err(conflict) = b.add_route(host, r)
+                        && conflict.0 != obj
+                    {
+                        route_conflicts.push(format!(
+                            "{} on host {host:?} is already defined by {}",
+                            describe(path, headers),
+                            conflict.0
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let all_hosts_taken =
+        !attachment.hosts.is_empty() && host_conflicts.len() == attachment.hosts.len();
+    let mut parents = Vec::new();
+    for (p, mut accepted) in statuses {
+        if accepted.status && all_hosts_taken {
+            accepted = condition(
+                cond::ACCEPTED,
+                false,
+                cond::HOST_CONFLICT,
+                format!(
+                    "every hostname of this route belongs to another object: {}",
+                    host_conflicts.join("; ")
+                ),
+            );
+        } else if accepted.status && !(host_conflicts.is_empty() && route_conflicts.is_empty()) {
+            let notes: Vec<&str> = (host_conflicts.iter().chain(&route_conflicts))
+                .map(String::as_str)
+                .collect();
+            accepted.message = format!("attached to Gateway; not routed: {}", notes.join("; "));
+        }
+        if !accepted.status && !problems.contains(&accepted.message) {
+            problems.push(accepted.message.clone());
+        }
+        parents.push(parent_status(
+            controller,
+            &r.key.namespace,
+            p,
+            vec![accepted, resolved.clone()],
+        ));
+    }
+    b.set_gateway_status(
+        &obj,
+        GatewayApiStatus {
+            parents,
+            ..Default::default()
+        },
+    );
+    if !resolved.status {
+        problems.push(resolved.message.clone());
+    }
+    problems.extend(route_conflicts);
+    if problems.is_empty() {
+        b.set_valid(&obj, format!("accepted {kind_name}"));
+    }
+    for p in problems {
+        b.set_invalid(&obj, crate::api::status::reason::INVALID_SPEC, p);
+    }
+}
+
+/// A rule's backends as a route action; what cannot be resolved goes to `resolved` (the route's
+/// ResolvedRefs condition). A rule none of whose backends resolve answers 503.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rule_action(
+    b: &mut Builder<'_>,
+    snapshot: &Snapshot,
+    from_kind: &str,
+    ns: &str,
+    i: usize,
+    refs: &[BackendIn<'_>],
+    protocol: UpstreamProtocol,
+    resolved: &mut GatewayCondition,
+) -> RouteAction {
+    if refs.is_empty() {
+        return RouteAction::Unavailable(format!("spec.rules[{i}] has no backendRefs"));
+    }
+    let mut clusters = Clusters::new();
+    let mut failed = None;
+    for (j, r) in refs.iter().enumerate() {
+        let field = format!("spec.rules[{i}].backendRefs[{j}]");
+        let to_ns = r.namespace.unwrap_or(ns);
+        let group = r.group.unwrap_or("");
+        let kind = r.kind.unwrap_or("Service");
+        let found = if !group.is_empty() || kind != "Service" {
+            Err((
+                cond::INVALID_KIND,
+                format!(
+                    "{field}: sluice routes to Services (group \"\", kind Service), not {kind} of group {group:?}"
+                ),
+            ))
+        } else if to_ns != ns && !granted(snapshot, from_kind, ns, "Service", to_ns, r.name) {
+            Err((
+                cond::REF_NOT_PERMITTED,
+                format!(
+                    "{field}: Service \"{to_ns}/{}\" is in another namespace and no ReferenceGrant there lets {from_kind}s of {ns:?} use it",
+                    r.name
+                ),
+            ))
+        } else if let Some(port) = r.port {
+            let backend = BackendRef {
+                namespace: to_ns,
+                service: r.name,
+                port: PortRef::Number(port),
+                protocol,
+                lb: LbStrategy::RoundRobin,
+                health_check: None,
+                outlier_detection: None,
+            };
+            b.cluster_for(&backend)
+                .map_err(|m| (cond::BACKEND_NOT_FOUND, format!("{field}: {}", m.message)))
+        } else {
+            Err((
+                cond::UNSUPPORTED_VALUE,
+                format!("{field}.port: a Service backend needs a port"),
+            ))
+        };
+        match found {
+            Ok(cluster) => {
+                let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
+                if weight == 0 {
+                    continue;
+                }
+                match clusters.iter_mut().find(|c| c.cluster == cluster) {
+                    Some(c) => c.weight = c.weight.saturating_add(weight),
+                    None => clusters.push(WeightedCluster { cluster, weight }),
+                }
+            }
+            Err((reason, message)) => {
+                if resolved.status {
+                    *resolved = condition(cond::RESOLVED_REFS, false, reason, message.clone());
+                } else {
+                    resolved.message = format!("{}; {message}", resolved.message);
+                }
+                failed = Some(message);
+            }
+        }
+    }
+    if clusters.is_empty() {
+        return RouteAction::Unavailable(
+            failed.unwrap_or_else(|| format!("every backendRef of spec.rules[{i}] has weight 0")),
+        );
+    }
+    RouteAction::Forward(clusters)
+}
+
+/// A match as a status message names it.
+pub(super) fn describe(path: &PathMatch, headers: &[HeaderMatch]) -> String {
+    let path = match path {
+        PathMatch::Exact(p) => format!("path {p:?} (Exact)"),
+        PathMatch::Prefix(p) | PathMatch::StringPrefix(p) => format!("path {p:?} (PathPrefix)"),
+    };
+    match headers.len() {
+        0 => path,
+        1 => format!("{path} with 1 header condition"),
+        n => format!("{path} with {n} header conditions"),
+    }
+}
