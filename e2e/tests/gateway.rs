@@ -1,6 +1,6 @@
 //! The Gateway API end to end in cluster mode: a GatewayClass of sluice's controller, a Gateway
 //! and an HTTPRoute applied with kubectl are served by a real Envoy fed by sluice, and their
-//! statuses (the Gateway API's own conditions) follow what sluice decided.
+//! statuses (the Gateway API's own conditions) follow what sluice decided, as a GRPCRoute's do.
 
 use std::time::Duration;
 
@@ -182,7 +182,33 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     );
     envoy.wait_answer(&host, "/", 200, &a);
 
+    // A GRPCRoute on the same listener: its own status, and the listener counts it.
+    env.apply_ok(&format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {{name: rpc, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [grpc.{host}]
+  rules: [{{matches: [{{method: {{service: shop.Cart}}}}], backendRefs: [{{name: web-a, port: 80}}]}}]
+"#
+    ));
+    let grpc = wait_object(&env, "grpcroutes", &ns, "rpc", "Accepted", |o| {
+        let p = &o["status"]["parents"][0];
+        holds(o, &p["conditions"], "Accepted", "True", "Accepted")
+            && holds(o, &p["conditions"], "ResolvedRefs", "True", "ResolvedRefs")
+    });
+    assert_eq!(
+        grpc["status"]["parents"][0]["controllerName"],
+        "sluice.dev/gateway-controller"
+    );
+    wait_object(&env, "gateways", &ns, "edge", "two routes attached", |o| {
+        o["status"]["listeners"][0]["attachedRoutes"] == 2
+    });
+
     env.kubectl_ok(&["delete", "httproute", "-n", &ns, "shop"]);
+    env.kubectl_ok(&["delete", "grpcroute", "-n", &ns, "rpc"]);
     envoy.wait_answer(&host, "/", 404, "");
     wait_object(&env, "gateways", &ns, "edge", "no route attached", |o| {
         o["status"]["listeners"][0]["attachedRoutes"] == 0
