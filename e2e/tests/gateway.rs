@@ -8,18 +8,6 @@ use serde_json::Value;
 
 use crate::support::{Env, Envoy, Ports, Sluice, env, wait_for};
 
-fn install_gateway_api_crds(env: &Env) {
-    let crds = std::env::var("SLUICE_E2E_GATEWAY_API")
-        .expect("SLUICE_E2E_GATEWAY_API (e2e/run.sh sets it)");
-    let crds = std::path::Path::new(&crds).join("crds.yaml");
-    env.apply_crds(&[
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        crds.to_str().unwrap(),
-    ]);
-}
-
 fn objects(ns: &str, class: &str, host: &str, b_service: &str) -> String {
     format!(
         r#"
@@ -92,7 +80,7 @@ fn wait_object(
 #[ignore = "needs the e2e control plane: make e2e"]
 fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     let env = env();
-    install_gateway_api_crds(&env);
+    env.install_gateway_api_crds();
     let ns = env.namespace("e2e-gateway-traffic");
     let class = format!("{ns}-sluice");
     let host = format!("{ns}.example.com");

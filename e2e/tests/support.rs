@@ -136,6 +136,20 @@ impl Env {
         ]);
     }
 
+    /// Installs the Gateway API CRDs e2e/run.sh fetched (`SLUICE_E2E_GATEWAY_API`), with a
+    /// server-side apply.
+    pub fn install_gateway_api_crds(&self) {
+        let crds = std::env::var("SLUICE_E2E_GATEWAY_API")
+            .expect("SLUICE_E2E_GATEWAY_API (e2e/run.sh sets it)");
+        let crds = Path::new(&crds).join("crds.yaml");
+        self.apply_crds(&[
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            crds.to_str().unwrap(),
+        ]);
+    }
+
     /// Runs kubectl and panics with its stderr when it fails.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);

@@ -343,15 +343,7 @@ fn route_with_bad_regex(ns: &str, name: &str, parent: &str) -> String {
 #[ignore = "needs the e2e control plane: make e2e"]
 fn gateway_api_objects_of_sluices_controller_are_checked_and_others_left_alone() {
     let env = env();
-    let crds = std::env::var("SLUICE_E2E_GATEWAY_API")
-        .expect("SLUICE_E2E_GATEWAY_API (e2e/run.sh sets it)");
-    let crds = std::path::Path::new(&crds).join("crds.yaml");
-    env.apply_crds(&[
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        crds.to_str().unwrap(),
-    ]);
+    env.install_gateway_api_crds();
     let ns = env.namespace("e2e-gateway-api");
     // GatewayClasses are cluster-scoped: named after the test's namespace.
     let (ours, theirs) = (format!("{ns}-sluice"), format!("{ns}-other"));

@@ -323,6 +323,39 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
     }
 }
 
+/// A listener not accepted for `reason` (its references are not the problem).
+fn not_accepted(
+    mut status: ListenerStatus,
+    reason: &'static str,
+    message: String,
+) -> (Option<Listener>, ListenerStatus) {
+    status.conditions = vec![
+        condition(cond::ACCEPTED, false, reason, message.clone()),
+        condition(cond::PROGRAMMED, false, cond::INVALID, message),
+        condition(
+            cond::RESOLVED_REFS,
+            true,
+            cond::RESOLVED_REFS,
+            "references resolved",
+        ),
+    ];
+    (None, status)
+}
+
+/// A listener whose references do not resolve, for `reason`: accepted, not programmed.
+fn unresolved(
+    mut status: ListenerStatus,
+    reason: &'static str,
+    message: String,
+) -> (Option<Listener>, ListenerStatus) {
+    status.conditions = vec![
+        condition(cond::ACCEPTED, true, cond::ACCEPTED, "listener accepted"),
+        condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
+        condition(cond::RESOLVED_REFS, false, reason, message),
+    ];
+    (None, status)
+}
+
 fn listener(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
@@ -337,51 +370,13 @@ fn listener(
         attached_routes: 0,
         conditions: Vec::new(),
     };
-    let refuse =
-        |mut status: ListenerStatus, resolved: bool, reason: &'static str, message: String| {
-            status.conditions = vec![
-                condition(
-                    cond::ACCEPTED,
-                    resolved,
-                    if resolved { cond::ACCEPTED } else { reason },
-                    message.clone(),
-                ),
-                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
-                condition(
-                    cond::RESOLVED_REFS,
-                    !resolved,
-                    if resolved {
-                        reason
-                    } else {
-                        cond::RESOLVED_REFS
-                    },
-                    message,
-                ),
-            ];
-            (None, status)
-        };
     let https = match l.protocol.as_str() {
         "HTTP" => false,
         "HTTPS" => true,
         other => {
             let message =
                 format!("{field}.protocol: sluice serves HTTP and HTTPS listeners, not {other:?}");
-            status.conditions = vec![
-                condition(
-                    cond::ACCEPTED,
-                    false,
-                    cond::UNSUPPORTED_PROTOCOL,
-                    message.clone(),
-                ),
-                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
-                condition(
-                    cond::RESOLVED_REFS,
-                    true,
-                    cond::RESOLVED_REFS,
-                    "no references",
-                ),
-            ];
-            return (None, status);
+            return not_accepted(status, cond::UNSUPPORTED_PROTOCOL, message);
         }
     };
     // Route kinds.
@@ -397,9 +392,8 @@ fn listener(
                 .collect();
             if status.supported_kinds.is_empty() {
                 let asked: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
-                return refuse(
+                return unresolved(
                     status,
-                    true,
                     cond::INVALID_ROUTE_KINDS,
                     format!(
                         "{field}.allowedRoutes.kinds: sluice attaches {} to {} listeners, not {}",
@@ -423,22 +417,7 @@ fn listener(
             let message = format!(
                 "{field}.allowedRoutes.namespaces.from: Selector is not supported by sluice yet; use Same or All"
             );
-            status.conditions = vec![
-                condition(
-                    cond::ACCEPTED,
-                    false,
-                    cond::UNSUPPORTED_VALUE,
-                    message.clone(),
-                ),
-                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
-                condition(
-                    cond::RESOLVED_REFS,
-                    true,
-                    cond::RESOLVED_REFS,
-                    "references resolved",
-                ),
-            ];
-            return (None, status);
+            return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
         }
     };
     let mut tls = None;
@@ -450,28 +429,12 @@ fn listener(
         ) {
             let message =
                 format!("{field}.tls.mode: Passthrough is not supported by sluice; use Terminate");
-            status.conditions = vec![
-                condition(
-                    cond::ACCEPTED,
-                    false,
-                    cond::UNSUPPORTED_VALUE,
-                    message.clone(),
-                ),
-                condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
-                condition(
-                    cond::RESOLVED_REFS,
-                    true,
-                    cond::RESOLVED_REFS,
-                    "references resolved",
-                ),
-            ];
-            return (None, status);
+            return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
         }
         let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
         let Some(cert) = refs.first() else {
-            return refuse(
+            return unresolved(
                 status,
-                true,
                 cond::INVALID_CERTIFICATE_REF,
                 format!(
                     "{field}.tls.certificateRefs: an HTTPS listener needs a certificate (a kubernetes.io/tls Secret)"
@@ -482,9 +445,8 @@ fn listener(
         if !cert.group.as_deref().unwrap_or("").is_empty()
             || cert.kind.as_deref().unwrap_or("Secret") != "Secret"
         {
-            return refuse(
+            return unresolved(
                 status,
-                true,
                 cond::INVALID_CERTIFICATE_REF,
                 format!(
                     "{cert_field}: sluice reads certificates from Secrets (group \"\", kind Secret)"
@@ -493,9 +455,8 @@ fn listener(
         }
         let cert_ns = cert.namespace.as_deref().unwrap_or(ns);
         if cert_ns != ns && !granted(snapshot, "Gateway", ns, "Secret", cert_ns, &cert.name) {
-            return refuse(
+            return unresolved(
                 status,
-                true,
                 cond::REF_NOT_PERMITTED,
                 format!(
                     "{cert_field}: Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {ns:?} use it",
@@ -506,9 +467,8 @@ fn listener(
         match b.tls_secret(cert_ns, &cert.name) {
             Ok(id) => tls = Some(id),
             Err(m) => {
-                return refuse(
+                return unresolved(
                     status,
-                    true,
                     cond::INVALID_CERTIFICATE_REF,
                     format!("{cert_field}: {}", m.message),
                 );

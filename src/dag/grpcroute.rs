@@ -12,7 +12,7 @@ use gateway_api::apis::standard::grpcroutes::{
 
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
-use super::gwroute::{BackendIn, ParentIn, RouteIn, attach_route, rule_action, rule_header_edits};
+use super::gwroute::{attach_route, backends_of, route_in, rule_action, rule_header_edits};
 use super::model::{HeaderMatch, HeaderOp, PathMatch, UpstreamProtocol};
 use crate::api::{Kind, ObjKey};
 use crate::store::Snapshot;
@@ -28,45 +28,19 @@ pub(super) fn grpc_route(
     key: &ObjKey,
     route: &GrpcRoute,
 ) {
-    let mut refused: Vec<String> = (validate_grpc_route(route).errors.iter())
-        .map(ToString::to_string)
-        .collect();
-    if refused.is_empty() {
-        refused.extend(unsupported(route).iter().map(ToString::to_string));
-    }
-    let parents = (route.spec.parent_refs.iter().flatten())
-        .map(|p| ParentIn {
-            group: p.group.as_deref(),
-            kind: p.kind.as_deref(),
-            namespace: p.namespace.as_deref(),
-            name: &p.name,
-            section_name: p.section_name.as_deref(),
-            port: p.port,
-        })
-        .collect();
-    let r = RouteIn {
-        kind: Kind::GrpcRoute,
+    let r = route_in!(
+        Kind::GrpcRoute,
         key,
-        generation: route.metadata.generation,
-        parents,
-        hostnames: route.spec.hostnames.as_deref().unwrap_or(&[]),
-        refused,
-    };
+        route,
+        validate_grpc_route(route).errors,
+        unsupported(route)
+    );
     let ns = &*key.namespace;
     attach_route(b, gateways, controller, r, |b, resolved| {
         let rules = route.spec.rules.as_deref().unwrap_or(&[]);
         (rules.iter().enumerate())
             .map(|(i, rule)| {
-                let refs: Vec<BackendIn<'_>> = (rule.backend_refs.iter().flatten())
-                    .map(|r| BackendIn {
-                        group: r.group.as_deref(),
-                        kind: r.kind.as_deref(),
-                        namespace: r.namespace.as_deref(),
-                        name: &r.name,
-                        port: r.port,
-                        weight: r.weight,
-                    })
-                    .collect();
+                let refs = backends_of!(rule);
                 let action = rule_action(
                     b,
                     snapshot,

@@ -102,6 +102,55 @@ macro_rules! rule_header_edits {
 }
 pub(super) use rule_header_edits;
 
+/// The [`RouteIn`] of a route of any kind (`$route` has the Gateway API's `metadata` and
+/// `spec.parentRefs` / `spec.hostnames`): its single-object problems (`$errors`, the verdict's
+/// errors), else what sluice does not route yet (`$unsupported`), refuse it.
+macro_rules! route_in {
+    ($kind:expr, $key:expr, $route:expr, $errors:expr, $unsupported:expr) => {{
+        let route = $route;
+        let mut refused: Vec<String> = ($errors.iter()).map(ToString::to_string).collect();
+        if refused.is_empty() {
+            refused.extend($unsupported.iter().map(ToString::to_string));
+        }
+        let parents = (route.spec.parent_refs.iter().flatten())
+            .map(|p| $crate::dag::gwroute::ParentIn {
+                group: p.group.as_deref(),
+                kind: p.kind.as_deref(),
+                namespace: p.namespace.as_deref(),
+                name: &p.name,
+                section_name: p.section_name.as_deref(),
+                port: p.port,
+            })
+            .collect();
+        $crate::dag::gwroute::RouteIn {
+            kind: $kind,
+            key: $key,
+            generation: route.metadata.generation,
+            parents,
+            hostnames: route.spec.hostnames.as_deref().unwrap_or(&[]),
+            refused,
+        }
+    }};
+}
+pub(super) use route_in;
+
+/// The [`BackendIn`]s of a rule of any route kind.
+macro_rules! backends_of {
+    ($rule:expr) => {
+        ($rule.backend_refs.iter().flatten())
+            .map(|r| $crate::dag::gwroute::BackendIn {
+                group: r.group.as_deref(),
+                kind: r.kind.as_deref(),
+                namespace: r.namespace.as_deref(),
+                name: &r.name,
+                port: r.port,
+                weight: r.weight,
+            })
+            .collect::<Vec<_>>()
+    };
+}
+pub(super) use backends_of;
+
 /// A route's `parentRefs` entry, of any route kind.
 pub(super) struct ParentIn<'r> {
     pub group: Option<&'r str>,

@@ -334,42 +334,10 @@ fn in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
             None => true,
         },
         AnyObject::Gateway(g) => gateway_class_in_scope(&g.spec.gateway_class_name, cx),
-        AnyObject::HttpRoute(r) => parents_in_scope(
-            obj,
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .map(|p| (&p.group, &p.kind, &p.namespace, &p.name)),
-            cx,
-        ),
-        AnyObject::GrpcRoute(r) => parents_in_scope(
-            obj,
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .map(|p| (&p.group, &p.kind, &p.namespace, &p.name)),
-            cx,
-        ),
-        AnyObject::TlsRoute(r) => parents_in_scope(
-            obj,
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .map(|p| (&p.group, &p.kind, &p.namespace, &p.name)),
-            cx,
-        ),
-        AnyObject::TcpRoute(r) => parents_in_scope(
-            obj,
-            r.spec
-                .parent_refs
-                .iter()
-                .flatten()
-                .map(|p| (&p.group, &p.kind, &p.namespace, &p.name)),
-            cx,
-        ),
+        AnyObject::HttpRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
+        AnyObject::GrpcRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
+        AnyObject::TlsRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
+        AnyObject::TcpRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
         _ => true,
     }
 }
