@@ -201,6 +201,19 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             if let Some(l) = l {
                 status.attached_routes = l.attached;
             }
+            // No listener of a Gateway that is not accepted is programmed.
+            if let Some(why) = &gw.invalid {
+                for c in status.conditions.iter_mut() {
+                    if c.type_ == cond::PROGRAMMED {
+                        *c = condition(
+                            cond::PROGRAMMED,
+                            false,
+                            cond::INVALID,
+                            format!("the Gateway is not accepted: {why}"),
+                        );
+                    }
+                }
+            }
         }
         let listeners_ok = gw.listeners.iter().all(Option::is_some);
         let conditions = match &gw.invalid {

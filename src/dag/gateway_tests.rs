@@ -721,3 +721,45 @@ spec:
         p.conditions[0]
     );
 }
+
+#[test]
+fn a_gateway_sluice_refuses_programs_no_listener_and_takes_no_route() {
+    // HTTP and HTTPS on one port: refused by the webhook; one that got in is not accepted.
+    let gw = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: http, protocol: HTTP, port: 443}
+  - {name: https, protocol: HTTPS, port: 443, tls: {certificateRefs: [{name: shop-tls}]}}
+";
+    let r = route("shop", "store", &["shop.example.com"], TO_WEB);
+    let dag = dag_of(&[CLASS, gw, SERVICES, &r]);
+    assert!(dag.vhosts.is_empty());
+    let s = status(&dag, Kind::Gateway, "shop", "edge");
+    assert_eq!(s.state, State::Invalid);
+    let g = s.gateway.as_ref().unwrap();
+    assert_eq!(
+        conds(&g.conditions),
+        ["Accepted=false/Invalid", "Programmed=false/Invalid"]
+    );
+    assert!(
+        g.conditions[0].message.contains("conflicts with"),
+        "{:?}",
+        g.conditions[0]
+    );
+    for l in &g.listeners {
+        let programmed = l
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Programmed")
+            .unwrap();
+        assert!(!programmed.status, "{l:?}");
+        assert_eq!(l.attached_routes, 0);
+    }
+    assert_eq!(
+        conds(&route_parent(&dag, "shop", "store").conditions)[0],
+        "Accepted=false/NoMatchingParent"
+    );
+}
