@@ -76,7 +76,7 @@ spec:
   parentRefs: [{name: edge}]
   hostnames: [filtered.example.com]
   rules:
-  - filters: [{type: URLRewrite, urlRewrite: {hostname: elsewhere.example.com}}]
+  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: web, port: 80}}}]
     backendRefs: [{name: web, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -188,7 +188,7 @@ async fn a_post_only_rule_takes_posts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn header_filters_change_requests_and_responses_and_redirects_answer() {
+async fn header_filters_change_requests_and_responses_and_redirects_and_rewrites_apply() {
     let web = Backend::start("filters/web").await;
     let gateway = "apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -210,6 +210,9 @@ spec:
       requestRedirect: {scheme: https, hostname: new.example.com, statusCode: 301, path: {type: ReplaceFullPath, replaceFullPath: /moved}}
   - matches: [{path: {type: PathPrefix, value: /temp}}]
     filters: [{type: RequestRedirect, requestRedirect: {hostname: other.example.com}}]
+  - matches: [{path: {type: PathPrefix, value: /legacy}}]
+    filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2/home}}}]
+    backendRefs: [{name: web, port: 80}]
   - filters:
     - type: RequestHeaderModifier
       requestHeaderModifier:
@@ -264,6 +267,12 @@ spec:
     let via = web.last_header("x-via").join(",");
     assert!(via.contains("client") && via.contains("sluice"), "{via}");
     assert!(web.last_header("x-secret").is_empty());
+
+    // URLRewrite: the backend sees the rewritten host and path, the query kept.
+    let res = get("/legacy/page?q=1").send().await.unwrap();
+    assert_eq!(res.text().await.unwrap(), "filters/web");
+    assert_eq!(web.last_header("host"), ["internal.example.com"]);
+    assert_eq!(web.last_header(":path"), ["/v2/home?q=1"]);
 
     let res = get("/old/thing?q=1").send().await.unwrap();
     assert_eq!(res.status().as_u16(), 301);

@@ -129,6 +129,7 @@ fn route(path: String, regex: &str) -> Route {
         timeout: None,
         retry: None,
         headers_edit: None,
+        rewrite: None,
         source: ObjectRef::new(Kind::HttpRoute, "default", "r"),
     }
 }

@@ -28,6 +28,7 @@ fn route(path: PathMatch, clusters: &[(&str, u32)]) -> Route {
         timeout: None,
         retry: None,
         headers_edit: None,
+        rewrite: None,
         source: ObjectRef::new(Kind::IngressRouteV1, "default", "root"),
     }
 }

@@ -446,7 +446,7 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
     let msg = reply.message();
     assert!(
         msg.contains(
-            "spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestRedirect filters; remove this one"
+            "spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and URLRewrite filters; remove this one"
         ),
         "{reply}"
     );

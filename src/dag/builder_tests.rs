@@ -70,6 +70,7 @@ fn route(path: &str, header: usize, swapped: bool, from: usize) -> Route {
         timeout: None,
         retry: None,
         headers_edit: None,
+        rewrite: None,
         source: ObjectRef::new(Kind::Ingress, "ns", format!("r{from}").as_str()),
     }
 }

@@ -644,6 +644,7 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
             timeout: r.timeout,
             retry: r.retry.clone(),
             headers_edit: None,
+            rewrite: None,
             source: node.obj.clone(),
         };
         match b.add_route_to(ctx.host_id, route) {

@@ -366,7 +366,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
         "shop",
         "store",
         &["shop.example.com"],
-        "  - filters: [{type: URLRewrite, urlRewrite: {hostname: a.example.com}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /q}, queryParams: [{name: a, value: b}]}]\n    backendRefs: [{name: web, port: 80}]\n",
+        "  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: api, port: 8080}}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /q}, queryParams: [{name: a, value: b}]}]\n    backendRefs: [{name: web, port: 80}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
     assert!(
@@ -377,7 +377,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
     assert_eq!(conds(&p.conditions)[0], "Accepted=false/UnsupportedValue");
     let m = &p.conditions[0].message;
     assert!(
-        m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestRedirect filters; remove this one"),
+        m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and URLRewrite filters; remove this one"),
         "{m}"
     );
     assert!(m.contains("spec.rules[1].matches[0].queryParams"), "{m}");
@@ -761,5 +761,39 @@ spec:
     assert_eq!(
         conds(&route_parent(&dag, "shop", "store").conditions)[0],
         "Accepted=false/NoMatchingParent"
+    );
+}
+
+#[test]
+fn a_url_rewrite_sets_the_host_and_the_whole_path() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2}}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /p}}]\n    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /q}}}]\n    backendRefs: [{name: web, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    // ReplacePrefixMatch is not routed yet: the route is refused naming it.
+    assert!(dag.vhosts.is_empty());
+    let p = route_parent(&dag, "shop", "store");
+    assert!(
+        p.conditions[0].message.contains("spec.rules[1].filters[0].urlRewrite.path.type: ReplacePrefixMatch is not supported by sluice yet"),
+        "{:?}",
+        p.conditions[0]
+    );
+    let full_only = r.replace("  - matches: [{path: {value: /p}}]\n    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /q}}}]\n    backendRefs: [{name: web, port: 80}]\n", "");
+    let dag = dag_of(&[
+        CLASS,
+        &gateway("sluice", None, "Same"),
+        SERVICES,
+        &full_only,
+    ]);
+    let route = &dag.vhosts["shop.example.com"].routes[0];
+    assert_eq!(
+        route.rewrite.as_deref(),
+        Some(&Rewrite {
+            hostname: Some("internal.example.com".into()),
+            path: Some("/v2".into()),
+        })
     );
 }

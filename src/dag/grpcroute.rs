@@ -12,7 +12,9 @@ use gateway_api::apis::standard::grpcroutes::{
 
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
-use super::gwroute::{attach_route, backends_of, route_in, rule_action, rule_header_edits};
+use super::gwroute::{
+    BuiltRule, attach_route, backends_of, route_in, rule_action, rule_header_edits,
+};
 use super::model::{HeaderMatch, HeaderOp, PathMatch, UpstreamProtocol};
 use crate::api::{Kind, ObjKey};
 use crate::store::Snapshot;
@@ -51,8 +53,13 @@ pub(super) fn grpc_route(
                     UpstreamProtocol::H2c,
                     resolved,
                 );
-                let edits = rule_header_edits!(rule.filters.iter().flatten());
-                (rule_matches(rule), action, None, edits)
+                BuiltRule {
+                    matches: rule_matches(rule),
+                    action,
+                    timeout: None,
+                    edits: rule_header_edits!(rule.filters.iter().flatten()),
+                    rewrite: None,
+                }
             })
             .collect()
     });

@@ -9,21 +9,21 @@ use std::collections::BTreeMap;
 use super::gateway::{GATEWAY_MIN_TLS, GROUP, GatewayAcc, Namespaces, cond, condition, granted};
 use super::model::{
     Clusters, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch, ParentStatus,
-    PathMatch, Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster,
+    PathMatch, Rewrite, Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster,
 };
 use super::{BackendRef, Builder, PortRef};
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::common::Timeout;
 
-/// A rule as routes: its matches (path and header conditions), its action, its timeout and its
-/// header changes.
-pub(super) type BuiltRule = (
-    Vec<(PathMatch, Vec<HeaderMatch>)>,
-    RouteAction,
-    Option<Timeout>,
-    Option<Box<HeaderEdits>>,
-);
+/// A rule as routes: its matches (path and header conditions) and what each route of them does.
+pub(super) struct BuiltRule {
+    pub matches: Vec<(PathMatch, Vec<HeaderMatch>)>,
+    pub action: RouteAction,
+    pub timeout: Option<Timeout>,
+    pub edits: Option<Box<HeaderEdits>>,
+    pub rewrite: Option<Box<Rewrite>>,
+}
 
 /// Whether `pattern` (a host name, or `*.` and a suffix) matches the host name `host`.
 /// A wildcard matches one or more labels in front of its suffix, not the suffix alone.
@@ -375,16 +375,17 @@ pub(super) fn attach_route(
                     }
                 }
             }
-            for (matches, action, timeout, edits) in &built {
-                for (path, headers) in matches {
+            for rule in &built {
+                for (path, headers) in &rule.matches {
                     let r = Route {
                         path: path.clone(),
                         headers: headers.clone(),
-                        action: action.clone(),
+                        action: rule.action.clone(),
                         permit_insecure: *insecure,
-                        timeout: *timeout,
+                        timeout: rule.timeout,
                         retry: None,
-                        headers_edit: edits.clone(),
+                        headers_edit: rule.edits.clone(),
+                        rewrite: rule.rewrite.clone(),
                         source: obj.clone(),
                     };
                     if let Err(conflict) = b.add_route(host, r)

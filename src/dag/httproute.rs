@@ -8,13 +8,18 @@ use std::str::FromStr;
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesFiltersRequestRedirectPathType,
     HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
-    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatchesHeadersType,
+    HttpRouteRulesMatchesPathType,
 };
 
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
-use super::gwroute::{attach_route, backends_of, route_in, rule_action, rule_header_edits};
-use super::model::{HeaderMatch, HeaderOp, PathMatch, Redirect, RouteAction, UpstreamProtocol};
+use super::gwroute::{
+    BuiltRule, attach_route, backends_of, route_in, rule_action, rule_header_edits,
+};
+use super::model::{
+    HeaderMatch, HeaderOp, PathMatch, Redirect, Rewrite, RouteAction, UpstreamProtocol,
+};
 use crate::api::{Kind, ObjKey};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -59,8 +64,13 @@ pub(super) fn http_route(
                         )
                     }
                 };
-                let edits = rule_header_edits!(rule.filters.iter().flatten());
-                (rule_matches(rule), action, rule_timeout(rule), edits)
+                BuiltRule {
+                    matches: rule_matches(rule),
+                    action,
+                    timeout: rule_timeout(rule),
+                    edits: rule_header_edits!(rule.filters.iter().flatten()),
+                    rewrite: rule_rewrite(rule),
+                }
             })
             .collect()
     });
@@ -80,6 +90,17 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
             match f.r#type {
                 HttpRouteRulesFiltersType::RequestHeaderModifier
                 | HttpRouteRulesFiltersType::ResponseHeaderModifier => {}
+                HttpRouteRulesFiltersType::UrlRewrite => {
+                    let path = f.url_rewrite.as_ref().and_then(|r| r.path.as_ref());
+                    if path.is_some_and(|p| {
+                        p.r#type == HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch
+                    }) {
+                        no(
+                            format!("{field}.filters[{j}].urlRewrite.path.type"),
+                            "ReplacePrefixMatch is not supported by sluice yet; use ReplaceFullPath",
+                        );
+                    }
+                }
                 HttpRouteRulesFiltersType::RequestRedirect => {
                     let path = f.request_redirect.as_ref().and_then(|r| r.path.as_ref());
                     if path.is_some_and(|p| {
@@ -93,7 +114,7 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                 }
                 _ => no(
                     format!("{field}.filters[{j}].type"),
-                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestRedirect filters; remove this one",
+                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and URLRewrite filters; remove this one",
                 ),
             }
         }
@@ -204,6 +225,21 @@ fn rule_redirect(rule: &HttpRouteRules) -> Option<Redirect> {
             .filter(|c| [301, 302, 303, 307, 308].contains(c))
             .unwrap_or(302),
     })
+}
+
+/// The rewrite of a rule's `URLRewrite` filter (the first, when it has more).
+fn rule_rewrite(rule: &HttpRouteRules) -> Option<Box<Rewrite>> {
+    let r = (rule.filters.iter().flatten()).find_map(|f| match f.r#type {
+        HttpRouteRulesFiltersType::UrlRewrite => f.url_rewrite.as_ref(),
+        _ => None,
+    })?;
+    let rewrite = Rewrite {
+        hostname: r.hostname.clone().filter(|h| !h.is_empty()),
+        path: (r.path.as_ref())
+            .filter(|p| p.r#type == HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath)
+            .and_then(|p| p.replace_full_path.clone()),
+    };
+    (rewrite.hostname.is_some() || rewrite.path.is_some()).then(|| Box::new(rewrite))
 }
 
 /// A rule's `timeouts.request` (zero: no timeout).

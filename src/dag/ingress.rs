@@ -326,6 +326,7 @@ fn add(
         timeout: None,
         retry: None,
         headers_edit: None,
+        rewrite: None,
         source: obj.clone(),
     };
     match b.add_route(host, route) {

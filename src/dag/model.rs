@@ -86,8 +86,21 @@ pub struct Route {
     /// Header changes on the request and the response (Gateway API HTTPRoute filters).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers_edit: Option<Box<HeaderEdits>>,
+    /// A rewrite of the request's host or path on its way to the backend (Gateway API
+    /// `URLRewrite`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<Box<Rewrite>>,
     /// The object this route comes from.
     pub source: ObjectRef,
+}
+
+/// A rewrite of a forwarded request: its `Host` and its whole path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Rewrite {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 /// The header changes of a route: on the request on its way to the backend, and on the

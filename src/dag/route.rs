@@ -95,6 +95,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 timeout: None,
                 retry: None,
                 headers_edit: None,
+                rewrite: None,
                 source: obj.clone(),
             };
             if let Err(conflict) = b.add_route_to(host, route) {

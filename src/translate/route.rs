@@ -18,12 +18,12 @@ use envoy_types::pb::envoy::config::route::v3::{
     header_matcher::HeaderMatchSpecifier,
     redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier},
     route::Action,
-    route_action::ClusterSpecifier,
+    route_action::{ClusterSpecifier, HostRewriteSpecifier},
     route_match::PathSpecifier,
     weighted_cluster::ClusterWeight,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{
-    RegexMatcher, StringMatcher, string_matcher::MatchPattern,
+    RegexMatchAndSubstitute, RegexMatcher, StringMatcher, string_matcher::MatchPattern,
 };
 
 use super::{duration, u32v};
@@ -229,7 +229,11 @@ fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
     let HttpShape::Own { host, redirect } = shape else {
         return false;
     };
-    if host.starts_with("*.") || !r.headers.is_empty() || r.headers_edit.is_some() {
+    if host.starts_with("*.")
+        || !r.headers.is_empty()
+        || r.headers_edit.is_some()
+        || r.rewrite.is_some()
+    {
         return false;
     }
     enum Then<'a> {
@@ -523,10 +527,24 @@ fn build_action(r: &Route) -> Action {
         per_try_timeout: p.per_try_timeout.map(duration),
         ..Default::default()
     });
-    Action::Route(EnvoyRouteAction {
+    let mut action = EnvoyRouteAction {
         cluster_specifier: Some(specifier),
         timeout,
         retry_policy,
         ..Default::default()
-    })
+    };
+    if let Some(rewrite) = &r.rewrite {
+        action.host_rewrite_specifier =
+            (rewrite.hostname.clone()).map(HostRewriteSpecifier::HostRewriteLiteral);
+        // The whole path: every path the route takes becomes this one (a `\` in it is
+        // literal, not a reference to a group).
+        action.regex_rewrite = rewrite.path.as_ref().map(|path| RegexMatchAndSubstitute {
+            pattern: Some(RegexMatcher {
+                regex: "^.*$".to_string(),
+                ..Default::default()
+            }),
+            substitution: path.replace('\\', "\\\\"),
+        });
+    }
+    Action::Route(action)
 }

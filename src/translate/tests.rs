@@ -39,6 +39,7 @@ pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
         timeout: None,
         retry: None,
         headers_edit: None,
+        rewrite: None,
         source: ObjectRef::new(Kind::Ingress, "default", "ing"),
     }
 }

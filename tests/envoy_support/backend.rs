@@ -56,11 +56,13 @@ impl Backend {
                                 if h.load(Ordering::SeqCst) { 200 } else { 503 }
                             } else {
                                 c.fetch_add(1, Ordering::SeqCst);
+                                let path = (":path".to_string(), req.uri().to_string());
                                 *seen.lock().unwrap() = (req.headers().iter())
                                     .map(|(k, v)| {
                                         let v = String::from_utf8_lossy(v.as_bytes());
                                         (k.to_string(), v.into_owned())
                                     })
+                                    .chain([path])
                                     .collect();
                                 if f.load(Ordering::SeqCst) { 500 } else { 200 }
                             };
@@ -100,7 +102,8 @@ impl Backend {
         self.failing.store(failing, Ordering::SeqCst);
     }
 
-    /// The values of header `name` (lower case) in the last request served.
+    /// The values of header `name` (lower case) in the last request served; `:path` is its
+    /// path and query.
     pub fn last_header(&self, name: &str) -> Vec<String> {
         let seen = self.last_headers.lock().unwrap();
         (seen.iter().filter(|(k, _)| k == name))
