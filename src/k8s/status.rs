@@ -391,31 +391,34 @@ struct Transition {
 impl ObservedStatus {
     pub fn new(status: &Value) -> ObservedStatus {
         let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(Box::<str>::from);
-        let conditions_of = |v: &Value| -> Vec<Value> {
-            v.get("conditions")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        };
+        fn conditions_of(v: &Value) -> &[Value] {
+            (v.get("conditions").and_then(Value::as_array)).map_or(&[], Vec::as_slice)
+        }
+        let array =
+            |k: &str| (status.get(k).and_then(Value::as_array)).map_or(&[][..], Vec::as_slice);
         let mut transitions = Vec::new();
-        let mut take = |prefix: String, cs: Vec<Value>| {
+        let mut take = |prefix: &str, cs: &[Value]| {
             transitions.extend(cs.iter().filter_map(|c| {
+                let type_ = c.get("type")?.as_str()?;
                 Some(Transition {
-                    type_: format!("{prefix}{}", c.get("type")?.as_str()?).into(),
+                    type_: if prefix.is_empty() {
+                        type_.into()
+                    } else {
+                        format!("{prefix}{type_}").into()
+                    },
                     status: str_of(c, "status"),
                     time: str_of(c, "lastTransitionTime"),
                 })
             }))
         };
-        take(String::new(), conditions_of(status));
-        let array = |k: &str| status.get(k).and_then(Value::as_array).cloned();
-        for l in array("listeners").into_iter().flatten() {
+        take("", conditions_of(status));
+        for l in array("listeners") {
             let name = l.get("name").and_then(Value::as_str).unwrap_or_default();
-            take(listener_prefix(name), conditions_of(&l));
+            take(&listener_prefix(name), conditions_of(l));
         }
-        for p in array("parents").into_iter().flatten() {
-            let parent_ref = p.get("parentRef").cloned().unwrap_or_default();
-            take(parent_prefix(&parent_ref), conditions_of(&p));
+        for p in array("parents") {
+            let parent_ref = p.get("parentRef").unwrap_or(&Value::Null);
+            take(&parent_prefix(parent_ref), conditions_of(p));
         }
         let transitions = transitions.into_boxed_slice();
         ObservedStatus {
