@@ -14,6 +14,12 @@
 //! 503, then routes again: the route configuration is pushed each time; keys
 //! `change_push_service_{deleted,created}_*`).
 //!
+//! Then the cluster takes Gateway API objects (`synth::gateway_api`: a GatewayClass, a Gateway
+//! and 100 HTTPRoutes on hosts of their own), and two more series run: a root IngressRoute's
+//! change as before, now beside the Gateway API objects (`change_push_beside_gateway_api_*`),
+//! and an HTTPRoute's change (`change_push_httproute_*`). Each prints how many routing
+//! objects its builds rebuilt.
+//!
 //! `cargo bench --bench push` runs 10k objects; any other way (`cargo test --all-targets`) a smoke
 //! run with 500 objects that records nothing.
 
@@ -28,7 +34,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryRequest, aggregated_discovery_service_client::AggregatedDiscoveryServiceClient,
 };
 use sluice::api::ObjKey;
-use sluice::app::Pipeline;
+use sluice::app::{Pipeline, PublishPath};
 use sluice::store::{AnyObject, Snapshot};
 use sluice::translate::ResourceType;
 use sluice::{dag, translate};
@@ -118,6 +124,59 @@ fn change_route(snap: &mut Snapshot, i: usize, prefix: &str) {
     .clone();
     root.spec.routes[0].match_ = prefix.to_string();
     snap.insert(AnyObject::IngressRouteV1beta1(Arc::new(root)));
+}
+
+/// The synthetic HTTPRoute `i` with its rule's path prefix set to `prefix`.
+fn change_http_route(snap: &mut Snapshot, i: usize, prefix: &str) {
+    let key = ObjKey::new(format!("team-{}", i % 100), format!("gw-route-{i}"));
+    let mut route = (**snap.http_routes.get(&key).expect("synthetic HTTPRoute")).clone();
+    let rule = &mut route.spec.rules.as_mut().expect("a rule")[0];
+    let path = rule.matches.as_mut().expect("a match")[0].path.as_mut();
+    path.expect("a path match").value = Some(prefix.to_string());
+    snap.insert(AnyObject::HttpRoute(Arc::new(route)));
+}
+
+/// Times `changes` changes made by `change(snap, n)`, each published and its route
+/// configuration's push awaited; also the routing objects each build rebuilt (None: a full
+/// build).
+fn route_changes(
+    rt: &tokio::runtime::Runtime,
+    rx: &mut mpsc::UnboundedReceiver<Push>,
+    pipeline: &Pipeline,
+    snap: &mut Snapshot,
+    changes: usize,
+    mut change: impl FnMut(&mut Snapshot, usize),
+) -> (Vec<Sample>, Vec<Option<usize>>) {
+    let mut samples = Vec::new();
+    let mut rebuilt = Vec::new();
+    for n in 0..changes {
+        let start = Instant::now();
+        change(snap, n);
+        let (_, path) = pipeline.publish_counted(snap);
+        let built = Instant::now();
+        let push = rt.block_on(next_push(rx, ResourceType::Route));
+        samples.push(Sample {
+            build_ms: (built - start).as_secs_f64() * 1e3,
+            total_ms: (push.at - start).as_secs_f64() * 1e3,
+        });
+        rebuilt.push(match path {
+            PublishPath::Partial { objects } => Some(objects),
+            _ => None,
+        });
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (samples, rebuilt)
+}
+
+/// "N partial builds of up to M objects, F full".
+fn describe_builds(rebuilt: &[Option<usize>]) -> String {
+    let partial: Vec<usize> = rebuilt.iter().flatten().copied().collect();
+    format!(
+        "{} partial builds of up to {} routing objects, {} full",
+        partial.len(),
+        partial.iter().max().unwrap_or(&0),
+        rebuilt.len() - partial.len()
+    )
 }
 
 /// The first endpoint of the synthetic slice `name` in `ns` moved to `address`.
@@ -286,6 +345,34 @@ fn main() {
     let (ep_p50, ep_p99) = report("endpoint change", &endpoint_samples);
     let (gone_p50, gone_p99) = report("Service deleted", &service_samples[0]);
     let (back_p50, back_p99) = report("Service created", &service_samples[1]);
+
+    // The same cluster with Gateway API objects.
+    let http_routes = if smoke { 10 } else { 100 };
+    for o in sluice::synth::gateway_api(http_routes) {
+        snap.insert(o);
+    }
+    pipeline.publish(&snap);
+    rt.block_on(next_push(&mut rx, ResourceType::Route));
+    std::thread::sleep(Duration::from_millis(200));
+    let (beside, beside_builds) =
+        route_changes(&rt, &mut rx, &pipeline, &mut snap, changes, |snap, n| {
+            let i = (n * 7919 + 1) % (objects * 2 / 5);
+            change_route(snap, i, &format!("/beside-{n}"));
+        });
+    let (http_route, http_route_builds) =
+        route_changes(&rt, &mut rx, &pipeline, &mut snap, changes, |snap, n| {
+            change_http_route(snap, (n * 37) % http_routes, &format!("/moved-{n}"));
+        });
+    let (beside_p50, beside_p99) = report("beside Gateway API", &beside);
+    println!("{:<22} {}", "", describe_builds(&beside_builds));
+    let (hr_p50, hr_p99) = report("HTTPRoute change", &http_route);
+    println!("{:<22} {}", "", describe_builds(&http_route_builds));
+    // Not a timing: which path the builds took. A root away from the Gateway API hosts is
+    // rebuilt on its own, beside them as without them.
+    assert!(
+        beside_builds.iter().all(Option::is_some),
+        "a root's change beside Gateway API objects is built in part: {beside_builds:?}"
+    );
     if !smoke {
         let mut r = serde_json::Map::new();
         r.insert("change_push_ms_10k".into(), common::round3(route_p50));
@@ -305,6 +392,16 @@ fn main() {
             );
             r.insert(
                 format!("change_push_service_{what}_p99_ms_10k"),
+                common::round3(p99),
+            );
+        }
+        for (what, p50, p99) in [
+            ("beside_gateway_api", beside_p50, beside_p99),
+            ("httproute", hr_p50, hr_p99),
+        ] {
+            r.insert(format!("change_push_{what}_ms_10k"), common::round3(p50));
+            r.insert(
+                format!("change_push_{what}_p99_ms_10k"),
                 common::round3(p99),
             );
         }

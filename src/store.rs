@@ -605,12 +605,6 @@ impl Snapshot {
 
     /// Number of routing objects held: Ingresses, IngressRoutes of both versions and Routes (the
     /// objects `dag::build` builds).
-    /// Whether the snapshot holds a GatewayClass of the controller `controller`: then its
-    /// Gateways and their HTTPRoutes are routed.
-    pub fn has_gateway_class_of(&self, controller: &str) -> bool {
-        (self.gateway_classes.values()).any(|c| c.spec.controller_name == controller)
-    }
-
     pub fn routing_objects(&self) -> usize {
         self.ingresses.len()
             + self.ingressroutes_v1beta1.len()

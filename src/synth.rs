@@ -272,6 +272,54 @@ pub fn objects(shape: Shape) -> Vec<AnyObject> {
     s
 }
 
+/// Gateway API objects for a synthetic cluster of at least `routes` * 5 / 2 routing objects: a
+/// GatewayClass of sluice's default controller, a Gateway `gateway-system/edge` with one HTTP
+/// listener taking routes of every namespace, and `routes` HTTPRoutes, route `i` in the
+/// namespace of root `i` (`team-{i % 100}`) on its own host `gw-{i}.example.com`, forwarding
+/// to that root's Service.
+pub fn gateway_api(routes: usize) -> Vec<AnyObject> {
+    use gateway_api::apis::standard::{
+        gatewayclasses::GatewayClass, gateways::Gateway, httproutes::HttpRoute,
+    };
+    fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
+        Arc::new(serde_json::from_value(v).expect("a synthetic Gateway API object"))
+    }
+    let mut s = vec![
+        AnyObject::GatewayClass(typed::<GatewayClass>(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "GatewayClass",
+            "metadata": {"name": "sluice"},
+            "spec": {"controllerName": crate::dag::DEFAULT_GATEWAY_CONTROLLER_NAME},
+        }))),
+        AnyObject::Gateway(typed::<Gateway>(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": "gateway-system"},
+            "spec": {
+                "gatewayClassName": "sluice",
+                "listeners": [{"name": "http", "protocol": "HTTP", "port": 80,
+                               "allowedRoutes": {"namespaces": {"from": "All"}}}],
+            },
+        }))),
+    ];
+    for i in 0..routes {
+        s.push(AnyObject::HttpRoute(typed::<HttpRoute>(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": {"name": format!("gw-route-{i}"), "namespace": format!("team-{}", i % 100)},
+            "spec": {
+                "parentRefs": [{"name": "edge", "namespace": "gateway-system"}],
+                "hostnames": [format!("gw-{i}.example.com")],
+                "rules": [{
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                    "backendRefs": [{"name": format!("root-svc-{i}"), "port": 80}],
+                }],
+            },
+        }))));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,5 +350,33 @@ mod tests {
         assert_eq!(built.secrets.len(), 4);
         let endpoints: usize = built.clusters.values().map(|c| c.endpoints.len()).sum();
         assert_eq!(endpoints, 2 * built.clusters.len());
+    }
+
+    #[test]
+    fn every_synthetic_httproute_is_served_on_its_own_host() {
+        let mut s = snapshot(Shape {
+            routing_objects: 100,
+            endpoints_per_service: 2,
+            unrelated_secrets: 0,
+        });
+        for o in gateway_api(10) {
+            s.insert(o);
+        }
+        let built = dag::build(&s, &dag::Options::default());
+        let gateway_api: Vec<_> = (built.statuses.iter())
+            .filter(|(o, _)| {
+                use crate::api::Kind;
+                matches!(o.kind, Kind::GatewayClass | Kind::Gateway | Kind::HttpRoute)
+            })
+            .collect();
+        assert_eq!(gateway_api.len(), 12, "{gateway_api:?}");
+        assert!(
+            gateway_api.iter().all(|(_, st)| st.state == State::Valid),
+            "{gateway_api:?}"
+        );
+        for i in 0..10 {
+            let v = &built.vhosts[&format!("gw-{i}.example.com")];
+            assert_eq!(v.routes.len(), 1);
+        }
     }
 }

@@ -20,7 +20,8 @@
 //! root). They are found by a pass over the routing objects of the namespace, reading their names
 //! ([`NamesOf`]): no index to keep, and a pass costs far less than building them. A change to
 //! IngressClasses, or to more routing objects than [`MAX_CHANGED_FRACTION`] of them, is built in
-//! full. EndpointSlice changes are taken into account by refreshing the endpoints of the affected
+//! full. The Gateway API objects are one routing object of the graph, built together
+//! ([`gateway_part`]). EndpointSlice changes are taken into account by refreshing the endpoints of the affected
 //! Services' clusters (the endpoint fast path of the pipeline leaves the model's endpoints alone;
 //! [`Incremental::endpoints_changed`] records them).
 //!
@@ -36,6 +37,9 @@ use super::model::*;
 use super::{Builder, Options};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::{Objects, Prepare, Prepared, Snapshot};
+
+#[path = "incremental_gateway.rs"]
+mod gateway_part;
 
 /// Above this fraction of the routing objects changed at once, a full build is cheaper.
 pub const MAX_CHANGED_FRACTION: f64 = 0.25;
@@ -114,7 +118,8 @@ impl Incremental {
         // About two links per object (its name or hosts, and a delegation or a host).
         self.holders.clear();
         self.holders.reserve(objects * 2);
-        each_routing_object(snapshot, |obj, links| {
+        let controller = &self.options.gateway_controller_name;
+        each_routing_object(snapshot, controller, |obj, links| {
             for l in &links {
                 // Most links have one holder: room for one, grown only for the others.
                 (self.holders.entry(l.clone()))
@@ -162,7 +167,7 @@ impl Incremental {
             && let Some(changed) = self.changed_objects(prev_snapshot, next)
         {
             self.ready = false;
-            if let Some((dag, objects)) = self.build_part(prev_dag, next, changed) {
+            if let Some((dag, objects)) = self.build_part(prev_snapshot, prev_dag, next, changed) {
                 self.ready = true;
                 return (dag, BuildKind::Partial { objects });
             }
@@ -176,15 +181,6 @@ impl Incremental {
     fn changed_objects(&mut self, prev: &Snapshot, next: &Snapshot) -> Option<Vec<ObjectRef>> {
         use crate::store::same_objects;
         if !same_objects(&prev.ingress_classes, &next.ingress_classes) {
-            return None;
-        }
-        // Gateway API objects are not part of the link graph yet: a change to one, and every
-        // change while sluice routes any, is built in full (docs/gateway-api.md).
-        if !same_objects(&prev.gateway_classes, &next.gateway_classes)
-            || !same_objects(&prev.gateways, &next.gateways)
-            || !same_objects(&prev.http_routes, &next.http_routes)
-            || next.has_gateway_class_of(&self.options.gateway_controller_name)
-        {
             return None;
         }
         // A Service or TLS Secret that changed rebuilds the routing objects of its namespace that
@@ -236,6 +232,15 @@ impl Incremental {
             &next.routes_v1alpha1,
             note(c, Kind::RouteV1alpha1),
         );
+        // The Gateway API objects, built together: when one of them changed, or names a Service
+        // or TLS Secret that did.
+        let gateway_objects = gateway_part::objects(prev).max(gateway_part::objects(next));
+        if gateway_objects > 0
+            && (gateway_part::changed(prev, next)
+                || (!named.is_empty() && gateway_part::names_any(next, &named)))
+        {
+            changed.push(gateway_part::gateway_api());
+        }
         let routing_changes = changed.len();
         for (ns, names) in &named {
             objects_naming(next, ns, names, &mut changed);
@@ -245,7 +250,7 @@ impl Incremental {
             changed.sort_unstable();
             changed.dedup();
         }
-        let total = next.routing_objects().max(prev.routing_objects());
+        let total = next.routing_objects().max(prev.routing_objects()) + gateway_objects;
         if changed.len() as f64 > total as f64 * MAX_CHANGED_FRACTION {
             return None;
         }
@@ -257,6 +262,7 @@ impl Incremental {
     /// builds in full).
     fn build_part(
         &mut self,
+        prev_snapshot: &Snapshot,
         prev: &Dag,
         next: &Snapshot,
         changed: Vec<ObjectRef>,
@@ -277,7 +283,7 @@ impl Incremental {
                 }
                 queue.extend(old);
             }
-            if let Some(new) = object_links(next, obj) {
+            if let Some(new) = object_links(next, obj, &self.options.gateway_controller_name) {
                 for l in &new {
                     let holders = self.holders.entry(l.clone()).or_default();
                     // Kept at exact size, as `build_full` leaves them: these live as long as the
@@ -353,6 +359,14 @@ impl Incremental {
                 dag.statuses.remove(obj);
             }
         }
+        if objects.contains(&gateway_part::gateway_api()) {
+            // Statuses of Gateway API objects gone since the previous build.
+            gateway_part::each_object(prev_snapshot, |obj| {
+                if !part.statuses.contains_key(&obj) {
+                    dag.statuses.remove(&obj);
+                }
+            });
+        }
         for (obj, s) in part.statuses {
             if dag.statuses.get(&obj) != Some(&s) {
                 dag.statuses.insert(obj, s);
@@ -380,7 +394,12 @@ impl Incremental {
         if !self.refresh_endpoints(&mut dag, next) {
             return None;
         }
-        Some((dag, objects.len()))
+        // The Gateway API objects rebuilt, counted one by one.
+        let rebuilt = match objects.contains(&gateway_part::gateway_api()) {
+            true => objects.len() - 1 + gateway_part::objects(next),
+            false => objects.len(),
+        };
+        Some((dag, rebuilt))
     }
 
     /// Recomputes the endpoints of the clusters of Services whose EndpointSlices changed since
@@ -591,8 +610,9 @@ fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&Ob
     crate::store::each_change(a, b, |k, _, _| f(k));
 }
 
-/// Calls `f` with every routing object of a snapshot and its links.
-fn each_routing_object(s: &Snapshot, mut f: impl FnMut(ObjectRef, Vec<Link>)) {
+/// Calls `f` with every routing object of a snapshot and its links (the Gateway API objects as
+/// one, of `controller`'s classes).
+fn each_routing_object(s: &Snapshot, controller: &str, mut f: impl FnMut(ObjectRef, Vec<Link>)) {
     fn each<T>(
         objects: &Objects<T>,
         kind: Kind,
@@ -622,6 +642,9 @@ fn each_routing_object(s: &Snapshot, mut f: impl FnMut(ObjectRef, Vec<Link>)) {
         links_of_route,
         &mut f,
     );
+    if let Some(links) = gateway_part::links(s, controller) {
+        f(gateway_part::gateway_api(), links);
+    }
 }
 
 /// A link as a routing object names it, borrowed from the object (a host in any letter case).
@@ -758,9 +781,10 @@ fn links_of_ingress(
 }
 
 /// The links of one routing object of the snapshot; None when it is not there.
-fn object_links(s: &Snapshot, obj: &ObjectRef) -> Option<Vec<Link>> {
+fn object_links(s: &Snapshot, obj: &ObjectRef, controller: &str) -> Option<Vec<Link>> {
     let key = &obj.key;
     Some(match obj.kind {
+        _ if gateway_part::is_gateway_api(obj) => return gateway_part::links(s, controller),
         Kind::IngressRouteV1beta1 => links_of_v1beta1(key, s.ingressroutes_v1beta1.get(key)?),
         Kind::IngressRouteV1 => links_of_v1(key, s.ingressroutes_v1.get(key)?),
         Kind::RouteV1alpha1 => links_of_route(key, s.routes_v1alpha1.get(key)?),
@@ -778,6 +802,7 @@ fn copy_object(from: &Snapshot, to: &mut Snapshot, obj: &ObjectRef) {
     }
     let key = &obj.key;
     match obj.kind {
+        _ if gateway_part::is_gateway_api(obj) => gateway_part::copy(from, to),
         Kind::Ingress => copy(&from.ingresses, &mut to.ingresses, key),
         Kind::IngressRouteV1beta1 => copy(
             &from.ingressroutes_v1beta1,

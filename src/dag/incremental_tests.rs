@@ -81,8 +81,12 @@ fn slice_for(svc: &k8s_openapi::api::core::v1::Service, version: u8) -> Endpoint
 }
 
 pub(crate) fn is_routing(o: &AnyObject) -> bool {
+    is_routing_ref(&o.object_ref())
+}
+
+fn is_routing_ref(o: &ObjectRef) -> bool {
     matches!(
-        o.kind(),
+        o.kind,
         Kind::Ingress | Kind::IngressRouteV1beta1 | Kind::IngressRouteV1 | Kind::RouteV1alpha1
     )
 }
@@ -143,8 +147,20 @@ fn add_or_remove(store: &mut Snapshot, rng: &mut Rng, objects: &[&AnyObject]) {
 }
 
 fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
-    let pool = pool();
-    let routing: Vec<&AnyObject> = pool.iter().filter(|o| is_routing(o)).collect();
+    run_with(seed, steps, options, Vec::new())
+}
+
+/// [`run`] over the golden objects and `extra` routing objects of other kinds (the Gateway
+/// API's), added and removed as the routing objects are.
+fn run_with(seed: u64, steps: usize, options: Options, extra: Vec<AnyObject>) -> (usize, usize) {
+    let mut pool = pool();
+    let extras = extra.len();
+    pool.extend(extra);
+    let extra = &pool[pool.len() - extras..];
+    let routing: Vec<&AnyObject> = (pool.iter())
+        .filter(|o| is_routing(o))
+        .chain(extra)
+        .collect();
     let slices: Vec<&AnyObject> = pool
         .iter()
         .filter(|o| o.kind() == Kind::EndpointSlice)
@@ -172,8 +188,9 @@ fn run(seed: u64, steps: usize, options: Options) -> (usize, usize) {
                 3..=5 => {
                     let present: Vec<ObjectRef> = routing
                         .iter()
+                        .filter(|o| is_routing(o) || gateway::snap_has(&store, o))
                         .map(|o| o.object_ref())
-                        .filter(|r| object_links(&store, r).is_some())
+                        .filter(|r| !is_routing_ref(r) || object_links(&store, r, "").is_some())
                         .collect();
                     if !present.is_empty() {
                         let r = &present[rng.below(present.len())];
@@ -563,3 +580,6 @@ fn a_partial_build_finds_the_slices_of_a_service_after_they_move_between_service
         dag = got;
     }
 }
+
+#[path = "incremental_gateway_tests.rs"]
+mod gateway;

@@ -1,0 +1,179 @@
+//! The Gateway API objects in the incremental build: one routing object of the link graph.
+//!
+//! Gateway API objects depend on each other more closely than the other routing kinds: a route's
+//! hosts are where its hostnames meet its Gateways' listeners', a Gateway's status counts the
+//! routes attached to each of its listeners, and routes on one host keep or lose a match by age.
+//! So they are built together, as one routing object of the graph ([`gateway_api`]), whose links
+//! are every host a route of one of sluice's Gateways could be served on (the build serves a
+//! subset of them: a host another object owns, an HTTPS listener's catch-all, a route refused).
+//!
+//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute or ReferenceGrant, or to a Service or
+//! TLS Secret one of them names (in any namespace: backends and certificates may be in another
+//! one, through a ReferenceGrant), rebuilds all of them, and through their hosts the
+//! IngressRoutes, Routes and Ingresses that share a host with one; a change to one of those
+//! rebuilds them when it shares a host with them. A change elsewhere leaves them alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+
+use super::{Link, Named, Names};
+use crate::api::{Kind, ObjKey, ObjectRef};
+use crate::dag::gwroute::listener_route_hosts;
+use crate::store::{Snapshot, same_objects};
+
+/// The Gateway API objects of a snapshot as one routing object of the link graph: a reference of
+/// kind GatewayClass with an empty name, which no Kubernetes object has.
+pub(super) fn gateway_api() -> ObjectRef {
+    ObjectRef::new(Kind::GatewayClass, "", "")
+}
+
+/// Whether `obj` is [`gateway_api`].
+pub(super) fn is_gateway_api(obj: &ObjectRef) -> bool {
+    obj.kind == Kind::GatewayClass && obj.key.name.is_empty()
+}
+
+/// How many GatewayClasses, Gateways and routes the snapshot holds.
+pub(super) fn objects(s: &Snapshot) -> usize {
+    s.gateway_classes.len() + s.gateways.len() + s.http_routes.len() + s.grpc_routes.len()
+}
+
+/// Whether a Gateway API object the build reads differs between the snapshots.
+pub(super) fn changed(prev: &Snapshot, next: &Snapshot) -> bool {
+    !(same_objects(&prev.gateway_classes, &next.gateway_classes)
+        && same_objects(&prev.gateways, &next.gateways)
+        && same_objects(&prev.http_routes, &next.http_routes)
+        && same_objects(&prev.grpc_routes, &next.grpc_routes)
+        && same_objects(&prev.reference_grants, &next.reference_grants))
+}
+
+/// Calls `f` with every GatewayClass, Gateway and route of the snapshot (what has a status).
+pub(super) fn each_object(s: &Snapshot, mut f: impl FnMut(ObjectRef)) {
+    let refs =
+        |kind: Kind, keys: &mut dyn Iterator<Item = &ObjKey>, f: &mut dyn FnMut(ObjectRef)| {
+            keys.for_each(|key| {
+                f(ObjectRef {
+                    kind,
+                    key: key.clone(),
+                })
+            })
+        };
+    refs(Kind::GatewayClass, &mut s.gateway_classes.keys(), &mut f);
+    refs(Kind::Gateway, &mut s.gateways.keys(), &mut f);
+    refs(Kind::HttpRoute, &mut s.http_routes.keys(), &mut f);
+    refs(Kind::GrpcRoute, &mut s.grpc_routes.keys(), &mut f);
+}
+
+/// Copies every Gateway API object the build reads from `from` into `to`.
+pub(super) fn copy(from: &Snapshot, to: &mut Snapshot) {
+    to.gateway_classes = from.gateway_classes.clone();
+    to.gateways = from.gateways.clone();
+    to.http_routes = from.http_routes.clone();
+    to.grpc_routes = from.grpc_routes.clone();
+    to.reference_grants = from.reference_grants.clone();
+}
+
+/// The links of the Gateway API objects: every host a route attached to a Gateway of one of
+/// `controller`'s classes could be served on, each once. None when the snapshot holds no
+/// GatewayClass, Gateway or route.
+pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
+    if objects(s) == 0 {
+        return None;
+    }
+    let classes: BTreeSet<&str> = (s.gateway_classes.iter())
+        .filter(|(_, c)| c.spec.controller_name == controller)
+        .map(|(k, _)| &*k.name)
+        .collect();
+    // The listeners' hostnames of each of those classes' Gateways (None: every host).
+    let listeners: HashMap<&ObjKey, Vec<Option<String>>> = (s.gateways.iter())
+        .filter(|(_, g)| classes.contains(g.spec.gateway_class_name.as_str()))
+        .map(|(k, g)| {
+            let hostnames = (g.spec.listeners.iter())
+                .map(|l| {
+                    (l.hostname.as_deref())
+                        .filter(|h| !h.is_empty())
+                        .map(str::to_ascii_lowercase)
+                })
+                .collect();
+            (k, hostnames)
+        })
+        .collect();
+    let mut hosts = BTreeSet::new();
+    let mut add = |key: &ObjKey,
+                   hostnames: Option<&[String]>,
+                   parents: &mut dyn Iterator<Item = (Option<&str>, &str)>| {
+        let hostnames = hostnames.unwrap_or(&[]);
+        for (namespace, name) in parents {
+            let gateway = ObjKey::new(namespace.unwrap_or(&key.namespace), name);
+            for l in listeners.get(&gateway).into_iter().flatten() {
+                hosts.extend(listener_route_hosts(l.as_deref(), hostnames));
+            }
+        }
+    };
+    for (key, r) in &s.http_routes {
+        let parents = r.spec.parent_refs.iter().flatten();
+        add(
+            key,
+            r.spec.hostnames.as_deref(),
+            &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+        );
+    }
+    for (key, r) in &s.grpc_routes {
+        let parents = r.spec.parent_refs.iter().flatten();
+        add(
+            key,
+            r.spec.hostnames.as_deref(),
+            &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+        );
+    }
+    Some(
+        (hosts.into_iter())
+            .map(|h| Link::Host(Arc::from(h)))
+            .collect(),
+    )
+}
+
+/// Whether a Gateway or route of the snapshot names one of `named` (Services and TLS Secrets by
+/// namespace): a backend, a listener's certificate.
+pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool {
+    let hit = |ns: &str, n: Named<'_>| named.get(ns).is_some_and(|names| names.has(n));
+    for (key, g) in &s.gateways {
+        let certs = (g.spec.listeners.iter())
+            .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
+            .flatten();
+        for c in certs {
+            if hit(
+                c.namespace.as_deref().unwrap_or(&key.namespace),
+                Named::Secret(&c.name),
+            ) {
+                return true;
+            }
+        }
+    }
+    for (key, r) in &s.http_routes {
+        let backends =
+            (r.spec.rules.iter().flatten()).flat_map(|r| r.backend_refs.iter().flatten());
+        for b in backends {
+            if hit(
+                b.namespace.as_deref().unwrap_or(&key.namespace),
+                Named::Service(&b.name),
+            ) {
+                return true;
+            }
+        }
+    }
+    for (key, r) in &s.grpc_routes {
+        let backends =
+            (r.spec.rules.iter().flatten()).flat_map(|r| r.backend_refs.iter().flatten());
+        for b in backends {
+            if hit(
+                b.namespace.as_deref().unwrap_or(&key.namespace),
+                Named::Service(&b.name),
+            ) {
+                return true;
+            }
+        }
+    }
+    false
+}

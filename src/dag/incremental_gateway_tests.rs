@@ -1,0 +1,277 @@
+//! The Gateway API objects in incremental builds: built together, as one routing object, and
+//! only when a change can reach them.
+
+use super::*;
+
+/// Gateway API objects that meet the golden cases' objects: Gateways in the golden namespace
+/// `tls` (two versions of one, with other listener hostnames), routes to the golden Services
+/// on the golden hosts `foo.com`, `secure.example.com` and the catch-all, across namespaces
+/// with and without a ReferenceGrant, a GRPCRoute, and a class and Gateway of another
+/// controller.
+const GATEWAY_POOL: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: other}
+spec: {controllerName: example.com/other}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: tls, generation: 1}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: All}}}
+  - {name: https, protocol: HTTPS, port: 443, hostname: '*.example.com', tls: {certificateRefs: [{name: secure-tls}]}, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: tls, generation: 2}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: http, protocol: HTTP, port: 80, hostname: foo.com, allowedRoutes: {namespaces: {from: All}}}
+  - {name: https, protocol: HTTPS, port: 443, hostname: secure.example.com, tls: {certificateRefs: [{name: other-tls}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: theirs, namespace: tls}
+spec:
+  gatewayClassName: other
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: secure, namespace: tls, creationTimestamp: '2024-01-01T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [secure.example.com, gw.example.com]
+  rules:
+  - backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: api, namespace: team-a, creationTimestamp: '2024-01-02T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge, namespace: tls}]
+  hostnames: [foo.com, gw.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /api}}]
+    backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: api, namespace: team-a, creationTimestamp: '2024-01-02T00:00:00Z', generation: 2}
+spec:
+  parentRefs: [{name: edge, namespace: tls, sectionName: http}]
+  hostnames: [FOO.com]
+  rules:
+  - matches: [{path: {type: Exact, value: /}}]
+    backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: catch-all, namespace: team-b, creationTimestamp: '2024-01-03T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge, namespace: tls, sectionName: http}]
+  rules:
+  - backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /from-gateway}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: cross, namespace: team-b, creationTimestamp: '2024-01-04T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge, namespace: tls}]
+  hostnames: [cross.example.com]
+  rules:
+  - backendRefs: [{name: api, namespace: team-a, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: team-b-routes, namespace: team-a}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: team-b}]
+  to: [{group: \"\", kind: Service}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: grpc, namespace: team-a, creationTimestamp: '2024-01-05T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge, namespace: tls}]
+  hostnames: [grpc.example.com]
+  rules:
+  - matches: [{method: {service: shop.Cart}}]
+    backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: elsewhere, namespace: tls}
+spec:
+  parentRefs: [{name: theirs}]
+  hostnames: [foo.com]
+  rules:
+  - backendRefs: [{name: web, port: 80}]
+";
+
+pub(super) fn gateway_pool() -> Vec<AnyObject> {
+    let docs = parse_documents("gateway-pool.yaml", GATEWAY_POOL).expect("the pool parses");
+    (docs.into_iter())
+        .map(|(_, d)| match d {
+            Document::Object(o) => o,
+            other => panic!("unexpected document {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn incremental_builds_with_gateway_api_objects_equal_full_builds() {
+    let mut partial = 0;
+    for seed in 1..=8u64 {
+        let (p, f) = run_with(
+            0x51ce_0f6a_7e3a ^ seed,
+            200,
+            Options::default(),
+            gateway_pool(),
+        );
+        assert!(p > f, "seed {seed}: {p} partial builds, {f} full");
+        partial += p;
+    }
+    assert!(partial > 600, "{partial} partial builds");
+}
+
+/// The golden objects and the Gateway API pool's first version of each object.
+fn with_gateway_api() -> Snapshot {
+    let mut snap = Snapshot::from_objects(pool());
+    for o in gateway_pool() {
+        if snap_has(&snap, &o) {
+            continue;
+        }
+        snap.insert(o);
+    }
+    snap
+}
+
+pub(super) fn snap_has(s: &Snapshot, o: &AnyObject) -> bool {
+    let key = o.key();
+    match o.kind() {
+        Kind::GatewayClass => s.gateway_classes.contains_key(&key),
+        Kind::Gateway => s.gateways.contains_key(&key),
+        Kind::HttpRoute => s.http_routes.contains_key(&key),
+        Kind::GrpcRoute => s.grpc_routes.contains_key(&key),
+        Kind::ReferenceGrant => s.reference_grants.contains_key(&key),
+        _ => false,
+    }
+}
+
+/// The snapshot with Ingress `key`'s `generation` set (a change with no effect on routing).
+fn touch_ingress(s: &Snapshot, key: &ObjKey, generation: i64) -> Snapshot {
+    let mut next = s.clone();
+    let mut ing = (**next.ingresses[key]).clone();
+    ing.metadata.generation = Some(generation);
+    next.ingresses
+        .insert(key.clone(), Arc::new(Prepared::new(key, Arc::new(ing))));
+    next
+}
+
+fn gateway_statuses(d: &Dag) -> Vec<(&ObjectRef, &ObjectStatus)> {
+    (d.statuses.iter())
+        .filter(|(o, _)| matches!(o.kind, Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute))
+        .collect()
+}
+
+#[test]
+fn a_change_away_from_the_gateway_api_hosts_leaves_the_gateway_api_objects_alone() {
+    let options = Options::default();
+    let with = with_gateway_api();
+    let without = Snapshot::from_objects(pool());
+    // An Ingress none of whose hosts a route of sluice's Gateways could be served on.
+    let gateway_hosts = gateway_part::links(&with, &options.gateway_controller_name).unwrap();
+    let mut ingress_hosts = Vec::new();
+    let key = (with.ingresses.iter())
+        .find(|(_, o)| {
+            ingress_hosts.clear();
+            ingress_links(o, &mut |l| {
+                ingress_hosts.push(l.to_link(&ObjKey::new("", "")))
+            });
+            !ingress_hosts.is_empty() && ingress_hosts.iter().all(|l| !gateway_hosts.contains(l))
+        })
+        .map(|(k, _)| k.clone())
+        .expect("an Ingress away from the Gateway API hosts");
+    let mut rebuilt = Vec::new();
+    for snap in [&without, &with] {
+        let mut inc = Incremental::new(options.clone());
+        let dag = inc.build_full(snap);
+        let next = touch_ingress(snap, &key, 9);
+        let (got, kind) = inc.build(Some((snap, &dag)), &next);
+        assert_eq!(got, crate::dag::build(&next, &options));
+        let BuildKind::Partial { objects } = kind else {
+            panic!("{kind:?}");
+        };
+        rebuilt.push(objects);
+    }
+    assert_eq!(
+        rebuilt[0], rebuilt[1],
+        "the same objects are rebuilt with and without the Gateway API objects"
+    );
+}
+
+#[test]
+fn a_gateway_api_change_rebuilds_them_and_the_objects_sharing_their_hosts() {
+    let options = Options::default();
+    let snap = with_gateway_api();
+    let mut inc = Incremental::new(options.clone());
+    let dag = inc.build_full(&snap);
+    assert!(
+        !gateway_statuses(&dag).is_empty(),
+        "the pool's routes have statuses"
+    );
+    // The route on foo.com, a golden Ingress's host, moved to another path.
+    let mut next = snap.clone();
+    let key = ObjKey::new("team-a", "api");
+    let mut route = (*next.http_routes[&key]).clone();
+    let rule = &mut route.spec.rules.as_mut().unwrap()[0];
+    rule.matches.as_mut().unwrap()[0]
+        .path
+        .as_mut()
+        .unwrap()
+        .value = Some("/v2".into());
+    next.http_routes.insert(key, Arc::new(route));
+    let (got, kind) = inc.build(Some((&snap, &dag)), &next);
+    assert_eq!(got, crate::dag::build(&next, &options));
+    let BuildKind::Partial { objects } = kind else {
+        panic!("{kind:?}");
+    };
+    assert!(
+        objects > 1,
+        "the Ingresses on foo.com are rebuilt too: {objects}"
+    );
+    assert!(objects < next.routing_objects() / 2, "{objects} rebuilt");
+
+    // A Service only a route of another namespace names (through the ReferenceGrant).
+    let mut after = next.clone();
+    after.remove(
+        Kind::ReferenceGrant,
+        &ObjKey::new("team-a", "team-b-routes"),
+    );
+    let (gone, kind) = inc.build(Some((&next, &got)), &after);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(gone, crate::dag::build(&after, &options));
+    let cross = ObjectRef::new(Kind::HttpRoute, "team-b", "cross");
+    assert_ne!(gone.statuses[&cross], got.statuses[&cross]);
+
+    // Every Gateway API object removed: their statuses go with them.
+    let mut empty = after.clone();
+    for o in gateway_pool() {
+        empty.remove(o.kind(), &o.key());
+    }
+    let (none, kind) = inc.build(Some((&after, &gone)), &empty);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(none, crate::dag::build(&empty, &options));
+    assert!(gateway_statuses(&none).is_empty());
+}
