@@ -86,6 +86,18 @@ spec:
   parentRefs: [{name: elsewhere}]
   hostnames: [theirs.example.com]
   rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: broken, namespace: gw}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [broken.example.com]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /gone}}]
+    backendRefs: [{name: nothere, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /none}}]
+  - backendRefs: [{name: web, port: 80}]
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,6 +148,12 @@ async fn httproutes_on_sluices_gateway_reach_their_backends() {
         h.get("secure.example.com", "/x", &[]).await,
         "301 https://secure.example.com/x"
     );
+
+    // A rule with no valid backend answers 500, as the Gateway API asks; the route's other
+    // rules are served.
+    assert_eq!(h.get("broken.example.com", "/gone", &[]).await, "500");
+    assert_eq!(h.get("broken.example.com", "/none", &[]).await, "500");
+    assert_eq!(h.get("broken.example.com", "/", &[]).await, "gw/web");
 
     // A refused route and another controller's Gateway serve nothing.
     assert_eq!(h.get("filtered.example.com", "/", &[]).await, "404");
@@ -318,6 +336,8 @@ spec:
     backendRefs: [{name: cart, port: 80}]
   - matches: [{method: {service: shop.Catalog}}]
     backendRefs: [{name: catalog, port: 80}]
+  - matches: [{method: {service: shop.Gone}}]
+    backendRefs: [{name: nothere, port: 80}]
 ";
     let h = Harness::start(
         &[
@@ -375,5 +395,8 @@ spec:
     // Another method of the Cart service matches no rule: UNIMPLEMENTED (12).
     let (_, grpc_status, _) = call("/shop.Cart/Remove").await.unwrap();
     assert_eq!(grpc_status.as_deref(), Some("12"));
+    // A rule with no valid backend: UNAVAILABLE (14), as the Gateway API asks of a GRPCRoute.
+    let (_, grpc_status, _) = call("/shop.Gone/Find").await.unwrap();
+    assert_eq!(grpc_status.as_deref(), Some("14"));
     assert!(cart.hits() > 0 && catalog.hits() > 0);
 }

@@ -47,6 +47,7 @@ fn model_answer(dag: &dag::Dag, req: &GoldenRequest) -> Option<String> {
 fn backend_answer(dag: &dag::Dag, route: &dag::Route) -> Option<String> {
     match &route.action {
         RouteAction::Unavailable(_) => Some("503".into()),
+        RouteAction::Invalid(_) => Some("500".into()),
         // No golden case redirects (the Gateway API's redirects are tests/envoy_gateway_api.rs's).
         RouteAction::Redirect(_) => None,
         RouteAction::Forward(cs) => {

@@ -146,9 +146,10 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     assert_eq!(parent["parentRef"]["name"], "edge");
     assert_eq!(parent["parentRef"]["namespace"], ns.as_str());
 
-    // A backend that does not exist: its rule answers 503 and ResolvedRefs says why.
+    // A backend that does not exist: its rule answers 500 (as the Gateway API asks) and
+    // ResolvedRefs says why.
     env.apply_ok(&objects(&ns, &class, &host, "missing"));
-    envoy.wait_answer(&host, "/b/page", 503, "");
+    envoy.wait_answer(&host, "/b/page", 500, "");
     let route = wait_object(&env, "httproutes", &ns, "shop", "BackendNotFound", |o| {
         let p = &o["status"]["parents"][0];
         holds(

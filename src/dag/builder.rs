@@ -690,7 +690,7 @@ impl SortedParts {
 pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &ClusterName> {
     let routes = v.routes.iter().flat_map(|r| match &r.action {
         RouteAction::Forward(cs) => cs.as_slice(),
-        RouteAction::Unavailable(_) | RouteAction::Redirect(_) => &[],
+        RouteAction::Unavailable(_) | RouteAction::Invalid(_) | RouteAction::Redirect(_) => &[],
     });
     routes
         .chain(v.tcp_proxy.iter().flatten())

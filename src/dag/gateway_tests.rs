@@ -116,6 +116,7 @@ fn forwards_to(route: &Route) -> Vec<String> {
             .map(|c| format!("{}*{}", c.cluster, c.weight))
             .collect(),
         RouteAction::Unavailable(why) => vec![format!("503: {why}")],
+        RouteAction::Invalid(why) => vec![format!("500: {why}")],
         RouteAction::Redirect(r) => vec![format!("redirect {r:?}")],
     }
 }
@@ -313,7 +314,7 @@ fn hostnames_are_where_the_listeners_and_the_routes_meet() {
 }
 
 #[test]
-fn unresolved_backends_answer_503_and_say_why() {
+fn unresolved_backends_answer_500_and_say_why() {
     let r = route(
         "shop",
         "store",
@@ -324,7 +325,7 @@ fn unresolved_backends_answer_503_and_say_why() {
     let routes = &dag.vhosts["shop.example.com"].routes;
     assert_eq!(routes.len(), 2);
     for r in routes {
-        assert!(forwards_to(r)[0].starts_with("503: "), "{r:?}");
+        assert!(forwards_to(r)[0].starts_with("500: "), "{r:?}");
     }
     let p = route_parent(&dag, "shop", "store");
     assert_eq!(
@@ -357,7 +358,42 @@ spec:
         .find(|r| format!("{:?}", r.path).contains("/pay"))
         .unwrap();
     assert_eq!(forwards_to(pay).len(), 1);
-    assert!(!forwards_to(pay)[0].starts_with("503"), "{pay:?}");
+    assert!(!forwards_to(pay)[0].starts_with("50"), "{pay:?}");
+
+    // A rule with no backendRefs answers 500 too; a GRPCRoute's rule with no valid backend
+    // answers 503, which Envoy sends a gRPC client as UNAVAILABLE.
+    let none = route(
+        "shop",
+        "none",
+        &["none.example.com"],
+        "  - matches: [{path: {value: /}}]\n",
+    );
+    let grpc = "apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: cart, namespace: shop}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [grpc.example.com]
+  rules:
+  - backendRefs: [{name: gone, port: 8080}]
+";
+    let dag = dag_of(&[
+        CLASS,
+        &gateway("sluice", None, "Same"),
+        SERVICES,
+        &none,
+        grpc,
+    ]);
+    let answer = |host: &str| forwards_to(&dag.vhosts[host].routes[0]);
+    assert_eq!(
+        answer("none.example.com"),
+        ["500: spec.rules[0] has no backendRefs"]
+    );
+    assert!(
+        answer("grpc.example.com")[0].starts_with("503: "),
+        "{:?}",
+        answer("grpc.example.com")
+    );
 }
 
 #[test]

@@ -463,8 +463,14 @@ pub(super) fn rule_action(
     protocol: UpstreamProtocol,
     resolved: &mut GatewayCondition,
 ) -> RouteAction {
+    // What a rule with no valid backend answers: the Gateway API asks for a 500 from an
+    // HTTPRoute and for UNAVAILABLE from a GRPCRoute (the 503 Envoy turns into it).
+    let no_backend = |why: String| match from_kind {
+        "HTTPRoute" => RouteAction::Invalid(why),
+        _ => RouteAction::Unavailable(why),
+    };
     if refs.is_empty() {
-        return RouteAction::Unavailable(format!("spec.rules[{i}] has no backendRefs"));
+        return no_backend(format!("spec.rules[{i}] has no backendRefs"));
     }
     let mut clusters = Clusters::new();
     let mut failed = None;
@@ -528,9 +534,12 @@ pub(super) fn rule_action(
         }
     }
     if clusters.is_empty() {
-        return RouteAction::Unavailable(
-            failed.unwrap_or_else(|| format!("every backendRef of spec.rules[{i}] has weight 0")),
-        );
+        return match failed {
+            Some(why) => no_backend(why),
+            None => RouteAction::Unavailable(format!(
+                "every backendRef of spec.rules[{i}] has weight 0"
+            )),
+        };
     }
     RouteAction::Forward(clusters)
 }

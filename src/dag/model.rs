@@ -271,6 +271,9 @@ pub enum RouteAction {
     Forward(Clusters),
     /// Answer 503: the route's backends cannot be resolved (the reason is in the source's status).
     Unavailable(String),
+    /// Answer 500: an HTTPRoute rule has no valid backend (none, or every backendRef invalid),
+    /// as the Gateway API asks (the reason is in the route's status).
+    Invalid(String),
     /// Answer with a redirect (Gateway API `RequestRedirect`).
     Redirect(Box<Redirect>),
 }

@@ -25,7 +25,7 @@ pub struct TableRoute {
     pub match_: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<String>,
-    /// `cluster (weight)` entries, or `503 (reason)`.
+    /// `cluster (weight)` entries, or `503 (reason)` / `500 (reason)`.
     pub backends: Vec<String>,
     /// On TLS hosts: `redirect` (HTTP gets a 301) or `permitted` (served over HTTP too).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,7 +107,7 @@ pub fn table_route(r: &Route, tls: bool) -> TableRoute {
     }
 }
 
-/// A route's backends as `cluster (weight)` or `503 (reason)`.
+/// A route's backends as `cluster (weight)`, `503 (reason)` or `500 (reason)`.
 pub fn backends(r: &Route) -> Vec<String> {
     match &r.action {
         RouteAction::Forward(cs) => cs
@@ -115,6 +115,7 @@ pub fn backends(r: &Route) -> Vec<String> {
             .map(|c| format!("{} ({})", c.cluster, c.weight))
             .collect(),
         RouteAction::Unavailable(why) => vec![format!("503 ({why})")],
+        RouteAction::Invalid(why) => vec![format!("500 ({why})")],
         RouteAction::Redirect(r) => vec![format!(
             "{} to {}{}{}{}",
             r.status,

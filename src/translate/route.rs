@@ -219,12 +219,13 @@ fn build_http_route(r: &Route, shape: HttpShape<'_>) -> EnvoyRoute {
 /// The bytes: `Route.match` (field 1) holding the path (`RouteMatch.prefix` field 1, `.path`
 /// field 2 or `.path_separated_prefix` field 14, members of a oneof so written even when empty),
 /// then the action, a oneof member: `Route.route` (field 2) holding `RouteAction.cluster` (field
-/// 1), or the fixed encoding of the redirect (field 3) or the 503 (field 7).
+/// 1), or the fixed encoding of the redirect (field 3) or the 503 or 500 (field 7).
 fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
     use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
     use std::sync::LazyLock;
     static REDIRECT: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(redirect_to_https()));
     static UNAVAILABLE: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(unavailable()));
+    static INVALID: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(invalid()));
 
     let HttpShape::Own { host, redirect } = shape else {
         return false;
@@ -245,6 +246,7 @@ fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
     } else {
         match &r.action {
             RouteAction::Unavailable(_) => Then::Fixed(&UNAVAILABLE),
+            RouteAction::Invalid(_) => Then::Fixed(&INVALID),
             RouteAction::Redirect(_) => return false,
             RouteAction::Forward(cs) => {
                 let mut live = cs.iter().filter(|c| c.weight > 0);
@@ -495,9 +497,18 @@ fn unavailable() -> Action {
     })
 }
 
+/// The answer of a route with no valid backend (Gateway API).
+fn invalid() -> Action {
+    Action::DirectResponse(DirectResponseAction {
+        status: 500,
+        ..Default::default()
+    })
+}
+
 fn build_action(r: &Route) -> Action {
     let clusters = match &r.action {
         RouteAction::Unavailable(_) => return unavailable(),
+        RouteAction::Invalid(_) => return invalid(),
         RouteAction::Redirect(redirect) => return build_redirect(redirect),
         RouteAction::Forward(cs) => cs,
     };
