@@ -97,6 +97,8 @@ spec:
   - matches: [{path: {type: PathPrefix, value: /gone}}]
     backendRefs: [{name: nothere, port: 80}]
   - matches: [{path: {type: PathPrefix, value: /none}}]
+  - matches: [{path: {type: PathPrefix, value: /half}}]
+    backendRefs: [{name: web, port: 80}, {name: nothere, port: 80}]
   - backendRefs: [{name: web, port: 80}]
 ";
 
@@ -154,6 +156,19 @@ async fn httproutes_on_sluices_gateway_reach_their_backends() {
     assert_eq!(h.get("broken.example.com", "/gone", &[]).await, "500");
     assert_eq!(h.get("broken.example.com", "/none", &[]).await, "500");
     assert_eq!(h.get("broken.example.com", "/", &[]).await, "gw/web");
+    // Half of a rule's weight on a valid backend, half on one that is not: the invalid half's
+    // requests answer 500, the rest reach the backend (40 requests: all on one side once in
+    // 2^39 runs).
+    let mut answers = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        let got = h.get("broken.example.com", "/half", &[]).await;
+        *answers.entry(got).or_insert(0) += 1;
+    }
+    assert_eq!(
+        answers.keys().collect::<Vec<_>>(),
+        ["500", "gw/web"],
+        "{answers:?}"
+    );
 
     // A refused route and another controller's Gateway serve nothing.
     assert_eq!(h.get("filtered.example.com", "/", &[]).await, "404");

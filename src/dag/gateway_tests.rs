@@ -394,6 +394,36 @@ spec:
         "{:?}",
         answer("grpc.example.com")
     );
+
+    // Some backends invalid: their weight goes to a cluster no backend has, which answers 500
+    // (HTTPRoute) or 503 (GRPCRoute).
+    let some = route(
+        "shop",
+        "some",
+        &["some.example.com"],
+        "  - backendRefs: [{name: web, port: 80, weight: 3}, {name: gone, port: 80}, {name: gone2, port: 80, weight: 2}]\n",
+    );
+    let grpc = grpc.replace(
+        "[{name: gone, port: 8080}]",
+        "[{name: api, port: 8080}, {name: gone, port: 8080}]",
+    );
+    let dag = dag_of(&[
+        CLASS,
+        &gateway("sluice", None, "Same"),
+        SERVICES,
+        &some,
+        &grpc,
+    ]);
+    let answer = |host: &str| forwards_to(&dag.vhosts[host].routes[0]);
+    let some = answer("some.example.com");
+    assert_eq!(some.len(), 2, "{some:?}");
+    assert!(some[0].ends_with("*3"), "{some:?}");
+    assert_eq!(some[1], format!("{INVALID_BACKEND_CLUSTER}*3"));
+    assert_eq!(
+        answer("grpc.example.com")[1],
+        format!("{UNAVAILABLE_BACKEND_CLUSTER}*1")
+    );
+    assert!(!dag.clusters.contains_key(INVALID_BACKEND_CLUSTER));
 }
 
 #[test]

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 
 use super::gateway::{GATEWAY_MIN_TLS, GROUP, GatewayAcc, Namespaces, cond, condition, granted};
 use super::model::{
-    Clusters, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch, ParentStatus,
-    PathMatch, Rewrite, Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster,
+    Clusters, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch,
+    INVALID_BACKEND_CLUSTER, ParentStatus, PathMatch, Rewrite, Route, RouteAction,
+    UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, VhostTls, WeightedCluster,
 };
 use super::{BackendRef, Builder, PortRef};
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
@@ -451,7 +452,9 @@ pub(super) fn attach_route(
 }
 
 /// A rule's backends as a route action; what cannot be resolved goes to `resolved` (the route's
-/// ResolvedRefs condition). A rule none of whose backends resolve answers 503.
+/// ResolvedRefs condition). A rule none of whose backends resolve answers 500 (HTTPRoute) or 503
+/// (GRPCRoute); the weight of those that do not resolve, beside some that do, goes to
+/// [`INVALID_BACKEND_CLUSTER`] or [`UNAVAILABLE_BACKEND_CLUSTER`], which answer the same.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn rule_action(
     b: &mut Builder<'_>,
@@ -474,6 +477,8 @@ pub(super) fn rule_action(
     }
     let mut clusters = Clusters::new();
     let mut failed = None;
+    // The weights of the backends that are not valid: their share of the requests fails.
+    let mut failed_weight: u32 = 0;
     for (j, r) in refs.iter().enumerate() {
         let field = format!("spec.rules[{i}].backendRefs[{j}]");
         let to_ns = r.namespace.unwrap_or(ns);
@@ -524,6 +529,8 @@ pub(super) fn rule_action(
                 }
             }
             Err((reason, message)) => {
+                let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
+                failed_weight = failed_weight.saturating_add(weight);
                 if resolved.status {
                     *resolved = condition(cond::RESOLVED_REFS, false, reason, message.clone());
                 } else {
@@ -540,6 +547,16 @@ pub(super) fn rule_action(
                 "every backendRef of spec.rules[{i}] has weight 0"
             )),
         };
+    }
+    if failed_weight > 0 {
+        let cluster = match from_kind {
+            "HTTPRoute" => INVALID_BACKEND_CLUSTER,
+            _ => UNAVAILABLE_BACKEND_CLUSTER,
+        };
+        clusters.push(WeightedCluster {
+            cluster: cluster.into(),
+            weight: failed_weight,
+        });
     }
     RouteAction::Forward(clusters)
 }

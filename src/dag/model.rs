@@ -21,6 +21,13 @@ pub type Map<K, V> = crate::pmap::OrdMap<K, V>;
 /// forwards to it (one allocation per cluster instead of one per use).
 pub type ClusterName = Arc<str>;
 
+/// The cluster a Gateway API route's weights send an invalid backend's share to, for an
+/// HTTPRoute: no cluster has this name (no Kubernetes name has a `:`), and Envoy answers 500 for
+/// the requests sent to it (`cluster_not_found_response_code`), as the Gateway API asks.
+pub const INVALID_BACKEND_CLUSTER: &str = "sluice:invalid-backend";
+/// The same for a GRPCRoute: Envoy answers 503, which a gRPC client gets as `UNAVAILABLE`.
+pub const UNAVAILABLE_BACKEND_CLUSTER: &str = "sluice:unavailable-backend";
+
 /// The whole routing model plus statuses.
 ///
 /// Virtual hosts and clusters are held in `Arc`s: a model built from the previous one shares the

@@ -18,7 +18,7 @@ use envoy_types::pb::envoy::config::route::v3::{
     header_matcher::HeaderMatchSpecifier,
     redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier},
     route::Action,
-    route_action::{ClusterSpecifier, HostRewriteSpecifier},
+    route_action::{ClusterNotFoundResponseCode, ClusterSpecifier, HostRewriteSpecifier},
     route_match::PathSpecifier,
     weighted_cluster::ClusterWeight,
 };
@@ -28,7 +28,8 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 
 use super::{duration, u32v};
 use crate::dag::{
-    Dag, HeaderEdit, HeaderMatch, HeaderOp, PathMatch, Redirect, Route, RouteAction, VirtualHost,
+    Dag, HeaderEdit, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, PathMatch, Redirect, Route,
+    RouteAction, VirtualHost,
 };
 use crate::validate::common::Timeout;
 use crate::xds::wire::{put_string, string_len};
@@ -544,6 +545,11 @@ fn build_action(r: &Route) -> Action {
         retry_policy,
         ..Default::default()
     };
+    if live.iter().any(|c| &*c.cluster == INVALID_BACKEND_CLUSTER) {
+        // An HTTPRoute's invalid backend's share answers 500 (its cluster is nowhere).
+        action.cluster_not_found_response_code =
+            ClusterNotFoundResponseCode::InternalServerError as i32;
+    }
     if let Some(rewrite) = &r.rewrite {
         action.host_rewrite_specifier =
             (rewrite.hostname.clone()).map(HostRewriteSpecifier::HostRewriteLiteral);

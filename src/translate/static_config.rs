@@ -1,8 +1,14 @@
 //! The same resources as a static Envoy bootstrap, so that `envoy --mode validate` can check them
 //! without a control plane: clusters become STATIC with their load assignment inline, listeners get
-//! their route configurations inline, and SDS references point at static secrets.
+//! their route configurations inline, and SDS references point at static secrets. The names a
+//! route's weights give a Gateway API backend that is not valid ([`INVALID_BACKEND_CLUSTER`],
+//! [`UNAVAILABLE_BACKEND_CLUSTER`]), which no cluster has, are declared as clusters with no
+//! endpoint: a static route configuration must name known clusters (a dynamic one need not, and
+//! Envoy answers a request sent to an unknown one with the route's
+//! `cluster_not_found_response_code`), and every other name is still checked.
 
 use envoy_types::pb::envoy::config::bootstrap::v3::{Bootstrap, bootstrap::StaticResources};
+use envoy_types::pb::envoy::config::cluster::v3::Cluster;
 use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType, DiscoveryType};
 use envoy_types::pb::envoy::config::core::v3::transport_socket;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, filter};
@@ -15,6 +21,7 @@ use envoy_types::pb::google::protobuf::Any;
 use prost::{Message, Name};
 
 use super::{Resources, any};
+use crate::dag::{INVALID_BACKEND_CLUSTER, UNAVAILABLE_BACKEND_CLUSTER};
 
 /// Why resources could not be made static (only on resources sluice did not produce).
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +35,7 @@ pub enum StaticConfigError {
 
 /// Builds a bootstrap holding `resources` as static configuration.
 pub fn build_static_bootstrap(resources: &Resources) -> Result<Bootstrap, StaticConfigError> {
-    let clusters = resources
+    let mut clusters: Vec<_> = resources
         .clusters
         .iter()
         .map(|c| {
@@ -44,6 +51,17 @@ pub fn build_static_bootstrap(resources: &Resources) -> Result<Bootstrap, Static
             c
         })
         .collect();
+    for name in [INVALID_BACKEND_CLUSTER, UNAVAILABLE_BACKEND_CLUSTER] {
+        if routes_name_cluster(&resources.routes, name) {
+            clusters.push(Cluster {
+                name: name.to_string(),
+                cluster_discovery_type: Some(ClusterDiscoveryType::Type(
+                    DiscoveryType::Static as i32,
+                )),
+                ..Default::default()
+            });
+        }
+    }
     let mut listeners = Vec::new();
     for l in &resources.listeners {
         let mut l = l.clone();
@@ -60,6 +78,25 @@ pub fn build_static_bootstrap(resources: &Resources) -> Result<Bootstrap, Static
         }),
         layered_runtime: Some(super::layered_runtime()),
         ..Default::default()
+    })
+}
+
+/// Whether a route of `routes` sends a share of its requests to the cluster `name`.
+fn routes_name_cluster(routes: &[RouteConfiguration], name: &str) -> bool {
+    use envoy_types::pb::envoy::config::route::v3::{
+        route::Action, route_action::ClusterSpecifier,
+    };
+    let actions = (routes.iter())
+        .flat_map(|rc| &rc.virtual_hosts)
+        .flat_map(|v| &v.routes)
+        .filter_map(|r| match &r.action {
+            Some(Action::Route(a)) => a.cluster_specifier.as_ref(),
+            _ => None,
+        });
+    actions.into_iter().any(|c| match c {
+        ClusterSpecifier::WeightedClusters(w) => w.clusters.iter().any(|c| c.name == name),
+        ClusterSpecifier::Cluster(c) => c == name,
+        _ => false,
     })
 }
 
