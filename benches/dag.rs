@@ -104,6 +104,10 @@ struct Row {
     /// `set_endpoint_slices` make it (an entry put per Service and per slice).
     service_index: f64,
     dag_only: f64,
+    /// `dag::build` alone of the same cluster with a Gateway and 100 HTTPRoutes
+    /// (`synth::gateway_api`), and the same on one thread.
+    dag_only_gateway_api: f64,
+    dag_only_gateway_api_one_thread: f64,
     /// `Pipeline::publish` of a full build at sluice's start (a new pipeline).
     publish_start: f64,
     /// `Pipeline::publish` of a full build in a running pipeline (an IngressClass changed).
@@ -360,6 +364,29 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     );
     drop(prev);
 
+    // The same beside Gateway API objects: built in two halves as well (the Gateway API objects
+    // in one of them), and on one thread, as every build with a GatewayClass was before.
+    let mut with_gateway = snap.clone();
+    for o in sluice::synth::gateway_api(100.min(n / 5)) {
+        with_gateway.insert(o);
+    }
+    let time_build = |build: fn(&Snapshot, &dag::Options) -> Dag| {
+        median(
+            (0..runs)
+                .map(|_| {
+                    let t = Instant::now();
+                    let d = std::hint::black_box(build(&with_gateway, &options));
+                    let ms = ms_since(t);
+                    drop(d);
+                    ms
+                })
+                .collect(),
+        )
+    };
+    let dag_only_gateway_api = time_build(dag::build);
+    let dag_only_gateway_api_one_thread = time_build(dag::build_on_one_thread);
+    drop(with_gateway);
+
     // sluice's path from nothing: a new encoder each time, as at start-up. (Translation and
     // encoding are one phase here, timed as `encode`.)
     let fresh = || {
@@ -495,6 +522,8 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
         services,
         service_index,
         dag_only,
+        dag_only_gateway_api,
+        dag_only_gateway_api_one_thread,
         publish_start: median(start),
         publish_running: median(published_running),
         sluice: Medians::of(&sluice),
@@ -524,6 +553,12 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     println!(
         "  dag::build alone                              {:8.2} ms",
         r.dag_only
+    );
+    println!(
+        "  dag::build alone, beside a Gateway and {} HTTPRoutes {:8.2} ms (on one thread {:.2} ms)",
+        100.min(n / 5),
+        r.dag_only_gateway_api,
+        r.dag_only_gateway_api_one_thread
     );
     println!(
         "  Pipeline::publish of a full build, at sluice's start {:8.2} ms; in a running sluice {:.2} ms",
@@ -602,6 +637,14 @@ fn main() {
             r2(b.publish_running),
         );
         results.insert("dag_only_build_ms_10k".into(), r2(b.dag_only));
+        results.insert(
+            "dag_only_build_gateway_api_ms_10k".into(),
+            r2(b.dag_only_gateway_api),
+        );
+        results.insert(
+            "dag_only_build_gateway_api_one_thread_ms_10k".into(),
+            r2(b.dag_only_gateway_api_one_thread),
+        );
         results.insert("machine_reference_ms".into(), r2(b.reference));
         results.insert(
             "dag_build_per_reference_10k".into(),

@@ -180,6 +180,12 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// Whether this builder builds the Gateway API objects of its snapshot (in a parallel build,
+    /// one half does, as one part).
+    pub fn builds_gateway_api(&self) -> bool {
+        self.half.is_none_or(|h| h.holds_gateway_api())
+    }
+
     /// The routing objects of one kind this builder builds, in key order, each with its slot
     /// (what its status is said of): `objects` (the builder's snapshot's map of `kind`), or the
     /// objects of it in this builder's half.

@@ -108,7 +108,7 @@ pub(super) struct GatewayAcc {
 /// Builds the GatewayClasses, Gateways and HTTPRoutes of sluice's controller.
 pub fn build_gateway_api(b: &mut Builder<'_>) {
     let snapshot = b.snapshot;
-    if snapshot.gateway_classes.is_empty() {
+    if snapshot.gateway_classes.is_empty() || !b.builds_gateway_api() {
         return;
     }
     let controller = b.options.gateway_controller_name.clone();

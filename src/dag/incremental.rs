@@ -610,6 +610,19 @@ fn diff_keys<T: PartialEq>(a: &Objects<T>, b: &Objects<T>, mut f: impl FnMut(&Ob
     crate::store::each_change(a, b, |k, _, _| f(k));
 }
 
+/// The hashes ([`LinkRef::hash`]) of the links of the Gateway API objects of `s`, as one routing
+/// object (of `controller`'s classes), and how many objects that is; None when `s` holds none.
+pub(super) fn gateway_api_link_hashes(s: &Snapshot, controller: &str) -> Option<(Vec<u64>, usize)> {
+    let links = gateway_part::links(s, controller)?;
+    let hashes = (links.iter())
+        .map(|l| match l {
+            Link::Host(h) => LinkRef::Host(h).hash(),
+            Link::IngressRoute(k) => LinkRef::IngressRoute(&k.namespace, &k.name).hash(),
+        })
+        .collect();
+    Some((hashes, gateway_part::objects(s)))
+}
+
 /// Calls `f` with every routing object of a snapshot and its links (the Gateway API objects as
 /// one, of `controller`'s classes).
 fn each_routing_object(s: &Snapshot, controller: &str, mut f: impl FnMut(ObjectRef, Vec<Link>)) {

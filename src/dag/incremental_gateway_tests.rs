@@ -119,7 +119,7 @@ spec:
   - backendRefs: [{name: web, port: 80}]
 ";
 
-pub(super) fn gateway_pool() -> Vec<AnyObject> {
+pub(crate) fn gateway_pool() -> Vec<AnyObject> {
     let docs = parse_documents("gateway-pool.yaml", GATEWAY_POOL).expect("the pool parses");
     (docs.into_iter())
         .map(|(_, d)| match d {

@@ -582,4 +582,4 @@ fn a_partial_build_finds_the_slices_of_a_service_after_they_move_between_service
 }
 
 #[path = "incremental_gateway_tests.rs"]
-mod gateway;
+pub(crate) mod gateway;

@@ -72,9 +72,8 @@ impl Options {
 /// Builds the routing model and all statuses from one snapshot.
 pub fn build(snapshot: &Snapshot, options: &Options) -> Dag {
     // The halves of a parallel build are dealt by the links of IngressRoutes, Routes and
-    // Ingresses; Gateway API objects are not dealt into halves.
+    // Ingresses, and the Gateway API objects go into one of them together.
     if snapshot.routing_objects() >= parallel::PARALLEL_OBJECTS
-        && snapshot.gateway_classes.is_empty()
         && let Some(dag) = parallel::build(snapshot, options)
     {
         return dag;

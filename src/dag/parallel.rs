@@ -5,7 +5,9 @@
 //! `dag::build` of each connected part, with Services, EndpointSlices and Secrets looked up in
 //! the whole snapshot: the property incremental builds stand on. So the connected parts are
 //! dealt into two halves of about the same number of objects, each half is built on its own
-//! thread, and the two models are merged. The halves hold different hosts and objects; a cluster
+//! thread, and the two models are merged. The Gateway API objects go into one half together,
+//! as the incremental build's graph has them (one routing object, linked by every host their
+//! routes could be served on). The halves hold different hosts and objects; a cluster
 //! or secret both use is the same in both (it comes from the same Service or Secret). Should a
 //! merge find otherwise, the snapshot is built on one thread instead.
 
@@ -27,7 +29,7 @@ pub const PARALLEL_OBJECTS: usize = 2_000;
 /// The model of `snapshot` built in two halves on two threads; None when the halves do not
 /// merge as they should (the caller then builds on one thread).
 pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
-    let sides = sides(snapshot);
+    let sides = sides(snapshot, options);
     let half = |side| Half {
         sides: &sides,
         side,
@@ -83,6 +85,8 @@ pub(super) struct Sides {
     ingressroutes_v1beta1: Vec<u8>,
     ingressroutes_v1: Vec<u8>,
     routes_v1alpha1: Vec<u8>,
+    /// The half of the Gateway API objects, all of them.
+    gateway_api: u8,
 }
 
 /// The routing objects one thread of a parallel build builds.
@@ -106,7 +110,12 @@ impl<'a> Half<'a> {
         sides.get(position) == Some(&self.side)
     }
 
-    /// The number of routing objects in this half.
+    /// Whether the Gateway API objects are in this half.
+    pub(super) fn holds_gateway_api(self) -> bool {
+        self.sides.gateway_api == self.side
+    }
+
+    /// The number of routing objects in this half (not counting the Gateway API objects).
     pub(super) fn routing_objects(self) -> usize {
         let s = self.sides;
         [
@@ -128,15 +137,18 @@ impl<'a> Half<'a> {
 /// Objects are joined through the hashes of their links, not the links themselves (no copy of a
 /// name): two different links with one hash join parts that need not be, which still leaves
 /// every half a union of whole parts.
-fn sides(snapshot: &Snapshot) -> Sides {
+fn sides(snapshot: &Snapshot, options: &Options) -> Sides {
     let s = snapshot;
     // The links of every object, hashed on two threads (reading 10k objects is most of the work
     // here), each over one half of the objects in the order below: Ingresses, IngressRoutes of
-    // both versions, Routes.
-    let objects = s.routing_objects();
-    let middle = objects / 2;
+    // both versions, Routes; then the Gateway API objects, as one object after them.
+    let routing = s.routing_objects();
+    let gateway_api =
+        super::incremental::gateway_api_link_hashes(s, &options.gateway_controller_name);
+    let objects = routing + usize::from(gateway_api.is_some());
+    let middle = routing / 2;
     let (first, second) = std::thread::scope(|scope| {
-        let second = scope.spawn(|| link_hashes(s, middle..objects));
+        let second = scope.spawn(|| link_hashes(s, middle..routing));
         let first = link_hashes(s, 0..middle);
         let second = second
             .join()
@@ -148,11 +160,20 @@ fn sides(snapshot: &Snapshot) -> Sides {
     for (i, link) in first.into_iter().chain(second) {
         parts.join(i, link);
     }
+    if let Some((hashes, _)) = &gateway_api {
+        for &link in hashes {
+            parts.join(routing, link);
+        }
+    }
     // A part is named by its root, an object's index: sizes and sides are indexed by it.
     let roots: Vec<usize> = (0..objects).map(|i| parts.root(i)).collect();
     let mut sizes = vec![0usize; objects];
     for &r in &roots {
         sizes[r] += 1;
+    }
+    if let Some((_, count)) = &gateway_api {
+        // The Gateway API objects weigh what they number.
+        sizes[roots[routing]] += count.saturating_sub(1);
     }
     // The largest parts first, each to the smaller half.
     let mut components: Vec<(usize, usize)> = (sizes.iter().enumerate())
@@ -175,6 +196,7 @@ fn sides(snapshot: &Snapshot) -> Sides {
         ingressroutes_v1beta1: take(s.ingressroutes_v1beta1.len()),
         ingressroutes_v1: take(s.ingressroutes_v1.len()),
         routes_v1alpha1: take(s.routes_v1alpha1.len()),
+        gateway_api: gateway_api.map_or(0, |_| side[roots[routing]]),
     }
 }
 
@@ -330,12 +352,13 @@ fn merge_by_place<V>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dag::incremental::tests::{is_routing, pool};
+    use crate::dag::incremental::tests::gateway::gateway_pool;
+    use crate::dag::incremental::tests::pool;
     use crate::test_rng::Rng;
 
     /// The number of routing objects in each half of `store`.
     fn half_sizes(store: &Snapshot) -> [usize; 2] {
-        let sides = sides(store);
+        let sides = sides(store, &Options::default());
         [0, 1].map(|side| {
             Half {
                 sides: &sides,
@@ -348,18 +371,21 @@ mod tests {
     #[test]
     fn the_halves_of_the_golden_objects_build_what_one_thread_builds() {
         // Every golden case's objects at once (they reuse names and hosts, so they delegate to
-        // each other and conflict), in random subsets, with and without root namespaces.
-        let pool = pool();
+        // each other and conflict) and Gateway API objects on their hosts, in random subsets,
+        // with and without root namespaces.
+        let mut pool = pool();
+        pool.extend(gateway_pool());
         let root_namespaces = Options {
             root_namespaces: vec!["prod".into(), "default".into()],
             ..Options::default()
         };
         let mut split = 0;
+        let mut gateway_sides = [false; 2];
         for seed in 1..=40u64 {
             let mut rng = Rng(0x5eed_0000 ^ seed);
             let store = Snapshot::from_objects(
                 pool.iter()
-                    .filter(|o| !is_routing(o) || rng.below(3) != 0)
+                    .filter(|o| !o.kind().is_routing() || rng.below(3) != 0)
                     .cloned(),
             );
             let [a, b] = half_sizes(&store);
@@ -369,6 +395,9 @@ mod tests {
                 "seed {seed}: every object in one half"
             );
             split += usize::from(a > 0 && b > 0);
+            if !store.gateway_classes.is_empty() {
+                gateway_sides[usize::from(sides(&store, &Options::default()).gateway_api)] = true;
+            }
             for options in [&Options::default(), &root_namespaces] {
                 assert_eq!(
                     build(&store, options),
@@ -378,6 +407,11 @@ mod tests {
             }
         }
         assert!(split > 30, "{split} of 40 snapshots split in two");
+        assert_eq!(
+            gateway_sides,
+            [true, true],
+            "the Gateway API objects in either half"
+        );
     }
 
     #[test]
@@ -424,6 +458,25 @@ mod tests {
             super::super::build(&store, &options),
             super::super::build_on_one_thread(&store, &options)
         );
+        // With a Gateway and 50 HTTPRoutes, each on a host of its own: they go into one half,
+        // and the halves still have about as many objects each.
+        let mut store = store;
+        for o in crate::synth::gateway_api(50) {
+            store.insert(o);
+        }
+        let [a, b] = half_sizes(&store);
+        let gateway = sides(&store, &options).gateway_api;
+        let with_gateway = [
+            a + 52 * usize::from(gateway == 0),
+            b + 52 * usize::from(gateway == 1),
+        ];
+        assert!(
+            with_gateway[0].abs_diff(with_gateway[1]) <= 60,
+            "halves of {with_gateway:?} objects"
+        );
+        let dag = super::super::build(&store, &options);
+        assert_eq!(dag, super::super::build_on_one_thread(&store, &options));
+        assert_eq!(dag.vhosts["gw-7.example.com"].routes.len(), 1);
     }
 
     #[test]
