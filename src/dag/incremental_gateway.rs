@@ -111,22 +111,21 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
             }
         }
     };
-    for (key, r) in &s.http_routes {
-        let parents = r.spec.parent_refs.iter().flatten();
-        add(
-            key,
-            r.spec.hostnames.as_deref(),
-            &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
-        );
+    // HTTPRoutes and GRPCRoutes (their parent references are types of their own).
+    macro_rules! add_routes {
+        ($routes:expr) => {
+            for (key, r) in $routes {
+                let parents = r.spec.parent_refs.iter().flatten();
+                add(
+                    key,
+                    r.spec.hostnames.as_deref(),
+                    &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+                );
+            }
+        };
     }
-    for (key, r) in &s.grpc_routes {
-        let parents = r.spec.parent_refs.iter().flatten();
-        add(
-            key,
-            r.spec.hostnames.as_deref(),
-            &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
-        );
-    }
+    add_routes!(&s.http_routes);
+    add_routes!(&s.grpc_routes);
     Some(
         (hosts.into_iter())
             .map(|h| Link::Host(Arc::from(h)))
@@ -151,29 +150,21 @@ pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool
             }
         }
     }
-    for (key, r) in &s.http_routes {
-        let backends =
-            (r.spec.rules.iter().flatten()).flat_map(|r| r.backend_refs.iter().flatten());
-        for b in backends {
-            if hit(
-                b.namespace.as_deref().unwrap_or(&key.namespace),
-                Named::Service(&b.name),
-            ) {
-                return true;
+    // HTTPRoutes' and GRPCRoutes' backends (the two kinds' rules are types of their own).
+    macro_rules! backends_hit {
+        ($routes:expr) => {
+            for (key, r) in $routes {
+                let rules = r.spec.rules.iter().flatten();
+                for b in rules.flat_map(|r| r.backend_refs.iter().flatten()) {
+                    let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
+                    if hit(ns, Named::Service(&b.name)) {
+                        return true;
+                    }
+                }
             }
-        }
+        };
     }
-    for (key, r) in &s.grpc_routes {
-        let backends =
-            (r.spec.rules.iter().flatten()).flat_map(|r| r.backend_refs.iter().flatten());
-        for b in backends {
-            if hit(
-                b.namespace.as_deref().unwrap_or(&key.namespace),
-                Named::Service(&b.name),
-            ) {
-                return true;
-            }
-        }
-    }
+    backends_hit!(&s.http_routes);
+    backends_hit!(&s.grpc_routes);
     false
 }
