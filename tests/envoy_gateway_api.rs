@@ -246,6 +246,12 @@ spec:
   - matches: [{path: {type: PathPrefix, value: /legacy}}]
     filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2/home}}}]
     backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /api/}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /v3}}}]
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /strip}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}]
+    backendRefs: [{name: web, port: 80}]
   - filters:
     - type: RequestHeaderModifier
       requestHeaderModifier:
@@ -306,6 +312,18 @@ spec:
     assert_eq!(res.text().await.unwrap(), "filters/web");
     assert_eq!(web.last_header("host"), ["internal.example.com"]);
     assert_eq!(web.last_header(":path"), ["/v2/home?q=1"]);
+    // ReplacePrefixMatch: the prefix the route matched (segment-wise) is replaced.
+    for (sent, seen) in [
+        ("/api/items?x=1", "/v3/items?x=1"),
+        ("/api", "/v3"),
+        ("/strip/a/b?q=2", "/a/b?q=2"),
+        ("/strip", "/"),
+        ("/stripped", "/stripped"),
+    ] {
+        let res = get(sent).send().await.unwrap();
+        assert_eq!(res.text().await.unwrap(), "filters/web");
+        assert_eq!(web.last_header(":path"), [seen], "{sent}");
+    }
 
     let res = get("/old/thing?q=1").send().await.unwrap();
     assert_eq!(res.status().as_u16(), 301);

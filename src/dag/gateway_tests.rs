@@ -831,7 +831,7 @@ spec:
 }
 
 #[test]
-fn a_url_rewrite_sets_the_host_and_the_whole_path() {
+fn a_url_rewrite_sets_the_host_and_the_whole_path_or_the_matched_prefix() {
     let r = route(
         "shop",
         "store",
@@ -839,27 +839,39 @@ fn a_url_rewrite_sets_the_host_and_the_whole_path() {
         "  - filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2}}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /p}}]\n    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /q}}}]\n    backendRefs: [{name: web, port: 80}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
-    // ReplacePrefixMatch is not routed yet: the route is refused naming it.
+    let rewrite_of = |path: &str| {
+        let routes = &dag.vhosts["shop.example.com"].routes;
+        let route = routes.iter().find(|r| r.path.value() == path).unwrap();
+        route.rewrite.as_deref().cloned()
+    };
+    assert_eq!(
+        rewrite_of("/"),
+        Some(Rewrite {
+            hostname: Some("internal.example.com".into()),
+            path: Some("/v2".into()),
+            prefix: None,
+        })
+    );
+    assert_eq!(
+        rewrite_of("/p"),
+        Some(Rewrite {
+            prefix: Some("/q".into()),
+            ..Rewrite::default()
+        })
+    );
+
+    // ReplacePrefixMatch replaces what a PathPrefix match took: beside an Exact match the
+    // route is refused, naming the field.
+    let exact = r.replace(
+        "[{path: {value: /p}}]",
+        "[{path: {value: /p}}, {path: {type: Exact, value: /e}}]",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &exact]);
     assert!(dag.vhosts.is_empty());
     let p = route_parent(&dag, "shop", "store");
     assert!(
-        p.conditions[0].message.contains("spec.rules[1].filters[0].urlRewrite.path.type: ReplacePrefixMatch is not supported by sluice yet"),
+        p.conditions[0].message.contains("spec.rules[1].filters[0].urlRewrite.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took"),
         "{:?}",
         p.conditions[0]
-    );
-    let full_only = r.replace("  - matches: [{path: {value: /p}}]\n    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /q}}}]\n    backendRefs: [{name: web, port: 80}]\n", "");
-    let dag = dag_of(&[
-        CLASS,
-        &gateway("sluice", None, "Same"),
-        SERVICES,
-        &full_only,
-    ]);
-    let route = &dag.vhosts["shop.example.com"].routes[0];
-    assert_eq!(
-        route.rewrite.as_deref(),
-        Some(&Rewrite {
-            hostname: Some("internal.example.com".into()),
-            path: Some("/v2".into()),
-        })
     );
 }

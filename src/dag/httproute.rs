@@ -92,12 +92,18 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                 | HttpRouteRulesFiltersType::ResponseHeaderModifier => {}
                 HttpRouteRulesFiltersType::UrlRewrite => {
                     let path = f.url_rewrite.as_ref().and_then(|r| r.path.as_ref());
-                    if path.is_some_and(|p| {
-                        p.r#type == HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch
-                    }) {
+                    let exact = (rule.matches.iter().flatten()).any(|m| {
+                        let t = m.path.as_ref().and_then(|p| p.r#type.as_ref());
+                        t.is_some_and(|t| *t != HttpRouteRulesMatchesPathType::PathPrefix)
+                    });
+                    if exact
+                        && path.is_some_and(|p| {
+                            p.r#type == HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch
+                        })
+                    {
                         no(
                             format!("{field}.filters[{j}].urlRewrite.path.type"),
-                            "ReplacePrefixMatch is not supported by sluice yet; use ReplaceFullPath",
+                            "ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)",
                         );
                     }
                 }
@@ -233,13 +239,15 @@ fn rule_rewrite(rule: &HttpRouteRules) -> Option<Box<Rewrite>> {
         HttpRouteRulesFiltersType::UrlRewrite => f.url_rewrite.as_ref(),
         _ => None,
     })?;
+    let of_type = |t| (r.path.as_ref()).filter(|p| p.r#type == t);
     let rewrite = Rewrite {
         hostname: r.hostname.clone().filter(|h| !h.is_empty()),
-        path: (r.path.as_ref())
-            .filter(|p| p.r#type == HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath)
+        path: of_type(HttpRouteRulesFiltersUrlRewritePathType::ReplaceFullPath)
             .and_then(|p| p.replace_full_path.clone()),
+        prefix: of_type(HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch)
+            .map(|p| p.replace_prefix_match.clone().unwrap_or_else(|| "/".into())),
     };
-    (rewrite.hostname.is_some() || rewrite.path.is_some()).then(|| Box::new(rewrite))
+    (rewrite != Rewrite::default()).then(|| Box::new(rewrite))
 }
 
 /// A rule's `timeouts.request` (zero: no timeout).

@@ -101,13 +101,21 @@ pub struct Route {
     pub source: ObjectRef,
 }
 
-/// A rewrite of a forwarded request: its `Host` and its whole path.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// A rewrite of a forwarded request: its `Host`, and its whole path or the prefix the route
+/// matched.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Rewrite {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// The whole path replaced by this one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The path prefix the route matched (a segment-wise prefix) replaced by this one
+    /// (Gateway API `ReplacePrefixMatch`): `/foo` → `/bar` takes `/foo/x` to `/bar/x` and `/foo`
+    /// to `/bar`; `/foo` → `/` takes `/foo/x` to `/x` and `/foo` to `/`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
 }
 
 /// The header changes of a route: on the request on its way to the backend, and on the

@@ -506,6 +506,28 @@ fn invalid() -> Action {
     })
 }
 
+/// The rewrite of the segment-wise prefix `matched` (a route's PathPrefix, which every path it
+/// takes starts with, then a `/` or nothing) by `to`: `/foo` → `/bar` takes `/foo/x` to
+/// `/bar/x` and `/foo` to `/bar`; `/foo` → `/` takes `/foo/x` to `/x` and `/foo` to `/`. Only
+/// the path is rewritten; the query string stays.
+fn prefix_rewrite(matched: &str, to: &str) -> RegexMatchAndSubstitute {
+    let matched = regex::escape(matched.trim_end_matches('/'));
+    let to = to.trim_end_matches('/');
+    let (regex, substitution) = match to.is_empty() {
+        // The prefix and the `/` after it become one `/`.
+        true => (format!("^{matched}/?"), "/".to_string()),
+        // A `\` in the new prefix is literal, not a reference to a group.
+        false => (format!("^{matched}"), to.replace('\\', "\\\\")),
+    };
+    RegexMatchAndSubstitute {
+        pattern: Some(RegexMatcher {
+            regex,
+            ..Default::default()
+        }),
+        substitution,
+    }
+}
+
 fn build_action(r: &Route) -> Action {
     let clusters = match &r.action {
         RouteAction::Unavailable(_) => return unavailable(),
@@ -562,6 +584,9 @@ fn build_action(r: &Route) -> Action {
             }),
             substitution: path.replace('\\', "\\\\"),
         });
+        if let (Some(to), PathMatch::Prefix(matched)) = (&rewrite.prefix, &r.path) {
+            action.regex_rewrite = Some(prefix_rewrite(matched, to));
+        }
     }
     Action::Route(action)
 }
