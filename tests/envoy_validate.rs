@@ -269,6 +269,24 @@ fn envoy_validates_tracing_and_the_client_address_settings() {
     }
 }
 
+/// The full model with its plain-HTTP hosts spread over route shards: the scoped routes, the
+/// shard filter's Lua and every shard's configuration.
+#[test]
+fn envoy_validates_route_shards() {
+    for shards in [2, 7, translate::MAX_HTTP_ROUTE_SHARDS] {
+        let options = translate::Options {
+            http_route_shards: shards,
+            ..Default::default()
+        };
+        let res = translate::build(&full_model(), &options);
+        let names = (res.routes.iter())
+            .filter(|r| r.name.starts_with("ingress_http/"))
+            .count();
+        assert_eq!(names, usize::from(shards), "a configuration per shard");
+        envoy_support::assert_envoy_accepts(&res, &format!("{shards} route shards"));
+    }
+}
+
 #[test]
 fn envoy_validates_an_empty_model() {
     let res = translate::build(&Dag::default(), &translate::Options::default());

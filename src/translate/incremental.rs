@@ -22,20 +22,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
-use prost::encoding::{WireType, encode_key, encode_varint};
 use prost::{Message, Name};
 
 use super::{
-    ClusterBytes, HTTP_ROUTE_CONFIG, HTTPS_LISTENER, LoadAssignmentBytes, Options, ResourceType,
-    build_secret, https_route_config_name, listener, route,
+    ClusterBytes, HTTPS_LISTENER, LoadAssignmentBytes, Options, ResourceType, build_secret,
+    https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
 use crate::pmap::DiffItem;
 use crate::xds::cache::{Body, Edit, Resource, ResourceName, Snapshot, TypeSnapshot};
 use crate::xds::content;
-
-/// Field number of `RouteConfiguration.virtual_hosts`.
-const VIRTUAL_HOSTS_FIELD: u32 = 2;
 
 /// Turns successive models into xDS snapshots, reusing what the previous one encoded.
 #[derive(Debug)]
@@ -50,366 +46,9 @@ pub struct Encoder {
 struct Prev {
     dag: Arc<Dag>,
     snapshot: Snapshot,
-    /// Where each host's `VirtualHost` is in the bytes of the snapshot's HTTP route configuration.
-    http: Layout,
-}
-
-/// The layout of an encoded HTTP route configuration: its name field, then one entry per virtual
-/// host (field key, length, encoded `VirtualHost`) in the order of their names, which is the
-/// configuration's order: a host's own, named after the host, and the shared
-/// [`route::HTTPS_REDIRECT_VHOST`]. A change of a few hosts is spliced into the previous bytes: the bytes
-/// between changed hosts are copied in runs, not encoded or assembled again. The content hash
-/// is made of the hashes of groups of entries ([`content`]); the layout keeps them, and a change
-/// hashes again only the groups that hold changed hosts.
-#[derive(Debug, Default)]
-struct Layout {
-    entries: Vec<Entry>,
-    /// Whether each entry ends a group ([`Entry::ends_group`]): what finding the groups reads,
-    /// 1 byte per entry where an entry is ~60.
-    ends: Vec<bool>,
-    /// The length of the bytes described (the head and every entry).
-    len: usize,
-    /// The hash of the last group, after the last entry that ends one (of the head and the
-    /// entries after it); None when not computed yet.
-    tail: Option<[u8; 32]>,
-    /// Bytes of groups hashed so far (the tests count them).
-    #[cfg(test)]
-    hashed: usize,
-    /// The hosts that are domains of the shared [`route::HTTPS_REDIRECT_VHOST`]
-    /// ([`route::redirects_everything`]). Every other host of a change is looked up here, so a
-    /// hash set (a sorted set's lookup compared ~10 names); sorted when the shared host is made.
-    redirected: hashbrown::HashSet<String>,
-}
-
-/// Up to this many changed hosts are applied to the layout in place; more are merged into a new
-/// one in a single pass.
-const IN_PLACE_EDITS: usize = 16;
-
-#[derive(Debug)]
-struct Entry {
-    host: Box<str>,
-    /// Where the entry starts, and its length: key, length varint and body.
-    start: usize,
-    len: usize,
-    /// The length of the body (the encoded `VirtualHost`), the last bytes of the entry.
-    body: usize,
-    /// Whether the entry ends a group of the content hash ([`content::ends_group`]).
-    ends_group: bool,
-    /// The hash of the group the entry ends, once computed.
-    group: Option<Box<[u8; 32]>>,
-}
-
-impl Entry {
-    fn end(&self) -> usize {
-        self.start + self.len
-    }
-}
-
-/// Appends one entry (field 2 of `RouteConfiguration`) holding `body`; returns its entry.
-fn write_entry(out: &mut Vec<u8>, host: String, body: &[u8]) -> Entry {
-    let start = out.len();
-    encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, out);
-    encode_varint(body.len() as u64, out);
-    out.extend_from_slice(body);
-    let len = out.len() - start;
-    Entry {
-        host: host.into_boxed_str(),
-        start,
-        len,
-        body: body.len(),
-        ends_group: content::ends_group(body, len),
-        group: None,
-    }
-}
-
-/// Changed hosts of the HTTP route configuration: bytes to put, or None to remove. They are
-/// collected in a vector, mostly in host order already (from the diff of the models' hosts), and
-/// sorted once before the splice: cheaper than keeping a sorted map of thousands of hosts for a
-/// build from nothing.
-#[derive(Debug, Default)]
-struct HostEdits(Vec<(String, Option<Vec<u8>>)>);
-
-impl HostEdits {
-    fn put(&mut self, host: String, bytes: Option<Vec<u8>>) {
-        self.0.push((host, bytes));
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The edits in host order, each host once with its last edit, as a map's inserts would
-    /// leave them.
-    fn sorted(self) -> Vec<(String, Option<Vec<u8>>)> {
-        let mut edits = self.0;
-        // Stable: the edits of one host stay in the order they were made.
-        edits.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(String, Option<Vec<u8>>)> = Vec::with_capacity(edits.len());
-        for edit in edits {
-            match out.last_mut() {
-                Some(last) if last.0 == edit.0 => *last = edit,
-                _ => out.push(edit),
-            }
-        }
-        out
-    }
-}
-
-#[cfg(test)]
-impl From<BTreeMap<String, Option<Vec<u8>>>> for HostEdits {
-    fn from(edits: BTreeMap<String, Option<Vec<u8>>>) -> HostEdits {
-        HostEdits(edits.into_iter().collect())
-    }
-}
-
-impl Layout {
-    /// The encoded `VirtualHost` of `host` in `bytes` (the configuration this layout describes).
-    fn body<'b>(&self, bytes: &'b [u8], host: &str) -> Option<&'b [u8]> {
-        let i = self
-            .entries
-            .binary_search_by(|e| (*e.host).cmp(host))
-            .ok()?;
-        let e = &self.entries[i];
-        bytes.get(e.end() - e.body..e.end())
-    }
-
-    /// Where `host`'s entry is among the entries, and whether it is there.
-    fn place(&self, host: &str) -> (usize, bool) {
-        match self.entries.binary_search_by(|e| (*e.host).cmp(host)) {
-            Ok(i) => (i, true),
-            Err(i) => (i, false),
-        }
-    }
-
-    /// Where entry `i` starts (or would start): the end of the bytes past the last entry.
-    fn start_of(&self, i: usize, head: usize) -> usize {
-        match self.entries.get(i) {
-            Some(e) => e.start,
-            None => self.entries.last().map_or(head, Entry::end),
-        }
-    }
-
-    /// `old` (the configuration this layout describes, named `name`) with `edits` applied: a host
-    /// with bytes is put (added or replaced), a host with None removed. The layout then describes
-    /// the result; also returned is its content digest ([`Resource::with_large_digest`]).
-    fn splice(&mut self, name: &str, old: &[u8], edits: HostEdits) -> (Vec<u8>, [u8; 32]) {
-        let edits = edits.sorted();
-        let head = self.entries.first().map_or(old.len(), |e| e.start);
-        let added: usize = edits.iter().flat_map(|(_, b)| b).map(|b| b.len() + 8).sum();
-        let mut out = Vec::with_capacity(old.len() + added);
-        // Where each edit falls among the old entries (edits are in host order, as entries are).
-        let places: Vec<(usize, bool)> = edits.iter().map(|(h, _)| self.place(h)).collect();
-        let touched = if edits.len() <= IN_PLACE_EDITS {
-            self.splice_in_place(old, head, &mut out, edits, &places)
-        } else {
-            self.merge(old, head, &mut out, edits, places)
-        };
-        // The group the previous edit's entry was found in, from where that search started to
-        // the entry that ends the group (None: the last group): a later edit in that span is
-        // in the same group, already forgotten. A group holds ~16 KiB of entries (~160 hosts);
-        // searching from each edited entry of a rebuild went over its group again each time.
-        let mut last: Option<(usize, Option<usize>)> = None;
-        for at in touched {
-            let end = self.forget_group_once(at, &mut last);
-            if end == Some(at) {
-                self.forget_group_once(at + 1, &mut last);
-            }
-        }
-        self.len = out.len();
-        let digest = self.digest(name, &out);
-        (out, digest)
-    }
-
-    /// [`Layout::forget_group_of`], unless `last` (the span searched by the previous call, to the
-    /// entry it found) holds `at`: that group was forgotten already. An entry was put at `at`,
-    /// or removed from before it: the group that holds the entry now at `at` is hashed again,
-    /// and so is the next one when that entry ends its group (an entry that ends a group moves
-    /// where the next group starts).
-    fn forget_group_once(
-        &mut self,
-        at: usize,
-        last: &mut Option<(usize, Option<usize>)>,
-    ) -> Option<usize> {
-        if let Some((from, end)) = *last
-            && from <= at
-            && end.is_none_or(|end| at <= end)
-        {
-            return end;
-        }
-        let end = self.forget_group_of(at);
-        *last = Some((at, end));
-        end
-    }
-
-    /// Forgets the hash of the group that holds entry `at` (or would, past the last entry): the
-    /// group of the first entry from `at` on that ends one, or the last group. Returns the index
-    /// of that entry.
-    fn forget_group_of(&mut self, at: usize) -> Option<usize> {
-        let rest = self.ends.get(at..).unwrap_or_default();
-        match rest.iter().position(|&ends| ends) {
-            Some(i) => {
-                self.entries[at + i].group = None;
-                Some(at + i)
-            }
-            None => {
-                self.tail = None;
-                None
-            }
-        }
-    }
-
-    /// The content digest of `bytes` (the configuration this layout describes, named `name`),
-    /// hashing the groups whose hashes are not known.
-    fn digest(&mut self, name: &str, bytes: &[u8]) -> [u8; 32] {
-        debug_assert_eq!(self.ends.len(), self.entries.len());
-        let mut digest = content::Digest::new(name);
-        let mut start = 0;
-        let ends = self.ends.iter().enumerate().filter(|(_, ends)| **ends);
-        for (i, _) in ends {
-            let e = &mut self.entries[i];
-            let end = e.end();
-            let group = e.group.get_or_insert_with(|| {
-                #[cfg(test)]
-                {
-                    self.hashed += end - start;
-                }
-                Box::new(content::group_digest(&bytes[start..end]))
-            });
-            digest.group(group);
-            start = end;
-        }
-        if start < bytes.len() {
-            let tail = self.tail.get_or_insert_with(|| {
-                #[cfg(test)]
-                {
-                    self.hashed += bytes.len() - start;
-                }
-                content::group_digest(&bytes[start..])
-            });
-            digest.group(tail);
-        } else {
-            self.tail = None;
-        }
-        digest.finish()
-    }
-
-    /// Copies the bytes between edits in one run each, then updates the entries where they are.
-    /// Returns where the edits are among the new entries ([`Layout::forget_group_once`]).
-    fn splice_in_place(
-        &mut self,
-        old: &[u8],
-        head: usize,
-        out: &mut Vec<u8>,
-        edits: Vec<(String, Option<Vec<u8>>)>,
-        places: &[(usize, bool)],
-    ) -> Vec<usize> {
-        let mut cursor = 0;
-        let mut written = Vec::with_capacity(edits.len());
-        let puts: Vec<bool> = edits.iter().map(|(_, b)| b.is_some()).collect();
-        for ((host, edit), &(i, found)) in edits.into_iter().zip(places) {
-            let at = self.start_of(i, head);
-            out.extend_from_slice(&old[cursor..at]);
-            cursor = if found { self.entries[i].end() } else { at };
-            written.push(edit.map(|body| write_entry(out, host, &body)));
-        }
-        out.extend_from_slice(&old[cursor..]);
-        // Entries last to first, so that each index still points where it did.
-        for (entry, &(i, found)) in written.into_iter().zip(places).rev() {
-            match (entry, found) {
-                (Some(e), true) => {
-                    self.ends[i] = e.ends_group;
-                    self.entries[i] = e;
-                }
-                (Some(e), false) => {
-                    self.ends.insert(i, e.ends_group);
-                    self.entries.insert(i, e);
-                }
-                (None, true) => {
-                    self.ends.remove(i);
-                    self.entries.remove(i);
-                }
-                (None, false) => {}
-            }
-        }
-        // Offsets from the first edit on, in order.
-        if let Some(&(first, _)) = places.first() {
-            let mut at = match first.checked_sub(1) {
-                Some(prev) => self.entries[prev].end(),
-                None => head,
-            };
-            for e in &mut self.entries[first..] {
-                e.start = at;
-                at += e.len;
-            }
-        }
-        // Each edit's old index, moved by the entries added and removed before it.
-        let mut shift = 0isize;
-        let mut touched = Vec::with_capacity(places.len());
-        for (put, &(i, found)) in puts.into_iter().zip(places) {
-            touched.push(i.saturating_add_signed(shift));
-            match (put, found) {
-                (true, false) => shift += 1,
-                (false, true) => shift -= 1,
-                _ => {}
-            }
-        }
-        touched
-    }
-
-    /// Builds the entries again in one pass: the old ones moved over, the edits merged in.
-    /// Returns where the edits are among the new entries ([`Layout::forget_group_once`]).
-    fn merge(
-        &mut self,
-        old: &[u8],
-        head: usize,
-        out: &mut Vec<u8>,
-        edits: Vec<(String, Option<Vec<u8>>)>,
-        places: Vec<(usize, bool)>,
-    ) -> Vec<usize> {
-        out.extend_from_slice(&old[..head]);
-        let mut kept = std::mem::take(&mut self.entries)
-            .into_iter()
-            .enumerate()
-            .peekable();
-        let mut entries = Vec::with_capacity(kept.len() + edits.len());
-        let mut touched = Vec::with_capacity(edits.len());
-        for ((host, edit), (at, found)) in edits.into_iter().zip(places) {
-            carry(old, out, &mut kept, &mut entries, at);
-            if found {
-                kept.next();
-            }
-            touched.push(entries.len());
-            if let Some(body) = edit {
-                entries.push(write_entry(out, host, &body));
-            }
-        }
-        carry(old, out, &mut kept, &mut entries, usize::MAX);
-        self.ends = entries.iter().map(|e| e.ends_group).collect();
-        self.entries = entries;
-        touched
-    }
-}
-
-/// Moves the old entries before index `to` from `kept` to `entries`, and their bytes from `old`
-/// to `out` in one copy.
-fn carry(
-    old: &[u8],
-    out: &mut Vec<u8>,
-    kept: &mut std::iter::Peekable<std::iter::Enumerate<std::vec::IntoIter<Entry>>>,
-    entries: &mut Vec<Entry>,
-    to: usize,
-) {
-    let mut run: Option<(usize, usize)> = None;
-    while let Some((_, mut e)) = kept.next_if(|(i, _)| *i < to) {
-        let from = run.map_or(e.start, |(from, _)| from);
-        run = Some((from, e.end()));
-        // The run is copied to the end of `out` below.
-        e.start = out.len() + (e.start - from);
-        entries.push(e);
-    }
-    if let Some((from, to)) = run {
-        out.extend_from_slice(&old[from..to]);
-    }
+    /// Where each host's `VirtualHost` is in the bytes of the snapshot's HTTP route
+    /// configuration, one per shard ([`Options::http_route_shards`]).
+    http: Vec<Layout>,
 }
 
 /// What the HTTPS listener's filter chain of a host is made of (besides the host name, which is
@@ -439,7 +78,8 @@ impl Encoder {
     /// decides where to free it: it can be large).
     pub fn encode(&mut self, dag: &Arc<Dag>) -> (Snapshot, Retired) {
         let empty = Dag::default();
-        let mut layout = self
+        let shards = self.options.http_route_shards.max(1);
+        let mut layouts = self
             .prev
             .as_mut()
             .map(|p| std::mem::take(&mut p.http))
@@ -447,16 +87,31 @@ impl Encoder {
         let prev = self.prev.as_ref();
         let prev_dag = prev.map_or(&empty, |p| p.dag.as_ref());
         let prev_type = |t: ResourceType| prev.and_then(|p| p.snapshot.shared(t));
-        // The previous HTTP route configuration's bytes, which `layout` describes. Should they not
-        // match (an earlier encode stopped half-way), every host is encoded again.
-        let head = http_route_config_head();
-        let mut old_http = prev
-            .and_then(|p| p.snapshot.of(ResourceType::Route).get(HTTP_ROUTE_CONFIG))
-            .map_or(&head[..], |r| &r.body.value[..]);
-        let reset = old_http.len() != layout.len.max(head.len());
+        // The previous HTTP route configurations' bytes (less the suffix they share), which
+        // `layouts` describe. Should they not match (an earlier encode stopped half-way), every
+        // host is encoded again.
+        let suffix = http_route_config_suffix(shards);
+        let heads: Vec<(String, Vec<u8>)> = (0..usize::from(shards))
+            .map(|k| {
+                let name = route::http_route_config_name(k, shards);
+                let head = http_route_config_head(&name);
+                (name, head)
+            })
+            .collect();
+        let mut old_http: Vec<&[u8]> = heads
+            .iter()
+            .map(|(name, head)| {
+                prev.and_then(|p| p.snapshot.of(ResourceType::Route).get(name.as_str()))
+                    .and_then(|r| r.body.value.strip_suffix(&suffix[..]))
+                    .unwrap_or(head)
+            })
+            .collect();
+        let reset = layouts.len() != heads.len()
+            || (layouts.iter().zip(&old_http).zip(&heads))
+                .any(|((layout, old), (_, head))| old.len() != layout.len.max(head.len()));
         if reset {
-            layout = Layout::default();
-            old_http = &head;
+            layouts = heads.iter().map(|_| Layout::default()).collect();
+            old_http = heads.iter().map(|(_, head)| &head[..]).collect();
         }
 
         // Clusters and their load assignments depend on nothing else encoded here. When many
@@ -525,23 +180,30 @@ impl Encoder {
 
         let mut routes = Patch::new(ResourceType::Route, prev_type(ResourceType::Route));
         let fallback = dag.vhosts.get("*").map(|v| &**v);
-        // Changed hosts of the HTTP route configuration: bytes to put, or None to remove.
-        let mut http_edits = HostEdits::default();
-        let redirected_before = layout.redirected.len();
-        let mut redirected_changed = false;
-        let mut set_http = |layout: &mut Layout, v: &VirtualHost| {
-            if route::redirects_everything(v) {
-                // A domain of the shared virtual host; its own goes, if it had one.
-                redirected_changed |= layout.redirected.insert(v.host.clone());
-                if layout.body(old_http, &v.host).is_some() {
-                    http_edits.put(v.host.clone(), None);
-                }
-                return;
-            }
-            redirected_changed |= layout.redirected.remove(&v.host);
-            let bytes = route::encode_http_vhost(v, fallback);
-            if layout.body(old_http, &v.host) != Some(&bytes[..]) {
-                http_edits.put(v.host.clone(), Some(bytes));
+        // Changed hosts of each shard of the HTTP route configuration: bytes to put, or None to
+        // remove; whether the shard's shared redirect host changed, and how many hosts it had.
+        let mut http: Vec<HttpShard> = (layouts.into_iter().zip(old_http))
+            .map(|(layout, old)| HttpShard {
+                redirected_before: layout.redirected.len(),
+                layout,
+                old,
+                edits: HostEdits::default(),
+                redirected_changed: false,
+            })
+            .collect();
+        let set_http = |http: &mut [HttpShard], v: &VirtualHost| {
+            let redirect = route::redirects_everything(v);
+            // Encoded once for every shard that holds the host (a wildcard host's, every shard).
+            let mut bytes = (!redirect).then(|| route::encode_http_vhost(v, fallback));
+            let range = route::shards_of(&v.host, shards);
+            let last = range.end - 1;
+            for k in range {
+                let bytes = if k == last {
+                    bytes.take()
+                } else {
+                    bytes.clone()
+                };
+                http[k].set(v, redirect, bytes);
             }
         };
         let mut removed_http = Vec::new();
@@ -566,7 +228,7 @@ impl Encoder {
                 None => {}
             }
             match new.filter(|v| v.tcp_proxy.is_none()) {
-                Some(v) => set_http(&mut layout, v),
+                Some(v) => set_http(&mut http, v),
                 None => removed_http.push(host),
             }
         }
@@ -576,48 +238,62 @@ impl Encoder {
         if reset || catch_all_changed {
             for v in dag.vhosts.values() {
                 if (reset || v.host.starts_with("*.")) && v.tcp_proxy.is_none() {
-                    set_http(&mut layout, v);
+                    set_http(&mut http, v);
                 }
             }
         }
         for host in removed_http {
-            redirected_changed |= layout.redirected.remove(host);
-            if layout.body(old_http, host).is_some() {
-                http_edits.put(host.clone(), None);
+            for shard in &mut http[route::shards_of(host, shards)] {
+                shard.remove(host);
             }
         }
-        if redirected_changed {
-            let shared = route::HTTPS_REDIRECT_VHOST.to_string();
-            let bytes = (!layout.redirected.is_empty()).then(|| {
-                // In the model's order: its hosts are sorted by name.
-                let mut hosts: Vec<&str> = layout.redirected.iter().map(String::as_str).collect();
-                hosts.sort_unstable();
-                route::build_https_redirect_vhost(hosts).encode_to_vec()
-            });
-            if bytes.is_some() || redirected_before > 0 {
-                http_edits.put(shared, bytes);
+        let mut layouts = Vec::with_capacity(http.len());
+        for (shard, (name, _)) in http.into_iter().zip(&heads) {
+            let HttpShard {
+                mut layout,
+                old,
+                mut edits,
+                redirected_before,
+                redirected_changed,
+            } = shard;
+            if redirected_changed {
+                let shared = route::HTTPS_REDIRECT_VHOST.to_string();
+                let bytes = (!layout.redirected.is_empty()).then(|| {
+                    // In the model's order: its hosts are sorted by name.
+                    let mut hosts: Vec<&str> =
+                        layout.redirected.iter().map(String::as_str).collect();
+                    hosts.sort_unstable();
+                    route::build_https_redirect_vhost(hosts).encode_to_vec()
+                });
+                if bytes.is_some() || redirected_before > 0 {
+                    edits.put(shared, bytes);
+                }
             }
-        }
-        if !http_edits.is_empty() || !routes.has(HTTP_ROUTE_CONFIG) {
-            let (bytes, digest) = layout.splice(HTTP_ROUTE_CONFIG, old_http, http_edits);
-            if reset
-                && routes
-                    .get(HTTP_ROUTE_CONFIG)
-                    .is_some_and(|r| r.body.value == bytes)
-            {
-                // Rebuilt from nothing, and the same as before.
-            } else {
-                // Different entries make different bytes: no need to compare them.
-                routes.put_hashed(HTTP_ROUTE_CONFIG, bytes, &digest);
+            if !edits.is_empty() || !routes.has(name) {
+                let (bytes, digest) = layout.splice(name, old, edits, &suffix);
+                if reset && routes.get(name).is_some_and(|r| r.body.value == bytes) {
+                    // Rebuilt from nothing, and the same as before.
+                } else {
+                    // Different entries make different bytes: no need to compare them.
+                    routes.put_hashed(name, bytes, &digest);
+                }
             }
+            layouts.push(layout);
         }
 
         let mut listeners = Patch::new(ResourceType::Listener, prev_type(ResourceType::Listener));
-        // The HTTP listener depends on the options alone, which are this encoder's for its life:
-        // the previous snapshot holds it.
+        let mut scopes = Patch::new(
+            ResourceType::ScopedRoute,
+            prev_type(ResourceType::ScopedRoute),
+        );
+        // The HTTP listener and its scopes depend on the options alone, which are this encoder's
+        // for its life: the previous snapshot holds them.
         if prev.is_none() {
             let http = listener::build_http_listener(&self.options);
             listeners.add(&http.name, &http);
+            for scope in listener::build_scoped_routes(&self.options) {
+                scopes.add(&scope.name, &scope);
+            }
         }
         if tls_changed {
             match listener::build_https_listener(dag, &self.options) {
@@ -647,6 +323,7 @@ impl Encoder {
         };
         let snapshot = Snapshot::from_types(BTreeMap::from([
             (ResourceType::Listener, listeners.finish()),
+            (ResourceType::ScopedRoute, scopes.finish()),
             (ResourceType::Route, routes.finish()),
             (ResourceType::Cluster, clusters),
             (ResourceType::Endpoint, endpoints),
@@ -655,7 +332,7 @@ impl Encoder {
         let retired = self.prev.replace(Prev {
             dag: dag.clone(),
             snapshot: snapshot.clone(),
-            http: layout,
+            http: layouts,
         });
         (snapshot, Retired(retired))
     }
@@ -810,16 +487,6 @@ fn apply_edits(
     patch.finish()
 }
 
-/// The start of the HTTP route configuration's bytes, before its virtual hosts (field 2): what
-/// prost writes for its name (field 1); no other field is set.
-fn http_route_config_head() -> Vec<u8> {
-    RouteConfiguration {
-        name: HTTP_ROUTE_CONFIG.to_string(),
-        ..Default::default()
-    }
-    .encode_to_vec()
-}
-
 /// What the encoder held of a previous model, handed back by [`Encoder::encode`].
 #[derive(Debug)]
 pub struct Retired(
@@ -929,6 +596,10 @@ impl<'p> Patch<'p> {
         }
     }
 }
+
+#[path = "incremental_layout.rs"]
+mod layout;
+use layout::{HostEdits, HttpShard, Layout, http_route_config_head, http_route_config_suffix};
 
 #[cfg(test)]
 #[path = "incremental_tests.rs"]

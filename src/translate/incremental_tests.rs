@@ -79,7 +79,20 @@ fn mutate(store: &mut Store, rng: &mut Rng, fresh: usize) {
 
 #[test]
 fn the_same_as_a_full_encode_over_a_sequence_of_changes() {
-    let options = Options::default();
+    same_as_a_full_encode_over_a_sequence_of_changes(1);
+}
+
+/// With route shards: each change splices the shards of the hosts it changed.
+#[test]
+fn the_same_as_a_full_encode_over_a_sequence_of_changes_with_route_shards() {
+    same_as_a_full_encode_over_a_sequence_of_changes(3);
+}
+
+fn same_as_a_full_encode_over_a_sequence_of_changes(shards: u16) {
+    let options = Options {
+        http_route_shards: shards,
+        ..Default::default()
+    };
     let mut store = synth::snapshot(synth::Shape {
         routing_objects: 120,
         endpoints_per_service: 2,
@@ -108,10 +121,13 @@ fn the_same_as_a_full_encode_over_a_sequence_of_changes() {
         let (got, _) = encoder.encode(&dag);
         let want = full(&dag, &options);
         assert_eq!(got, want, "step {step}");
-        let now = &encoder.prev.as_ref().unwrap().http.redirected;
-        if *now != redirected {
+        let layouts = &encoder.prev.as_ref().unwrap().http;
+        assert_eq!(layouts.len(), usize::from(shards));
+        let now: hashbrown::HashSet<String> =
+            layouts.iter().flat_map(|l| l.redirected.clone()).collect();
+        if now != redirected {
             redirected_changes += 1;
-            redirected = now.clone();
+            redirected = now;
         }
         if let Some(p) = &previous {
             // Unchanged types are shared, not copied.
@@ -136,10 +152,11 @@ fn the_same_as_a_full_encode_over_a_sequence_of_changes() {
 }
 
 /// The HTTP route configuration of `hosts` (host → encoded `VirtualHost`) assembled from
-/// nothing, as prost would encode it.
-fn assembled(hosts: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
+/// nothing, as prost would encode it, with the fields of `shards` shards after the hosts.
+fn assembled(hosts: &BTreeMap<String, Vec<u8>>, shards: u16) -> Vec<u8> {
     let mut config = RouteConfiguration {
-        name: HTTP_ROUTE_CONFIG.to_string(),
+        name: "config".to_string(),
+        request_headers_to_remove: route::shard_headers_to_remove(shards),
         ..Default::default()
     };
     for body in hosts.values() {
@@ -186,10 +203,19 @@ fn host_edits_are_sorted_with_each_hosts_last_edit() {
 
 #[test]
 fn a_splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes() {
+    for shards in [1, 5] {
+        splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes(shards);
+    }
+}
+
+fn splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes(shards: u16) {
     let mut rng = Rng(0x5eed_0000_5011_ce00);
     let mut want: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut layout = Layout::default();
-    let mut bytes = http_route_config_head();
+    let suffix = http_route_config_suffix(shards);
+    assert_eq!(suffix.is_empty(), shards == 1);
+    let mut bytes = http_route_config_head("config");
+    bytes.extend_from_slice(&suffix);
     for step in 0..300 {
         // Edits at random places: first, last, middle, new hosts, removals; a few at a time
         // (in place), and now and then many (merged). The first step puts most hosts.
@@ -212,9 +238,10 @@ fn a_splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes() {
             }
         }
         let digest;
-        (bytes, digest) = layout.splice("config", &bytes, edits.into());
-        assert!(bytes == assembled(&want), "step {step}: the bytes");
-        assert_eq!(layout.len, bytes.len());
+        let old = bytes.strip_suffix(&suffix[..]).unwrap();
+        (bytes, digest) = layout.splice("config", old, edits.into(), &suffix);
+        assert!(bytes == assembled(&want, shards), "step {step}: the bytes");
+        assert_eq!(layout.len + suffix.len(), bytes.len());
         assert_eq!(
             digest,
             content::large_digest("config", &bytes),
@@ -255,8 +282,9 @@ fn a_change_of_a_host_hashes_only_its_group_again() {
     };
     let (mut bytes, _) = layout.splice(
         "config",
-        &http_route_config_head(),
+        &http_route_config_head("config"),
         hosts(0..6_000, 3).into(),
+        &[],
     );
     let total = bytes.len();
     assert!(total > 500_000 && groups(&layout) > 20, "{total} bytes");
@@ -274,7 +302,7 @@ fn a_change_of_a_host_hashes_only_its_group_again() {
     for edit in edits {
         layout.hashed = 0;
         let digest;
-        (bytes, digest) = layout.splice("config", &bytes, edit.clone().into());
+        (bytes, digest) = layout.splice("config", &bytes, edit.clone().into(), &[]);
         assert_eq!(digest, content::large_digest("config", &bytes), "{edit:?}");
         // One group of ~16 KiB, two when the changed host moved where a group ends.
         assert!(
@@ -299,7 +327,7 @@ fn a_layout_that_does_not_match_the_bytes_is_rebuilt() {
     let mut encoder = Encoder::new(options.clone());
     let dag = build(&store);
     encoder.encode(&dag);
-    encoder.prev.as_mut().unwrap().http = Layout::default();
+    encoder.prev.as_mut().unwrap().http = vec![Layout::default()];
     let mut rng = Rng(0x5eed_0000_0000_0042);
     mutate(&mut store, &mut rng, 1);
     mutate(&mut store, &mut rng, 2);
@@ -311,24 +339,20 @@ fn a_layout_that_does_not_match_the_bytes_is_rebuilt() {
     assert_eq!(encoder.encode(&dag).0, full(&dag, &options));
 }
 
-fn ingress(name: &str, host: Option<&str>, path: &str) -> crate::store::AnyObject {
-    let mut rule = serde_json::json!({"http": {"paths": [{"path": path, "pathType": "Prefix",
-        "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}});
-    if let Some(h) = host {
-        rule["host"] = h.into();
-    }
-    let v = serde_json::json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"ingressClassName": "sluice", "rules": [rule]}});
-    match crate::manifest::decode_value(v) {
-        Ok(crate::manifest::Document::Object(o)) => o,
-        other => panic!("{other:?}"),
-    }
-}
+use crate::translate::shard_tests::ingress_at as ingress;
 
 #[test]
 fn a_wildcard_host_follows_changes_of_the_catch_all_host() {
-    let options = Options::default();
+    for shards in [1, 4] {
+        a_wildcard_host_follows_changes_of_the_catch_all_host_in(shards);
+    }
+}
+
+fn a_wildcard_host_follows_changes_of_the_catch_all_host_in(shards: u16) {
+    let options = Options {
+        http_route_shards: shards,
+        ..Default::default()
+    };
     let mut store = Store::from_objects([
         ingress("wild", Some("*.example.com"), "/"),
         ingress("all", None, "/x"),
@@ -442,7 +466,11 @@ fn resources_share_their_names() {
         unrelated_secrets: 2,
     });
     let dag = build(&store);
-    let (snapshot, _) = Encoder::new(Options::default()).encode(&dag);
+    let options = Options {
+        http_route_shards: 2,
+        ..Default::default()
+    };
+    let (snapshot, _) = Encoder::new(options).encode(&dag);
     for t in ResourceType::ALL {
         assert!(!snapshot.of(t).is_empty(), "{t:?}");
         for (key, r) in snapshot.of(t) {

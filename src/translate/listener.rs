@@ -28,7 +28,24 @@ use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
 use super::access_log::access_logs;
 use envoy_types::pb::envoy::config::accesslog::v3::AccessLog as EnvoyAccessLog;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::http_connection_manager::Tracing as HcmTracing;
-use super::route::{HTTP_ROUTE_CONFIG, https_route_config_name};
+use super::route::{
+    self, HTTP_ROUTE_CONFIG, ROUTE_SHARD_HEADER, http_route_config_name, https_route_config_name,
+};
+use envoy_types::pb::envoy::config::core::v3::{DataSource, data_source};
+use envoy_types::pb::envoy::config::route::v3::{
+    ScopedRouteConfiguration, scoped_route_configuration,
+};
+use envoy_types::pb::envoy::extensions::filters::http::lua::v3::Lua;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    ScopedRds, ScopedRoutes,
+    scoped_routes::{
+        ConfigSpecifier, ScopeKeyBuilder,
+        scope_key_builder::{
+            FragmentBuilder, fragment_builder,
+            fragment_builder::{HeaderValueExtractor, header_value_extractor::ExtractType},
+        },
+    },
+};
 use super::trace::hcm_tracing;
 use super::{Options, ads_config_source, any, boolv, duration, u32v};
 use crate::api::TlsVersion;
@@ -79,22 +96,105 @@ impl<'a> Shared<'a> {
     }
 }
 
-fn hcm_filter(shared: &Shared<'_>, stat_prefix: &str, route_config: &str) -> Filter {
+/// Routes from one route configuration over ADS.
+fn rds(route_config: &str) -> RouteSpecifier {
+    RouteSpecifier::Rds(Rds {
+        config_source: Some(ads_config_source()),
+        route_config_name: route_config.to_string(),
+    })
+}
+
+/// The scopes of the HTTP listener's route shards, in name order: one per shard, keyed by the
+/// shard's number in [`ROUTE_SHARD_HEADER`], routing with the shard's configuration (RDS over
+/// ADS). None with one shard.
+pub fn build_scoped_routes(options: &Options) -> Vec<ScopedRouteConfiguration> {
+    let shards = options.http_route_shards;
+    if shards <= 1 {
+        return Vec::new();
+    }
+    let mut scopes: Vec<_> = (0..usize::from(shards))
+        .map(|k| ScopedRouteConfiguration {
+            name: http_route_config_name(k, shards),
+            route_configuration_name: http_route_config_name(k, shards),
+            key: Some(scoped_route_configuration::Key {
+                fragments: vec![scoped_route_configuration::key::Fragment {
+                    r#type: Some(scoped_route_configuration::key::fragment::Type::StringKey(
+                        k.to_string(),
+                    )),
+                }],
+            }),
+            ..Default::default()
+        })
+        .collect();
+    scopes.sort_by(|a, b| a.name.cmp(&b.name));
+    scopes
+}
+
+/// The HTTP listener's routes: [`HTTP_ROUTE_CONFIG`] over ADS, or with shards, scoped routes
+/// over ADS ([`build_scoped_routes`]) picked by [`ROUTE_SHARD_HEADER`] (docs/xds.md, "Route
+/// shards").
+fn http_routes(shards: u16) -> RouteSpecifier {
+    if shards <= 1 {
+        return rds(HTTP_ROUTE_CONFIG);
+    }
+    RouteSpecifier::ScopedRoutes(ScopedRoutes {
+        name: HTTP_ROUTE_CONFIG.to_string(),
+        scope_key_builder: Some(ScopeKeyBuilder {
+            fragments: vec![FragmentBuilder {
+                r#type: Some(fragment_builder::Type::HeaderValueExtractor(
+                    HeaderValueExtractor {
+                        name: ROUTE_SHARD_HEADER.to_string(),
+                        extract_type: Some(ExtractType::Index(0)),
+                        ..Default::default()
+                    },
+                )),
+            }],
+        }),
+        rds_config_source: Some(ads_config_source()),
+        config_specifier: Some(ConfigSpecifier::ScopedRds(ScopedRds {
+            scoped_rds_config_source: Some(ads_config_source()),
+            ..Default::default()
+        })),
+    })
+}
+
+/// The HTTP filter that names each request's route shard ([`route::shard_lua`]).
+fn shard_filter(shards: u16) -> HttpFilter {
+    let lua = Lua {
+        default_source_code: Some(DataSource {
+            specifier: Some(data_source::Specifier::InlineString(route::shard_lua(
+                shards,
+            ))),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    HttpFilter {
+        name: "envoy.filters.http.lua".to_string(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any(&lua))),
+        ..Default::default()
+    }
+}
+
+fn hcm_filter(
+    shared: &Shared<'_>,
+    stat_prefix: &str,
+    routes: RouteSpecifier,
+    mut http_filters: Vec<HttpFilter>,
+) -> Filter {
     let options = shared.options;
+    http_filters.push(HttpFilter {
+        name: "envoy.filters.http.router".to_string(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(
+            any(&Router::default()),
+        )),
+        ..Default::default()
+    });
     let hcm = HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: stat_prefix.to_string(),
-        route_specifier: Some(RouteSpecifier::Rds(Rds {
-            config_source: Some(ads_config_source()),
-            route_config_name: route_config.to_string(),
-        })),
-        http_filters: vec![HttpFilter {
-            name: "envoy.filters.http.router".to_string(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(
-                any(&Router::default()),
-            )),
-            ..Default::default()
-        }],
+        route_specifier: Some(routes),
+        http_filters,
         use_remote_address: Some(boolv(true)),
         xff_num_trusted_hops: options.num_trusted_hops,
         normalize_path: Some(boolv(true)),
@@ -159,7 +259,12 @@ pub fn build_http_listener(options: &Options) -> Listener {
             filters: vec![hcm_filter(
                 &Shared::new(options),
                 HTTP_LISTENER,
-                HTTP_ROUTE_CONFIG,
+                http_routes(options.http_route_shards),
+                if options.http_route_shards > 1 {
+                    vec![shard_filter(options.http_route_shards)]
+                } else {
+                    Vec::new()
+                },
             )],
             ..Default::default()
         }],
@@ -210,7 +315,12 @@ fn build_tls_filter_chain(
     let (filter, alpn) = match &v.tcp_proxy {
         Some(clusters) => (tcp_proxy_filter(shared, &v.host, clusters)?, vec![]),
         None => (
-            hcm_filter(shared, HTTPS_LISTENER, &https_route_config_name(&v.host)),
+            hcm_filter(
+                shared,
+                HTTPS_LISTENER,
+                rds(&https_route_config_name(&v.host)),
+                Vec::new(),
+            ),
             vec!["h2".to_string(), "http/1.1".to_string()],
         ),
     };

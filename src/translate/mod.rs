@@ -6,7 +6,7 @@
 //!
 //! | resource | name |
 //! |---|---|
-//! | HTTP listener | `ingress_http` (route config `ingress_http`) |
+//! | HTTP listener | `ingress_http` (route config `ingress_http`, or `ingress_http/<k>` per shard) |
 //! | HTTPS listener | `ingress_https`, one filter chain per TLS host, route config `https/<host>` |
 //! | cluster, load assignment | the Dag cluster name (`namespace/service/port[/hash]`) |
 //! | secret | the Dag secret name (`namespace/secret`) |
@@ -29,7 +29,7 @@ use envoy_types::pb::envoy::config::core::v3::{
 };
 use envoy_types::pb::envoy::config::endpoint::v3::ClusterLoadAssignment;
 use envoy_types::pb::envoy::config::listener::v3::Listener;
-use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::config::route::v3::{RouteConfiguration, ScopedRouteConfiguration};
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::Secret;
 use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration as PbDuration, UInt32Value};
 use prost::{Message, Name};
@@ -40,7 +40,10 @@ pub use cluster::{
     ClusterBytes, LoadAssignmentBytes, build_cluster, build_load_assignment, build_secret,
 };
 pub use listener::{HTTP_LISTENER, HTTPS_LISTENER};
-pub use route::{HTTP_ROUTE_CONFIG, https_route_config_name, merge_slashes};
+pub use route::{
+    HTTP_ROUTE_CONFIG, MAX_HTTP_ROUTE_SHARDS, ROUTE_SHARD_HEADER, http_route_config_name,
+    https_route_config_name, merge_slashes, shard_of,
+};
 
 /// The largest RE2 program Envoy compiles for a regular expression of sluice's configuration
 /// (Envoy's runtime key `re2.max_program_size.error_level`; Envoy's own default is 100). Envoy
@@ -114,6 +117,11 @@ pub struct Options {
     /// client address is the one that many places from the right of the header (0: the
     /// connection's address).
     pub num_trusted_hops: u32,
+    /// How many route configurations the plain HTTP listener's hosts are spread over
+    /// ([`route::shard_of`]); 1 (the default) is one configuration, `ingress_http`. With more,
+    /// an update of one host makes Envoy rebuild the route table of its shard only, for a cost
+    /// on every request (docs/xds.md, "Route shards").
+    pub http_route_shards: u16,
 }
 
 impl Default for Options {
@@ -126,6 +134,7 @@ impl Default for Options {
             tracing: None,
             proxy_protocol: false,
             num_trusted_hops: 0,
+            http_route_shards: 1,
         }
     }
 }
@@ -134,6 +143,8 @@ impl Default for Options {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Resources {
     pub listeners: Vec<Listener>,
+    /// Sorted by name.
+    pub scoped_routes: Vec<ScopedRouteConfiguration>,
     pub routes: Vec<RouteConfiguration>,
     pub clusters: Vec<Cluster>,
     pub endpoints: Vec<ClusterLoadAssignment>,
@@ -148,15 +159,18 @@ pub enum ResourceType {
     Endpoint,
     Secret,
     Listener,
+    /// The scopes of the HTTP listener's route shards (SRDS); none without shards.
+    ScopedRoute,
     Route,
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 5] = [
+    pub const ALL: [ResourceType; 6] = [
         ResourceType::Cluster,
         ResourceType::Endpoint,
         ResourceType::Secret,
         ResourceType::Listener,
+        ResourceType::ScopedRoute,
         ResourceType::Route,
     ];
 
@@ -172,6 +186,9 @@ impl ResourceType {
                 "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
             }
             ResourceType::Listener => "type.googleapis.com/envoy.config.listener.v3.Listener",
+            ResourceType::ScopedRoute => {
+                "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
+            }
             ResourceType::Route => "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
         }
     }
@@ -187,13 +204,28 @@ impl ResourceType {
             ResourceType::Endpoint => "eds",
             ResourceType::Secret => "sds",
             ResourceType::Listener => "lds",
+            ResourceType::ScopedRoute => "srds",
             ResourceType::Route => "rds",
         }
     }
 
-    /// Whether an empty subscription means "everything" (listeners, clusters) rather than nothing.
+    /// Whether an empty subscription means "everything" (listeners, clusters, scopes: Envoy
+    /// asks for every scope of its scoped routes) rather than nothing.
     pub fn wildcard_by_default(self) -> bool {
-        matches!(self, ResourceType::Cluster | ResourceType::Listener)
+        matches!(
+            self,
+            ResourceType::Cluster | ResourceType::Listener | ResourceType::ScopedRoute
+        )
+    }
+
+    /// Whether the type says how requests are routed (listeners, scopes, route configurations):
+    /// such updates wait until the clusters they name are settled, and the clusters, endpoints
+    /// and secrets they stopped naming are removed only after them.
+    pub fn is_routing(self) -> bool {
+        matches!(
+            self,
+            ResourceType::Listener | ResourceType::ScopedRoute | ResourceType::Route
+        )
     }
 
     /// Whether a state-of-the-world response of this type carries every resource the client
@@ -201,7 +233,10 @@ impl ResourceType {
     /// changed (routes, endpoints, secrets: one left out is kept as it was). The xDS protocol's
     /// "Grouping Resources into Responses".
     pub fn sotw_sends_every_resource(self) -> bool {
-        matches!(self, ResourceType::Cluster | ResourceType::Listener)
+        matches!(
+            self,
+            ResourceType::Cluster | ResourceType::Listener | ResourceType::ScopedRoute
+        )
     }
 }
 
@@ -228,6 +263,10 @@ impl Resources {
         }
         let mut out = BTreeMap::new();
         out.insert(ResourceType::Listener, pack(&self.listeners, |l| &l.name));
+        out.insert(
+            ResourceType::ScopedRoute,
+            pack(&self.scoped_routes, |s| &s.name),
+        );
         out.insert(ResourceType::Route, pack(&self.routes, |r| &r.name));
         out.insert(ResourceType::Cluster, pack(&self.clusters, |c| &c.name));
         out.insert(
@@ -241,7 +280,7 @@ impl Resources {
 
 /// Translates the routing model into Envoy resources.
 pub fn build(dag: &Dag, options: &Options) -> Resources {
-    let mut routes = vec![route::build_http_route_config(dag)];
+    let mut routes = route::build_http_route_configs(dag, options.http_route_shards);
     for vhost in dag.vhosts.values() {
         if vhost.tls.is_some() && vhost.tcp_proxy.is_none() {
             routes.push(route::build_https_route_config(vhost));
@@ -255,6 +294,7 @@ pub fn build(dag: &Dag, options: &Options) -> Resources {
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
     Resources {
         listeners,
+        scoped_routes: listener::build_scoped_routes(options),
         routes,
         clusters: collect_sized(
             dag.clusters.len(),
@@ -311,5 +351,7 @@ pub(crate) fn boolv(v: bool) -> BoolValue {
     BoolValue { value: v }
 }
 
+#[cfg(test)]
+mod shard_tests;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,12 @@
 //! as its domains. Envoy's work on each update of the configuration (decoding, building and freeing
 //! its route table) grows with the number of virtual hosts and routes, not of domains: a cluster
 //! whose hosts mostly serve HTTPS costs Envoy one virtual host for all of them.
+//!
+//! With route shards (`Options::http_route_shards` above 1), `ingress_http` is cut into
+//! `ingress_http/<k>`: each exact host in the shard [`shard_of`] its name, each wildcard host and
+//! the catch-all host in every shard (a request of any shard may match them), and the shared
+//! redirect host of each shard naming that shard's hosts. An update of one exact host is an
+//! update of one shard's configuration.
 
 use envoy_types::pb::envoy::config::core::v3::{
     HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction,
@@ -50,34 +56,149 @@ pub fn https_route_config_name(host: &str) -> String {
 /// names), so it never clashes with a host's own virtual host.
 pub const HTTPS_REDIRECT_VHOST: &str = "https_redirect";
 
-/// The HTTP route configuration: every host that routes HTTP. Routes of TLS hosts answer 301 to
-/// HTTPS unless they permit insecure requests. Virtual hosts are in name order: the hosts' own in
-/// the model's order, and [`HTTPS_REDIRECT_VHOST`] where its name sorts among them.
-pub fn build_http_route_config(dag: &Dag) -> RouteConfiguration {
-    let fallback = dag.vhosts.get("*").map(|v| &**v);
-    let mut redirected = Vec::new();
-    let mut virtual_hosts = super::collect_sized(
-        dag.vhosts.len(),
-        dag.vhosts
-            .values()
-            .filter(|v| v.tcp_proxy.is_none())
-            .filter(|v| {
-                let shared = redirects_everything(v);
-                if shared {
-                    redirected.push(v.host.as_str());
-                }
-                !shared
-            })
-            .map(|v| build_http_vhost(v, fallback)),
-    );
-    if !redirected.is_empty() {
-        let at = virtual_hosts.partition_point(|v| v.name.as_str() < HTTPS_REDIRECT_VHOST);
-        virtual_hosts.insert(at, build_https_redirect_vhost(redirected));
+/// The most route configurations [`Options::http_route_shards`](super::Options) may spread the
+/// plain-HTTP hosts over.
+pub const MAX_HTTP_ROUTE_SHARDS: u16 = 256;
+
+/// The request header that names a request's route shard ([`shard_of`] of its host): Envoy's
+/// scoped routes pick the shard's route configuration by it. Set on every request by the
+/// listener's first filter, whatever the client sent, and removed before the request goes
+/// upstream.
+pub const ROUTE_SHARD_HEADER: &str = "x-sluice-route-shard";
+
+/// The name of shard `k` of the HTTP route configuration: [`HTTP_ROUTE_CONFIG`] when there is
+/// one shard, else `ingress_http/<k>`.
+pub fn http_route_config_name(k: usize, shards: u16) -> String {
+    if shards <= 1 {
+        HTTP_ROUTE_CONFIG.to_string()
+    } else {
+        format!("{HTTP_ROUTE_CONFIG}/{k}")
     }
-    RouteConfiguration {
-        name: HTTP_ROUTE_CONFIG.to_string(),
-        virtual_hosts,
-        ..Default::default()
+}
+
+/// The shard of a request whose host is `host`, of `shards`: a polynomial hash of the host in
+/// lower case, without a port, modulo a prime, modulo `shards`. The listener's Lua filter
+/// ([`shard_lua`]) computes the same for each request, byte for byte; Envoy's virtual host
+/// match ignores case, so the hash does too.
+pub fn shard_of(host: &str, shards: u16) -> usize {
+    if shards <= 1 {
+        return 0;
+    }
+    let host = host.as_bytes();
+    let host = match host.first() {
+        // An IPv6 literal: up to its `]`.
+        Some(b'[') => match host.iter().position(|&b| b == b']') {
+            Some(end) => &host[..=end],
+            None => host,
+        },
+        _ => match host.iter().rposition(|&b| b == b':') {
+            Some(colon) => &host[..colon],
+            None => host,
+        },
+    };
+    let mut x: u64 = 0;
+    for &b in host {
+        x = (x * 31 + u64::from(b.to_ascii_lowercase())) % SHARD_HASH_MODULUS;
+    }
+    (x % u64::from(shards)) as usize
+}
+
+/// The modulus of [`shard_of`]'s hash: a prime below 2^30, so that every step is exact in the
+/// double-precision numbers of Envoy's Lua.
+const SHARD_HASH_MODULUS: u64 = 1_000_000_007;
+
+/// The shards whose route configuration holds `host`: its own shard for an exact host; every
+/// shard for a wildcard host (`*.suffix`) and for the catch-all host `*`, which requests of any
+/// shard may match.
+pub fn shards_of(host: &str, shards: u16) -> std::ops::Range<usize> {
+    if host.starts_with('*') {
+        0..usize::from(shards.max(1))
+    } else {
+        let k = shard_of(host, shards);
+        k..k + 1
+    }
+}
+
+/// The Lua source of the HTTP listener's shard filter when there are `shards` shards: it sets
+/// [`ROUTE_SHARD_HEADER`] to [`shard_of`] the request's `:authority` (replacing one a client
+/// sent) and clears the route cache, so that the connection manager picks the route from that
+/// shard's configuration.
+pub fn shard_lua(shards: u16) -> String {
+    format!(
+        r#"function envoy_on_request(handle)
+  local headers = handle:headers()
+  local host = headers:get(":authority") or ""
+  if string.byte(host, 1) == 91 then
+    local close = string.find(host, "]", 1, true)
+    if close then host = string.sub(host, 1, close) end
+  else
+    local colon = string.find(host, ":[^:]*$")
+    if colon then host = string.sub(host, 1, colon - 1) end
+  end
+  host = string.lower(host)
+  local x = 0
+  for i = 1, #host do
+    x = (x * 31 + string.byte(host, i)) % {SHARD_HASH_MODULUS}
+  end
+  headers:replace("{ROUTE_SHARD_HEADER}", tostring(x % {shards}))
+  handle:clearRouteCache()
+end
+"#
+    )
+}
+
+/// The HTTP route configuration: every host that routes HTTP, spread over `shards` shards
+/// ([`shards_of`]), in shard order. Routes of TLS hosts answer 301 to HTTPS unless they permit
+/// insecure requests. Virtual hosts are in name order: the hosts' own in the model's order, and
+/// [`HTTPS_REDIRECT_VHOST`] where its name sorts among them. With more than one shard, each
+/// configuration also removes [`ROUTE_SHARD_HEADER`] from the requests it routes.
+pub fn build_http_route_configs(dag: &Dag, shards: u16) -> Vec<RouteConfiguration> {
+    let fallback = dag.vhosts.get("*").map(|v| &**v);
+    let n = usize::from(shards.max(1));
+    let mut redirected: Vec<Vec<&str>> = vec![Vec::new(); n];
+    let mut virtual_hosts: Vec<Vec<EnvoyVhost>> = if n == 1 {
+        vec![Vec::with_capacity(dag.vhosts.len())]
+    } else {
+        vec![Vec::new(); n]
+    };
+    for v in dag.vhosts.values().filter(|v| v.tcp_proxy.is_none()) {
+        let range = shards_of(&v.host, shards);
+        if redirects_everything(v) {
+            for k in range {
+                redirected[k].push(v.host.as_str());
+            }
+            continue;
+        }
+        let vhost = build_http_vhost(v, fallback);
+        let (last, rest) = virtual_hosts[range].split_last_mut().expect("a shard");
+        for shard in rest {
+            shard.push(vhost.clone());
+        }
+        last.push(vhost);
+    }
+    (virtual_hosts.into_iter().zip(redirected).enumerate())
+        .map(|(k, (mut virtual_hosts, redirected))| {
+            if !redirected.is_empty() {
+                let at = virtual_hosts.partition_point(|v| v.name.as_str() < HTTPS_REDIRECT_VHOST);
+                virtual_hosts.insert(at, build_https_redirect_vhost(redirected));
+            }
+            RouteConfiguration {
+                name: http_route_config_name(k, shards),
+                virtual_hosts,
+                request_headers_to_remove: shard_headers_to_remove(shards),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// What each shard's route configuration removes from requests: [`ROUTE_SHARD_HEADER`] when
+/// there are shards.
+pub fn shard_headers_to_remove(shards: u16) -> Vec<String> {
+    if shards > 1 {
+        vec![ROUTE_SHARD_HEADER.to_string()]
+    } else {
+        Vec::new()
     }
 }
 

@@ -13,8 +13,10 @@ use envoy_types::pb::envoy::config::cluster::v3::cluster::{ClusterDiscoveryType,
 use envoy_types::pb::envoy::config::core::v3::transport_socket;
 use envoy_types::pb::envoy::config::listener::v3::{FilterChain, filter};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
+use envoy_types::pb::envoy::config::route::v3::ScopedRouteConfiguration;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
-    HttpConnectionManager, http_connection_manager::RouteSpecifier,
+    HttpConnectionManager, ScopedRouteConfigurationsList, http_connection_manager::RouteSpecifier,
+    scoped_routes::ConfigSpecifier,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::DownstreamTlsContext;
 use envoy_types::pb::google::protobuf::Any;
@@ -66,7 +68,7 @@ pub fn build_static_bootstrap(resources: &Resources) -> Result<Bootstrap, Static
     for l in &resources.listeners {
         let mut l = l.clone();
         for chain in &mut l.filter_chains {
-            make_chain_static(chain, &resources.routes)?;
+            make_chain_static(chain, &resources.routes, &resources.scoped_routes)?;
         }
         listeners.push(l);
     }
@@ -110,6 +112,7 @@ fn decode<T: Message + Name + Default>(a: &Any, what: &str) -> Result<T, StaticC
 fn make_chain_static(
     chain: &mut FilterChain,
     routes: &[RouteConfiguration],
+    scopes: &[ScopedRouteConfiguration],
 ) -> Result<(), StaticConfigError> {
     for f in &mut chain.filters {
         let Some(filter::ConfigType::TypedConfig(a)) = &mut f.config_type else {
@@ -119,16 +122,39 @@ fn make_chain_static(
             continue;
         }
         let mut hcm: HttpConnectionManager = decode(a, &f.name)?;
-        if let Some(RouteSpecifier::Rds(rds)) = &hcm.route_specifier {
-            let rc = routes
+        let named = |name: &str| {
+            routes
                 .iter()
-                .find(|r| r.name == rds.route_config_name)
+                .find(|r| r.name == name)
                 .cloned()
                 .unwrap_or_else(|| RouteConfiguration {
-                    name: rds.route_config_name.clone(),
+                    name: name.to_string(),
                     ..Default::default()
-                });
-            hcm.route_specifier = Some(RouteSpecifier::RouteConfig(rc));
+                })
+        };
+        match &mut hcm.route_specifier {
+            Some(RouteSpecifier::Rds(rds)) => {
+                let rc = named(&rds.route_config_name);
+                hcm.route_specifier = Some(RouteSpecifier::RouteConfig(rc));
+            }
+            // Route shards: the scopes inline, each with its configuration inline.
+            Some(RouteSpecifier::ScopedRoutes(scoped)) => {
+                if let Some(ConfigSpecifier::ScopedRds(_)) = &scoped.config_specifier {
+                    let scopes = (scopes.iter().cloned())
+                        .map(|mut scope| {
+                            let name = std::mem::take(&mut scope.route_configuration_name);
+                            scope.route_configuration = Some(named(&name));
+                            scope
+                        })
+                        .collect();
+                    scoped.config_specifier = Some(ConfigSpecifier::ScopedRouteConfigurationsList(
+                        ScopedRouteConfigurationsList {
+                            scoped_route_configurations: scopes,
+                        },
+                    ));
+                }
+            }
+            _ => {}
         }
         *a = any(&hcm);
     }

@@ -193,7 +193,7 @@ fn same_dag_gives_byte_identical_resources() {
         a.iter().map(|(t, m)| (*t, m.keys().collect())).collect();
     assert_eq!(
         format!("{names:?}"),
-        r#"[(Cluster, ["app"]), (Endpoint, ["app"]), (Secret, ["default/cert"]), (Listener, ["ingress_http", "ingress_https"]), (Route, ["https/secure.example.com", "ingress_http"])]"#
+        r#"[(Cluster, ["app"]), (Endpoint, ["app"]), (Secret, ["default/cert"]), (Listener, ["ingress_http", "ingress_https"]), (ScopedRoute, []), (Route, ["https/secure.example.com", "ingress_http"])]"#
     );
 }
 

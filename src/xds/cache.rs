@@ -514,6 +514,10 @@ impl Snapshot {
         let r = resources;
         let types = BTreeMap::from([
             (R::Listener, typed(R::Listener, &r.listeners, |l| &l.name)),
+            (
+                R::ScopedRoute,
+                typed(R::ScopedRoute, &r.scoped_routes, |s| &s.name),
+            ),
             (R::Route, typed(R::Route, &r.routes, |r| &r.name)),
             (R::Cluster, typed(R::Cluster, &r.clusters, |c| &c.name)),
             (

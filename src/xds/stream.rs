@@ -275,7 +275,7 @@ impl Stream {
     /// waiting for clusters and endpoints need no mark: they stay dirty while they wait.
     fn mark_after_request(&mut self, t: ResourceType) {
         self.dirty.insert(t);
-        if matches!(t, ResourceType::Listener | ResourceType::Route) {
+        if t.is_routing() {
             // Kept clusters, endpoints and secrets go once listeners and routes moved
             // ([`Stream::routes_settled`]).
             self.dirty.extend([
@@ -427,8 +427,7 @@ impl Stream {
                 self.dirty.insert(t);
             }
         }
-        if self.dirty.contains(&ResourceType::Listener) || self.dirty.contains(&ResourceType::Route)
-        {
+        if self.dirty.iter().any(|t| t.is_routing()) {
             self.dirty.extend([
                 ResourceType::Cluster,
                 ResourceType::Endpoint,
@@ -508,8 +507,9 @@ impl Stream {
 
     /// Listeners and routes acknowledged at the snapshot's content.
     fn routes_settled(&self, snap: &Snapshot) -> bool {
-        [ResourceType::Listener, ResourceType::Route]
+        ResourceType::ALL
             .into_iter()
+            .filter(|t| t.is_routing())
             .all(|t| {
                 let st = &self.types[&t];
                 if !st.subscribed {
@@ -634,9 +634,7 @@ impl Stream {
             if !st.subscribed || st.in_flight.is_some() {
                 continue;
             }
-            if matches!(t, ResourceType::Listener | ResourceType::Route)
-                && !*clusters_settled.get_or_insert_with(|| self.clusters_settled())
-            {
+            if t.is_routing() && !*clusters_settled.get_or_insert_with(|| self.clusters_settled()) {
                 continue;
             }
             self.dirty.remove(&t);

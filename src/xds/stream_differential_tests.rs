@@ -13,6 +13,7 @@ fn universe(t: ResourceType) -> &'static [&'static str] {
     match t {
         C | E => &["a", "b", "c", "d", "e", "f"],
         L | R => &["http", "https", "admin"],
+        ResourceType::ScopedRoute => &["http/0", "http/1", "http/2"],
         S => &["s1", "s2", "s3", "s4"],
     }
 }
@@ -57,7 +58,7 @@ fn next_snapshot(rng: &mut Rng, prev: &Snapshot) -> Snapshot {
                 .collect(),
         ),
         4..8 => {
-            let t = ResourceType::ALL[rng.below(5)];
+            let t = ResourceType::ALL[rng.below(ResourceType::ALL.len())];
             let mut items = random_items(rng, t);
             items.truncate(2);
             prev.with_replaced(t, items)
@@ -144,12 +145,12 @@ fn differential(mode: Mode, seed: u64, steps: usize, compared: &mut BTreeMap<Res
         } else {
             // Envoy-like order most of the time: the first type with something to acknowledge.
             let t = if rng.chance(50) {
-                ResourceType::ALL[rng.below(5)]
+                ResourceType::ALL[rng.below(ResourceType::ALL.len())]
             } else {
                 ResourceType::ALL
                     .into_iter()
                     .find(|t| client.get(t).is_some_and(|c| !c.nonces.is_empty()))
-                    .unwrap_or(ResourceType::ALL[rng.below(5)])
+                    .unwrap_or(ResourceType::ALL[rng.below(ResourceType::ALL.len())])
             };
             let c = client.entry(t).or_default();
             let nonce = random_nonce(&mut rng, c);

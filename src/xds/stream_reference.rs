@@ -247,8 +247,7 @@ impl RefStream {
                 self.dirty.insert(t);
             }
         }
-        if self.dirty.contains(&ResourceType::Listener) || self.dirty.contains(&ResourceType::Route)
-        {
+        if self.dirty.iter().any(|t| t.is_routing()) {
             self.dirty.extend([
                 ResourceType::Cluster,
                 ResourceType::Endpoint,
@@ -276,8 +275,9 @@ impl RefStream {
 
     /// Listeners and routes acknowledged at the snapshot's content.
     fn routes_settled(&self, snap: &Snapshot) -> bool {
-        [ResourceType::Listener, ResourceType::Route]
+        ResourceType::ALL
             .into_iter()
+            .filter(|t| t.is_routing())
             .all(|t| {
                 let st = &self.types[&t];
                 if !st.subscribed {
@@ -341,8 +341,7 @@ impl RefStream {
             if !st.subscribed || st.in_flight.is_some() {
                 continue;
             }
-            if matches!(t, ResourceType::Listener | ResourceType::Route) && !self.clusters_settled()
-            {
+            if t.is_routing() && !self.clusters_settled() {
                 continue;
             }
             self.dirty.remove(&t);
