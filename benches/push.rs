@@ -21,7 +21,9 @@
 //! objects its builds rebuilt.
 //!
 //! `cargo bench --bench push` runs 10k objects; any other way (`cargo test --all-targets`) a smoke
-//! run with 500 objects that records nothing.
+//! run with 500 objects that records nothing. `BENCH_HTTP_ROUTE_SHARDS=N` spreads the HTTP route
+//! configuration over N route shards (docs/xds.md, "Route shards": a routing change pushes its
+//! shard's configuration only) and records the keys as `shardsN_<key>`.
 
 mod common;
 
@@ -217,7 +219,17 @@ fn main() {
     let (objects, changes) = if smoke { (500, 5) } else { (10_000, 50) };
     let rt = common::runtime(2);
     let mut snap = common::cluster(objects);
-    let pipeline = Pipeline::new(dag::Options::default(), translate::Options::default());
+    let shards: u16 = std::env::var("BENCH_HTTP_ROUTE_SHARDS").map_or(1, |n| {
+        n.parse()
+            .unwrap_or_else(|_| panic!("BENCH_HTTP_ROUTE_SHARDS={n} is not a number"))
+    });
+    let pipeline = Pipeline::new(
+        dag::Options::default(),
+        translate::Options {
+            http_route_shards: shards,
+            ..Default::default()
+        },
+    );
     let dag = pipeline.publish(&snap);
     println!(
         "{objects} routing objects: {} virtual hosts, {} clusters",
@@ -404,6 +416,11 @@ fn main() {
                 format!("change_push_{what}_p99_ms_10k"),
                 common::round3(p99),
             );
+        }
+        if shards > 1 {
+            r = (r.into_iter())
+                .map(|(k, v)| (format!("shards{shards}_{k}"), v))
+                .collect();
         }
         common::write_results(r);
     }

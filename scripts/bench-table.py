@@ -35,7 +35,21 @@ def main():
         else:
             verdict, shown = ("met" if value <= target else "**missed**"), f"{value:g}"
         print(f"| `{key}` | {what} | ≤ {target:g} | {shown} | {verdict} |")
-    known = {k for k, _, _ in TARGETS}
+    # The same targets measured with route shards (docs/xds.md, "Route shards"): the keys the
+    # benchmarks record as `shardsN_<key>` when run with BENCH_HTTP_ROUTE_SHARDS=N.
+    sharded = [(k, key) for k in sorted(results) for key, _, _ in TARGETS
+               if k.startswith("shards") and k.endswith("_" + key)
+               and k[len("shards"):-len(key) - 1].isdigit()]
+    if sharded:
+        print()
+        print("| key, with route shards | target | measured | |")
+        print("|---|---|---|---|")
+        for k, key in sharded:
+            target = next(t for tk, _, t in TARGETS if tk == key)
+            value = results[k]
+            verdict = "met" if value <= target else "**missed**"
+            print(f"| `{k}` | ≤ {target:g} | {value:g} | {verdict} |")
+    known = {k for k, _, _ in TARGETS} | {k for k, _ in sharded}
     extra = sorted(k for k in results if k not in known)
     if extra:
         print()
