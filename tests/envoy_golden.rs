@@ -71,7 +71,7 @@ struct Started {
     _backends: Vec<Backend>,
 }
 
-async fn start_case(path: &Path, protocol: XdsProtocol) -> Started {
+async fn start_case(path: &Path, protocol: XdsProtocol, shards: u16) -> Started {
     let text = std::fs::read_to_string(path).unwrap();
     let (case, manifests) = GoldenCase::split(&text);
     let name = path.file_name().unwrap().to_string_lossy().to_string();
@@ -114,13 +114,14 @@ async fn start_case(path: &Path, protocol: XdsProtocol) -> Started {
             }
         }
     }
-    let h = Harness::start_with(
+    let h = Harness::start_with_configured(
         &[
             ("case.yaml", manifests.clone()),
             ("slices.yaml", slices.join("---\n")),
         ],
         protocol,
         options,
+        |o| o.http_route_shards = shards,
     )
     .await;
     Started {
@@ -132,14 +133,14 @@ async fn start_case(path: &Path, protocol: XdsProtocol) -> Started {
     }
 }
 
-async fn check_case(path: &Path, protocol: XdsProtocol) -> usize {
+async fn check_case(path: &Path, protocol: XdsProtocol, shards: u16) -> usize {
     let Started {
         h,
         model,
         case,
         name,
         _backends,
-    } = start_case(path, protocol).await;
+    } = start_case(path, protocol, shards).await;
     let mut checked = 0;
     for req in &case.requests {
         let Some(want) = model_answer(&model, req) else {
@@ -207,17 +208,28 @@ fn golden_inputs() -> Vec<std::path::PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envoy_answers_every_golden_request_like_the_model() {
+    every_golden_request(1).await;
+}
+
+/// The same with the plain-HTTP hosts spread over route shards (docs/xds.md, "Route shards"):
+/// every answer is the one of a single route configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn envoy_answers_every_golden_request_like_the_model_with_route_shards() {
+    every_golden_request(3).await;
+}
+
+async fn every_golden_request(shards: u16) {
     let files = golden_inputs();
     assert!(!files.is_empty(), "no golden cases found");
     let mut total = 0;
     for (i, f) in files.iter().enumerate() {
         // Alternate the xDS flavour so both serve real routing.
-        let protocol = if i % 2 == 0 {
+        let protocol = if (i + usize::from(shards)) % 2 == 0 {
             XdsProtocol::Sotw
         } else {
             XdsProtocol::Delta
         };
-        total += check_case(f, protocol).await;
+        total += check_case(f, protocol, shards).await;
     }
     assert!(total > 30, "only {total} requests checked");
 }
@@ -227,7 +239,7 @@ async fn envoy_answers_every_golden_request_like_the_model() {
 async fn envoy_serves_every_row_of_the_seed_path_table() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/dag/ingress-path-table.in.yaml");
-    let s = start_case(&path, XdsProtocol::Delta).await;
+    let s = start_case(&path, XdsProtocol::Delta, 1).await;
     let rows: &[(&str, &str, &str)] = &[
         ("r01", "/", "paths/root"),
         ("r01", "/any/path", "paths/root"),

@@ -149,6 +149,16 @@ impl Harness {
         Self::start_full(files, protocol, dag_options, XdsLink::Direct, |_| {}).await
     }
 
+    /// [`Harness::start_with`] with Envoy's listener settings changed by `configure`.
+    pub async fn start_with_configured(
+        files: &[(&str, String)],
+        protocol: XdsProtocol,
+        dag_options: sluice::dag::Options,
+        configure: impl FnOnce(&mut sluice::translate::Options),
+    ) -> Harness {
+        Self::start_full(files, protocol, dag_options, XdsLink::Direct, configure).await
+    }
+
     /// [`Harness::start`] with Envoy's listener settings changed by `configure` (the ports, the
     /// listen address and the access log file are the harness's).
     pub async fn start_configured(
