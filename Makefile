@@ -44,19 +44,20 @@ run:
 # the table against the targets (docs/benchmarks.md holds the latest). The cluster benchmark and
 # the side-by-side one (sluice and Contour on the same Ingresses) run inside the e2e control plane
 # (needs root, like make e2e). Smoke runs of all of them are in make test. The push and cluster
-# benchmarks run a second time with 16 route shards (docs/xds.md, "Route shards"; keys
-# shards16_*); the envoy benchmark runs both settings itself.
+# benchmarks run with sluice's default route shards (`auto`: 16 at their size), then a second
+# time with one route configuration (docs/xds.md, "Route shards"; keys shards1_*); the envoy
+# benchmark runs both settings itself.
 bench:
 	rm -f target/bench/results.json
 	$(CARGO) bench --bench dag
 	$(CARGO) bench --bench instructions
 	$(CARGO) bench --bench push
-	BENCH_HTTP_ROUTE_SHARDS=16 $(CARGO) bench --bench push
+	BENCH_HTTP_ROUTE_SHARDS=1 $(CARGO) bench --bench push
 	$(CARGO) bench --bench webhook
 	$(CARGO) bench --bench memory
 	$(CARGO) bench --bench envoy
 	e2e/run.sh --bench
-	BENCH_HTTP_ROUTE_SHARDS=16 e2e/run.sh --bench
+	BENCH_HTTP_ROUTE_SHARDS=1 e2e/run.sh --bench
 	e2e/run.sh --bench contour
 	scripts/bench-table.py target/bench/results.json | tee target/bench/table.md
 

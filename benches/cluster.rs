@@ -29,8 +29,9 @@
 //!
 //! Every load is bounded; every wait has a deadline. During the burst it also prints the CPU time
 //! each program used and the apiserver's latency histograms; `BENCH_PERF=FILE` records a CPU
-//! profile of sluice during the burst (`perf record`). `BENCH_HTTP_ROUTE_SHARDS=N` runs sluice
-//! with N route shards (docs/xds.md, "Route shards") and records its keys as `shardsN_<key>`.
+//! profile of sluice during the burst (`perf record`). sluice runs with its default route shards
+//! (`auto`: 16 from 2,000 hosts on; docs/xds.md, "Route shards"); `BENCH_HTTP_ROUTE_SHARDS=N`
+//! runs it with N of them and records its keys as `shardsN_<key>` (1: one route configuration).
 
 mod common;
 #[allow(dead_code)]
@@ -362,10 +363,11 @@ fn main() {
     // 2. sluice (with its webhook in the apiserver's path) and an Envoy.
     let ports = support::Ports::new();
     let webhooks = support::Webhooks::new(&env);
-    let shards = route_shards();
+    let (shards, key_prefix) = common::route_shards();
+    let shard_flags = ["--http-route-shards".to_string(), shards.to_string()];
     let mut flags = ports.serve_flags();
     flags.extend(webhooks.serve_flags());
-    flags.extend(shard_flags(shards));
+    flags.extend(shard_flags.clone());
     let sluice = support::Sluice::start(&env, &format!("bench-{run}"), &flags);
     let pid = sluice.pid().expect("sluice runs");
     webhooks.install();
@@ -696,7 +698,7 @@ fn main() {
     // A fresh sluice over the full cluster: the initial list and first build are the peak.
     let ports2 = support::Ports::new();
     let mut flags2 = ports2.serve_flags();
-    flags2.extend(shard_flags(shards));
+    flags2.extend(shard_flags);
     let restarted = support::Sluice::start(&env, &format!("bench-{run}-2"), &flags2);
     let pid2 = restarted.pid().expect("sluice runs");
     restarted.wait_log("published a new build", Duration::from_secs(300));
@@ -739,31 +741,7 @@ fn main() {
             "rss_peak_restart_mib_10k".into(),
             common::round3(peak_restart),
         );
-        if shards > 1 {
-            r = (r.into_iter())
-                .map(|(k, v)| (format!("shards{shards}_{k}"), v))
-                .collect();
-        }
-        common::write_results(r);
-    }
-}
-
-/// The route shards of this run (`BENCH_HTTP_ROUTE_SHARDS`, 1 when unset).
-fn route_shards() -> u16 {
-    match std::env::var("BENCH_HTTP_ROUTE_SHARDS") {
-        Ok(n) => n
-            .parse()
-            .unwrap_or_else(|_| panic!("BENCH_HTTP_ROUTE_SHARDS={n} is not a number")),
-        Err(_) => 1,
-    }
-}
-
-/// sluice's flags for `shards` route shards.
-fn shard_flags(shards: u16) -> Vec<String> {
-    if shards > 1 {
-        vec!["--http-route-shards".into(), shards.to_string()]
-    } else {
-        Vec::new()
+        common::write_results(common::prefixed(r, &key_prefix));
     }
 }
 

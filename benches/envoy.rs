@@ -186,7 +186,7 @@ fn run(
             listen_address: "127.0.0.1".into(),
             http_port,
             https_port,
-            http_route_shards: shards,
+            route_shards: translate::RouteShards::Fixed(shards),
             ..Default::default()
         },
     );

@@ -21,9 +21,10 @@
 //! objects its builds rebuilt.
 //!
 //! `cargo bench --bench push` runs 10k objects; any other way (`cargo test --all-targets`) a smoke
-//! run with 500 objects that records nothing. `BENCH_HTTP_ROUTE_SHARDS=N` spreads the HTTP route
-//! configuration over N route shards (docs/xds.md, "Route shards": a routing change pushes its
-//! shard's configuration only) and records the keys as `shardsN_<key>`.
+//! run with 500 objects that records nothing. sluice's default route shards (`auto`: 16 at 10k
+//! objects; docs/xds.md, "Route shards": a routing change pushes its shard's configuration
+//! only); `BENCH_HTTP_ROUTE_SHARDS=N` fixes N of them and records the keys as `shardsN_<key>`
+//! (1: one route configuration).
 
 mod common;
 
@@ -219,22 +220,20 @@ fn main() {
     let (objects, changes) = if smoke { (500, 5) } else { (10_000, 50) };
     let rt = common::runtime(2);
     let mut snap = common::cluster(objects);
-    let shards: u16 = std::env::var("BENCH_HTTP_ROUTE_SHARDS").map_or(1, |n| {
-        n.parse()
-            .unwrap_or_else(|_| panic!("BENCH_HTTP_ROUTE_SHARDS={n} is not a number"))
-    });
+    let (shards, key_prefix) = common::route_shards();
     let pipeline = Pipeline::new(
         dag::Options::default(),
         translate::Options {
-            http_route_shards: shards,
+            route_shards: shards,
             ..Default::default()
         },
     );
     let dag = pipeline.publish(&snap);
     println!(
-        "{objects} routing objects: {} virtual hosts, {} clusters",
+        "{objects} routing objects: {} virtual hosts, {} clusters; route shards {shards}: {}",
         dag.vhosts.len(),
-        dag.clusters.len()
+        dag.clusters.len(),
+        shards.count(dag.vhosts.len(), None)
     );
     let (port, _stop_xds) = common::serve_xds(&rt, &pipeline);
 
@@ -417,11 +416,6 @@ fn main() {
                 common::round3(p99),
             );
         }
-        if shards > 1 {
-            r = (r.into_iter())
-                .map(|(k, v)| (format!("shards{shards}_{k}"), v))
-                .collect();
-        }
-        common::write_results(r);
+        common::write_results(common::prefixed(r, &key_prefix));
     }
 }

@@ -35,14 +35,15 @@ def main():
         else:
             verdict, shown = ("met" if value <= target else "**missed**"), f"{value:g}"
         print(f"| `{key}` | {what} | ≤ {target:g} | {shown} | {verdict} |")
-    # The same targets measured with route shards (docs/xds.md, "Route shards"): the keys the
-    # benchmarks record as `shardsN_<key>` when run with BENCH_HTTP_ROUTE_SHARDS=N.
+    # The same targets measured with a fixed number of route shards (docs/xds.md, "Route
+    # shards"; 1: one route configuration): the keys the benchmarks record as `shardsN_<key>`
+    # when run with BENCH_HTTP_ROUTE_SHARDS=N.
     sharded = [(k, key) for k in sorted(results) for key, _, _ in TARGETS
                if k.startswith("shards") and k.endswith("_" + key)
                and k[len("shards"):-len(key) - 1].isdigit()]
     if sharded:
         print()
-        print("| key, with route shards | target | measured | |")
+        print("| key, with N route shards (`shardsN_`) | target | measured | |")
         print("|---|---|---|---|")
         for k, key in sharded:
             target = next(t for tk, _, t in TARGETS if tk == key)

@@ -273,8 +273,14 @@ fn bad_envoy_settings_of_serve_exit_2_naming_the_fix() {
             "is not a percentage from 0 to 100",
         ),
         (&["--num-trusted-hops", "40"][..], "40 is not in 0..=32"),
-        (&["--http-route-shards", "0"][..], "0 is not in 1..=256"),
-        (&["--http-route-shards", "300"][..], "300 is not in 1..=256"),
+        (
+            &["--http-route-shards", "0"][..],
+            "expected `auto` or a number of shards from 1 to 256",
+        ),
+        (
+            &["--http-route-shards", "many"][..],
+            "invalid value 'many' for '--http-route-shards <auto|N>'",
+        ),
         (
             &["--tracing-sampling-percent", "5"][..],
             "--tracing-otlp-address <HOST:PORT>",

@@ -121,7 +121,7 @@ async fn start_case(path: &Path, protocol: XdsProtocol, shards: u16) -> Started 
         ],
         protocol,
         options,
-        |o| o.http_route_shards = shards,
+        |o| o.route_shards = sluice::translate::RouteShards::Fixed(shards),
     )
     .await;
     Started {

@@ -2,14 +2,15 @@
 //! listener's Lua filter must pick, for every request, the shard sluice put the request's host
 //! in (the same hash in Lua and in Rust), whatever the host's case or port; wildcard and
 //! catch-all hosts answer from every shard; a client cannot choose the shard; the backends
-//! never see the shard's header; and hosts added later are served from their shard.
+//! never see the shard's header; and hosts added later are served from their shard. With
+//! `auto`, shards go on and off as hosts come and go, with no request answered wrongly.
 
 mod envoy_support;
 
 use envoy_support::backend::Backend;
 use envoy_support::harness::{Harness, docs, ingressroute, services};
 use sluice::cli::bootstrap::XdsProtocol;
-use sluice::translate::{ROUTE_SHARD_HEADER, shard_of};
+use sluice::translate::{AutoRouteShards, ROUTE_SHARD_HEADER, RouteShards, shard_of};
 
 const SHARDS: u16 = 5;
 const HOSTS: usize = 24;
@@ -63,7 +64,7 @@ async fn every_request_is_routed_by_the_shard_of_its_host() {
             ("others.yaml", others),
         ],
         XdsProtocol::Delta,
-        |o| o.http_route_shards = SHARDS,
+        |o| o.route_shards = RouteShards::Fixed(SHARDS),
     )
     .await;
     h.expect(&host(0), "/", &[], "s/a").await;
@@ -112,5 +113,103 @@ async fn every_request_is_routed_by_the_shard_of_its_host() {
     for i in HOSTS..HOSTS + 6 {
         h.expect(&host(i), "/", &[], ["s/a", "s/b", "s/c"][i % 3])
             .await;
+    }
+}
+
+/// Requests `host(0)` until `done`, at most 20,000 times; returns how many answered, how many
+/// failed to be sent (a kept-alive connection Envoy closed as it drained the listener it
+/// replaced, which a client retries), and the wrong answers.
+async fn steady_traffic(
+    h: &Harness,
+    done: &std::sync::atomic::AtomicBool,
+) -> (usize, usize, Vec<String>) {
+    let (mut answered, mut unsent, mut wrong) = (0, 0, Vec::new());
+    for _ in 0..20_000 {
+        if done.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        match h.get(&host(0), "/", &[]).await {
+            got if got == "s/a" => answered += 1,
+            got if got.starts_with("error: error sending request") => unsent += 1,
+            got => wrong.push(got),
+        }
+    }
+    (answered, unsent, wrong)
+}
+
+/// Shards on at 8 hosts, off below 5.
+fn auto() -> RouteShards {
+    RouteShards::Auto(AutoRouteShards {
+        shards: 4,
+        on_at_hosts: 8,
+        off_below_hosts: 5,
+        ..Default::default()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_route_shards_go_on_and_off_under_traffic() {
+    for protocol in [XdsProtocol::Delta, XdsProtocol::Sotw] {
+        let backends = [
+            Backend::start("s/a").await,
+            Backend::start("s/b").await,
+            Backend::start("s/c").await,
+        ];
+        let refs: Vec<&Backend> = backends.iter().collect();
+        let h = Harness::start_configured(
+            &[
+                ("svc.yaml", services("s", &refs)),
+                ("routes.yaml", routes(0, 6)),
+            ],
+            protocol,
+            |o| o.route_shards = auto(),
+        )
+        .await;
+        h.expect(&host(5), "/", &[], "s/c").await;
+        let scoped = || async { h.admin("/config_dump").await.contains(ROUTE_SHARD_HEADER) };
+        assert!(
+            !scoped().await,
+            "{protocol:?}: 6 hosts, one route configuration"
+        );
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let switches = async {
+            // On: 9 hosts, the new ones served, from their shards.
+            h.write("more.yaml", &routes(6, 9));
+            h.expect(&host(8), "/", &[], "s/c").await;
+            assert!(scoped().await, "{protocol:?}: 9 hosts, shards");
+            for i in 0..9 {
+                assert_eq!(
+                    h.get(&host(i), "/", &[]).await,
+                    ["s/a", "s/b", "s/c"][i % 3]
+                );
+            }
+            // Off: 4 hosts.
+            h.write("more.yaml", "");
+            h.write("routes.yaml", &routes(0, 4));
+            h.expect(&host(5), "/", &[], "404").await;
+            for _ in 0..50 {
+                if !scoped().await {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            assert!(
+                !scoped().await,
+                "{protocol:?}: 4 hosts, one route configuration"
+            );
+            h.write("more.yaml", &routes(10, 11));
+            h.expect(&host(10), "/", &[], "s/b").await;
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        };
+        let ((answered, unsent, wrong), ()) = tokio::join!(steady_traffic(&h, &done), switches);
+        assert_eq!(
+            wrong,
+            Vec::<String>::new(),
+            "{protocol:?}: {answered} answered"
+        );
+        assert!(
+            answered > 100 && unsent * 100 <= answered,
+            "{protocol:?}: {answered} answered, {unsent} not sent"
+        );
     }
 }

@@ -275,7 +275,7 @@ fn envoy_validates_tracing_and_the_client_address_settings() {
 fn envoy_validates_route_shards() {
     for shards in [2, 7, translate::MAX_HTTP_ROUTE_SHARDS] {
         let options = translate::Options {
-            http_route_shards: shards,
+            route_shards: translate::RouteShards::Fixed(shards),
             ..Default::default()
         };
         let res = translate::build(&full_model(), &options);

@@ -99,3 +99,30 @@ pub fn write_results(new: serde_json::Map<String, serde_json::Value>) {
     std::fs::write(&path, serde_json::to_string_pretty(&all).unwrap() + "\n")
         .expect("results.json is writable");
 }
+
+/// The route shards of this run (docs/xds.md, "Route shards"): `BENCH_HTTP_ROUTE_SHARDS`
+/// (`auto` or a number), sluice's default `auto` when unset; and the prefix of the keys the run
+/// records: `shardsN_` for a number N, none for `auto`.
+pub fn route_shards() -> (sluice::translate::RouteShards, String) {
+    let Ok(value) = std::env::var("BENCH_HTTP_ROUTE_SHARDS") else {
+        return (Default::default(), String::new());
+    };
+    let shards = value
+        .parse()
+        .unwrap_or_else(|e| panic!("BENCH_HTTP_ROUTE_SHARDS={value}: {e}"));
+    let prefix = match shards {
+        sluice::translate::RouteShards::Fixed(n) => format!("shards{n}_"),
+        sluice::translate::RouteShards::Auto(_) => String::new(),
+    };
+    (shards, prefix)
+}
+
+/// Prefixes every key of `r` with `prefix`.
+pub fn prefixed(
+    r: serde_json::Map<String, serde_json::Value>,
+    prefix: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    (r.into_iter())
+        .map(|(k, v)| (format!("{prefix}{k}"), v))
+        .collect()
+}

@@ -54,11 +54,12 @@ pub struct ServeArgs {
     pub num_trusted_hops: u32,
     /// Spread the plain-HTTP hosts over this many route configurations, chosen per request by a
     /// hash of its host: a change of one host makes Envoy rebuild 1/N of its route table, for a
-    /// few microseconds of Envoy's CPU on every request (docs/xds.md, "Route shards"). 1 keeps
-    /// one route configuration. Worth it from a few thousand hosts on.
-    #[arg(long, default_value_t = 1,
-          value_parser = clap::value_parser!(u16).range(1..=crate::translate::MAX_HTTP_ROUTE_SHARDS as i64))]
-    pub http_route_shards: u16,
+    /// few microseconds of Envoy's CPU on every plain-HTTP request (docs/xds.md, "Route
+    /// shards"). 1 keeps one route configuration; `auto` uses 16 from 2,000 hosts on and goes
+    /// back to one below 1,000.
+    #[arg(long, default_value = "auto", value_name = "auto|N",
+          value_parser = clap::value_parser!(crate::translate::RouteShards))]
+    pub http_route_shards: crate::translate::RouteShards,
     /// Trace requests: Envoy sends its spans over OTLP/gRPC (plain text) to the collector at
     /// HOST:PORT, as Envoy reaches it.
     #[arg(long, value_name = "HOST:PORT", value_parser = crate::translate::trace::parse_collector)]
@@ -160,7 +161,7 @@ impl ServeArgs {
             },
             proxy_protocol: self.use_proxy_protocol,
             num_trusted_hops: self.num_trusted_hops,
-            http_route_shards: self.http_route_shards,
+            route_shards: self.http_route_shards,
             tracing: self.tracing_otlp_address.as_ref().map(|collector| {
                 crate::translate::trace::Tracing {
                     collector: collector.clone(),

@@ -1,8 +1,11 @@
 //! Incremental encoding: successive routing models → xDS snapshots, translating and encoding only
 //! what changed since the previous model.
 //!
-//! The result is always exactly `xds::Snapshot::from_resources(&translate::build(dag, options))`
-//! (the tests compare both over sequences of changes). What changed is found by diffing the
+//! The result is always exactly `xds::Snapshot::from_resources(&translate::build_with_shards(dag,
+//! options, shards))` for the route shards the encoder is at (the tests compare both over
+//! sequences of changes), except for a while after `--http-route-shards auto` switched shards on
+//! or off, when the previous HTTP listener's route configurations and scopes are kept up to date
+//! beside them (docs/xds.md, "Route shards"). What changed is found by diffing the
 //! model's persistent maps against the previous model's ([`crate::pmap::OrdMap::diff`]): a model
 //! built from the previous one (`dag::incremental`) shares every tree node it did not touch, and
 //! the diff steps over shared nodes, so a change of one object costs work in proportion to what
@@ -20,6 +23,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use prost::{Message, Name};
@@ -47,8 +51,36 @@ struct Prev {
     dag: Arc<Dag>,
     snapshot: Snapshot,
     /// Where each host's `VirtualHost` is in the bytes of the snapshot's HTTP route
-    /// configuration, one per shard ([`Options::http_route_shards`]).
+    /// configuration, one per shard.
     http: Vec<Layout>,
+    /// The route shards of the snapshot ([`Options::route_shards`] for its model).
+    shards: u16,
+    /// The previous listener's route shards, kept up to date beside these (after them in
+    /// `http`) for a while after `auto` switched.
+    draining: Option<Draining>,
+}
+
+impl Prev {
+    fn groups(&self) -> HttpGroups {
+        HttpGroups::new(self.shards, self.draining.map(|d| d.shards))
+    }
+}
+
+/// The route shards of the HTTP listener before `auto` switched, and until when their route
+/// configurations are kept up to date.
+#[derive(Clone, Copy, Debug)]
+struct Draining {
+    shards: u16,
+    until: Instant,
+}
+
+impl Draining {
+    fn new(shards: u16, keep: std::time::Duration) -> Self {
+        Draining {
+            shards,
+            until: Instant::now() + keep,
+        }
+    }
 }
 
 /// What the HTTPS listener's filter chain of a host is made of (besides the host name, which is
@@ -74,45 +106,88 @@ impl Encoder {
         }
     }
 
+    /// The route shards of the last snapshot encoded (None before the first): with
+    /// [`RouteShards::Auto`](super::RouteShards), what the models so far decided.
+    pub fn http_route_shards(&self) -> Option<u16> {
+        self.prev.as_ref().map(|p| p.shards)
+    }
+
     /// The xDS snapshot of `dag`, and what the encoder kept of the previous model (the caller
     /// decides where to free it: it can be large).
     pub fn encode(&mut self, dag: &Arc<Dag>) -> (Snapshot, Retired) {
         let empty = Dag::default();
-        let shards = self.options.http_route_shards.max(1);
-        let mut layouts = self
-            .prev
-            .as_mut()
-            .map(|p| std::mem::take(&mut p.http))
-            .unwrap_or_default();
+        let prev_shards = self.http_route_shards();
+        let shards = (self.options.route_shards).count(dag.vhosts.len(), prev_shards);
+        // Shards on or off (`auto`): the HTTP listener and its scopes are new, and the previous
+        // listener's route configurations are kept up to date beside the new ones for a while
+        // ([`AutoRouteShards::keep_previous_for`](super::AutoRouteShards)): connections
+        // accepted before Envoy had the new listener keep routing with them until they drain.
+        let resharded = prev_shards.filter(|&before| before != shards);
+        let draining = match (resharded, self.prev.as_ref().and_then(|p| p.draining)) {
+            (Some(before), _) => {
+                tracing::info!(
+                    hosts = dag.vhosts.len(),
+                    before,
+                    shards,
+                    "route shards of the HTTP listener changed"
+                );
+                (self.options.route_shards.keep_previous_for())
+                    .map(|keep| Draining::new(before, keep))
+            }
+            (None, Some(d)) if d.until > Instant::now() => Some(d),
+            _ => None,
+        };
+        let groups = HttpGroups::new(shards, draining.map(|d| d.shards));
+        let prev_groups = self.prev.as_ref().map(|p| p.groups());
+        let mut prev_layouts: Vec<(String, Layout)> = match self.prev.as_mut() {
+            Some(p) => (prev_groups.iter().flat_map(HttpGroups::names))
+                .zip(std::mem::take(&mut p.http))
+                .collect(),
+            None => Vec::new(),
+        };
         let prev = self.prev.as_ref();
         let prev_dag = prev.map_or(&empty, |p| p.dag.as_ref());
         let prev_type = |t: ResourceType| prev.and_then(|p| p.snapshot.shared(t));
         // The previous HTTP route configurations' bytes (less the suffix they share), which
-        // `layouts` describe. Should they not match (an earlier encode stopped half-way), every
-        // host is encoded again.
-        let suffix = http_route_config_suffix(shards);
-        let heads: Vec<(String, Vec<u8>)> = (0..usize::from(shards))
-            .map(|k| {
-                let name = route::http_route_config_name(k, shards);
+        // `layouts` describe: every shard of every group, in order. A shard new to the snapshot
+        // is filled with every host; should one not match its layout (an earlier encode
+        // stopped half-way), every host is encoded again into every shard.
+        let suffixes: Vec<Vec<u8>> = groups.counts().map(http_route_config_suffix).collect();
+        let heads: Vec<(String, Vec<u8>, usize)> = (groups.counts().enumerate())
+            .flat_map(|(g, n)| (0..usize::from(n)).map(move |k| (g, n, k)))
+            .map(|(g, n, k)| {
+                let name = route::http_route_config_name(k, n);
                 let head = http_route_config_head(&name);
-                (name, head)
+                (name, head, g)
             })
+            .collect();
+        let mut fresh = false;
+        let mut layouts: Vec<Layout> = (heads.iter())
+            .map(
+                |(name, _, _)| match prev_layouts.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, layout)) => std::mem::take(layout),
+                    None => {
+                        fresh = true;
+                        Layout::default()
+                    }
+                },
+            )
             .collect();
         let mut old_http: Vec<&[u8]> = heads
             .iter()
-            .map(|(name, head)| {
+            .map(|(name, head, g)| {
                 prev.and_then(|p| p.snapshot.of(ResourceType::Route).get(name.as_str()))
-                    .and_then(|r| r.body.value.strip_suffix(&suffix[..]))
+                    .and_then(|r| r.body.value.strip_suffix(&suffixes[*g][..]))
                     .unwrap_or(head)
             })
             .collect();
-        let reset = layouts.len() != heads.len()
-            || (layouts.iter().zip(&old_http).zip(&heads))
-                .any(|((layout, old), (_, head))| old.len() != layout.len.max(head.len()));
-        if reset {
+        let stale = (layouts.iter().zip(&old_http).zip(&heads))
+            .any(|((layout, old), (_, head, _))| old.len() != layout.len.max(head.len()));
+        if stale {
             layouts = heads.iter().map(|_| Layout::default()).collect();
-            old_http = heads.iter().map(|(_, head)| &head[..]).collect();
+            old_http = heads.iter().map(|(_, head, _)| &head[..]).collect();
         }
+        let reset = fresh || stale;
 
         // Clusters and their load assignments depend on nothing else encoded here. When many
         // changed (a build from nothing, a full rebuild that changed most of them), a second
@@ -179,6 +254,12 @@ impl Encoder {
         let mut tls_changed = prev.is_none() || secrets.changed();
 
         let mut routes = Patch::new(ResourceType::Route, prev_type(ResourceType::Route));
+        // The route configurations of a group no longer held.
+        for (name, _) in &prev_layouts {
+            if !heads.iter().any(|(n, _, _)| n == name) {
+                routes.remove(name);
+            }
+        }
         let fallback = dag.vhosts.get("*").map(|v| &**v);
         // Changed hosts of each shard of the HTTP route configuration: bytes to put, or None to
         // remove; whether the shard's shared redirect host changed, and how many hosts it had.
@@ -195,10 +276,10 @@ impl Encoder {
             let redirect = route::redirects_everything(v);
             // Encoded once for every shard that holds the host (a wildcard host's, every shard).
             let mut bytes = (!redirect).then(|| route::encode_http_vhost(v, fallback));
-            let range = route::shards_of(&v.host, shards);
-            let last = range.end - 1;
-            for k in range {
-                let bytes = if k == last {
+            let mut left = groups.shards_of(&v.host).count();
+            for k in groups.shards_of(&v.host) {
+                left -= 1;
+                let bytes = if left == 0 {
                     bytes.take()
                 } else {
                     bytes.clone()
@@ -243,12 +324,12 @@ impl Encoder {
             }
         }
         for host in removed_http {
-            for shard in &mut http[route::shards_of(host, shards)] {
-                shard.remove(host);
+            for k in groups.shards_of(host) {
+                http[k].remove(host);
             }
         }
         let mut layouts = Vec::with_capacity(http.len());
-        for (shard, (name, _)) in http.into_iter().zip(&heads) {
+        for (shard, (name, _, g)) in http.into_iter().zip(&heads) {
             let HttpShard {
                 mut layout,
                 old,
@@ -270,7 +351,7 @@ impl Encoder {
                 }
             }
             if !edits.is_empty() || !routes.has(name) {
-                let (bytes, digest) = layout.splice(name, old, edits, &suffix);
+                let (bytes, digest) = layout.splice(name, old, edits, &suffixes[*g]);
                 if reset && routes.get(name).is_some_and(|r| r.body.value == bytes) {
                     // Rebuilt from nothing, and the same as before.
                 } else {
@@ -286,12 +367,26 @@ impl Encoder {
             ResourceType::ScopedRoute,
             prev_type(ResourceType::ScopedRoute),
         );
-        // The HTTP listener and its scopes depend on the options alone, which are this encoder's
-        // for its life: the previous snapshot holds them.
-        if prev.is_none() {
-            let http = listener::build_http_listener(&self.options);
+        // The HTTP listener depends on the options, which are this encoder's for its life, and
+        // the route shards; the scopes on the groups held: unless those changed, the previous
+        // snapshot holds them.
+        if prev.is_none() || resharded.is_some() {
+            let http = listener::build_http_listener(&self.options, shards);
             listeners.add(&http.name, &http);
-            for scope in listener::build_scoped_routes(&self.options) {
+        }
+        if prev_groups.as_ref() != Some(&groups) {
+            let new_scopes: Vec<_> = groups
+                .counts()
+                .flat_map(listener::build_scoped_routes)
+                .collect();
+            for old in prev_groups.iter().flat_map(|g| g.counts()) {
+                for scope in listener::build_scoped_routes(old) {
+                    if !new_scopes.iter().any(|s| s.name == scope.name) {
+                        scopes.remove(&scope.name);
+                    }
+                }
+            }
+            for scope in new_scopes {
                 scopes.add(&scope.name, &scope);
             }
         }
@@ -333,6 +428,8 @@ impl Encoder {
             dag: dag.clone(),
             snapshot: snapshot.clone(),
             http: layouts,
+            shards,
+            draining,
         });
         (snapshot, Retired(retired))
     }
@@ -599,7 +696,9 @@ impl<'p> Patch<'p> {
 
 #[path = "incremental_layout.rs"]
 mod layout;
-use layout::{HostEdits, HttpShard, Layout, http_route_config_head, http_route_config_suffix};
+use layout::{
+    HostEdits, HttpGroups, HttpShard, Layout, http_route_config_head, http_route_config_suffix,
+};
 
 #[cfg(test)]
 #[path = "incremental_tests.rs"]

@@ -444,3 +444,44 @@ impl HttpShard<'_> {
         }
     }
 }
+
+/// The groups of HTTP route configurations a snapshot holds, each a number of shards: the HTTP
+/// listener's, then for a while after `auto` switched route shards on or off, the previous
+/// listener's. Their shards are numbered one group after the other. The two never share a
+/// name: one of them is a single configuration, the other shards.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct HttpGroups {
+    listener: u16,
+    draining: Option<u16>,
+}
+
+impl HttpGroups {
+    pub(super) fn new(listener: u16, draining: Option<u16>) -> Self {
+        let listener = listener.max(1);
+        let draining = draining.map(|n| n.max(1)).filter(|&n| n != listener);
+        debug_assert!(draining.is_none_or(|n| n.min(listener) == 1));
+        HttpGroups { listener, draining }
+    }
+
+    /// Each group's number of shards, the listener's first.
+    pub(super) fn counts(&self) -> impl Iterator<Item = u16> + use<> {
+        std::iter::once(self.listener).chain(self.draining)
+    }
+
+    /// The names of the shards of every group, in order.
+    pub(super) fn names(&self) -> impl Iterator<Item = String> + use<> {
+        (self.counts())
+            .flat_map(|n| (0..usize::from(n)).map(move |k| route::http_route_config_name(k, n)))
+    }
+
+    /// The numbers of the shards that hold `host`, in every group.
+    pub(super) fn shards_of(&self, host: &str) -> impl Iterator<Item = usize> + '_ {
+        let listener = route::shards_of(host, self.listener);
+        let draining = self.draining.map(|n| {
+            let r = route::shards_of(host, n);
+            let at = usize::from(self.listener);
+            r.start + at..r.end + at
+        });
+        listener.chain(draining.into_iter().flatten())
+    }
+}

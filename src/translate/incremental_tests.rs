@@ -90,7 +90,7 @@ fn the_same_as_a_full_encode_over_a_sequence_of_changes_with_route_shards() {
 
 fn same_as_a_full_encode_over_a_sequence_of_changes(shards: u16) {
     let options = Options {
-        http_route_shards: shards,
+        route_shards: crate::translate::RouteShards::Fixed(shards),
         ..Default::default()
     };
     let mut store = synth::snapshot(synth::Shape {
@@ -350,7 +350,7 @@ fn a_wildcard_host_follows_changes_of_the_catch_all_host() {
 
 fn a_wildcard_host_follows_changes_of_the_catch_all_host_in(shards: u16) {
     let options = Options {
-        http_route_shards: shards,
+        route_shards: crate::translate::RouteShards::Fixed(shards),
         ..Default::default()
     };
     let mut store = Store::from_objects([
@@ -467,7 +467,7 @@ fn resources_share_their_names() {
     });
     let dag = build(&store);
     let options = Options {
-        http_route_shards: 2,
+        route_shards: crate::translate::RouteShards::Fixed(2),
         ..Default::default()
     };
     let (snapshot, _) = Encoder::new(options).encode(&dag);
@@ -488,7 +488,11 @@ fn resources_share_their_names() {
 
 #[test]
 fn many_changed_clusters_are_encoded_on_a_second_thread_with_the_same_result() {
-    let options = Options::default();
+    // One route configuration: `auto` would switch shards on and off between these models.
+    let options = Options {
+        route_shards: crate::translate::RouteShards::Fixed(1),
+        ..Default::default()
+    };
     let shape = |routing_objects| synth::Shape {
         routing_objects,
         endpoints_per_service: 1,

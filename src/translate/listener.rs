@@ -107,8 +107,7 @@ fn rds(route_config: &str) -> RouteSpecifier {
 /// The scopes of the HTTP listener's route shards, in name order: one per shard, keyed by the
 /// shard's number in [`ROUTE_SHARD_HEADER`], routing with the shard's configuration (RDS over
 /// ADS). None with one shard.
-pub fn build_scoped_routes(options: &Options) -> Vec<ScopedRouteConfiguration> {
-    let shards = options.http_route_shards;
+pub fn build_scoped_routes(shards: u16) -> Vec<ScopedRouteConfiguration> {
     if shards <= 1 {
         return Vec::new();
     }
@@ -249,7 +248,8 @@ fn listener_filters(options: &Options, tls: bool) -> Vec<ListenerFilter> {
     filters
 }
 
-pub fn build_http_listener(options: &Options) -> Listener {
+/// The plain HTTP listener, its hosts spread over `shards` route configurations.
+pub fn build_http_listener(options: &Options, shards: u16) -> Listener {
     Listener {
         name: HTTP_LISTENER.to_string(),
         address: Some(socket(options, options.http_port)),
@@ -259,9 +259,9 @@ pub fn build_http_listener(options: &Options) -> Listener {
             filters: vec![hcm_filter(
                 &Shared::new(options),
                 HTTP_LISTENER,
-                http_routes(options.http_route_shards),
-                if options.http_route_shards > 1 {
-                    vec![shard_filter(options.http_route_shards)]
+                http_routes(shards),
+                if shards > 1 {
+                    vec![shard_filter(shards)]
                 } else {
                     Vec::new()
                 },

@@ -18,6 +18,7 @@ mod cluster;
 pub mod incremental;
 mod listener;
 mod route;
+mod route_shards;
 pub mod static_config;
 pub mod trace;
 
@@ -44,6 +45,7 @@ pub use route::{
     HTTP_ROUTE_CONFIG, MAX_HTTP_ROUTE_SHARDS, ROUTE_SHARD_HEADER, http_route_config_name,
     https_route_config_name, merge_slashes, shard_of,
 };
+pub use route_shards::{AutoRouteShards, RouteShards};
 
 /// The largest RE2 program Envoy compiles for a regular expression of sluice's configuration
 /// (Envoy's runtime key `re2.max_program_size.error_level`; Envoy's own default is 100). Envoy
@@ -118,10 +120,11 @@ pub struct Options {
     /// connection's address).
     pub num_trusted_hops: u32,
     /// How many route configurations the plain HTTP listener's hosts are spread over
-    /// ([`route::shard_of`]); 1 (the default) is one configuration, `ingress_http`. With more,
-    /// an update of one host makes Envoy rebuild the route table of its shard only, for a cost
-    /// on every request (docs/xds.md, "Route shards").
-    pub http_route_shards: u16,
+    /// ([`route::shard_of`]): 1 is one configuration, `ingress_http`. With more, an update of one
+    /// host makes Envoy rebuild the route table of its shard only, for a cost on every request
+    /// (docs/xds.md, "Route shards"). The default, `auto`, uses shards when the model has
+    /// thousands of hosts ([`RouteShards::count`]).
+    pub route_shards: RouteShards,
 }
 
 impl Default for Options {
@@ -134,7 +137,7 @@ impl Default for Options {
             tracing: None,
             proxy_protocol: false,
             num_trusted_hops: 0,
-            http_route_shards: 1,
+            route_shards: RouteShards::default(),
         }
     }
 }
@@ -280,21 +283,31 @@ impl Resources {
 
 /// Translates the routing model into Envoy resources.
 pub fn build(dag: &Dag, options: &Options) -> Resources {
-    let mut routes = route::build_http_route_configs(dag, options.http_route_shards);
+    build_with_shards(
+        dag,
+        options,
+        options.route_shards.count(dag.vhosts.len(), None),
+    )
+}
+
+/// [`build`] with the HTTP hosts spread over `shards` route configurations, whatever
+/// [`Options::route_shards`] says (an encoder whose earlier models decided the count).
+pub fn build_with_shards(dag: &Dag, options: &Options, shards: u16) -> Resources {
+    let mut routes = route::build_http_route_configs(dag, shards);
     for vhost in dag.vhosts.values() {
         if vhost.tls.is_some() && vhost.tcp_proxy.is_none() {
             routes.push(route::build_https_route_config(vhost));
         }
     }
     routes.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut listeners = vec![listener::build_http_listener(options)];
+    let mut listeners = vec![listener::build_http_listener(options, shards)];
     if let Some(l) = listener::build_https_listener(dag, options) {
         listeners.push(l);
     }
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
     Resources {
         listeners,
-        scoped_routes: listener::build_scoped_routes(options),
+        scoped_routes: listener::build_scoped_routes(shards),
         routes,
         clusters: collect_sized(
             dag.clusters.len(),
@@ -351,6 +364,8 @@ pub(crate) fn boolv(v: bool) -> BoolValue {
     BoolValue { value: v }
 }
 
+#[cfg(test)]
+mod auto_shard_tests;
 #[cfg(test)]
 mod shard_tests;
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! its route table) grows with the number of virtual hosts and routes, not of domains: a cluster
 //! whose hosts mostly serve HTTPS costs Envoy one virtual host for all of them.
 //!
-//! With route shards (`Options::http_route_shards` above 1), `ingress_http` is cut into
+//! With route shards (more than one, [`super::RouteShards`]), `ingress_http` is cut into
 //! `ingress_http/<k>`: each exact host in the shard [`shard_of`] its name, each wildcard host and
 //! the catch-all host in every shard (a request of any shard may match them), and the shared
 //! redirect host of each shard naming that shard's hosts. An update of one exact host is an
@@ -56,7 +56,7 @@ pub fn https_route_config_name(host: &str) -> String {
 /// names), so it never clashes with a host's own virtual host.
 pub const HTTPS_REDIRECT_VHOST: &str = "https_redirect";
 
-/// The most route configurations [`Options::http_route_shards`](super::Options) may spread the
+/// The most route configurations [`Options::route_shards`](super::Options) may spread the
 /// plain-HTTP hosts over.
 pub const MAX_HTTP_ROUTE_SHARDS: u16 = 256;
 

@@ -62,7 +62,7 @@ fn the_lua_filter_hashes_as_sluice_does() {
     assert!(lua.contains("handle:clearRouteCache()"));
 }
 
-fn ingress(name: &str, host: Option<&str>) -> crate::store::AnyObject {
+pub(super) fn ingress(name: &str, host: Option<&str>) -> crate::store::AnyObject {
     ingress_at(name, host, "/")
 }
 
@@ -110,7 +110,7 @@ fn each_shard_holds_its_hosts_and_every_wildcard_host() {
     let dag = model();
     let shards = 4;
     let options = Options {
-        http_route_shards: shards,
+        route_shards: super::RouteShards::Fixed(shards),
         ..Default::default()
     };
     let res = build(&dag, &options);
@@ -179,7 +179,7 @@ fn each_shard_holds_its_hosts_and_every_wildcard_host() {
 fn the_http_listener_picks_a_shard_by_the_header_its_lua_filter_sets() {
     let shards = 6;
     let options = Options {
-        http_route_shards: shards,
+        route_shards: super::RouteShards::Fixed(shards),
         ..Default::default()
     };
     let res = build(&Dag::default(), &options);
@@ -252,7 +252,7 @@ fn shard_versions(snapshot: &crate::xds::cache::Snapshot, shards: u16) -> Vec<St
 fn a_change_of_one_host_changes_its_shard_only() {
     let shards = 4;
     let options = Options {
-        http_route_shards: shards,
+        route_shards: super::RouteShards::Fixed(shards),
         ..Default::default()
     };
     let hosts: Vec<String> = (0..12).map(|i| format!("h{i}.example.com")).collect();
