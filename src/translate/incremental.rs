@@ -276,8 +276,9 @@ impl Encoder {
             let redirect = route::redirects_everything(v);
             // Encoded once for every shard that holds the host (a wildcard host's, every shard).
             let mut bytes = (!redirect).then(|| route::encode_http_vhost(v, fallback));
-            let mut left = groups.shards_of(&v.host).count();
-            for k in groups.shards_of(&v.host) {
+            let ranges = groups.shards_of(&v.host);
+            let mut left: usize = ranges.iter().map(ExactSizeIterator::len).sum();
+            for k in ranges.into_iter().flatten() {
                 left -= 1;
                 let bytes = if left == 0 {
                     bytes.take()
@@ -324,7 +325,7 @@ impl Encoder {
             }
         }
         for host in removed_http {
-            for k in groups.shards_of(host) {
+            for k in groups.shards_of(host).into_iter().flatten() {
                 http[k].remove(host);
             }
         }

@@ -474,14 +474,15 @@ impl HttpGroups {
             .flat_map(|n| (0..usize::from(n)).map(move |k| route::http_route_config_name(k, n)))
     }
 
-    /// The numbers of the shards that hold `host`, in every group.
-    pub(super) fn shards_of(&self, host: &str) -> impl Iterator<Item = usize> + '_ {
+    /// The numbers of the shards that hold `host`, in every group: a range per group (the
+    /// second empty when there is one group).
+    pub(super) fn shards_of(&self, host: &str) -> [std::ops::Range<usize>; 2] {
         let listener = route::shards_of(host, self.listener);
-        let draining = self.draining.map(|n| {
+        let draining = self.draining.map_or(0..0, |n| {
             let r = route::shards_of(host, n);
             let at = usize::from(self.listener);
             r.start + at..r.end + at
         });
-        listener.chain(draining.into_iter().flatten())
+        [listener, draining]
     }
 }

@@ -96,11 +96,16 @@ pub fn shard_of(host: &str, shards: u16) -> usize {
             None => host,
         },
     };
+    // The same value as reducing at every step, as the Lua does (it must stay below 2^53):
+    // `x` is reduced only when the next step could overflow, about once in six bytes.
     let mut x: u64 = 0;
     for &b in host {
-        x = (x * 31 + u64::from(b.to_ascii_lowercase())) % SHARD_HASH_MODULUS;
+        if x > (u64::MAX - 255) / 31 {
+            x %= SHARD_HASH_MODULUS;
+        }
+        x = x * 31 + u64::from(b.to_ascii_lowercase());
     }
-    (x % u64::from(shards)) as usize
+    (x % SHARD_HASH_MODULUS % u64::from(shards)) as usize
 }
 
 /// The modulus of [`shard_of`]'s hash: a prime below 2^30, so that every step is exact in the

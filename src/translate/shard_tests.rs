@@ -13,6 +13,35 @@ use super::*;
 use crate::store::Snapshot as Store;
 
 #[test]
+fn a_hosts_shard_is_the_hash_reduced_at_every_step_as_the_lua_does() {
+    // The Lua's arithmetic, step by step, below 2^53 (no port in these hosts, no ':').
+    let reference = |host: &[u8], shards: u16| {
+        let mut x: u64 = 0;
+        for &b in host {
+            x = (x * 31 + u64::from(b.to_ascii_lowercase())) % 1_000_000_007;
+        }
+        (x % u64::from(shards)) as usize
+    };
+    let mut rng = crate::test_rng::Rng::new(0x5eed_0005_4a7d);
+    for len in (0..40).chain([63, 64, 65, 253, 1000]) {
+        for _ in 0..20 {
+            let host: String = (0..len)
+                .map(|_| char::from(b"abcXYZ019-._"[rng.below(12)]))
+                .collect();
+            for shards in [2, 7, 16, MAX_HTTP_ROUTE_SHARDS] {
+                assert_eq!(
+                    shard_of(&host, shards),
+                    reference(host.as_bytes(), shards),
+                    "{host}"
+                );
+            }
+        }
+    }
+    let high = "\u{ff}".repeat(300);
+    assert_eq!(shard_of(&high, 251), reference(high.as_bytes(), 251));
+}
+
+#[test]
 fn a_hosts_shard_ignores_case_and_port() {
     for shards in [2, 16, MAX_HTTP_ROUTE_SHARDS] {
         let k = shard_of("app.example.com", shards);
