@@ -195,6 +195,10 @@ async fn standalone_serve_runs_the_webhook_over_the_manifest_directory() {
     let count: f64 = denied.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(count >= 2.0, "{denied}");
     assert!(metrics.contains("sluice_xds_nacks_total 0"), "{metrics}");
+    assert!(
+        metrics.contains("sluice_http_route_shards 1\n"),
+        "{metrics}"
+    );
 
     // SIGTERM: a clean stop.
     let pid = serve.0.id().to_string();

@@ -167,7 +167,9 @@ pub async fn serve(
         })
     };
     let with_webhook = webhook.is_some();
+    let pipeline_metrics = pipeline.clone();
     let register = move |registry: &mut Registry| {
+        pipeline_metrics.register_metrics(registry);
         if with_webhook {
             webhook_metrics.register(registry);
         }

@@ -28,6 +28,8 @@ pub struct Pipeline {
     dag_tx: watch::Sender<Arc<Dag>>,
     xds_tx: watch::Sender<Arc<xds::Snapshot>>,
     state: Mutex<PipelineState>,
+    /// The route shards of the HTTP listener in the last snapshot (`sluice_http_route_shards`).
+    route_shards: prometheus_client::metrics::gauge::Gauge,
 }
 
 /// What the next publication starts from.
@@ -66,6 +68,8 @@ impl Pipeline {
     pub fn new(dag_options: dag::Options, translate_options: translate::Options) -> Pipeline {
         let empty = Dag::default();
         let resources = translate::build(&empty, &translate_options);
+        let route_shards = prometheus_client::metrics::gauge::Gauge::default();
+        route_shards.set(translate_options.route_shards.count(0, None).into());
         let (dag_tx, _) = watch::channel(Arc::new(empty));
         let (xds_tx, _) = watch::channel(Arc::new(xds::Snapshot::from_resources(&resources)));
         Pipeline {
@@ -77,7 +81,22 @@ impl Pipeline {
             }),
             dag_tx,
             xds_tx,
+            route_shards,
         }
+    }
+
+    /// Registers the pipeline's metrics: `sluice_http_route_shards`.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "sluice_http_route_shards",
+            "Route configurations the HTTP listener's hosts are spread over (--http-route-shards)",
+            self.route_shards.clone(),
+        );
+    }
+
+    /// The route shards of the HTTP listener in the last snapshot published.
+    pub fn http_route_shards(&self) -> u16 {
+        u16::try_from(self.route_shards.get()).unwrap_or(1).max(1)
     }
 
     /// Builds the routing model from a store snapshot and publishes it and its Envoy resources.
@@ -115,6 +134,7 @@ impl Pipeline {
             dag::incremental::BuildKind::Partial { objects } => PublishPath::Partial { objects },
         };
         let (xds_snapshot, retired) = encoder.encode(&dag);
+        (self.route_shards).set(encoder.http_route_shards().unwrap_or(1).into());
         let xds_snapshot = Arc::new(xds_snapshot.sharing_types_of(&self.xds_tx.borrow()));
         // What is replaced is dropped on another thread: freeing a large model takes a while.
         let mut garbage = Garbage::default();
@@ -348,6 +368,46 @@ mod tests {
         let p = Pipeline::new(dag::Options::default(), translate::Options::default());
         p.publish(s);
         p.xds().borrow().clone()
+    }
+
+    #[test]
+    fn the_route_shards_gauge_follows_auto() {
+        let options = translate::Options {
+            route_shards: translate::RouteShards::Auto(translate::AutoRouteShards {
+                shards: 4,
+                on_at_hosts: 30,
+                off_below_hosts: 10,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let p = Pipeline::new(dag::Options::default(), options);
+        let mut registry = prometheus_client::registry::Registry::default();
+        p.register_metrics(&mut registry);
+        let gauge = || {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            text
+        };
+        assert!(
+            gauge().contains("sluice_http_route_shards 1\n"),
+            "{}",
+            gauge()
+        );
+        let shape = |routing_objects| Shape {
+            routing_objects,
+            endpoints_per_service: 1,
+            unrelated_secrets: 0,
+        };
+        for (objects, want) in [(5, 1), (60, 4), (20, 4), (5, 1)] {
+            let dag = p.publish(&snapshot(shape(objects)));
+            assert_eq!(p.http_route_shards(), want, "{} hosts", dag.vhosts.len());
+            let text = gauge();
+            assert!(
+                text.contains(&format!("sluice_http_route_shards {want}\n")),
+                "{text}"
+            );
+        }
     }
 
     fn slice_key(s: &Snapshot, i: usize) -> ObjKey {

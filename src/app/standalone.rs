@@ -165,6 +165,7 @@ pub async fn run(
             w.metrics.register(&mut registry);
         }
         xds::stream::register_stats(&mut registry, server.stats());
+        pipeline.register_metrics(&mut registry);
         tokio::spawn(super::cluster::serve_metrics(addr, registry))
     });
     let mut server_stop = stop_rx;
