@@ -141,6 +141,7 @@ impl Encoder {
         let prev_groups = self.prev.as_ref().map(|p| p.groups());
         let mut prev_layouts: Vec<(String, Layout)> = match self.prev.as_mut() {
             Some(p) => (prev_groups.iter().flat_map(HttpGroups::names))
+                .map(|(_, name)| name)
                 .zip(std::mem::take(&mut p.http))
                 .collect(),
             None => Vec::new(),
@@ -153,10 +154,8 @@ impl Encoder {
         // is filled with every host; should one not match its layout (an earlier encode
         // stopped half-way), every host is encoded again into every shard.
         let suffixes: Vec<Vec<u8>> = groups.counts().map(http_route_config_suffix).collect();
-        let heads: Vec<(String, Vec<u8>, usize)> = (groups.counts().enumerate())
-            .flat_map(|(g, n)| (0..usize::from(n)).map(move |k| (g, n, k)))
-            .map(|(g, n, k)| {
-                let name = route::http_route_config_name(k, n);
+        let heads: Vec<(String, Vec<u8>, usize)> = (groups.names())
+            .map(|(g, name)| {
                 let head = http_route_config_head(&name);
                 (name, head, g)
             })

@@ -468,10 +468,11 @@ impl HttpGroups {
         std::iter::once(self.listener).chain(self.draining)
     }
 
-    /// The names of the shards of every group, in order.
-    pub(super) fn names(&self) -> impl Iterator<Item = String> + use<> {
-        (self.counts())
-            .flat_map(|n| (0..usize::from(n)).map(move |k| route::http_route_config_name(k, n)))
+    /// The shards of every group, in order: each one's group (0: the listener's) and name.
+    pub(super) fn names(&self) -> impl Iterator<Item = (usize, String)> + use<> {
+        (self.counts().enumerate()).flat_map(|(g, n)| {
+            (0..usize::from(n)).map(move |k| (g, route::http_route_config_name(k, n)))
+        })
     }
 
     /// The numbers of the shards that hold `host`, in every group: a range per group (the
