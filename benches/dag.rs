@@ -592,6 +592,27 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     r
 }
 
+/// `Pipeline::publish` at sluice's start, `runs` times on a cluster of `n` routing objects, with
+/// nothing else timed (the profiling knob `DAG_BENCH_PUBLISH`); prints the median.
+fn publish_only(n: usize, runs: usize) {
+    let snap = common::cluster(n);
+    let (options, translate_options) = (Options::default(), translate::Options::default());
+    let times: Vec<f64> = (0..runs)
+        .map(|_| {
+            let pipeline = Pipeline::new(options.clone(), translate_options.clone());
+            let t = Instant::now();
+            pipeline.publish(&snap);
+            let ms = ms_since(t);
+            pipeline.settle();
+            ms
+        })
+        .collect();
+    println!(
+        "Pipeline::publish at sluice's start, {n} routing objects: {:.2} ms (median of {runs})",
+        median(times)
+    );
+}
+
 fn main() {
     let smoke = common::smoke();
     let (small, large, runs) = if smoke {
@@ -602,6 +623,16 @@ fn main() {
     // Exploration knobs (profiling one size): DAG_BENCH_ONLY=10000 [DAG_BENCH_RUNS=1] runs that size
     // alone and records nothing; with DAG_BENCH_KEY_ORDER=1 as well, on the snapshot laid out in
     // key order (`laid_out_in_key_order`), to see what memory locality is worth.
+    // DAG_BENCH_PUBLISH=<objects>:<runs> runs `Pipeline::publish` at sluice's start alone, for a
+    // profiler (`perf record`): the cluster is made, then published that many times, nothing else.
+    if let Ok(spec) = std::env::var("DAG_BENCH_PUBLISH") {
+        let (n, runs) = spec
+            .split_once(':')
+            .and_then(|(n, r)| Some((n.parse().ok()?, r.parse().ok()?)))
+            .expect("DAG_BENCH_PUBLISH is <objects>:<runs>");
+        publish_only(n, runs);
+        return;
+    }
     if let Ok(n) = std::env::var("DAG_BENCH_ONLY") {
         let runs = std::env::var("DAG_BENCH_RUNS")
             .ok()

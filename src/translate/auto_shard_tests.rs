@@ -26,12 +26,19 @@ fn auto(keep_previous_for: Duration) -> Options {
 
 /// A model of `n` hosts: a wildcard host and `n - 1` exact ones.
 fn hosts(n: usize) -> Arc<Dag> {
+    hosts_numbered(1..n)
+}
+
+/// A model of a wildcard host and the exact hosts `h{i}.example.com` of `numbers`.
+fn hosts_numbered(numbers: impl IntoIterator<Item = usize>) -> Arc<Dag> {
     let mut store = Store::from_objects([ingress("wild", Some("*.example.com"))]);
-    for i in 1..n {
+    let mut n = 1;
+    for i in numbers {
         store.insert(ingress(
             &format!("r{i}"),
             Some(&format!("h{i}.example.com")),
         ));
+        n += 1;
     }
     let dag = crate::dag::build(&store, &crate::dag::Options::default());
     assert_eq!(dag.vhosts.len(), n);
@@ -137,4 +144,25 @@ fn the_previous_route_configurations_go_with_the_first_change_after_their_time()
     let (off, _) = encoder.encode(&dag);
     assert_eq!(off, Snapshot::from_resources(&build(&dag, &options)));
     assert!(off.of(ResourceType::ScopedRoute).is_empty());
+}
+
+#[test]
+fn a_host_removed_by_the_change_that_switches_shards_on_leaves_the_kept_configuration() {
+    let options = auto(Duration::from_secs(3600));
+    let mut encoder = Encoder::new(options.clone());
+    encoder.encode(&hosts(9));
+    // 10 hosts, h3 gone and h9, h10 new: the sharded layouts are new (every host put in them
+    // once), and `ingress_http`, kept beside them, loses h3.
+    let dag = hosts_numbered((1..=10).filter(|&i| i != 3));
+    let (snapshot, _) = encoder.encode(&dag);
+    assert_eq!(encoder.http_route_shards(), Some(3));
+    holds(&snapshot, &build_with_shards(&dag, &options, 3), true, "on");
+    let kept = build_with_shards(&dag, &options, 1).routes;
+    let kept = kept.iter().find(|r| r.name == HTTP_ROUTE_CONFIG).unwrap();
+    let held = snapshot.of(ResourceType::Route).get(HTTP_ROUTE_CONFIG);
+    assert_eq!(
+        held.map(|r| &r.body.value[..]),
+        Some(&kept.encode_to_vec()[..]),
+        "ingress_http without h3"
+    );
 }

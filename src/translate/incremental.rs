@@ -309,6 +309,8 @@ impl Encoder {
                 None => {}
             }
             match new.filter(|v| v.tcp_proxy.is_none()) {
+                // After a reset the loop below puts every host, once.
+                Some(_) if reset => {}
                 Some(v) => set_http(&mut http, v),
                 None => removed_http.push(host),
             }
