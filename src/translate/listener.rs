@@ -179,8 +179,99 @@ fn hcm_filter(
     shared: &Shared<'_>,
     stat_prefix: &str,
     routes: RouteSpecifier,
-    mut http_filters: Vec<HttpFilter>,
+    http_filters: Vec<HttpFilter>,
 ) -> Filter {
+    let hcm = hcm(shared, stat_prefix, Some(routes), http_filters);
+    Filter {
+        name: HCM_FILTER.to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
+    }
+}
+
+/// The name of the HTTP connection manager's network filter.
+const HCM_FILTER: &str = "envoy.filters.network.http_connection_manager";
+
+/// The HTTP connection manager of every TLS host's filter chain, encoded once per listener: the
+/// hosts' differ only in the name of their route configuration (`rds`, field 3), so each host's
+/// is the bytes of the fields before that one, its own `rds`, and the bytes of the fields after
+/// it. prost writes a message's fields in the order of their numbers (a oneof at its lowest);
+/// a test holds the result to a whole encoding of each host's.
+struct HttpsHcm {
+    before: Vec<u8>,
+    after: Vec<u8>,
+    /// `Rds.config_source` (field 1), encoded: the same for every host.
+    config_source: Vec<u8>,
+}
+
+/// Field number of `HttpConnectionManager.rds`.
+const HCM_RDS_FIELD: u32 = 3;
+
+impl HttpsHcm {
+    fn new(shared: &Shared<'_>) -> HttpsHcm {
+        use prost::Message;
+        let hcm = hcm(shared, HTTPS_LISTENER, None, Vec::new());
+        let mut before = hcm.encode_to_vec();
+        let head = HttpConnectionManager {
+            codec_type: hcm.codec_type,
+            stat_prefix: hcm.stat_prefix.clone(),
+            ..Default::default()
+        };
+        let after = before.split_off(head.encoded_len());
+        let config_source = Rds {
+            config_source: Some(ads_config_source()),
+            route_config_name: String::new(),
+        };
+        HttpsHcm {
+            before,
+            after,
+            config_source: config_source.encode_to_vec(),
+        }
+    }
+
+    /// The filter of a host whose routes are the route configuration `route_config`.
+    fn filter(&self, route_config: &str) -> Filter {
+        use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+        let name = route_config.as_bytes();
+        // `route_config_name` (field 2), unless empty (proto3 writes no default value).
+        let name_len = match name.len() {
+            0 => 0,
+            n => key_len(2) + encoded_len_varint(n as u64) + n,
+        };
+        let rds_len = self.config_source.len() + name_len;
+        let mut value = Vec::with_capacity(
+            self.before.len()
+                + key_len(HCM_RDS_FIELD)
+                + encoded_len_varint(rds_len as u64)
+                + rds_len
+                + self.after.len(),
+        );
+        value.extend_from_slice(&self.before);
+        encode_key(HCM_RDS_FIELD, WireType::LengthDelimited, &mut value);
+        encode_varint(rds_len as u64, &mut value);
+        value.extend_from_slice(&self.config_source);
+        if !name.is_empty() {
+            encode_key(2, WireType::LengthDelimited, &mut value);
+            encode_varint(name.len() as u64, &mut value);
+            value.extend_from_slice(name);
+        }
+        value.extend_from_slice(&self.after);
+        Filter {
+            name: HCM_FILTER.to_string(),
+            config_type: Some(filter::ConfigType::TypedConfig(super::Any {
+                type_url: <HttpConnectionManager as prost::Name>::type_url(),
+                value,
+            })),
+        }
+    }
+}
+
+/// The HTTP connection manager of a listener's filter chain.
+fn hcm(
+    shared: &Shared<'_>,
+    stat_prefix: &str,
+    routes: Option<RouteSpecifier>,
+    mut http_filters: Vec<HttpFilter>,
+) -> HttpConnectionManager {
     let options = shared.options;
     http_filters.push(HttpFilter {
         name: "envoy.filters.http.router".to_string(),
@@ -189,10 +280,10 @@ fn hcm_filter(
         )),
         ..Default::default()
     });
-    let hcm = HttpConnectionManager {
+    HttpConnectionManager {
         codec_type: CodecType::Auto as i32,
         stat_prefix: stat_prefix.to_string(),
-        route_specifier: Some(routes),
+        route_specifier: routes,
         http_filters,
         use_remote_address: Some(boolv(true)),
         xff_num_trusted_hops: options.num_trusted_hops,
@@ -221,10 +312,6 @@ fn hcm_filter(
             ..Default::default()
         }],
         ..Default::default()
-    };
-    Filter {
-        name: "envoy.filters.network.http_connection_manager".to_string(),
-        config_type: Some(filter::ConfigType::TypedConfig(any(&hcm))),
     }
 }
 
@@ -275,13 +362,14 @@ pub fn build_http_listener(options: &Options, shards: u16) -> Listener {
 /// The TLS listener, or None when no host has TLS (Envoy refuses a listener without filter chains).
 pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
     let shared = Shared::new(options);
+    let hcm = HttpsHcm::new(&shared);
     let filter_chains: Vec<FilterChain> = dag
         .vhosts
         .values()
         .filter_map(|v| {
             let tls = v.tls.as_ref()?;
             let secret = dag.secrets.get(&tls.secret)?;
-            build_tls_filter_chain(&shared, v, &secret.name, tls.min_version)
+            build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version)
         })
         .collect();
     if filter_chains.is_empty() {
@@ -308,6 +396,7 @@ fn tls_protocol(v: TlsVersion) -> TlsProtocol {
 /// One TLS host's filter chain; None for a TCP proxy without a backend carrying weight.
 fn build_tls_filter_chain(
     shared: &Shared<'_>,
+    hcm: &HttpsHcm,
     v: &VirtualHost,
     secret: &str,
     min: TlsVersion,
@@ -315,12 +404,7 @@ fn build_tls_filter_chain(
     let (filter, alpn) = match &v.tcp_proxy {
         Some(clusters) => (tcp_proxy_filter(shared, &v.host, clusters)?, vec![]),
         None => (
-            hcm_filter(
-                shared,
-                HTTPS_LISTENER,
-                rds(&https_route_config_name(&v.host)),
-                Vec::new(),
-            ),
+            hcm.filter(&https_route_config_name(&v.host)),
             vec!["h2".to_string(), "http/1.1".to_string()],
         ),
     };
@@ -385,4 +469,54 @@ fn tcp_proxy_filter(
         name: "envoy.filters.network.tcp_proxy".to_string(),
         config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::access_log::{AccessLog, AccessLogFormat};
+    use crate::translate::trace::Tracing;
+
+    #[test]
+    fn a_tls_hosts_connection_manager_from_the_listeners_bytes_is_its_whole_encoding() {
+        let tracing = Tracing {
+            collector: "otel.observability:4317".into(),
+            service_name: "edge".into(),
+            sampling_per_million: 10_000,
+        };
+        let variants = [
+            Options::default(),
+            Options {
+                tracing: Some(tracing),
+                num_trusted_hops: 2,
+                ..Default::default()
+            },
+            Options {
+                access_log: AccessLog {
+                    format: AccessLogFormat::Off,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            Options {
+                access_log: AccessLog {
+                    format: AccessLogFormat::Envoy,
+                    path: "/var/log/envoy/access.log".into(),
+                },
+                ..Default::default()
+            },
+        ];
+        let long = format!("https/{}.example.com", "a".repeat(200));
+        for options in &variants {
+            let shared = Shared::new(options);
+            let hcm = HttpsHcm::new(&shared);
+            for name in ["https/shop.example.com", "", "https/x", long.as_str()] {
+                assert_eq!(
+                    hcm.filter(name),
+                    hcm_filter(&shared, HTTPS_LISTENER, rds(name), Vec::new()),
+                    "route configuration {name:?}, {options:?}"
+                );
+            }
+        }
+    }
 }
