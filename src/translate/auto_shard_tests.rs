@@ -64,6 +64,19 @@ fn holds(got: &Snapshot, want: &Resources, listeners: bool, what: &str) {
     }
 }
 
+/// Asserts that `got` holds `ingress_http`, kept beside the shards, as `one` (a build of one
+/// route configuration) makes it.
+fn keeps_ingress_http(got: &Snapshot, one: &Resources, what: &str) {
+    let kept = (one.routes.iter().find(|r| r.name == HTTP_ROUTE_CONFIG))
+        .expect("a build of one configuration makes ingress_http");
+    let held = got.of(ResourceType::Route).get(HTTP_ROUTE_CONFIG);
+    assert_eq!(
+        held.map(|r| &r.body.value[..]),
+        Some(&kept.encode_to_vec()[..]),
+        "ingress_http, kept: {what}"
+    );
+}
+
 #[test]
 fn auto_switches_on_and_off_with_the_hosts_and_matches_a_full_build() {
     let options = auto(Duration::ZERO);
@@ -102,13 +115,10 @@ fn after_a_switch_the_previous_route_configurations_follow_changes_for_a_while()
         let (snapshot, _) = encoder.encode(&dag);
         assert_eq!(encoder.http_route_shards(), Some(3));
         holds(&snapshot, &three(&dag), true, "on");
-        let kept = one(&dag).routes;
-        let kept = kept.iter().find(|r| r.name == HTTP_ROUTE_CONFIG).unwrap();
-        let held = snapshot.of(ResourceType::Route).get(HTTP_ROUTE_CONFIG);
-        assert_eq!(
-            held.map(|r| &r.body.value[..]),
-            Some(&kept.encode_to_vec()[..]),
-            "{n} hosts: ingress_http follows the changes"
+        keeps_ingress_http(
+            &snapshot,
+            &one(&dag),
+            &format!("{n} hosts: follows the changes"),
         );
         assert_eq!(snapshot.of(ResourceType::Route).len(), 4);
         assert_eq!(snapshot.of(ResourceType::Listener).len(), 1);
@@ -157,12 +167,6 @@ fn a_host_removed_by_the_change_that_switches_shards_on_leaves_the_kept_configur
     let (snapshot, _) = encoder.encode(&dag);
     assert_eq!(encoder.http_route_shards(), Some(3));
     holds(&snapshot, &build_with_shards(&dag, &options, 3), true, "on");
-    let kept = build_with_shards(&dag, &options, 1).routes;
-    let kept = kept.iter().find(|r| r.name == HTTP_ROUTE_CONFIG).unwrap();
-    let held = snapshot.of(ResourceType::Route).get(HTTP_ROUTE_CONFIG);
-    assert_eq!(
-        held.map(|r| &r.body.value[..]),
-        Some(&kept.encode_to_vec()[..]),
-        "ingress_http without h3"
-    );
+    let one = build_with_shards(&dag, &options, 1);
+    keeps_ingress_http(&snapshot, &one, "without h3");
 }
