@@ -243,6 +243,10 @@ spec:
       requestRedirect: {scheme: https, hostname: new.example.com, statusCode: 301, path: {type: ReplaceFullPath, replaceFullPath: /moved}}
   - matches: [{path: {type: PathPrefix, value: /temp}}]
     filters: [{type: RequestRedirect, requestRedirect: {hostname: other.example.com}}]
+  - matches: [{path: {type: PathPrefix, value: /shelf/}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 308, path: {type: ReplacePrefixMatch, replacePrefixMatch: /store}}}]
+  - matches: [{path: {type: PathPrefix, value: /drop}}]
+    filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}]
   - matches: [{path: {type: PathPrefix, value: /legacy}}]
     filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2/home}}}]
     backendRefs: [{name: web, port: 80}]
@@ -345,6 +349,19 @@ spec:
         "{location}"
     );
     assert!(location.ends_with("/temp/x"), "{location}");
+    // A redirect's ReplacePrefixMatch: the prefix the route matched (segment-wise) replaced in
+    // the Location, the query kept.
+    for (sent, status, path) in [
+        ("/shelf/a/b?q=1", 308, "/store/a/b?q=1"),
+        ("/shelf", 308, "/store"),
+        ("/drop/x?y=2", 302, "/x?y=2"),
+        ("/drop", 302, "/"),
+    ] {
+        let res = get(sent).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), status, "{sent}");
+        let location = res.headers()["location"].to_str().unwrap().to_string();
+        assert_eq!(location, format!("http://app.example.com{path}"), "{sent}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

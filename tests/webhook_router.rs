@@ -438,6 +438,11 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
             {"matches": [{"path": {"type": "PathPrefix", "value": "/q"},
                           "queryParams": [{"name": "a", "value": "b"}]}],
              "backendRefs": [{"name": "store", "port": 8080}]},
+            // A redirect's ReplacePrefixMatch is routed beside PathPrefix matches only.
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}]},
+            {"matches": [{"path": {"type": "Exact", "value": "/gone"}}],
+             "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}]},
         ],
     });
     let object = route.clone();
@@ -451,6 +456,8 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
         "{reply}"
     );
     assert!(msg.contains("spec.rules[1].matches[0].queryParams: query parameter matches are not supported by sluice yet; remove them"), "{reply}");
+    assert!(msg.contains("spec.rules[3].filters[0].requestRedirect.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)"), "{reply}");
+    assert!(!msg.contains("spec.rules[2]"), "{reply}");
     // The same route under another controller's Gateway is that controller's to judge.
     let mut theirs = object;
     theirs["spec"]["parentRefs"][0]["name"] = "nginx-edge".into();

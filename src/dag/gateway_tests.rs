@@ -665,6 +665,7 @@ fn header_filters_and_redirects_become_part_of_the_routes() {
             hostname: None,
             port: Some(8443),
             path: Some("/new".into()),
+            prefix: None,
             status: 302,
         }
     );
@@ -827,6 +828,57 @@ spec:
     assert_eq!(
         conds(&route_parent(&dag, "shop", "store").conditions)[0],
         "Accepted=false/NoMatchingParent"
+    );
+}
+
+#[test]
+fn a_redirect_replaces_the_matched_prefix_of_a_path_prefix_match_only() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - matches: [{path: {value: /old}}]\n    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 301, path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}}}]\n  - matches: [{path: {value: /root}}]\n    filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplacePrefixMatch}}}]\n  - backendRefs: [{name: web, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    let redirect_of = |path: &str| {
+        let routes = &dag.vhosts["shop.example.com"].routes;
+        let route = routes.iter().find(|r| r.path.value() == path).unwrap();
+        match &route.action {
+            RouteAction::Redirect(redirect) => (**redirect).clone(),
+            other => panic!("{path}: {other:?}"),
+        }
+    };
+    assert_eq!(
+        redirect_of("/old"),
+        Redirect {
+            scheme: None,
+            hostname: None,
+            port: None,
+            path: None,
+            prefix: Some("/new".into()),
+            status: 301,
+        }
+    );
+    // No value: the prefix goes, leaving the rest of the path.
+    assert_eq!(redirect_of("/root").prefix.as_deref(), Some("/"));
+    assert_eq!(
+        conds(&route_parent(&dag, "shop", "store").conditions),
+        ["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]
+    );
+
+    // Beside an Exact match there is no prefix to replace: the route is refused, naming the
+    // field.
+    let exact = r.replace(
+        "[{path: {value: /old}}]",
+        "[{path: {value: /old}}, {path: {type: Exact, value: /e}}]",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &exact]);
+    assert!(dag.vhosts.is_empty());
+    let p = route_parent(&dag, "shop", "store");
+    assert!(
+        p.conditions[0].message.contains("spec.rules[0].filters[0].requestRedirect.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took"),
+        "{:?}",
+        p.conditions[0]
     );
 }
 

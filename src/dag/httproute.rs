@@ -84,18 +84,21 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
         out.push(FieldError::new(path, cond::UNSUPPORTED_VALUE, message));
     };
     const FILTERS: &str = "sluice does not apply backendRef filters yet; use the rule's filters";
+    const PREFIX_MATCH: &str = "ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)";
     for (i, rule) in route.spec.rules.iter().flatten().enumerate() {
         let field = format!("spec.rules[{i}]");
+        // Whether a match of the rule takes paths by something else than a prefix, which a
+        // ReplacePrefixMatch (of a rewrite or a redirect) has nothing to replace in.
+        let exact = (rule.matches.iter().flatten()).any(|m| {
+            let t = m.path.as_ref().and_then(|p| p.r#type.as_ref());
+            t.is_some_and(|t| *t != HttpRouteRulesMatchesPathType::PathPrefix)
+        });
         for (j, f) in rule.filters.iter().flatten().enumerate() {
             match f.r#type {
                 HttpRouteRulesFiltersType::RequestHeaderModifier
                 | HttpRouteRulesFiltersType::ResponseHeaderModifier => {}
                 HttpRouteRulesFiltersType::UrlRewrite => {
                     let path = f.url_rewrite.as_ref().and_then(|r| r.path.as_ref());
-                    let exact = (rule.matches.iter().flatten()).any(|m| {
-                        let t = m.path.as_ref().and_then(|p| p.r#type.as_ref());
-                        t.is_some_and(|t| *t != HttpRouteRulesMatchesPathType::PathPrefix)
-                    });
                     if exact
                         && path.is_some_and(|p| {
                             p.r#type == HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch
@@ -103,18 +106,21 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                     {
                         no(
                             format!("{field}.filters[{j}].urlRewrite.path.type"),
-                            "ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)",
+                            PREFIX_MATCH,
                         );
                     }
                 }
                 HttpRouteRulesFiltersType::RequestRedirect => {
                     let path = f.request_redirect.as_ref().and_then(|r| r.path.as_ref());
-                    if path.is_some_and(|p| {
-                        p.r#type == HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch
-                    }) {
+                    if exact
+                        && path.is_some_and(|p| {
+                            p.r#type
+                                == HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch
+                        })
+                    {
                         no(
                             format!("{field}.filters[{j}].requestRedirect.path.type"),
-                            "ReplacePrefixMatch is not supported by sluice yet; use ReplaceFullPath",
+                            PREFIX_MATCH,
                         );
                     }
                 }
@@ -211,6 +217,7 @@ fn rule_redirect(rule: &HttpRouteRules) -> Option<Redirect> {
         HttpRouteRulesFiltersType::RequestRedirect => f.request_redirect.as_ref(),
         _ => None,
     })?;
+    let of_type = |t| (r.path.as_ref()).filter(|p| p.r#type == t);
     Some(Redirect {
         scheme: r.scheme.as_ref().map(|s| {
             match s {
@@ -221,9 +228,10 @@ fn rule_redirect(rule: &HttpRouteRules) -> Option<Redirect> {
         }),
         hostname: r.hostname.clone().filter(|h| !h.is_empty()),
         port: r.port.and_then(|p| u32::try_from(p).ok()),
-        path: (r.path.as_ref())
-            .filter(|p| p.r#type == HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath)
+        path: of_type(HttpRouteRulesFiltersRequestRedirectPathType::ReplaceFullPath)
             .and_then(|p| p.replace_full_path.clone()),
+        prefix: of_type(HttpRouteRulesFiltersRequestRedirectPathType::ReplacePrefixMatch)
+            .map(|p| p.replace_prefix_match.clone().unwrap_or_else(|| "/".into())),
         // The Gateway API's default is 302.
         status: r
             .status_code

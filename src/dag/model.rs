@@ -306,6 +306,10 @@ pub struct Redirect {
     /// The whole path replaced by this one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// The path prefix the route matched replaced by this one, as a [`Rewrite`]'s `prefix`
+    /// (Gateway API `ReplacePrefixMatch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
     /// 301, 302, 303, 307 or 308.
     pub status: u16,
 }

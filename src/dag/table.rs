@@ -124,7 +124,11 @@ pub fn backends(r: &Route) -> Vec<String> {
                 .map_or(String::new(), |s| format!("{s}://")),
             r.hostname.as_deref().unwrap_or("(same host)"),
             r.port.map_or(String::new(), |p| format!(":{p}")),
-            r.path.as_deref().unwrap_or("")
+            match (&r.path, &r.prefix) {
+                (Some(path), _) => path.clone(),
+                (None, Some(prefix)) => format!("{prefix} (in place of the matched prefix)"),
+                (None, None) => String::new(),
+            }
         )],
     }
 }

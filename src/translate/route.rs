@@ -541,7 +541,8 @@ fn header_options(edit: &HeaderEdit) -> Vec<HeaderValueOption> {
 }
 
 /// A redirect of the Gateway API's `RequestRedirect`.
-fn build_redirect(r: &Redirect) -> Action {
+/// The redirect of a route that matched `matched`.
+fn build_redirect(r: &Redirect, matched: &PathMatch) -> Action {
     let response_code = match r.status {
         302 => RedirectResponseCode::Found,
         303 => RedirectResponseCode::SeeOther,
@@ -554,7 +555,12 @@ fn build_redirect(r: &Redirect) -> Action {
         port_redirect: r.port.unwrap_or(0),
         response_code: response_code as i32,
         scheme_rewrite_specifier: r.scheme.clone().map(SchemeRewriteSpecifier::SchemeRedirect),
-        path_rewrite_specifier: r.path.clone().map(PathRewriteSpecifier::PathRedirect),
+        path_rewrite_specifier: match (&r.prefix, matched) {
+            (Some(to), PathMatch::Prefix(prefix)) => Some(PathRewriteSpecifier::RegexRewrite(
+                prefix_rewrite(prefix, to),
+            )),
+            _ => r.path.clone().map(PathRewriteSpecifier::PathRedirect),
+        },
         ..Default::default()
     })
 }
@@ -658,7 +664,7 @@ fn build_action(r: &Route) -> Action {
     let clusters = match &r.action {
         RouteAction::Unavailable(_) => return unavailable(),
         RouteAction::Invalid(_) => return invalid(),
-        RouteAction::Redirect(redirect) => return build_redirect(redirect),
+        RouteAction::Redirect(redirect) => return build_redirect(redirect, &r.path),
         RouteAction::Forward(cs) => cs,
     };
     let live: Vec<_> = clusters.iter().filter(|c| c.weight > 0).collect();
