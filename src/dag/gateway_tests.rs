@@ -840,13 +840,9 @@ fn a_redirect_replaces_the_matched_prefix_of_a_path_prefix_match_only() {
         "  - matches: [{path: {value: /old}}]\n    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 301, path: {type: ReplacePrefixMatch, replacePrefixMatch: /new}}}]\n  - matches: [{path: {value: /root}}]\n    filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplacePrefixMatch}}}]\n  - backendRefs: [{name: web, port: 80}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
-    let redirect_of = |path: &str| {
-        let routes = &dag.vhosts["shop.example.com"].routes;
-        let route = routes.iter().find(|r| r.path.value() == path).unwrap();
-        match &route.action {
-            RouteAction::Redirect(redirect) => (**redirect).clone(),
-            other => panic!("{path}: {other:?}"),
-        }
+    let redirect_of = |path: &str| match &shop_route(&dag, path).action {
+        RouteAction::Redirect(redirect) => (**redirect).clone(),
+        other => panic!("{path}: {other:?}"),
     };
     assert_eq!(
         redirect_of("/old"),
@@ -866,20 +862,7 @@ fn a_redirect_replaces_the_matched_prefix_of_a_path_prefix_match_only() {
         ["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]
     );
 
-    // Beside an Exact match there is no prefix to replace: the route is refused, naming the
-    // field.
-    let exact = r.replace(
-        "[{path: {value: /old}}]",
-        "[{path: {value: /old}}, {path: {type: Exact, value: /e}}]",
-    );
-    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &exact]);
-    assert!(dag.vhosts.is_empty());
-    let p = route_parent(&dag, "shop", "store");
-    assert!(
-        p.conditions[0].message.contains("spec.rules[0].filters[0].requestRedirect.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took"),
-        "{:?}",
-        p.conditions[0]
-    );
+    refused_beside_an_exact_match(&r, "/old", "spec.rules[0].filters[0].requestRedirect");
 }
 
 #[test]
@@ -891,11 +874,7 @@ fn a_url_rewrite_sets_the_host_and_the_whole_path_or_the_matched_prefix() {
         "  - filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2}}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /p}}]\n    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /q}}}]\n    backendRefs: [{name: web, port: 80}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
-    let rewrite_of = |path: &str| {
-        let routes = &dag.vhosts["shop.example.com"].routes;
-        let route = routes.iter().find(|r| r.path.value() == path).unwrap();
-        route.rewrite.as_deref().cloned()
-    };
+    let rewrite_of = |path: &str| shop_route(&dag, path).rewrite.as_deref().cloned();
     assert_eq!(
         rewrite_of("/"),
         Some(Rewrite {
@@ -912,17 +891,33 @@ fn a_url_rewrite_sets_the_host_and_the_whole_path_or_the_matched_prefix() {
         })
     );
 
-    // ReplacePrefixMatch replaces what a PathPrefix match took: beside an Exact match the
-    // route is refused, naming the field.
+    refused_beside_an_exact_match(&r, "/p", "spec.rules[1].filters[0].urlRewrite");
+}
+
+/// The route of `shop.example.com` whose path match is `path`.
+fn shop_route<'d>(dag: &'d Dag, path: &str) -> &'d Route {
+    let routes = &dag.vhosts["shop.example.com"].routes;
+    (routes.iter().find(|r| r.path.value() == path))
+        .unwrap_or_else(|| panic!("a route of {path} in {routes:?}"))
+}
+
+/// Asserts that route `r` (HTTPRoute shop/store), with an Exact match added beside its
+/// PathPrefix match of `prefix`, is refused for the ReplacePrefixMatch of the filter at
+/// `filter`: beside an Exact match there is no matched prefix to replace.
+fn refused_beside_an_exact_match(r: &str, prefix: &str, filter: &str) {
     let exact = r.replace(
-        "[{path: {value: /p}}]",
-        "[{path: {value: /p}}, {path: {type: Exact, value: /e}}]",
+        &format!("[{{path: {{value: {prefix}}}}}]"),
+        &format!("[{{path: {{value: {prefix}}}}}, {{path: {{type: Exact, value: /e}}}}]"),
     );
+    assert_ne!(exact, r, "the route has a match of {prefix}");
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &exact]);
     assert!(dag.vhosts.is_empty());
     let p = route_parent(&dag, "shop", "store");
+    let want = format!(
+        "{filter}.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took"
+    );
     assert!(
-        p.conditions[0].message.contains("spec.rules[1].filters[0].urlRewrite.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took"),
+        p.conditions[0].message.contains(&want),
         "{:?}",
         p.conditions[0]
     );
