@@ -1,7 +1,7 @@
 //! Real Envoy fed by sluice standalone from Gateway API objects: a GatewayClass of sluice's
 //! controller, a Gateway with HTTP and HTTPS listeners, and HTTPRoutes with path, header and
-//! method matches, weights and a TLS host, header filters and redirects; a route sluice refuses
-//! and a Gateway of another controller serve nothing.
+//! method matches, weights and a TLS host, header filters, redirects and rewrites, a backend
+//! request timeout; a route sluice refuses and a Gateway of another controller serve nothing.
 
 mod envoy_support;
 
@@ -41,6 +41,35 @@ spec:
   gatewayClassName: other
   listeners: [{name: http, protocol: HTTP, port: 80}]
 ";
+
+/// The GatewayClasses, then a Gateway `edge` of sluice's in `namespace` with one HTTP listener.
+fn http_gateway(namespace: &str) -> String {
+    format!(
+        "{CLASSES}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: {namespace}}}
+spec:
+  gatewayClassName: sluice
+  listeners: [{{name: http, protocol: HTTP, port: 80}}]
+"
+    )
+}
+
+/// An HTTPRoute `app` in `namespace` on Gateway `edge`, for `app.example.com`, with `rules`
+/// (the YAML of the list under `rules:`).
+fn app_route(namespace: &str, rules: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {namespace}}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [app.example.com]
+  rules:
+{rules}"
+    )
+}
 
 fn store_route(api_backend: &str) -> String {
     format!(
@@ -223,21 +252,7 @@ async fn a_post_only_rule_takes_posts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_filters_change_requests_and_responses_and_redirects_and_rewrites_apply() {
     let web = Backend::start("filters/web").await;
-    let gateway = "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: edge, namespace: filters}
-spec:
-  gatewayClassName: sluice
-  listeners: [{name: http, protocol: HTTP, port: 80}]
-";
-    let route = "apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: app, namespace: filters}
-spec:
-  parentRefs: [{name: edge}]
-  hostnames: [app.example.com]
-  rules:
-  - matches: [{path: {type: PathPrefix, value: /old}}]
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /old}}]
     filters:
     - type: RequestRedirect
       requestRedirect: {scheme: https, hostname: new.example.com, statusCode: 301, path: {type: ReplaceFullPath, replaceFullPath: /moved}}
@@ -271,8 +286,8 @@ spec:
     let h = Harness::start(
         &[
             ("svc.yaml", services("filters", &[&web])),
-            ("gateway.yaml", format!("{CLASSES}---\n{gateway}")),
-            ("route.yaml", route.to_string()),
+            ("gateway.yaml", http_gateway("filters")),
+            ("route.yaml", app_route("filters", rules)),
         ],
         XdsProtocol::Delta,
     )
@@ -365,16 +380,47 @@ spec:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_request_timeout_bounds_each_request_to_the_backend() {
+    let web = Backend::start("slow/web").await;
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /bounded}}]
+    timeouts: {request: 10s, backendRequest: 300ms}
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /off}}]
+    timeouts: {request: 10s, backendRequest: 0s}
+    backendRefs: [{name: web, port: 80}]
+  - timeouts: {request: 10s}
+    backendRefs: [{name: web, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("slow", &[&web])),
+            ("gateway.yaml", http_gateway("slow")),
+            ("route.yaml", app_route("slow", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/", &[], "slow/web").await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let status = |path: &'static str, delay_ms: u64| {
+        let req = client
+            .get(format!("http://127.0.0.1:{}{path}", h.http_port))
+            .header(reqwest::header::HOST, "app.example.com")
+            .header("x-delay-ms", delay_ms.to_string());
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    // A backend slower than backendRequest: Envoy gives up on it and answers 504.
+    assert_eq!(status("/bounded", 1_500).await, 504);
+    assert_eq!(status("/bounded", 0).await, 200);
+    // backendRequest 0s, or none: only the request timeout (10 s) bounds the request.
+    assert_eq!(status("/off", 1_500).await, 200);
+    assert_eq!(status("/other", 1_500).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_calls_reach_the_backend_of_their_method_over_cleartext_http2() {
     let cart = Backend::start("grpc/cart").await;
     let catalog = Backend::start("grpc/catalog").await;
-    let gateway = "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: edge, namespace: grpc}
-spec:
-  gatewayClassName: sluice
-  listeners: [{name: http, protocol: HTTP, port: 80}]
-";
     let route = "apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
 metadata: {name: shop, namespace: grpc}
@@ -392,7 +438,7 @@ spec:
     let h = Harness::start(
         &[
             ("svc.yaml", services("grpc", &[&cart, &catalog])),
-            ("gateway.yaml", format!("{CLASSES}---\n{gateway}")),
+            ("gateway.yaml", http_gateway("grpc")),
             ("route.yaml", route.to_string()),
         ],
         XdsProtocol::Sotw,

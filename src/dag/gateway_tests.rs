@@ -866,6 +866,38 @@ fn a_redirect_replaces_the_matched_prefix_of_a_path_prefix_match_only() {
 }
 
 #[test]
+fn a_rules_timeouts_bound_the_request_and_each_request_to_a_backend() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - matches: [{path: {value: /b}}]\n    timeouts: {request: 10s, backendRequest: 300ms}\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /z}}]\n    timeouts: {request: 0s, backendRequest: 0s}\n    backendRefs: [{name: web, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    let bounded = shop_route(&dag, "/b");
+    assert_eq!(
+        bounded.timeout,
+        Some(crate::validate::common::Timeout::After(
+            std::time::Duration::from_secs(10)
+        ))
+    );
+    assert_eq!(
+        bounded.retry,
+        Some(crate::dag::RetryPolicy {
+            count: 0,
+            per_try_timeout: Some(std::time::Duration::from_millis(300)),
+        })
+    );
+    // Zero: no timeout.
+    let unbounded = shop_route(&dag, "/z");
+    assert_eq!(
+        unbounded.timeout,
+        Some(crate::validate::common::Timeout::Infinite)
+    );
+    assert_eq!(unbounded.retry, None);
+}
+
+#[test]
 fn a_url_rewrite_sets_the_host_and_the_whole_path_or_the_matched_prefix() {
     let r = route(
         "shop",

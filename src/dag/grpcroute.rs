@@ -57,6 +57,7 @@ pub(super) fn grpc_route(
                     matches: rule_matches(rule),
                     action,
                     timeout: None,
+                    retry: None,
                     edits: rule_header_edits!(rule.filters.iter().flatten()),
                     rewrite: None,
                 }

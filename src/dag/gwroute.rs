@@ -22,6 +22,8 @@ pub(super) struct BuiltRule {
     pub matches: Vec<(PathMatch, Vec<HeaderMatch>)>,
     pub action: RouteAction,
     pub timeout: Option<Timeout>,
+    /// A per-try timeout (HTTPRoute `timeouts.backendRequest`).
+    pub retry: Option<crate::dag::RetryPolicy>,
     pub edits: Option<Box<HeaderEdits>>,
     pub rewrite: Option<Box<Rewrite>>,
 }
@@ -384,7 +386,7 @@ pub(super) fn attach_route(
                         action: rule.action.clone(),
                         permit_insecure: *insecure,
                         timeout: rule.timeout,
-                        retry: None,
+                        retry: rule.retry.clone(),
                         headers_edit: rule.edits.clone(),
                         rewrite: rule.rewrite.clone(),
                         source: obj.clone(),

@@ -68,6 +68,7 @@ pub(super) fn http_route(
                     matches: rule_matches(rule),
                     action,
                     timeout: rule_timeout(rule),
+                    retry: rule_backend_timeout(rule),
                     edits: rule_header_edits!(rule.filters.iter().flatten()),
                     rewrite: rule_rewrite(rule),
                 }
@@ -151,16 +152,6 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
             if r.filters.as_ref().is_some_and(|f| !f.is_empty()) {
                 no(format!("{field}.backendRefs[{j}].filters"), FILTERS);
             }
-        }
-        if rule
-            .timeouts
-            .as_ref()
-            .is_some_and(|t| t.backend_request.is_some())
-        {
-            no(
-                format!("{field}.timeouts.backendRequest"),
-                "not supported by sluice yet; use timeouts.request",
-            );
         }
     }
     out
@@ -261,11 +252,27 @@ fn rule_rewrite(rule: &HttpRouteRules) -> Option<Box<Rewrite>> {
 /// A rule's `timeouts.request` (zero: no timeout).
 fn rule_timeout(rule: &HttpRouteRules) -> Option<Timeout> {
     let request = rule.timeouts.as_ref()?.request.as_deref()?;
-    let d = gateway_api::Duration::from_str(request).ok()?;
-    let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    Some(if nanos == 0 {
-        Timeout::Infinite
-    } else {
-        Timeout::After(std::time::Duration::from_nanos(nanos))
+    Some(match duration_of(request)? {
+        std::time::Duration::ZERO => Timeout::Infinite,
+        d => Timeout::After(d),
     })
+}
+
+/// A rule's `timeouts.backendRequest`: the time each request to a backend may take, as Envoy's
+/// per-try timeout with no retries (a try that runs out answers 504). Zero, or none: no such
+/// timeout (`timeouts.request` alone bounds the request).
+fn rule_backend_timeout(rule: &HttpRouteRules) -> Option<crate::dag::RetryPolicy> {
+    let backend = rule.timeouts.as_ref()?.backend_request.as_deref()?;
+    let d = duration_of(backend).filter(|d| !d.is_zero())?;
+    Some(crate::dag::RetryPolicy {
+        count: 0,
+        per_try_timeout: Some(d),
+    })
+}
+
+/// A Gateway API duration (`1h2m3s4ms`); None when it is not one (the webhook refuses those).
+fn duration_of(text: &str) -> Option<std::time::Duration> {
+    let d = gateway_api::Duration::from_str(text).ok()?;
+    let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    Some(std::time::Duration::from_nanos(nanos))
 }

@@ -640,8 +640,10 @@ pub fn validate_http_route(r: &HttpRoute) -> Verdict {
                 validate_duration(&mut v, &format!("{base}.timeouts.backendRequest"), d)
             });
             if let (Some(req), Some(be)) = (request, backend) {
-                // Zero means no timeout.
-                if !req.is_zero() && (be.is_zero() || be > req) {
+                // Zero means no timeout: a request with none takes any backendRequest, and a
+                // backendRequest of none leaves the request's alone to bound it (as the
+                // Gateway API's own schema rule reads them).
+                if !req.is_zero() && be > req {
                     v.error(FieldError::spec(
                         format!("{base}.timeouts.backendRequest"),
                         format!(

@@ -420,6 +420,7 @@ fn timeouts_are_durations_and_backend_within_request() {
         {"timeouts": {"request": "10s", "backendRequest": "20s"}},
         {"timeouts": {"request": "1m", "backendRequest": "500ms"}},
         {"timeouts": {"request": "0s", "backendRequest": "5s"}},
+        {"timeouts": {"request": "10s", "backendRequest": "0s"}},
     ]));
     assert_eq!(
         errors(r),

@@ -1,6 +1,7 @@
 //! Small HTTP backends on 127.0.0.1 that answer every request with their own name (body and
 //! `x-backend` header). `/healthz` answers 200, or 503 once the backend is told to be unhealthy.
-//! Each backend keeps the headers of the last request it served.
+//! Each backend keeps the headers of the last request it served. A request with an
+//! `x-delay-ms` header is answered that many milliseconds later (at most 10 s).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -64,6 +65,12 @@ impl Backend {
                                     })
                                     .chain([path])
                                     .collect();
+                                let delay = (req.headers().get("x-delay-ms"))
+                                    .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+                                if let Some(ms) = delay {
+                                    let ms = ms.min(10_000);
+                                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                                }
                                 if f.load(Ordering::SeqCst) { 500 } else { 200 }
                             };
                             Ok::<_, Infallible>(
