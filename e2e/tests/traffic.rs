@@ -67,11 +67,17 @@ fn requests_reach_the_right_backend_and_delete_gives_404() {
     envoy.wait_answer(&host, "/bb", 200, &a); // segment-wise prefix: /bb is not under /b
     envoy.wait_answer(&format!("shop.{host}"), "/cart/1", 200, &b);
     // Every request is in Envoy's access log (JSON on its standard output, sluice's default).
+    // The polls above that came before Envoy had the route were answered 404 with no route
+    // (`NR`): the line looked at is the request that was routed.
     let line = wait_for(Duration::from_secs(30), "the access log line", || {
         let lines = envoy.access_log();
         lines
             .iter()
-            .find(|l| l["authority"] == format!("shop.{host}") && l["path"] == "/cart/1")
+            .find(|l| {
+                l["authority"] == format!("shop.{host}")
+                    && l["path"] == "/cart/1"
+                    && l["response_flags"] != "NR"
+            })
             .cloned()
             .ok_or_else(|| format!("{} JSON lines, none for shop.{host}/cart/1", lines.len()))
     });
