@@ -105,7 +105,7 @@ spec:
   parentRefs: [{name: edge}]
   hostnames: [filtered.example.com]
   rules:
-  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: web, port: 80}}}]
+  - filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Limit, name: slow}}]
     backendRefs: [{name: web, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -418,6 +418,115 @@ async fn a_backend_request_timeout_bounds_each_request_to_the_backend() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_parameter_and_regular_expression_path_matches() {
+    let web = Backend::start("query/web").await;
+    let api = Backend::start("query/api").await;
+    let rules = "  - matches: [{queryParams: [{name: v, value: \"2\"}]}]
+    backendRefs: [{name: api, port: 80}]
+  - matches: [{path: {type: RegularExpression, value: \"/items/[0-9]+\"}}]
+    backendRefs: [{name: api, port: 80}]
+  - matches: [{path: {type: Exact, value: /items/7}}]
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: Exact, value: /x}, queryParams: [{name: v, type: RegularExpression, value: \"[34]\"}, {name: lang, value: en}]}]
+    backendRefs: [{name: api, port: 80}]
+  - backendRefs: [{name: web, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("query", &[&web, &api])),
+            ("gateway.yaml", http_gateway("query")),
+            ("route.yaml", app_route("query", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/?v=2", &[], "query/api").await;
+    for (path, want) in [
+        ("/a/b?x=1&v=2", "query/api"),
+        ("/?v=2&v=3", "query/api"),
+        // The first value of a name is the one compared, as it is written.
+        ("/?v=3&v=2", "query/web"),
+        ("/?v=%32", "query/web"),
+        ("/?v=20", "query/web"),
+        ("/?V=2", "query/web"),
+        ("/", "query/web"),
+        ("/x?lang=en&v=4", "query/api"),
+        ("/x?v=3&lang=en", "query/api"),
+        // A regular expression matches the whole value.
+        ("/x?lang=en&v=34", "query/web"),
+        ("/x?v=4", "query/web"),
+        // A regular expression path: the whole path, without the query, slashes merged; an
+        // exact path comes first.
+        ("/items/12", "query/api"),
+        ("/items/12?a=b", "query/api"),
+        ("/items//12", "query/api"),
+        ("/items/7", "query/web"),
+        ("/items/12/x", "query/web"),
+        ("/items/x", "query/web"),
+    ] {
+        assert_eq!(h.get("app.example.com", path, &[]).await, want, "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_mirror_copies_the_requests_to_its_backend() {
+    let web = Backend::start("mirror/web").await;
+    let shadow = Backend::start("mirror/shadow").await;
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /copied}}]
+    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: shadow, port: 80}}}]
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /never}}]
+    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: shadow, port: 80}, percent: 0}}]
+    backendRefs: [{name: web, port: 80}]
+  - backendRefs: [{name: web, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("mirror", &[&web, &shadow])),
+            ("gateway.yaml", http_gateway("mirror")),
+            ("route.yaml", app_route("mirror", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/copied/a?x=1", &[], "mirror/web")
+        .await;
+    // The client gets the route's backend's answer; the copy reaches the mirror, its Host
+    // marked `-shadow` (Envoy's way), path and query as sent. Envoy sends it on the side,
+    // so it is waited for.
+    let mirror = &shadow;
+    let copies = |n: u64| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while mirror.hits() < n && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        mirror.hits()
+    };
+    let before = copies(1).await;
+    assert!(before >= 1, "the mirror got no copy");
+    assert_eq!(shadow.last_header("host"), ["app.example.com-shadow"]);
+    assert_eq!(shadow.last_header(":path"), ["/copied/a?x=1"]);
+    for _ in 0..3 {
+        assert_eq!(
+            h.get("app.example.com", "/copied/b", &[],).await,
+            "mirror/web"
+        );
+    }
+    assert_eq!(copies(before + 3).await, before + 3);
+    // percent 0 copies nothing, and neither does a rule without a mirror.
+    let copied = shadow.hits();
+    for path in ["/never", "/other"] {
+        for _ in 0..3 {
+            assert_eq!(h.get("app.example.com", path, &[]).await, "mirror/web");
+        }
+    }
+    // Envoy starts a copy beside its request: one that was due would be here by now (the
+    // copies above came within milliseconds).
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(shadow.hits(), copied);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_calls_reach_the_backend_of_their_method_over_cleartext_http2() {
     let cart = Backend::start("grpc/cart").await;
     let catalog = Backend::start("grpc/catalog").await;
@@ -431,9 +540,12 @@ spec:
   - matches: [{method: {service: shop.Cart, method: Add}}]
     backendRefs: [{name: cart, port: 80}]
   - matches: [{method: {service: shop.Catalog}}]
+    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: cart, port: 80}}}]
     backendRefs: [{name: catalog, port: 80}]
   - matches: [{method: {service: shop.Gone}}]
     backendRefs: [{name: nothere, port: 80}]
+  - matches: [{method: {type: RegularExpression, service: \"shop\\\\.(Bag|Box)\", method: \"Get.*\"}}]
+    backendRefs: [{name: catalog, port: 80}]
 ";
     let h = Harness::start(
         &[
@@ -486,8 +598,25 @@ spec:
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    // A regular expression of the service and the method.
+    let (_, _, body) = call("/shop.Box/GetAll").await.unwrap();
+    assert_eq!(body, "grpc/catalog");
+    let (_, grpc_status, _) = call("/shop.Box/Put").await.unwrap();
+    assert_eq!(grpc_status.as_deref(), Some("12"));
+    let carts = cart.hits();
     let (_, _, body) = call("/shop.Catalog/List").await.unwrap();
     assert_eq!(body, "grpc/catalog");
+    // The Catalog rule's mirror copies the call to the cart backend, over HTTP/2 as well.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cart.hits() == carts && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(cart.hits(), carts + 1);
+    // Over HTTP/2 the backend sees the whole URI: the call's path, the host marked `-shadow`.
+    assert_eq!(
+        cart.last_header(":path"),
+        ["http://grpc.example.com-shadow/shop.Catalog/List"]
+    );
     // Another method of the Cart service matches no rule: UNIMPLEMENTED (12).
     let (_, grpc_status, _) = call("/shop.Cart/Remove").await.unwrap();
     assert_eq!(grpc_status.as_deref(), Some("12"));

@@ -128,8 +128,7 @@ fn route(path: String, regex: &str) -> Route {
         permit_insecure: false,
         timeout: None,
         retry: None,
-        headers_edit: None,
-        rewrite: None,
+        extras: None,
         source: ObjectRef::new(Kind::HttpRoute, "default", "r"),
     }
 }

@@ -27,8 +27,7 @@ fn route(path: PathMatch, clusters: &[(&str, u32)]) -> Route {
         permit_insecure: false,
         timeout: None,
         retry: None,
-        headers_edit: None,
-        rewrite: None,
+        extras: None,
         source: ObjectRef::new(Kind::IngressRouteV1, "default", "root"),
     }
 }

@@ -433,10 +433,12 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
         "parentRefs": [{"name": "edge", "namespace": "infra"}],
         "hostnames": ["store.example.com"],
         "rules": [
-            {"filters": [{"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "store", "port": 8080}}}],
+            {"filters": [{"type": "ExtensionRef", "extensionRef": {"group": "example.com", "kind": "Limit", "name": "slow"}}],
              "backendRefs": [{"name": "store", "port": 8080}]},
-            {"matches": [{"path": {"type": "PathPrefix", "value": "/q"},
-                          "queryParams": [{"name": "a", "value": "b"}]}],
+            {"backendRefs": [{"name": "store", "port": 8080, "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "a", "value": "b"}]}}]}]},
+            // Query parameter and regular expression matches are routed.
+            {"matches": [{"path": {"type": "RegularExpression", "value": "/q/[0-9]+"},
+                          "queryParams": [{"name": "a", "value": "b"}, {"name": "c", "type": "RegularExpression", "value": "[0-9]+"}]}],
              "backendRefs": [{"name": "store", "port": 8080}]},
             // A redirect's ReplacePrefixMatch is routed beside PathPrefix matches only.
             {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
@@ -451,13 +453,14 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
     let msg = reply.message();
     assert!(
         msg.contains(
-            "spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and URLRewrite filters; remove this one"
+            "spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect and URLRewrite filters; remove this one"
         ),
         "{reply}"
     );
-    assert!(msg.contains("spec.rules[1].matches[0].queryParams: query parameter matches are not supported by sluice yet; remove them"), "{reply}");
-    assert!(msg.contains("spec.rules[3].filters[0].requestRedirect.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)"), "{reply}");
+    assert!(msg.contains("spec.rules[1].backendRefs[0].filters: sluice does not apply backendRef filters yet; use the rule's filters"), "{reply}");
+    assert!(msg.contains("spec.rules[4].filters[0].requestRedirect.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)"), "{reply}");
     assert!(!msg.contains("spec.rules[2]"), "{reply}");
+    assert!(!msg.contains("spec.rules[3]"), "{reply}");
     // The same route under another controller's Gateway is that controller's to judge.
     let mut theirs = object;
     theirs["spec"]["parentRefs"][0]["name"] = "nginx-edge".into();

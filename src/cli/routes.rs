@@ -80,7 +80,13 @@ pub fn run(args: RoutesArgs) -> u8 {
                 if !row.headers.is_empty() {
                     println!("headers:  {}", row.headers.join(", "));
                 }
+                if !row.query.is_empty() {
+                    println!("query:    {}", row.query.join(", "));
+                }
                 println!("backends: {}", row.backends.join(", "));
+                if !row.mirrors.is_empty() {
+                    println!("mirrors:  {}", row.mirrors.join(", "));
+                }
                 if let Some(http) = row.http {
                     println!("http:     {http}");
                 }
@@ -107,6 +113,7 @@ pub fn run(args: RoutesArgs) -> u8 {
 
 /// The route table as aligned text columns.
 pub fn render_table(hosts: &[table::TableHost]) -> String {
+    // HEADERS holds the query parameter conditions too (`?name=...`).
     let header = ["HOST", "MATCH", "HEADERS", "BACKENDS", "HTTP", "SOURCE"].map(String::from);
     let mut rows: Vec<[String; 6]> = vec![header];
     for h in hosts {
@@ -118,10 +125,10 @@ pub fn render_table(hosts: &[table::TableHost]) -> String {
             rows.push([
                 if i == 0 { host.clone() } else { String::new() },
                 r.match_.clone(),
-                if r.headers.is_empty() {
+                if r.headers.is_empty() && r.query.is_empty() {
                     "-".into()
                 } else {
-                    r.headers.join(", ")
+                    [&r.headers[..], &r.query[..]].concat().join(", ")
                 },
                 r.backends.join(", "),
                 r.http.clone().unwrap_or_else(|| "-".into()),

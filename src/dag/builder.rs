@@ -81,8 +81,8 @@ impl VhostAcc {
 /// hashing it and allocating a table per host.
 const INDEX_ROUTES_FROM: usize = 8;
 
-fn match_hash(hasher: &DefaultHashBuilder, path: &PathMatch, headers: &[HeaderMatch]) -> u64 {
-    hasher.hash_one((path, headers))
+fn match_hash(hasher: &DefaultHashBuilder, r: &Route) -> u64 {
+    hasher.hash_one((&r.path, &r.headers, r.query()))
 }
 
 /// The lowercase form of a host name, borrowed when it already is lowercase.
@@ -450,17 +450,23 @@ impl<'a> Builder<'a> {
         mut route: Route,
     ) -> Result<(), Box<(ObjectRef, Route)>> {
         route.headers.sort();
+        if let Some(e) = route.extras.as_deref_mut() {
+            e.query.sort();
+        }
         let hasher = self.hasher.clone();
         let acc = &mut self.vhosts[host.0];
         let routes = &acc.vhost.routes;
-        let same = |&i: &usize| routes[i].path == route.path && routes[i].headers == route.headers;
+        let same = |&i: &usize| {
+            let r = &routes[i];
+            r.path == route.path && r.headers == route.headers && r.query() == route.query()
+        };
         if routes.len() < INDEX_ROUTES_FROM {
             // Few routes: compared one by one, no table.
             if let Some(i) = (0..routes.len()).find(same) {
                 return Err(Box::new((routes[i].source.clone(), route)));
             }
         } else {
-            let hash_of = |r: &Route| match_hash(&hasher, &r.path, &r.headers);
+            let hash_of = |r: &Route| match_hash(&hasher, r);
             if acc.matches.is_empty() {
                 // The table starts with the routes compared one by one so far.
                 acc.matches
@@ -698,31 +704,40 @@ pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &ClusterName> {
         RouteAction::Forward(cs) => cs.as_slice(),
         RouteAction::Unavailable(_) | RouteAction::Invalid(_) | RouteAction::Redirect(_) => &[],
     });
-    routes
-        .chain(v.tcp_proxy.iter().flatten())
+    let mirrors = v
+        .routes
+        .iter()
+        .flat_map(|r| r.mirrors().iter().map(|m| &m.cluster));
+    (routes.chain(v.tcp_proxy.iter().flatten()))
         .map(|c| &c.cluster)
+        .chain(mirrors)
 }
 
-/// Route precedence: exact paths first, then longer prefixes, then (same path) more header
-/// conditions, then a stable order.
+/// Route precedence: exact paths first, then regular expressions (longer first), then longer
+/// prefixes, then (same path) more header conditions, then more query parameter conditions, then
+/// a stable order.
 pub fn route_precedence(a: &Route, b: &Route) -> std::cmp::Ordering {
-    fn rank(r: &Route) -> (u8, std::cmp::Reverse<usize>, u8, std::cmp::Reverse<usize>) {
+    use std::cmp::Reverse;
+    fn rank(r: &Route) -> (u8, Reverse<usize>, u8, Reverse<usize>, Reverse<usize>) {
         let (class, sub) = match &r.path {
             PathMatch::Exact(_) => (0, 0),
-            PathMatch::Prefix(_) => (1, 0),
-            PathMatch::StringPrefix(_) => (1, 1),
+            PathMatch::Regex(_) => (1, 0),
+            PathMatch::Prefix(_) => (2, 0),
+            PathMatch::StringPrefix(_) => (2, 1),
         };
         (
             class,
-            std::cmp::Reverse(r.path.value().len()),
+            Reverse(r.path.value().len()),
             sub,
-            std::cmp::Reverse(r.headers.len()),
+            Reverse(r.headers.len()),
+            Reverse(r.query().len()),
         )
     }
     rank(a)
         .cmp(&rank(b))
         .then_with(|| a.path.cmp(&b.path))
         .then_with(|| a.headers.cmp(&b.headers))
+        .then_with(|| a.query().cmp(b.query()))
         .then_with(|| a.source.cmp(&b.source))
 }
 

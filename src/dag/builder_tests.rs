@@ -69,8 +69,7 @@ fn route(path: &str, header: usize, swapped: bool, from: usize) -> Route {
         permit_insecure: false,
         timeout: None,
         retry: None,
-        headers_edit: None,
-        rewrite: None,
+        extras: None,
         source: ObjectRef::new(Kind::Ingress, "ns", format!("r{from}").as_str()),
     }
 }

@@ -643,8 +643,7 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
             permit_insecure,
             timeout: r.timeout,
             retry: r.retry.clone(),
-            headers_edit: None,
-            rewrite: None,
+            extras: None,
             source: node.obj.clone(),
         };
         match b.add_route_to(ctx.host_id, route) {

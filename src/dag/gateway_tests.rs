@@ -52,6 +52,20 @@ spec:
     )
 }
 
+/// A GRPCRoute `shop/cart` on Gateway `shop/edge` for `grpc.example.com` with a `rules` block.
+fn grpc_route(rules: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {{name: cart, namespace: shop}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [grpc.example.com]
+  rules:
+{rules}"
+    )
+}
+
 /// An HTTPRoute `ns/name` on Gateway `shop/edge` with `hostnames` and a `rules` block.
 fn route(ns: &str, name: &str, hostnames: &[&str], rules: &str) -> String {
     format!(
@@ -432,7 +446,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
         "shop",
         "store",
         &["shop.example.com"],
-        "  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: api, port: 8080}}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /q}, queryParams: [{name: a, value: b}]}]\n    backendRefs: [{name: web, port: 80}]\n",
+        "  - filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Limit, name: slow}}]\n    backendRefs: [{name: web, port: 80}]\n  - backendRefs: [{name: web, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: b}]}}]}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
     assert!(
@@ -443,10 +457,10 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
     assert_eq!(conds(&p.conditions)[0], "Accepted=false/UnsupportedValue");
     let m = &p.conditions[0].message;
     assert!(
-        m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and URLRewrite filters; remove this one"),
+        m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect and URLRewrite filters; remove this one"),
         "{m}"
     );
-    assert!(m.contains("spec.rules[1].matches[0].queryParams"), "{m}");
+    assert!(m.contains("spec.rules[1].backendRefs[0].filters"), "{m}");
     let gw = status(&dag, Kind::Gateway, "shop", "edge");
     assert_eq!(gw.gateway.as_ref().unwrap().listeners[0].attached_routes, 0);
 }
@@ -549,27 +563,7 @@ spec:
 
 #[test]
 fn the_oldest_route_keeps_a_match_two_routes_define() {
-    let old = route("shop", "old", &["shop.example.com"], TO_WEB).replace(
-        "generation: 2}",
-        "generation: 2, creationTimestamp: \"2024-01-01T00:00:00Z\"}",
-    );
-    let new = route(
-        "shop",
-        "new",
-        &["shop.example.com"],
-        "  - backendRefs: [{name: api, port: 8080}]\n",
-    )
-    .replace(
-        "generation: 2}",
-        "generation: 2, creationTimestamp: \"2025-01-01T00:00:00Z\"}",
-    );
-    let dag = dag_of(&[
-        CLASS,
-        &gateway("sluice", None, "Same"),
-        SERVICES,
-        &new,
-        &old,
-    ]);
+    let dag = old_and_new(TO_WEB, "  - backendRefs: [{name: api, port: 8080}]\n");
     let routes = &dag.vhosts["shop.example.com"].routes;
     assert_eq!(routes.len(), 1);
     assert_eq!(
@@ -669,7 +663,7 @@ fn header_filters_and_redirects_become_part_of_the_routes() {
             status: 302,
         }
     );
-    let edits = routes[1].headers_edit.as_deref().expect("header edits");
+    let edits = routes[1].headers_edit().expect("header edits");
     assert_eq!(edits.request.set, [("x-a".to_string(), "a".to_string())]);
     assert_eq!(edits.request.add, [("x-b".to_string(), "b".to_string())]);
     assert_eq!(edits.request.remove, ["x-c"]);
@@ -715,18 +709,13 @@ spec:
 
 #[test]
 fn grpc_routes_match_services_and_methods_and_reach_h2c_backends() {
-    let grpc = "apiVersion: gateway.networking.k8s.io/v1
-kind: GRPCRoute
-metadata: {name: cart, namespace: shop}
-spec:
-  parentRefs: [{name: edge}]
-  hostnames: [grpc.example.com]
-  rules:
-  - matches: [{method: {service: shop.Cart, method: Add}}]
+    let grpc = &grpc_route(
+        "  - matches: [{method: {service: shop.Cart, method: Add}}]
     backendRefs: [{name: api, port: 8080}]
   - matches: [{method: {service: shop.Cart}, headers: [{name: X-Tenant, value: a}]}]
     backendRefs: [{name: web, port: 80}]
-";
+",
+    );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, grpc]);
     let routes = &dag.vhosts["grpc.example.com"].routes;
     let got: Vec<String> = routes
@@ -906,7 +895,7 @@ fn a_url_rewrite_sets_the_host_and_the_whole_path_or_the_matched_prefix() {
         "  - filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2}}}]\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /p}}]\n    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /q}}}]\n    backendRefs: [{name: web, port: 80}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
-    let rewrite_of = |path: &str| shop_route(&dag, path).rewrite.as_deref().cloned();
+    let rewrite_of = |path: &str| shop_route(&dag, path).rewrite().cloned();
     assert_eq!(
         rewrite_of("/"),
         Some(Rewrite {
@@ -924,6 +913,26 @@ fn a_url_rewrite_sets_the_host_and_the_whole_path_or_the_matched_prefix() {
     );
 
     refused_beside_an_exact_match(&r, "/p", "spec.rules[1].filters[0].urlRewrite");
+}
+
+/// The model of HTTPRoutes `shop/old` (created in 2024) and `shop/new` (2025) on
+/// `shop.example.com`, with rules `old_rules` and `new_rules`.
+fn old_and_new(old_rules: &str, new_rules: &str) -> Dag {
+    let created_in = |year: u16, name: &str, rules: &str| {
+        route("shop", name, &["shop.example.com"], rules).replace(
+            "generation: 2}",
+            &format!("generation: 2, creationTimestamp: \"{year}-01-01T00:00:00Z\"}}"),
+        )
+    };
+    let old = created_in(2024, "old", old_rules);
+    let new = created_in(2025, "new", new_rules);
+    dag_of(&[
+        CLASS,
+        &gateway("sluice", None, "Same"),
+        SERVICES,
+        &new,
+        &old,
+    ])
 }
 
 /// The route of `shop.example.com` whose path match is `path`.
@@ -954,3 +963,6 @@ fn refused_beside_an_exact_match(r: &str, prefix: &str, filter: &str) {
         p.conditions[0]
     );
 }
+
+mod matches;
+mod mirror;

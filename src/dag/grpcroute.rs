@@ -13,13 +13,14 @@ use gateway_api::apis::standard::grpcroutes::{
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
-    BuiltRule, attach_route, backends_of, route_in, rule_action, rule_header_edits,
+    BuiltRule, RuleMatch, attach_route, backends_of, route_in, rule_action, rule_header_edits,
+    rule_mirrors,
 };
 use super::model::{HeaderMatch, HeaderOp, PathMatch, UpstreamProtocol};
 use crate::api::{Kind, ObjKey};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
-use crate::validate::gateway::validate_grpc_route;
+use crate::validate::gateway::{grpc_path_regex, validate_grpc_route};
 
 /// One GRPCRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
 pub(super) fn grpc_route(
@@ -53,6 +54,10 @@ pub(super) fn grpc_route(
                     UpstreamProtocol::H2c,
                     resolved,
                 );
+                let filters = rule.filters.iter().flatten();
+                let mirrors =
+                    filters.filter(|f| f.r#type == GrpcRouteRulesFiltersType::RequestMirror);
+                let from = ("GRPCRoute", ns);
                 BuiltRule {
                     matches: rule_matches(rule),
                     action,
@@ -60,6 +65,7 @@ pub(super) fn grpc_route(
                     retry: None,
                     edits: rule_header_edits!(rule.filters.iter().flatten()),
                     rewrite: None,
+                    mirrors: rule_mirrors!(b, snapshot, from, i, mirrors, resolved, H2c),
                 }
             })
             .collect()
@@ -80,10 +86,11 @@ pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
                 f.r#type,
                 GrpcRouteRulesFiltersType::RequestHeaderModifier
                     | GrpcRouteRulesFiltersType::ResponseHeaderModifier
+                    | GrpcRouteRulesFiltersType::RequestMirror
             ) {
                 no(
                     format!("{field}.filters[{j}].type"),
-                    "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters to GRPCRoutes; remove this one",
+                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestMirror filters to GRPCRoutes; remove this one",
                 );
             }
         }
@@ -91,15 +98,11 @@ pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
             let Some(method) = &m.method else {
                 continue;
             };
-            if matches!(
+            let regex = matches!(
                 method.r#type,
                 Some(GrpcRouteRulesMatchesMethodType::RegularExpression)
-            ) {
-                no(
-                    format!("{field}.matches[{j}].method.type"),
-                    "RegularExpression is not supported by sluice yet; use Exact",
-                );
-            } else if method.service.as_deref().is_none_or(str::is_empty) {
+            );
+            if !regex && method.service.as_deref().is_none_or(str::is_empty) {
                 no(
                     format!("{field}.matches[{j}].method.service"),
                     "a method without its service is not supported by sluice yet; name the service",
@@ -118,11 +121,12 @@ pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
     out
 }
 
-/// The path and header conditions of a rule's matches (every call when it has none).
-fn rule_matches(rule: &GrpcRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
+/// The path and header conditions of a rule's matches (every call when it has none). A
+/// `RegularExpression` method match is an expression of the whole path (`/<service>/<method>`).
+fn rule_matches(rule: &GrpcRouteRules) -> Vec<RuleMatch> {
     let matches = rule.matches.as_deref().unwrap_or(&[]);
     if matches.is_empty() {
-        return vec![(PathMatch::prefix("/"), Vec::new())];
+        return vec![RuleMatch::everything()];
     }
     matches
         .iter()
@@ -133,7 +137,12 @@ fn rule_matches(rule: &GrpcRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
             let method = (m.method.as_ref())
                 .and_then(|m| m.method.as_deref())
                 .filter(|s| !s.is_empty());
+            let regex = matches!(
+                m.method.as_ref().and_then(|m| m.r#type.as_ref()),
+                Some(GrpcRouteRulesMatchesMethodType::RegularExpression)
+            );
             let path = match (service, method) {
+                _ if regex => PathMatch::Regex(grpc_path_regex(service, method).into()),
                 (Some(s), Some(m)) => PathMatch::Exact(format!("/{s}/{m}").into()),
                 (Some(s), None) => PathMatch::prefix(&format!("/{s}")),
                 // Refused by `unsupported` before the rules are built.
@@ -150,7 +159,11 @@ fn rule_matches(rule: &GrpcRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
                     },
                 })
                 .collect();
-            (path, headers)
+            RuleMatch {
+                path,
+                headers,
+                query: Vec::new(),
+            }
         })
         .collect()
 }

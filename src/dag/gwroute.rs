@@ -8,24 +8,44 @@ use std::collections::BTreeMap;
 
 use super::gateway::{GATEWAY_MIN_TLS, GROUP, GatewayAcc, Namespaces, cond, condition, granted};
 use super::model::{
-    Clusters, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch,
-    INVALID_BACKEND_CLUSTER, ParentStatus, PathMatch, Rewrite, Route, RouteAction,
-    UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, VhostTls, WeightedCluster,
+    ClusterName, Clusters, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch,
+    INVALID_BACKEND_CLUSTER, Mirror, ParentStatus, PathMatch, QueryMatch, Rewrite, Route,
+    RouteAction, RouteExtras, UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, VhostTls,
+    WeightedCluster,
 };
 use super::{BackendRef, Builder, PortRef};
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::common::Timeout;
 
-/// A rule as routes: its matches (path and header conditions) and what each route of them does.
+/// One match of a rule: the conditions a request meets to take the rule.
+pub(super) struct RuleMatch {
+    pub path: PathMatch,
+    pub headers: Vec<HeaderMatch>,
+    pub query: Vec<QueryMatch>,
+}
+
+impl RuleMatch {
+    /// The match of every request.
+    pub fn everything() -> RuleMatch {
+        RuleMatch {
+            path: PathMatch::prefix("/"),
+            headers: Vec::new(),
+            query: Vec::new(),
+        }
+    }
+}
+
+/// A rule as routes: its matches and what each route of them does.
 pub(super) struct BuiltRule {
-    pub matches: Vec<(PathMatch, Vec<HeaderMatch>)>,
+    pub matches: Vec<RuleMatch>,
     pub action: RouteAction,
     pub timeout: Option<Timeout>,
     /// A per-try timeout (HTTPRoute `timeouts.backendRequest`).
     pub retry: Option<crate::dag::RetryPolicy>,
-    pub edits: Option<Box<HeaderEdits>>,
-    pub rewrite: Option<Box<Rewrite>>,
+    pub edits: Option<HeaderEdits>,
+    pub rewrite: Option<Rewrite>,
+    pub mirrors: Vec<Mirror>,
 }
 
 /// Whether `pattern` (a host name, or `*.` and a suffix) matches the host name `host`.
@@ -100,10 +120,68 @@ macro_rules! rule_header_edits {
                 edit!(&mut edits.response, m);
             }
         }
-        (!(edits.request.is_empty() && edits.response.is_empty())).then(|| Box::new(edits))
+        (!(edits.request.is_empty() && edits.response.is_empty())).then_some(edits)
     }};
 }
 pub(super) use rule_header_edits;
+
+/// The [`Mirror`]s of a rule's `RequestMirror` filters (`$filters`, an iterator of them, of
+/// either route kind) whose backends resolve; the others are noted on the route's ResolvedRefs
+/// condition (`$resolved`) and mirror nothing, as the Gateway API asks. `$from` is the route's
+/// kind and namespace, `$i` the rule's index, `$protocol` the backends' [`UpstreamProtocol`].
+macro_rules! rule_mirrors {
+    ($b:expr, $snapshot:expr, $from:expr, $i:expr, $filters:expr, $resolved:expr, $protocol:ident) => {{
+        let mut mirrors: Vec<$crate::dag::model::Mirror> = Vec::new();
+        for (j, f) in $filters.enumerate() {
+            let Some(m) = f.request_mirror.as_ref() else {
+                continue;
+            };
+            let r = &m.backend_ref;
+            let backend = $crate::dag::gwroute::BackendIn {
+                group: r.group.as_deref(),
+                kind: r.kind.as_deref(),
+                namespace: r.namespace.as_deref(),
+                name: &r.name,
+                port: r.port,
+                weight: None,
+            };
+            let field = format!("spec.rules[{}].filters[{j}].requestMirror.backendRef", $i);
+            let protocol = $crate::dag::model::UpstreamProtocol::$protocol;
+            match $crate::dag::gwroute::resolve_backend(
+                $b, $snapshot, $from, &field, &backend, protocol,
+            ) {
+                Ok(cluster) => mirrors.push($crate::dag::model::Mirror {
+                    cluster,
+                    per_million: $crate::dag::gwroute::mirror_share(
+                        m.percent,
+                        m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+                    ),
+                }),
+                Err((reason, message)) => {
+                    $crate::dag::gwroute::unresolved($resolved, reason, &message)
+                }
+            }
+        }
+        mirrors
+    }};
+}
+pub(super) use rule_mirrors;
+
+/// A mirror's share of the requests in millionths: `percent`, else `fraction` (numerator and
+/// denominator, 100 by default), else every request. Out-of-range values (the webhook refuses
+/// them) are held to 0–100%.
+pub(super) fn mirror_share(percent: Option<i32>, fraction: Option<(i32, Option<i32>)>) -> u32 {
+    const ALL: i64 = 1_000_000;
+    let share = match (percent, fraction) {
+        (Some(p), _) => i64::from(p) * (ALL / 100),
+        (None, Some((numerator, denominator))) => match i64::from(denominator.unwrap_or(100)) {
+            d if d <= 0 => 0,
+            d => i64::from(numerator) * ALL / d,
+        },
+        (None, None) => ALL,
+    };
+    u32::try_from(share.clamp(0, ALL)).unwrap_or(0)
+}
 
 /// The [`RouteIn`] of a route of any kind (`$route` has the Gateway API's `metadata` and
 /// `spec.parentRefs` / `spec.hostnames`): its single-object problems (`$errors`, the verdict's
@@ -379,16 +457,21 @@ pub(super) fn attach_route(
                 }
             }
             for rule in &built {
-                for (path, headers) in &rule.matches {
+                for m in &rule.matches {
                     let r = Route {
-                        path: path.clone(),
-                        headers: headers.clone(),
+                        path: m.path.clone(),
+                        headers: m.headers.clone(),
                         action: rule.action.clone(),
                         permit_insecure: *insecure,
                         timeout: rule.timeout,
                         retry: rule.retry.clone(),
-                        headers_edit: rule.edits.clone(),
-                        rewrite: rule.rewrite.clone(),
+                        extras: RouteExtras {
+                            query: m.query.clone(),
+                            headers_edit: rule.edits.clone(),
+                            rewrite: rule.rewrite.clone(),
+                            mirrors: rule.mirrors.clone(),
+                        }
+                        .boxed(),
                         source: obj.clone(),
                     };
                     if let Err(conflict) = b.add_route(host, r)
@@ -396,7 +479,7 @@ pub(super) fn attach_route(
                     {
                         route_conflicts.push(format!(
                             "{} on host {host:?} is already defined by {}",
-                            describe(path, headers),
+                            describe(m),
                             conflict.0
                         ));
                     }
@@ -481,45 +564,10 @@ pub(super) fn rule_action(
     let mut failed = None;
     // The weights of the backends that are not valid: their share of the requests fails.
     let mut failed_weight: u32 = 0;
+    let from = (from_kind, ns);
     for (j, r) in refs.iter().enumerate() {
         let field = format!("spec.rules[{i}].backendRefs[{j}]");
-        let to_ns = r.namespace.unwrap_or(ns);
-        let group = r.group.unwrap_or("");
-        let kind = r.kind.unwrap_or("Service");
-        let found = if !group.is_empty() || kind != "Service" {
-            Err((
-                cond::INVALID_KIND,
-                format!(
-                    "{field}: sluice routes to Services (group \"\", kind Service), not {kind} of group {group:?}"
-                ),
-            ))
-        } else if to_ns != ns && !granted(snapshot, from_kind, ns, "Service", to_ns, r.name) {
-            Err((
-                cond::REF_NOT_PERMITTED,
-                format!(
-                    "{field}: Service \"{to_ns}/{}\" is in another namespace and no ReferenceGrant there lets {from_kind}s of {ns:?} use it",
-                    r.name
-                ),
-            ))
-        } else if let Some(port) = r.port {
-            let backend = BackendRef {
-                namespace: to_ns,
-                service: r.name,
-                port: PortRef::Number(port),
-                protocol,
-                lb: LbStrategy::RoundRobin,
-                health_check: None,
-                outlier_detection: None,
-            };
-            b.cluster_for(&backend)
-                .map_err(|m| (cond::BACKEND_NOT_FOUND, format!("{field}: {}", m.message)))
-        } else {
-            Err((
-                cond::UNSUPPORTED_VALUE,
-                format!("{field}.port: a Service backend needs a port"),
-            ))
-        };
-        match found {
+        match resolve_backend(b, snapshot, from, &field, r, protocol) {
             Ok(cluster) => {
                 let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
                 if weight == 0 {
@@ -533,11 +581,7 @@ pub(super) fn rule_action(
             Err((reason, message)) => {
                 let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
                 failed_weight = failed_weight.saturating_add(weight);
-                if resolved.status {
-                    *resolved = condition(cond::RESOLVED_REFS, false, reason, message.clone());
-                } else {
-                    resolved.message = format!("{}; {message}", resolved.message);
-                }
+                unresolved(resolved, reason, &message);
                 failed = Some(message);
             }
         }
@@ -563,15 +607,85 @@ pub(super) fn rule_action(
     RouteAction::Forward(clusters)
 }
 
+/// The cluster of a backend (`field` names it in messages) of a route of kind `from.0` in
+/// namespace `from.1`, or why it has none: the condition's reason and a message.
+pub(super) fn resolve_backend(
+    b: &mut Builder<'_>,
+    snapshot: &Snapshot,
+    (from_kind, ns): (&str, &str),
+    field: &str,
+    r: &BackendIn<'_>,
+    protocol: UpstreamProtocol,
+) -> Result<ClusterName, (&'static str, String)> {
+    let to_ns = r.namespace.unwrap_or(ns);
+    let group = r.group.unwrap_or("");
+    let kind = r.kind.unwrap_or("Service");
+    if !group.is_empty() || kind != "Service" {
+        Err((
+            cond::INVALID_KIND,
+            format!(
+                "{field}: sluice routes to Services (group \"\", kind Service), not {kind} of group {group:?}"
+            ),
+        ))
+    } else if to_ns != ns && !granted(snapshot, from_kind, ns, "Service", to_ns, r.name) {
+        Err((
+            cond::REF_NOT_PERMITTED,
+            format!(
+                "{field}: Service \"{to_ns}/{}\" is in another namespace and no ReferenceGrant there lets {from_kind}s of {ns:?} use it",
+                r.name
+            ),
+        ))
+    } else if let Some(port) = r.port {
+        let backend = BackendRef {
+            namespace: to_ns,
+            service: r.name,
+            port: PortRef::Number(port),
+            protocol,
+            lb: LbStrategy::RoundRobin,
+            health_check: None,
+            outlier_detection: None,
+        };
+        b.cluster_for(&backend)
+            .map_err(|m| (cond::BACKEND_NOT_FOUND, format!("{field}: {}", m.message)))
+    } else {
+        Err((
+            cond::UNSUPPORTED_VALUE,
+            format!("{field}.port: a Service backend needs a port"),
+        ))
+    }
+}
+
+/// Records a backend that does not resolve on the route's ResolvedRefs condition: the first
+/// sets it false with its reason, each one's message is added.
+pub(super) fn unresolved(resolved: &mut GatewayCondition, reason: &'static str, message: &str) {
+    if resolved.status {
+        *resolved = condition(cond::RESOLVED_REFS, false, reason, message.to_string());
+    } else {
+        resolved.message = format!("{}; {message}", resolved.message);
+    }
+}
+
 /// A match as a status message names it.
-pub(super) fn describe(path: &PathMatch, headers: &[HeaderMatch]) -> String {
-    let path = match path {
+pub(super) fn describe(m: &RuleMatch) -> String {
+    let path = match &m.path {
         PathMatch::Exact(p) => format!("path {p:?} (Exact)"),
         PathMatch::Prefix(p) | PathMatch::StringPrefix(p) => format!("path {p:?} (PathPrefix)"),
+        PathMatch::Regex(p) => format!("path {p:?} (RegularExpression)"),
     };
-    match headers.len() {
-        0 => path,
-        1 => format!("{path} with 1 header condition"),
-        n => format!("{path} with {n} header conditions"),
+    let count = |n: usize, what: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {what} condition")),
+        n => Some(format!("{n} {what} conditions")),
+    };
+    let conditions: Vec<String> = [
+        count(m.headers.len(), "header"),
+        count(m.query.len(), "query parameter"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    match conditions.is_empty() {
+        true => path,
+        false => format!("{path} with {}", conditions.join(" and ")),
     }
 }

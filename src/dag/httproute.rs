@@ -1,6 +1,7 @@
-//! HTTPRoutes of the Gateway API: their rules as routes (path, header and method matches,
-//! weighted Service backends, a request timeout, header filters and redirects), attached to
-//! sluice's Gateways by [`super::gwroute`]. The rules are written down in `docs/gateway-api.md`.
+//! HTTPRoutes of the Gateway API: their rules as routes (path (prefix, exact or regular
+//! expression), header, query parameter and method matches, weighted Service backends, timeouts,
+//! header filters, rewrites and redirects), attached to sluice's Gateways by
+//! [`super::gwroute`]. The rules are written down in `docs/gateway-api.md`.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -8,17 +9,20 @@ use std::str::FromStr;
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesFiltersRequestRedirectPathType,
     HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
-    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatchesHeadersType,
-    HttpRouteRulesMatchesPathType,
+    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesMatchesQueryParamsType,
 };
 
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
-    BuiltRule, attach_route, backends_of, route_in, rule_action, rule_header_edits,
+    BuiltRule, RuleMatch, attach_route, backends_of, route_in, rule_action, rule_header_edits,
+    rule_mirrors,
 };
 use super::model::{
-    HeaderMatch, HeaderOp, PathMatch, Redirect, Rewrite, RouteAction, UpstreamProtocol,
+    HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite, RouteAction,
+    UpstreamProtocol,
 };
 use crate::api::{Kind, ObjKey};
 use crate::store::Snapshot;
@@ -47,12 +51,13 @@ pub(super) fn http_route(
         let rules = route.spec.rules.as_deref().unwrap_or(&[]);
         (rules.iter().enumerate())
             .map(|(i, rule)| {
-                let action = match rule_redirect(rule) {
-                    // A redirect answers itself: the rule's backends take no requests.
-                    Some(redirect) => RouteAction::Redirect(Box::new(redirect)),
+                let (action, mirrors) = match rule_redirect(rule) {
+                    // A redirect answers itself: the rule's backends (and mirrors) take no
+                    // requests.
+                    Some(redirect) => (RouteAction::Redirect(Box::new(redirect)), Vec::new()),
                     None => {
                         let refs = backends_of!(rule);
-                        rule_action(
+                        let action = rule_action(
                             b,
                             snapshot,
                             "HTTPRoute",
@@ -61,7 +66,13 @@ pub(super) fn http_route(
                             &refs,
                             UpstreamProtocol::Http,
                             resolved,
-                        )
+                        );
+                        let filters = rule.filters.iter().flatten();
+                        let mirrors = filters
+                            .filter(|f| f.r#type == HttpRouteRulesFiltersType::RequestMirror);
+                        let from = ("HTTPRoute", ns);
+                        let mirrors = rule_mirrors!(b, snapshot, from, i, mirrors, resolved, Http);
+                        (action, mirrors)
                     }
                 };
                 BuiltRule {
@@ -71,6 +82,7 @@ pub(super) fn http_route(
                     retry: rule_backend_timeout(rule),
                     edits: rule_header_edits!(rule.filters.iter().flatten()),
                     rewrite: rule_rewrite(rule),
+                    mirrors,
                 }
             })
             .collect()
@@ -125,27 +137,11 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                         );
                     }
                 }
+                HttpRouteRulesFiltersType::RequestMirror => {}
                 _ => no(
                     format!("{field}.filters[{j}].type"),
-                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestRedirect and URLRewrite filters; remove this one",
+                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect and URLRewrite filters; remove this one",
                 ),
-            }
-        }
-        for (j, m) in rule.matches.iter().flatten().enumerate() {
-            if matches!(
-                m.path.as_ref().and_then(|p| p.r#type.as_ref()),
-                Some(HttpRouteRulesMatchesPathType::RegularExpression)
-            ) {
-                no(
-                    format!("{field}.matches[{j}].path.type"),
-                    "RegularExpression is not supported by sluice yet; use Exact or PathPrefix",
-                );
-            }
-            if m.query_params.as_ref().is_some_and(|q| !q.is_empty()) {
-                no(
-                    format!("{field}.matches[{j}].queryParams"),
-                    "query parameter matches are not supported by sluice yet; remove them",
-                );
             }
         }
         for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
@@ -157,11 +153,12 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
     out
 }
 
-/// The path and header conditions of a rule's matches (one match of every path when it has none).
-fn rule_matches(rule: &HttpRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
+/// The path, header and query parameter conditions of a rule's matches (one match of every
+/// request when it has none).
+fn rule_matches(rule: &HttpRouteRules) -> Vec<RuleMatch> {
     let matches = rule.matches.as_deref().unwrap_or(&[]);
     if matches.is_empty() {
-        return vec![(PathMatch::prefix("/"), Vec::new())];
+        return vec![RuleMatch::everything()];
     }
     matches
         .iter()
@@ -173,6 +170,9 @@ fn rule_matches(rule: &HttpRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
                     match p.r#type {
                         Some(HttpRouteRulesMatchesPathType::Exact) => {
                             PathMatch::Exact(value.into())
+                        }
+                        Some(HttpRouteRulesMatchesPathType::RegularExpression) => {
+                            PathMatch::Regex(value.into())
                         }
                         _ => PathMatch::prefix(value),
                     }
@@ -197,9 +197,34 @@ fn rule_matches(rule: &HttpRouteRules) -> Vec<(PathMatch, Vec<HeaderMatch>)> {
                     op: HeaderOp::Exact(method),
                 });
             }
-            (path, headers)
+            RuleMatch {
+                path,
+                headers,
+                query: query_matches(m),
+            }
         })
         .collect()
+}
+
+/// The query parameter conditions of a match. Of entries with the same name only the first
+/// counts, as the Gateway API asks (its schema lets no two through the API server).
+fn query_matches(m: &HttpRouteRulesMatches) -> Vec<QueryMatch> {
+    let mut out: Vec<QueryMatch> = Vec::new();
+    for q in m.query_params.iter().flatten() {
+        if out.iter().any(|o| o.name == q.name) {
+            continue;
+        }
+        out.push(QueryMatch {
+            name: q.name.clone(),
+            op: match q.r#type {
+                Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression) => {
+                    QueryOp::Regex(q.value.clone())
+                }
+                _ => QueryOp::Exact(q.value.clone()),
+            },
+        });
+    }
+    out
 }
 
 /// The redirect of a rule's `RequestRedirect` filter (the first, when it has more).
@@ -233,7 +258,7 @@ fn rule_redirect(rule: &HttpRouteRules) -> Option<Redirect> {
 }
 
 /// The rewrite of a rule's `URLRewrite` filter (the first, when it has more).
-fn rule_rewrite(rule: &HttpRouteRules) -> Option<Box<Rewrite>> {
+fn rule_rewrite(rule: &HttpRouteRules) -> Option<Rewrite> {
     let r = (rule.filters.iter().flatten()).find_map(|f| match f.r#type {
         HttpRouteRulesFiltersType::UrlRewrite => f.url_rewrite.as_ref(),
         _ => None,
@@ -246,7 +271,7 @@ fn rule_rewrite(rule: &HttpRouteRules) -> Option<Box<Rewrite>> {
         prefix: of_type(HttpRouteRulesFiltersUrlRewritePathType::ReplacePrefixMatch)
             .map(|p| p.replace_prefix_match.clone().unwrap_or_else(|| "/".into())),
     };
-    (rewrite != Rewrite::default()).then(|| Box::new(rewrite))
+    (rewrite != Rewrite::default()).then_some(rewrite)
 }
 
 /// A rule's `timeouts.request` (zero: no timeout).

@@ -134,7 +134,7 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
 }
 
 /// Whether a Gateway or route of the snapshot names one of `named` (Services and TLS Secrets by
-/// namespace): a backend, a listener's certificate.
+/// namespace): a backend, a mirror's backend, a listener's certificate.
 pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool {
     let hit = |ns: &str, n: Named<'_>| named.get(ns).is_some_and(|names| names.has(n));
     for (key, g) in &s.gateways {
@@ -166,5 +166,23 @@ pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool
     }
     backends_hit!(&s.http_routes);
     backends_hit!(&s.grpc_routes);
+    // Their mirrors' backends.
+    macro_rules! mirrors_hit {
+        ($routes:expr) => {
+            for (key, r) in $routes {
+                let rules = r.spec.rules.iter().flatten();
+                let filters = rules.flat_map(|r| r.filters.iter().flatten());
+                for m in filters.filter_map(|f| f.request_mirror.as_ref()) {
+                    let b = &m.backend_ref;
+                    let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
+                    if hit(ns, Named::Service(&b.name)) {
+                        return true;
+                    }
+                }
+            }
+        };
+    }
+    mirrors_hit!(&s.http_routes);
+    mirrors_hit!(&s.grpc_routes);
     false
 }

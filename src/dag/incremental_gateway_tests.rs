@@ -6,8 +6,8 @@ use super::*;
 /// Gateway API objects that meet the golden cases' objects: Gateways in the golden namespace
 /// `tls` (two versions of one, with other listener hostnames), routes to the golden Services
 /// on the golden hosts `foo.com`, `secure.example.com` and the catch-all, across namespaces
-/// with and without a ReferenceGrant, a GRPCRoute, and a class and Gateway of another
-/// controller.
+/// with and without a ReferenceGrant, a mirror to a Service no other backend names, a
+/// GRPCRoute, and a class and Gateway of another controller.
 const GATEWAY_POOL: &str = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: sluice}
@@ -91,6 +91,16 @@ spec:
   hostnames: [cross.example.com]
   rules:
   - backendRefs: [{name: api, namespace: team-a, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mirrored, namespace: paths, creationTimestamp: '2024-01-04T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge, namespace: tls}]
+  hostnames: [mirrored.example.com]
+  rules:
+  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: impl, port: 80}, percent: 50}}]
+    backendRefs: [{name: prefix, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1beta1
 kind: ReferenceGrant
@@ -264,6 +274,16 @@ fn a_gateway_api_change_rebuilds_them_and_the_objects_sharing_their_hosts() {
     assert_eq!(gone, crate::dag::build(&after, &options));
     let cross = ObjectRef::new(Kind::HttpRoute, "team-b", "cross");
     assert_ne!(gone.statuses[&cross], got.statuses[&cross]);
+
+    // A Service only a route's mirror names: removed, the mirror goes and the route says why.
+    let mut unmirrored = after.clone();
+    unmirrored.remove(Kind::Service, &ObjKey::new("paths", "impl"));
+    let (no_mirror, kind) = inc.build(Some((&after, &gone)), &unmirrored);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(no_mirror, crate::dag::build(&unmirrored, &options));
+    let mirrored = ObjectRef::new(Kind::HttpRoute, "paths", "mirrored");
+    assert_ne!(no_mirror.statuses[&mirrored], gone.statuses[&mirrored]);
+    let (after, gone) = (unmirrored, no_mirror);
 
     // Every Gateway API object removed: their statuses go with them.
     let mut empty = after.clone();

@@ -325,8 +325,7 @@ fn add(
         permit_insecure: false,
         timeout: None,
         retry: None,
-        headers_edit: None,
-        rewrite: None,
+        extras: None,
         source: obj.clone(),
     };
     match b.add_route(host, route) {

@@ -56,10 +56,15 @@ pub fn merge_slashes(path: &str) -> String {
 pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &'d Route)> {
     let vhost = select_vhost(dag, req.host)?;
     // Envoy merges consecutive slashes (merge_slashes) before matching; so does the model.
-    let path = merge_slashes(req.path.split(['?', '#']).next().unwrap_or(""));
+    let path_and_query = req.path.split('#').next().unwrap_or("");
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let path = merge_slashes(path);
     let path = path.as_str();
     let route = vhost.routes.iter().find(|r| {
         r.path.matches(path)
+            && r.query().iter().all(|q| q.matches(query))
             && r.headers.iter().all(|h| {
                 let value = req
                     .headers

@@ -90,15 +90,74 @@ pub struct Route {
     pub timeout: Option<crate::validate::common::Timeout>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
+    /// What few routes have, boxed so that the routes without it stay small: a full build
+    /// writes, moves and sorts every route of the cluster.
+    #[serde(flatten)]
+    pub extras: Option<Box<RouteExtras>>,
+    /// The object this route comes from.
+    pub source: ObjectRef,
+}
+
+/// The conditions and changes of a route that only Gateway API routes have.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RouteExtras {
+    /// Conditions on the query string (Gateway API `queryParams`); all must hold.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<QueryMatch>,
     /// Header changes on the request and the response (Gateway API HTTPRoute filters).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub headers_edit: Option<Box<HeaderEdits>>,
+    pub headers_edit: Option<HeaderEdits>,
     /// A rewrite of the request's host or path on its way to the backend (Gateway API
     /// `URLRewrite`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rewrite: Option<Box<Rewrite>>,
-    /// The object this route comes from.
-    pub source: ObjectRef,
+    pub rewrite: Option<Rewrite>,
+    /// Copies of the requests the route forwards, sent elsewhere (Gateway API `RequestMirror`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<Mirror>,
+}
+
+impl RouteExtras {
+    /// These extras as a route holds them: none when there are none.
+    pub fn boxed(self) -> Option<Box<RouteExtras>> {
+        (self != RouteExtras::default()).then(|| Box::new(self))
+    }
+}
+
+impl Route {
+    /// The route's query parameter conditions.
+    pub fn query(&self) -> &[QueryMatch] {
+        self.extras.as_deref().map_or(&[], |e| &e.query)
+    }
+
+    /// The route's header changes.
+    pub fn headers_edit(&self) -> Option<&HeaderEdits> {
+        self.extras.as_deref()?.headers_edit.as_ref()
+    }
+
+    /// The route's rewrite.
+    pub fn rewrite(&self) -> Option<&Rewrite> {
+        self.extras.as_deref()?.rewrite.as_ref()
+    }
+
+    /// The route's mirrors.
+    pub fn mirrors(&self) -> &[Mirror] {
+        self.extras.as_deref().map_or(&[], |e| &e.mirrors)
+    }
+
+    /// The route's extras, to change (made when it has none).
+    pub fn extras_mut(&mut self) -> &mut RouteExtras {
+        self.extras.get_or_insert_with(Box::default)
+    }
+}
+
+/// A copy of the requests a route forwards, sent to another cluster whose answers are dropped
+/// (Gateway API `RequestMirror`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Mirror {
+    pub cluster: ClusterName,
+    /// The share of the requests copied, in millionths (1,000,000: every request).
+    pub per_million: u32,
 }
 
 /// A rewrite of a forwarded request: its `Host`, and its whole path or the prefix the route
@@ -158,6 +217,8 @@ pub enum PathMatch {
     Prefix(PathText),
     /// Plain string prefix (Ingress `ImplementationSpecific`): `/foo` also matches `/foobar`.
     StringPrefix(PathText),
+    /// The whole path matches this RE2 expression (Gateway API `RegularExpression`).
+    Regex(PathText),
 }
 
 /// The text of a [`PathMatch`], shared by the routes made from one written match (a delegated
@@ -177,7 +238,10 @@ impl PathMatch {
 
     pub fn value(&self) -> &str {
         match self {
-            PathMatch::Exact(p) | PathMatch::Prefix(p) | PathMatch::StringPrefix(p) => p,
+            PathMatch::Exact(p)
+            | PathMatch::Prefix(p)
+            | PathMatch::StringPrefix(p)
+            | PathMatch::Regex(p) => p,
         }
     }
 
@@ -198,6 +262,7 @@ impl PathMatch {
                 path.starts_with(super::lookup::merge_slashes(p).as_str())
             }
             PathMatch::StringPrefix(p) => path.starts_with(&**p),
+            PathMatch::Regex(re) => whole_match(re, path),
         }
     }
 
@@ -223,6 +288,7 @@ impl std::fmt::Display for PathMatch {
             PathMatch::Exact(p) => write!(f, "exact {p}"),
             PathMatch::Prefix(p) => write!(f, "prefix {p}"),
             PathMatch::StringPrefix(p) => write!(f, "string-prefix {p}"),
+            PathMatch::Regex(p) => write!(f, "regex {p}"),
         }
     }
 }
@@ -257,10 +323,56 @@ impl HeaderMatch {
             (HeaderOp::NotContains(_), None) => true,
             (HeaderOp::Present, Some(_)) => true,
             (HeaderOp::Absent, None) => true,
-            (HeaderOp::Regex(re), Some(v)) => regex::Regex::new(&format!("^(?:{re})$"))
-                .map(|r| r.is_match(v))
-                .unwrap_or(false),
+            (HeaderOp::Regex(re), Some(v)) => whole_match(re, v),
             _ => false,
+        }
+    }
+}
+
+/// Whether the RE2 expression `re` matches the whole of `v` (false when it does not compile).
+fn whole_match(re: &str, v: &str) -> bool {
+    regex::Regex::new(&format!("^(?:{re})$")).is_ok_and(|r| r.is_match(v))
+}
+
+/// A condition on one query parameter (Gateway API `queryParams`). The name is compared exactly,
+/// letter case included; the value compared is the first the request gives that name, as it is
+/// written in the request (not percent-decoded), as Envoy compares it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct QueryMatch {
+    pub name: String,
+    pub op: QueryOp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "op", content = "value", rename_all = "camelCase")]
+pub enum QueryOp {
+    Exact(String),
+    /// The whole value matches this RE2 expression.
+    Regex(String),
+}
+
+impl QueryMatch {
+    /// Whether the query string `query` (what follows the path's `?`) satisfies the condition:
+    /// its parameters are split at `&`, each at its first `=` (a parameter without one has an
+    /// empty value).
+    pub fn matches(&self, query: &str) -> bool {
+        let first = query.split('&').find_map(|p| {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            (name == self.name).then_some(value)
+        });
+        match (&self.op, first) {
+            (QueryOp::Exact(want), Some(v)) => v == want,
+            (QueryOp::Regex(re), Some(v)) => whole_match(re, v),
+            (_, None) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for QueryMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.op {
+            QueryOp::Exact(v) => write!(f, "?{}={v:?}", self.name),
+            QueryOp::Regex(v) => write!(f, "?{}=~/{v}/", self.name),
         }
     }
 }

@@ -94,8 +94,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 permit_insecure: false,
                 timeout: None,
                 retry: None,
-                headers_edit: None,
-                rewrite: None,
+                extras: None,
                 source: obj.clone(),
             };
             if let Err(conflict) = b.add_route_to(host, route) {

@@ -25,8 +25,14 @@ pub struct TableRoute {
     pub match_: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<String>,
+    /// Query parameter conditions: `?name="value"` or `?name=~/regex/`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub query: Vec<String>,
     /// `cluster (weight)` entries, or `503 (reason)` / `500 (reason)`.
     pub backends: Vec<String>,
+    /// Mirrors: `cluster` or `cluster (12.5%)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<String>,
     /// On TLS hosts: `redirect` (HTTP gets a 301) or `permitted` (served over HTTP too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http: Option<String>,
@@ -86,7 +92,9 @@ pub fn table_route(r: &Route, tls: bool) -> TableRoute {
     TableRoute {
         match_: r.path.to_string(),
         headers: r.headers.iter().map(|h| h.to_string()).collect(),
+        query: r.query().iter().map(|q| q.to_string()).collect(),
         backends: backends(r),
+        mirrors: r.mirrors().iter().map(mirror).collect(),
         http: tls.then(|| {
             if r.permit_insecure {
                 "permitted"
@@ -104,6 +112,14 @@ pub fn table_route(r: &Route, tls: bool) -> TableRoute {
             None => p.count.to_string(),
         }),
         source: r.source.to_string(),
+    }
+}
+
+/// A mirror as `cluster`, or `cluster (share%)` when it copies a share of the requests.
+fn mirror(m: &crate::dag::Mirror) -> String {
+    match m.per_million {
+        1_000_000 => m.cluster.to_string(),
+        n => format!("{} ({}%)", m.cluster, f64::from(n) / 10_000.0),
     }
 }
 

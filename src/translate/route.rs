@@ -15,27 +15,32 @@
 //! update of one shard's configuration.
 
 use envoy_types::pb::envoy::config::core::v3::{
-    HeaderValue, HeaderValueOption, header_value_option::HeaderAppendAction,
+    HeaderValue, HeaderValueOption, RuntimeFractionalPercent,
+    header_value_option::HeaderAppendAction,
 };
 use envoy_types::pb::envoy::config::route::v3::{
-    DirectResponseAction, HeaderMatcher, RedirectAction, RetryPolicy, Route as EnvoyRoute,
-    RouteAction as EnvoyRouteAction, RouteConfiguration, RouteMatch, VirtualHost as EnvoyVhost,
-    WeightedCluster as EnvoyWeightedCluster,
+    DirectResponseAction, HeaderMatcher, QueryParameterMatcher, RedirectAction, RetryPolicy,
+    Route as EnvoyRoute, RouteAction as EnvoyRouteAction, RouteConfiguration, RouteMatch,
+    VirtualHost as EnvoyVhost, WeightedCluster as EnvoyWeightedCluster,
     header_matcher::HeaderMatchSpecifier,
+    query_parameter_matcher::QueryParameterMatchSpecifier,
     redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier},
     route::Action,
-    route_action::{ClusterNotFoundResponseCode, ClusterSpecifier, HostRewriteSpecifier},
+    route_action::{
+        ClusterNotFoundResponseCode, ClusterSpecifier, HostRewriteSpecifier, RequestMirrorPolicy,
+    },
     route_match::PathSpecifier,
     weighted_cluster::ClusterWeight,
 };
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatchAndSubstitute, RegexMatcher, StringMatcher, string_matcher::MatchPattern,
 };
+use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::DenominatorType};
 
 use super::{duration, u32v};
 use crate::dag::{
-    Dag, HeaderEdit, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, PathMatch, Redirect, Route,
-    RouteAction, VirtualHost,
+    Dag, HeaderEdit, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, Mirror, PathMatch, QueryMatch,
+    QueryOp, Redirect, Route, RouteAction, VirtualHost,
 };
 use crate::validate::common::Timeout;
 use crate::xds::wire::{put_string, string_len};
@@ -357,11 +362,7 @@ fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
     let HttpShape::Own { host, redirect } = shape else {
         return false;
     };
-    if host.starts_with("*.")
-        || !r.headers.is_empty()
-        || r.headers_edit.is_some()
-        || r.rewrite.is_some()
-    {
+    if host.starts_with("*.") || !r.headers.is_empty() || r.extras.is_some() {
         return false;
     }
     enum Then<'a> {
@@ -397,6 +398,7 @@ fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
             (1, merged.as_str())
         }
         PathMatch::StringPrefix(p) => (1, &**p),
+        PathMatch::Regex(_) => return false,
     };
     let field = |tag: u32, len: usize| key_len(tag) + encoded_len_varint(len as u64) + len;
     let path_len = field(tag, path.len());
@@ -448,7 +450,7 @@ pub fn redirects_everything(v: &VirtualHost) -> bool {
         && v.routes.iter().all(|r| !r.permit_insecure)
         && v.routes
             .iter()
-            .any(|r| r.headers.is_empty() && r.path.is_catch_all())
+            .any(|r| r.headers.is_empty() && r.query().is_empty() && r.path.is_catch_all())
 }
 
 /// The virtual host of the hosts that [redirect everything](redirects_everything): one route, a
@@ -495,6 +497,11 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         // Envoy merges slashes in request paths before routing: a prefix with `//` could
         // never match, so it is merged the same way.
         PathMatch::StringPrefix(p) => PathSpecifier::Prefix(merge_slashes(p)),
+        // Envoy matches the whole path, without its query, after merging slashes.
+        PathMatch::Regex(re) => PathSpecifier::SafeRegex(RegexMatcher {
+            regex: String::from(&**re),
+            ..Default::default()
+        }),
     };
     let mut headers = Vec::new();
     if host.starts_with("*.") {
@@ -504,13 +511,14 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
     let mut route = EnvoyRoute {
         r#match: Some(RouteMatch {
             headers,
+            query_parameters: r.query().iter().map(build_query_matcher).collect(),
             path_specifier: Some(path_specifier),
             ..Default::default()
         }),
         action: Some(action),
         ..Default::default()
     };
-    if let Some(edits) = &r.headers_edit {
+    if let Some(edits) = r.headers_edit() {
         route.request_headers_to_add = header_options(&edits.request);
         route.request_headers_to_remove = edits.request.remove.clone();
         route.response_headers_to_add = header_options(&edits.response);
@@ -615,6 +623,44 @@ pub fn build_header_matcher(h: &HeaderMatch) -> HeaderMatcher {
     }
 }
 
+/// Envoy's matcher of a query parameter condition: the first value of the name, compared as it
+/// is written in the request.
+fn build_query_matcher(q: &QueryMatch) -> QueryParameterMatcher {
+    let pattern = match &q.op {
+        QueryOp::Exact(v) => MatchPattern::Exact(v.clone()),
+        QueryOp::Regex(re) => MatchPattern::SafeRegex(RegexMatcher {
+            regex: re.clone(),
+            ..Default::default()
+        }),
+    };
+    QueryParameterMatcher {
+        name: q.name.clone(),
+        query_parameter_match_specifier: Some(QueryParameterMatchSpecifier::StringMatch(
+            StringMatcher {
+                match_pattern: Some(pattern),
+                ignore_case: false,
+            },
+        )),
+    }
+}
+
+/// Envoy's policy of a [`Mirror`]: every request, or a share in millionths. Envoy sends the
+/// copy with `-shadow` appended to its `Host`, which tells a mirror's backend the copies from the
+/// requests it serves itself.
+fn build_mirror(m: &Mirror) -> RequestMirrorPolicy {
+    RequestMirrorPolicy {
+        cluster: String::from(&*m.cluster),
+        runtime_fraction: (m.per_million < 1_000_000).then(|| RuntimeFractionalPercent {
+            default_value: Some(FractionalPercent {
+                numerator: m.per_million,
+                denominator: DenominatorType::Million as i32,
+            }),
+            runtime_key: String::new(),
+        }),
+        ..Default::default()
+    }
+}
+
 fn redirect_to_https() -> Action {
     Action::Redirect(RedirectAction {
         response_code: RedirectResponseCode::MovedPermanently as i32,
@@ -697,6 +743,7 @@ fn build_action(r: &Route) -> Action {
         cluster_specifier: Some(specifier),
         timeout,
         retry_policy,
+        request_mirror_policies: r.mirrors().iter().map(build_mirror).collect(),
         ..Default::default()
     };
     if live.iter().any(|c| &*c.cluster == INVALID_BACKEND_CLUSTER) {
@@ -704,7 +751,7 @@ fn build_action(r: &Route) -> Action {
         action.cluster_not_found_response_code =
             ClusterNotFoundResponseCode::InternalServerError as i32;
     }
-    if let Some(rewrite) = &r.rewrite {
+    if let Some(rewrite) = r.rewrite() {
         action.host_rewrite_specifier =
             (rewrite.hostname.clone()).map(HostRewriteSpecifier::HostRewriteLiteral);
         // The whole path: every path the route takes becomes this one (a `\` in it is

@@ -22,8 +22,8 @@ use super::*;
 use crate::api::{Kind, LbStrategy, ObjectRef, TlsVersion};
 use crate::dag::{
     Cluster as DagCluster, Endpoint, HeaderMatch, HeaderOp, HealthCheckPolicy, OutlierDetection,
-    PathMatch, RetryPolicy, Route, RouteAction, TlsSecret, UpstreamProtocol, VhostTls, VirtualHost,
-    WeightedCluster,
+    PathMatch, QueryMatch, QueryOp, RetryPolicy, Route, RouteAction, TlsSecret, UpstreamProtocol,
+    VhostTls, VirtualHost, WeightedCluster,
 };
 use crate::validate::common::Timeout;
 
@@ -38,8 +38,7 @@ pub(crate) fn mk_route(path: PathMatch, cluster: &str) -> Route {
         permit_insecure: false,
         timeout: None,
         retry: None,
-        headers_edit: None,
-        rewrite: None,
+        extras: None,
         source: ObjectRef::new(Kind::Ingress, "default", "ing"),
     }
 }
@@ -198,36 +197,6 @@ fn same_dag_gives_byte_identical_resources() {
 }
 
 #[test]
-fn path_matches_map_to_envoy_path_specifiers() {
-    let dag = mk_dag(
-        vec![mk_vhost(
-            "a.com",
-            vec![
-                mk_route(PathMatch::Exact("/foo".into()), "app"),
-                mk_route(PathMatch::prefix("/aaa/bbb/"), "app"),
-                mk_route(PathMatch::StringPrefix("/str//x".into()), "app"),
-                mk_route(PathMatch::prefix("/"), "app"),
-            ],
-        )],
-        vec![mk_cluster("app", 9000)],
-    );
-    let res = build(&dag, &Options::default());
-    let paths: Vec<PathSpecifier> = vhost_routes(http_rc(&res), "a.com")
-        .iter()
-        .map(path_of)
-        .collect();
-    assert_eq!(
-        paths,
-        vec![
-            PathSpecifier::Path("/foo".into()),
-            PathSpecifier::PathSeparatedPrefix("/aaa/bbb".into()),
-            PathSpecifier::Prefix("/str/x".into()),
-            PathSpecifier::Prefix("/".into()),
-        ]
-    );
-}
-
-#[test]
 fn hcm_strips_ports_and_normalizes_paths() {
     let res = build(&mk_dag(vec![], vec![]), &Options::default());
     assert_eq!(res.listeners.len(), 1, "no TLS host, no HTTPS listener");
@@ -337,111 +306,6 @@ fn wildcard_hosts_match_one_label_and_fall_back_to_star() {
     assert_eq!(cluster_of(&routes[1]), "default");
     // The star host itself has no authority condition.
     assert!(headers_of(&vhost_routes(http_rc(&res), "*")[0]).is_empty());
-}
-
-#[test]
-fn header_conditions_map_to_matchers() {
-    let mut r = mk_route(PathMatch::prefix("/"), "app");
-    r.headers = vec![
-        HeaderMatch {
-            name: "x-a".into(),
-            op: HeaderOp::Exact("100%".into()),
-        },
-        HeaderMatch {
-            name: "x-b".into(),
-            op: HeaderOp::Contains("c".into()),
-        },
-        HeaderMatch {
-            name: "x-c".into(),
-            op: HeaderOp::NotContains("d".into()),
-        },
-        HeaderMatch {
-            name: "x-d".into(),
-            op: HeaderOp::Present,
-        },
-        HeaderMatch {
-            name: "x-e".into(),
-            op: HeaderOp::Absent,
-        },
-        HeaderMatch {
-            name: "x-f".into(),
-            op: HeaderOp::Regex("v[0-9]+".into()),
-        },
-    ];
-    let got: Vec<String> = r
-        .headers
-        .iter()
-        .map(|h| {
-            let m = route::build_header_matcher(h);
-            let spec = match &m.header_match_specifier {
-                Some(HeaderMatchSpecifier::StringMatch(s)) => format!("{:?}", s.match_pattern),
-                other => format!("{other:?}"),
-            };
-            format!(
-                "{} {spec} invert={} missing_empty={}",
-                m.name, m.invert_match, m.treat_missing_header_as_empty
-            )
-        })
-        .collect();
-    assert_eq!(
-        got,
-        vec![
-            r#"x-a Some(Exact("100%")) invert=false missing_empty=false"#,
-            r#"x-b Some(Contains("c")) invert=false missing_empty=false"#,
-            r#"x-c Some(Contains("d")) invert=true missing_empty=true"#,
-            r#"x-d Some(PresentMatch(true)) invert=false missing_empty=false"#,
-            r#"x-e Some(PresentMatch(true)) invert=true missing_empty=false"#,
-            r#"x-f Some(SafeRegex(RegexMatcher { regex: "v[0-9]+", engine_type: None })) invert=false missing_empty=false"#,
-        ]
-    );
-}
-
-#[test]
-fn weights_timeouts_retries_and_unavailable() {
-    let mut split = mk_route(PathMatch::prefix("/split"), "a");
-    split.action = forward(&[("a", 80), ("b", 20), ("c", 0)]);
-    split.timeout = Some(Timeout::Infinite);
-    split.retry = Some(RetryPolicy {
-        count: 3,
-        per_try_timeout: Some(Duration::from_millis(250)),
-    });
-    let mut one = mk_route(PathMatch::prefix("/one"), "a");
-    one.action = forward(&[("a", 0), ("b", 5)]);
-    one.timeout = Some(Timeout::After(Duration::from_secs(90)));
-    let mut gone = mk_route(PathMatch::prefix("/gone"), "a");
-    gone.action = RouteAction::Unavailable("Service \"x\" not found".into());
-    let dag = mk_dag(
-        vec![mk_vhost("h", vec![split, one, gone])],
-        vec![mk_cluster("a", 1), mk_cluster("b", 2), mk_cluster("c", 3)],
-    );
-    let res = build(&dag, &Options::default());
-    let routes = vhost_routes(http_rc(&res), "h");
-    let Some(Action::Route(a)) = &routes[0].action else {
-        panic!("route action")
-    };
-    let Some(ClusterSpecifier::WeightedClusters(w)) = &a.cluster_specifier else {
-        panic!("weighted")
-    };
-    let ws: Vec<(String, u32)> = w
-        .clusters
-        .iter()
-        .map(|c| (c.name.clone(), c.weight.unwrap().value))
-        .collect();
-    assert_eq!(ws, vec![("a".to_string(), 80), ("b".to_string(), 20)]);
-    assert_eq!(a.timeout.map(|d| (d.seconds, d.nanos)), Some((0, 0)));
-    let retry = a.retry_policy.as_ref().unwrap();
-    assert_eq!(retry.retry_on, "5xx,connect-failure,reset");
-    assert_eq!(retry.num_retries.unwrap().value, 3);
-    assert_eq!(retry.per_try_timeout.map(|d| d.nanos), Some(250_000_000));
-    assert_eq!(cluster_of(&routes[1]), "b");
-    let Some(Action::Route(a1)) = &routes[1].action else {
-        panic!()
-    };
-    assert_eq!(a1.timeout.map(|d| d.seconds), Some(90));
-    match &routes[2].action {
-        Some(Action::DirectResponse(d)) => assert_eq!(d.status, 503),
-        other => panic!("not 503: {other:?}"),
-    }
 }
 
 #[test]
@@ -821,89 +685,4 @@ fn type_urls_are_the_messages_type_urls() {
     }
 }
 
-#[test]
-fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
-    // Every route kind: plain, TLS (redirected unless insecure is permitted), headers, weights,
-    // none live, timeouts and retries, a wildcard host with the catch-all host's routes after its
-    // own, a host name whose length takes two bytes, and the empty host name prost leaves out.
-    let mut headers = mk_route(PathMatch::Exact("/exact".into()), "c1");
-    headers.headers = vec![
-        HeaderMatch {
-            name: "x-a".into(),
-            op: HeaderOp::Exact("1".into()),
-        },
-        HeaderMatch {
-            name: "x-b".into(),
-            op: HeaderOp::NotContains("no".into()),
-        },
-    ];
-    let mut weighted = mk_route(PathMatch::prefix("/w"), "c1");
-    weighted.action = forward(&[("c1", 3), ("c2", 0), ("c3", 1)]);
-    let mut none_live = mk_route(PathMatch::StringPrefix("/a//b".into()), "c1");
-    none_live.action = RouteAction::Forward(smallvec::smallvec![WeightedCluster {
-        cluster: "c1".into(),
-        weight: 0,
-    }]);
-    let mut unavailable = mk_route(PathMatch::prefix("/gone"), "c1");
-    unavailable.action = RouteAction::Unavailable("Service not found".into());
-    let mut slow = mk_route(PathMatch::prefix("/slow"), "c2");
-    slow.timeout = Some(Timeout::After(Duration::from_secs(9)));
-    slow.retry = Some(RetryPolicy {
-        count: 2,
-        per_try_timeout: Some(Duration::from_millis(250)),
-    });
-    slow.permit_insecure = true;
-    // Written directly rather than by prost (`put_plain_route`): one live cluster of several,
-    // an exact path, a string prefix, names and paths whose lengths take two bytes, an empty
-    // cluster name, and insecure routes of a TLS host.
-    let mut one_live = mk_route(PathMatch::prefix("/one"), "c1");
-    one_live.action = forward(&[("c0", 0), ("c9", 7)]);
-    let mut insecure = mk_route(PathMatch::Exact("/insecure".into()), "c2");
-    insecure.permit_insecure = true;
-    let long = format!("/{}", "p".repeat(300));
-    let routes = vec![
-        headers,
-        weighted,
-        none_live,
-        unavailable,
-        slow,
-        one_live,
-        insecure,
-        mk_route(PathMatch::Exact("/exact/only".into()), "c2"),
-        mk_route(PathMatch::StringPrefix("/str".into()), "c3"),
-        mk_route(PathMatch::prefix(&long), &"n".repeat(130)),
-        mk_route(PathMatch::Exact(long.as_str().into()), ""),
-        mk_route(PathMatch::prefix("/"), "c1"),
-    ];
-    let mut tls = mk_vhost("tls.example.com", routes.clone());
-    tls.tls = Some(VhostTls {
-        secret: "default/cert".into(),
-        min_version: TlsVersion::V1_2,
-    });
-    let fallback = mk_vhost("*", routes.clone());
-    let vhosts = [
-        mk_vhost("plain.example.com", routes.clone()),
-        tls,
-        mk_vhost("*.example.com", routes.clone()),
-        fallback.clone(),
-        mk_vhost(&format!("{}.example.com", "l".repeat(200)), routes.clone()),
-        mk_vhost("", routes),
-        mk_vhost("empty.example.com", vec![]),
-    ];
-    for v in &vhosts {
-        for fb in [None, Some(&fallback)] {
-            let want = route::build_http_vhost(v, fb);
-            let got = route::encode_http_vhost(v, fb);
-            assert_eq!(got, want.encode_to_vec(), "{}", v.host);
-            assert_eq!(
-                envoy_types::pb::envoy::config::route::v3::VirtualHost::decode(&got[..]).unwrap(),
-                want
-            );
-        }
-        // The same routes in a TLS host's own route configuration (none redirected there).
-        let want = route::build_https_route_config(v);
-        let (name, got) = route::encode_https_route_config(v);
-        assert_eq!(name, want.name);
-        assert_eq!(got, want.encode_to_vec(), "https/{}", v.host);
-    }
-}
+mod routes;

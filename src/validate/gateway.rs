@@ -521,11 +521,56 @@ macro_rules! http_filter {
             }
         }
         if let Some(m) = &f.request_mirror {
+            let at = format!("{path}.requestMirror");
             if let Some(port) = m.backend_ref.port {
-                validate_port(v, &format!("{path}.requestMirror.backendRef.port"), port);
+                validate_port(v, &format!("{at}.backendRef.port"), port);
             }
+            validate_mirror_share(
+                v,
+                &at,
+                m.percent,
+                m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+            );
         }
     }};
+}
+
+/// A mirror's `percent` (0–100) or `fraction` (a numerator from 0 to its denominator, which is
+/// above 0; 100 when unset), not both.
+fn validate_mirror_share(
+    v: &mut Verdict,
+    at: &str,
+    percent: Option<i32>,
+    fraction: Option<(i32, Option<i32>)>,
+) {
+    if percent.is_some() && fraction.is_some() {
+        v.error(FieldError::spec(
+            format!("{at}.fraction"),
+            "set percent or fraction, not both",
+        ));
+    }
+    if let Some(p) = percent
+        && !(0..=100).contains(&p)
+    {
+        v.error(FieldError::spec(
+            format!("{at}.percent"),
+            format!("{p} must be between 0 and 100"),
+        ));
+    }
+    if let Some((numerator, denominator)) = fraction {
+        let denominator = denominator.unwrap_or(100);
+        if denominator <= 0 {
+            v.error(FieldError::spec(
+                format!("{at}.fraction.denominator"),
+                format!("{denominator} must be above 0"),
+            ));
+        } else if !(0..=denominator).contains(&numerator) {
+            v.error(FieldError::spec(
+                format!("{at}.fraction.numerator"),
+                format!("{numerator} must be between 0 and the denominator, {denominator}"),
+            ));
+        }
+    }
 }
 
 fn validate_replacement_path(
@@ -679,11 +724,25 @@ macro_rules! grpc_filter {
             );
         }
         if let Some(m) = &f.request_mirror {
+            let at = format!("{path}.requestMirror");
             if let Some(port) = m.backend_ref.port {
-                validate_port(v, &format!("{path}.requestMirror.backendRef.port"), port);
+                validate_port(v, &format!("{at}.backendRef.port"), port);
             }
+            validate_mirror_share(
+                v,
+                &at,
+                m.percent,
+                m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+            );
         }
     }};
+}
+
+/// The path expression of a GRPCRoute `RegularExpression` method match: `/<service>/<method>`,
+/// a part not given (or empty) taking any name.
+pub fn grpc_path_regex(service: Option<&str>, method: Option<&str>) -> String {
+    let part = |p: Option<&str>| p.filter(|p| !p.is_empty()).unwrap_or("[^/]+").to_string();
+    format!("/(?:{})/(?:{})", part(service), part(method))
 }
 
 fn is_grpc_service(s: &str) -> bool {
@@ -726,6 +785,7 @@ pub fn validate_grpc_route(r: &GrpcRoute) -> Verdict {
                     method.r#type,
                     Some(GrpcRouteRulesMatchesMethodType::RegularExpression)
                 );
+                let errors_before = v.errors.len();
                 if method.service.is_none() && method.method.is_none() {
                     v.error(FieldError::spec(
                         mat.clone(),
@@ -753,6 +813,12 @@ pub fn validate_grpc_route(r: &GrpcRoute) -> Verdict {
                             "must be a gRPC method name (letters, digits and '_', not starting with a digit)",
                         ));
                     }
+                }
+                // Two expressions each within Envoy's bounds can be past them together: the
+                // path expression Envoy runs is checked as a whole.
+                if regex && v.errors.len() == errors_before {
+                    let path = grpc_path_regex(method.service.as_deref(), method.method.as_deref());
+                    check_regex(&mut v, &mat, &path);
                 }
             }
             for (k, h) in m.headers.iter().flatten().enumerate() {

@@ -355,6 +355,35 @@ fn httproute_header_and_query_matches_are_well_formed() {
 }
 
 #[test]
+fn a_mirrors_share_is_a_percent_or_a_fraction_of_at_most_all() {
+    let mirror = |extra: serde_json::Value| {
+        let mut m = json!({"backendRef": {"name": "shadow", "port": 80}});
+        m.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"type": "RequestMirror", "requestMirror": m})
+    };
+    let r = mk_httproute(json!([{"filters": [
+        mirror(json!({})),
+        mirror(json!({"percent": 0})),
+        mirror(json!({"fraction": {"numerator": 3}})),
+        mirror(json!({"percent": 101})),
+        mirror(json!({"fraction": {"numerator": 5, "denominator": 4}})),
+        mirror(json!({"fraction": {"numerator": 0, "denominator": 0}})),
+        mirror(json!({"percent": 5, "fraction": {"numerator": 1}})),
+    ]}]));
+    assert_eq!(
+        errors(r),
+        [
+            "spec.rules[0].filters[3].requestMirror.percent: 101 must be between 0 and 100",
+            "spec.rules[0].filters[4].requestMirror.fraction.numerator: 5 must be between 0 and the denominator, 4",
+            "spec.rules[0].filters[5].requestMirror.fraction.denominator: 0 must be above 0",
+            "spec.rules[0].filters[6].requestMirror.fraction: set percent or fraction, not both",
+        ]
+    );
+}
+
+#[test]
 fn header_modifiers_name_each_header_once_and_carry_values_as_data() {
     let r = mk_httproute(
         json!([{"filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
@@ -455,6 +484,25 @@ fn grpc_method_matches_are_names_or_valid_regexes() {
             "spec.rules[0].matches[2].method.service: \"pkg\\\\.(Foo\" is not a valid RE2 regular expression (error: unclosed group)",
             "spec.rules[0].matches[4].headers[0].value: \"a{2,1}\" is not a valid RE2 regular expression (error: invalid repetition count range, the start must be <= the end)",
         ]
+    );
+}
+
+#[test]
+fn a_grpc_regular_expression_match_is_checked_as_the_path_expression_envoy_runs() {
+    let (service, method) = ("s".repeat(600), "m".repeat(600));
+    let r = mk(
+        GW,
+        "GRPCRoute",
+        json!({"rules": [{"matches": [
+            {"method": {"type": "RegularExpression", "service": service, "method": method}},
+            {"method": {"type": "RegularExpression", "service": service}},
+        ]}]}),
+    );
+    let errors = errors(r);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("spec.rules[0].matches[0].method: regular expression of 1210 bytes is longer than the 1024 bytes allowed"),
+        "{errors:?}"
     );
 }
 
