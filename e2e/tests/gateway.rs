@@ -1,6 +1,7 @@
 //! The Gateway API end to end in cluster mode: a GatewayClass of sluice's controller, a Gateway
-//! and an HTTPRoute applied with kubectl are served by a real Envoy fed by sluice, and their
-//! statuses (the Gateway API's own conditions) follow what sluice decided, as a GRPCRoute's do.
+//! and an HTTPRoute (prefix, regular expression and query parameter matches, a mirror) applied
+//! with kubectl are served by a real Envoy fed by sluice, and their statuses (the Gateway API's
+//! own conditions) follow what sluice decided, as a GRPCRoute's do.
 
 use std::time::Duration;
 
@@ -32,6 +33,9 @@ spec:
   rules:
     - matches: [{{path: {{type: PathPrefix, value: /b}}}}]
       backendRefs: [{{name: {b_service}, port: 80}}]
+    - matches: [{{path: {{type: RegularExpression, value: "/items/[0-9]+"}}, queryParams: [{{name: v, value: "2"}}]}}]
+      filters: [{{type: RequestMirror, requestMirror: {{backendRef: {{name: web-a, port: 80}}, percent: 50}}}}]
+      backendRefs: [{{name: web-b, port: 80}}]
     - backendRefs: [{{name: web-a, port: 80}}]
 "#
     )
@@ -100,6 +104,10 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     envoy.wait_answer(&host, "/", 200, &a);
     envoy.wait_answer(&host, "/b/page", 200, &b);
     envoy.wait_answer(&host, "/bb", 200, &a);
+    // A regular expression path with a query parameter condition (and a mirror beside it).
+    envoy.wait_answer(&host, "/items/7?v=2", 200, &b);
+    envoy.wait_answer(&host, "/items/7?v=3", 200, &a);
+    envoy.wait_answer(&host, "/items/x?v=2", 200, &a);
 
     wait_object(&env, "gatewayclasses", "", &class, "Accepted", |o| {
         holds(
