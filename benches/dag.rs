@@ -658,6 +658,12 @@ fn main() {
     println!(
         "scaling {large}/{small} ({factor}x objects): Pipeline::publish of a full build {ratio:.1}x time, dag::build alone {dag_ratio:.1}x"
     );
+    // What the reference workload does not tell: how long this machine makes a build wait on
+    // memory (`common::reference::memory_latency_ns`).
+    let latency = common::reference::memory_latency_ns();
+    println!(
+        "machine memory latency (a load depending on the one before, over 64 MiB, no sluice code) {latency:.1} ns"
+    );
     if !smoke {
         let r2 = |v: f64| serde_json::json!((v * 100.0).round() / 100.0);
         let mut results = serde_json::Map::new();
@@ -677,6 +683,7 @@ fn main() {
             r2(b.dag_only_gateway_api_one_thread),
         );
         results.insert("machine_reference_ms".into(), r2(b.reference));
+        results.insert("machine_memory_latency_ns".into(), r2(latency));
         results.insert(
             "dag_build_per_reference_10k".into(),
             common::round3(b.publish_start / b.reference),

@@ -90,3 +90,50 @@ pub fn times(runs: usize) -> Vec<f64> {
     );
     times
 }
+
+/// The bytes the memory latency probe walks: more than a VM's share of a last-level cache,
+/// as a 10k build's memory is.
+const LATENCY_BYTES: usize = 64 << 20;
+
+/// The same in a smoke run.
+const SMOKE_LATENCY_BYTES: usize = 1 << 20;
+
+/// The machine's memory latency, in ns: the time of one load that depends on the one before,
+/// over `LATENCY_BYTES` of memory visited in an order no prefetcher follows (the median of five
+/// walks of a million loads each).
+///
+/// The reference workload above fits in the caches of some VMs and not of others; a build of
+/// 10k objects does not fit in any, and waits on memory for much of its time (docs/benchmarks.md,
+/// "Next", item 4). This number tells how long that wait is on the machine of a run, so two
+/// machines' results can be told apart by it. Each slot holds the next slot to visit: slot `i`
+/// holds `(a * i + c) mod n`, a full-period linear congruential sequence (n a power of two, `c`
+/// odd, `a` one more than a multiple of four), so the walk visits every slot once per cycle, each
+/// step a distance from the last that changes from step to step.
+pub fn memory_latency_ns() -> f64 {
+    let bytes = if super::smoke() {
+        SMOKE_LATENCY_BYTES
+    } else {
+        LATENCY_BYTES
+    };
+    let n = bytes / std::mem::size_of::<u32>();
+    let mask = (n - 1) as u64;
+    const A: u64 = 0x5851_F42D_4C95_7F2D; // ≡ 1 (mod 4)
+    const C: u64 = 0x1405_7B7E_F767_814F; // odd
+    let next: Vec<u32> = (0..n as u64)
+        .map(|i| (A.wrapping_mul(i).wrapping_add(C) & mask) as u32)
+        .collect();
+    let loads = 1_000_000;
+    let mut times: Vec<f64> = (0..5)
+        .map(|_| {
+            let mut at = 0u32;
+            let t = Instant::now();
+            for _ in 0..loads {
+                at = next[at as usize];
+            }
+            black_box(at);
+            t.elapsed().as_secs_f64() * 1e9 / loads as f64
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
