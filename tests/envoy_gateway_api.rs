@@ -1,7 +1,7 @@
 //! Real Envoy fed by sluice standalone from Gateway API objects: a GatewayClass of sluice's
 //! controller, a Gateway with HTTP and HTTPS listeners, and HTTPRoutes with path, header and
 //! method matches, weights and a TLS host, header filters, redirects and rewrites, a backend
-//! request timeout; a route sluice refuses and a Gateway of another controller serve nothing.
+//! request timeout, a CORS policy; a route sluice refuses and a Gateway of another controller serve nothing.
 
 mod envoy_support;
 
@@ -524,6 +524,138 @@ async fn a_request_mirror_copies_the_requests_to_its_backend() {
     // copies above came within milliseconds).
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(shadow.hits(), copied);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cors_policy_answers_preflights_and_marks_the_answers_of_allowed_origins() {
+    let web = Backend::start("cors/web").await;
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /api}}]
+    filters:
+    - type: CORS
+      cors:
+        allowOrigins: [\"https://app.example.com\", \"https://*.example.org\"]
+        allowMethods: [GET, PUT]
+        allowHeaders: [x-token]
+        exposeHeaders: [x-trace]
+        allowCredentials: true
+        maxAge: 600
+    backendRefs: [{name: web, port: 80}]
+  - backendRefs: [{name: web, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("cors", &[&web])),
+            ("gateway.yaml", http_gateway("cors")),
+            ("route.yaml", app_route("cors", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/api/items", &[], "cors/web")
+        .await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let send = |method: reqwest::Method, path: &str, origin: &str| {
+        client
+            .request(method, format!("http://127.0.0.1:{}{path}", h.http_port))
+            .header(reqwest::header::HOST, "app.example.com")
+            .header(reqwest::header::ORIGIN, origin)
+    };
+    let preflight = |path: &str, origin: &str| {
+        send(reqwest::Method::OPTIONS, path, origin)
+            .header("access-control-request-method", "PUT")
+            .header("access-control-request-headers", "x-token")
+            .send()
+    };
+    let header = |res: &reqwest::Response, name: &str| -> Option<String> {
+        (res.headers().get(name)).map(|v| v.to_str().unwrap().to_string())
+    };
+
+    // A preflight from an allowed origin (exact, in another letter case, or under the
+    // wildcard, any number of labels deep) is answered by Envoy with the policy.
+    let hits = web.hits();
+    for origin in [
+        "https://app.example.com",
+        "HTTPS://App.Example.com",
+        "https://shop.eu.example.org",
+    ] {
+        let res = preflight("/api/items", origin).await.unwrap();
+        assert_eq!(res.status().as_u16(), 200, "{origin}");
+        assert_eq!(
+            header(&res, "access-control-allow-origin").as_deref(),
+            Some(origin)
+        );
+        assert_eq!(
+            header(&res, "access-control-allow-methods").as_deref(),
+            Some("GET,PUT")
+        );
+        assert_eq!(
+            header(&res, "access-control-allow-headers").as_deref(),
+            Some("x-token")
+        );
+        assert_eq!(
+            header(&res, "access-control-max-age").as_deref(),
+            Some("600")
+        );
+        assert_eq!(
+            header(&res, "access-control-allow-credentials").as_deref(),
+            Some("true")
+        );
+    }
+    // One from another origin gets no CORS headers, and is not forwarded either.
+    for origin in [
+        "https://evil.example.com",
+        "http://app.example.com",
+        "https://example.org",
+    ] {
+        let res = preflight("/api/items", origin).await.unwrap();
+        assert_eq!(res.status().as_u16(), 200, "{origin}");
+        assert_eq!(
+            header(&res, "access-control-allow-origin"),
+            None,
+            "{origin}"
+        );
+    }
+    assert_eq!(web.hits(), hits, "a preflight reached the backend");
+
+    // The backend's answer to an allowed origin's request carries the policy's headers.
+    let res = send(
+        reqwest::Method::GET,
+        "/api/items",
+        "https://app.example.com",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(
+        header(&res, "access-control-allow-origin").as_deref(),
+        Some("https://app.example.com")
+    );
+    assert_eq!(
+        header(&res, "access-control-expose-headers").as_deref(),
+        Some("x-trace")
+    );
+    assert_eq!(
+        header(&res, "access-control-allow-credentials").as_deref(),
+        Some("true")
+    );
+    assert_eq!(res.text().await.unwrap(), "cors/web");
+    // Not to another origin's, nor on a rule without a policy.
+    for (path, origin) in [
+        ("/api/items", "https://evil.example.com"),
+        ("/other", "https://app.example.com"),
+    ] {
+        let res = send(reqwest::Method::GET, path, origin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            header(&res, "access-control-allow-origin"),
+            None,
+            "{path} {origin}"
+        );
+        assert_eq!(res.text().await.unwrap(), "cors/web");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -445,6 +445,9 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}]},
             {"matches": [{"path": {"type": "Exact", "value": "/gone"}}],
              "filters": [{"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"}}}]},
+            // CORS is routed.
+            {"filters": [{"type": "CORS", "cors": {"allowOrigins": ["https://*.example.com"], "allowMethods": ["GET"]}}],
+             "backendRefs": [{"name": "store", "port": 8080}]},
         ],
     });
     let object = route.clone();
@@ -453,7 +456,7 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
     let msg = reply.message();
     assert!(
         msg.contains(
-            "spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect and URLRewrite filters; remove this one"
+            "spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect, URLRewrite and CORS filters; remove this one"
         ),
         "{reply}"
     );
@@ -461,6 +464,7 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
     assert!(msg.contains("spec.rules[4].filters[0].requestRedirect.path.type: ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)"), "{reply}");
     assert!(!msg.contains("spec.rules[2]"), "{reply}");
     assert!(!msg.contains("spec.rules[3]"), "{reply}");
+    assert!(!msg.contains("spec.rules[5]"), "{reply}");
     // The same route under another controller's Gateway is that controller's to judge.
     let mut theirs = object;
     theirs["spec"]["parentRefs"][0]["name"] = "nginx-edge".into();

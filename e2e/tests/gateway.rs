@@ -1,13 +1,41 @@
 //! The Gateway API end to end in cluster mode: a GatewayClass of sluice's controller, a Gateway
-//! and an HTTPRoute (prefix, regular expression and query parameter matches, a mirror) applied
-//! with kubectl are served by a real Envoy fed by sluice, and their statuses (the Gateway API's
-//! own conditions) follow what sluice decided, as a GRPCRoute's do.
+//! and an HTTPRoute (prefix, regular expression and query parameter matches, a mirror, a CORS
+//! policy) applied with kubectl are served by a real Envoy fed by sluice, and their statuses
+//! (the Gateway API's own conditions) follow what sluice decided, as a GRPCRoute's do.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::support::{Env, Envoy, Ports, Sluice, env, wait_for};
+
+/// A CORS preflight for a PUT through Envoy: its status and response headers (names in lower
+/// case, one a line).
+fn preflight(envoy: &Envoy, host: &str, path: &str, origin: &str) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "3", "--noproxy", "*", "-X", "OPTIONS"])
+        .args([
+            "-H",
+            &format!("Host: {host}"),
+            "-H",
+            &format!("Origin: {origin}"),
+        ])
+        .args(["-H", "Access-Control-Request-Method: PUT"])
+        .args(["-o", "/dev/null", "-D", "-", "-w", "%{http_code}"])
+        .arg(format!("http://127.0.0.1:{}{path}", envoy.http_port))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    let (headers, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    let headers = (headers.lines())
+        .map(|l| match l.split_once(':') {
+            Some((name, value)) => format!("{}:{value}", name.to_lowercase()),
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    (code.trim().parse().unwrap_or(0), headers)
+}
 
 fn objects(ns: &str, class: &str, host: &str, b_service: &str) -> String {
     format!(
@@ -32,6 +60,7 @@ spec:
   hostnames: [{host}]
   rules:
     - matches: [{{path: {{type: PathPrefix, value: /b}}}}]
+      filters: [{{type: CORS, cors: {{allowOrigins: ["https://*.example.com"], allowMethods: [GET, PUT]}}}}]
       backendRefs: [{{name: {b_service}, port: 80}}]
     - matches: [{{path: {{type: RegularExpression, value: "/items/[0-9]+"}}, queryParams: [{{name: v, value: "2"}}]}}]
       filters: [{{type: RequestMirror, requestMirror: {{backendRef: {{name: web-a, port: 80}}, percent: 50}}}}]
@@ -108,6 +137,17 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
     envoy.wait_answer(&host, "/items/7?v=2", 200, &b);
     envoy.wait_answer(&host, "/items/7?v=3", 200, &a);
     envoy.wait_answer(&host, "/items/x?v=2", 200, &a);
+    // The CORS policy: Envoy answers an allowed origin's preflight itself.
+    let (code, headers) = preflight(&envoy, &host, "/b/page", "https://app.example.com");
+    assert_eq!(code, 200, "{headers}");
+    assert!(
+        headers.contains("access-control-allow-origin: https://app.example.com"),
+        "{headers}"
+    );
+    assert!(
+        headers.contains("access-control-allow-methods: GET,PUT"),
+        "{headers}"
+    );
 
     wait_object(&env, "gatewayclasses", "", &class, "Accepted", |o| {
         holds(

@@ -457,7 +457,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
     assert_eq!(conds(&p.conditions)[0], "Accepted=false/UnsupportedValue");
     let m = &p.conditions[0].message;
     assert!(
-        m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect and URLRewrite filters; remove this one"),
+        m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect, URLRewrite and CORS filters; remove this one"),
         "{m}"
     );
     assert!(m.contains("spec.rules[1].backendRefs[0].filters"), "{m}");
@@ -964,5 +964,6 @@ fn refused_beside_an_exact_match(r: &str, prefix: &str, filter: &str) {
     );
 }
 
+mod cors;
 mod matches;
 mod mirror;

@@ -66,6 +66,7 @@ pub(super) fn grpc_route(
                     edits: rule_header_edits!(rule.filters.iter().flatten()),
                     rewrite: None,
                     mirrors: rule_mirrors!(b, snapshot, from, i, mirrors, resolved, H2c),
+                    cors: None,
                 }
             })
             .collect()

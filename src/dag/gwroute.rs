@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::gateway::{GATEWAY_MIN_TLS, GROUP, GatewayAcc, Namespaces, cond, condition, granted};
 use super::model::{
-    ClusterName, Clusters, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch,
+    ClusterName, Clusters, Cors, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch,
     INVALID_BACKEND_CLUSTER, Mirror, ParentStatus, PathMatch, QueryMatch, Rewrite, Route,
     RouteAction, RouteExtras, UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, VhostTls,
     WeightedCluster,
@@ -46,6 +46,8 @@ pub(super) struct BuiltRule {
     pub edits: Option<HeaderEdits>,
     pub rewrite: Option<Rewrite>,
     pub mirrors: Vec<Mirror>,
+    /// The rule's CORS policy (HTTPRoute `CORS` filter).
+    pub cors: Option<Cors>,
 }
 
 /// Whether `pattern` (a host name, or `*.` and a suffix) matches the host name `host`.
@@ -470,6 +472,7 @@ pub(super) fn attach_route(
                             headers_edit: rule.edits.clone(),
                             rewrite: rule.rewrite.clone(),
                             mirrors: rule.mirrors.clone(),
+                            cors: rule.cors.clone(),
                         }
                         .boxed(),
                         source: obj.clone(),

@@ -1,6 +1,6 @@
 //! HTTPRoutes of the Gateway API: their rules as routes (path (prefix, exact or regular
 //! expression), header, query parameter and method matches, weighted Service backends, timeouts,
-//! header filters, rewrites and redirects), attached to sluice's Gateways by
+//! header filters, rewrites, redirects, mirrors and CORS), attached to sluice's Gateways by
 //! [`super::gwroute`]. The rules are written down in `docs/gateway-api.md`.
 
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ use super::gwroute::{
     rule_mirrors,
 };
 use super::model::{
-    HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite, RouteAction,
+    Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite, RouteAction,
     UpstreamProtocol,
 };
 use crate::api::{Kind, ObjKey};
@@ -83,6 +83,7 @@ pub(super) fn http_route(
                     edits: rule_header_edits!(rule.filters.iter().flatten()),
                     rewrite: rule_rewrite(rule),
                     mirrors,
+                    cors: rule_cors(rule),
                 }
             })
             .collect()
@@ -137,10 +138,10 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                         );
                     }
                 }
-                HttpRouteRulesFiltersType::RequestMirror => {}
+                HttpRouteRulesFiltersType::RequestMirror | HttpRouteRulesFiltersType::Cors => {}
                 _ => no(
                     format!("{field}.filters[{j}].type"),
-                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect and URLRewrite filters; remove this one",
+                    "sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect, URLRewrite and CORS filters; remove this one",
                 ),
             }
         }
@@ -151,6 +152,24 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
         }
     }
     out
+}
+
+/// The rule's CORS policy: its first `CORS` filter's (the Gateway API allows one a rule). A
+/// preflight's answer is kept 5 seconds when `maxAge` is not set, as the Gateway API asks.
+fn rule_cors(rule: &HttpRouteRules) -> Option<Cors> {
+    let c = (rule.filters.iter().flatten())
+        .find(|f| f.r#type == HttpRouteRulesFiltersType::Cors)?
+        .cors
+        .as_ref()?;
+    let list = |l: &Option<Vec<String>>| l.clone().unwrap_or_default();
+    Some(Cors {
+        allow_origins: list(&c.allow_origins),
+        allow_methods: list(&c.allow_methods),
+        allow_headers: list(&c.allow_headers),
+        expose_headers: list(&c.expose_headers),
+        max_age: c.max_age.unwrap_or(5),
+        allow_credentials: c.allow_credentials == Some(true),
+    })
 }
 
 /// The path, header and query parameter conditions of a rule's matches (one match of every

@@ -114,6 +114,30 @@ pub struct RouteExtras {
     /// Copies of the requests the route forwards, sent elsewhere (Gateway API `RequestMirror`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<Mirror>,
+    /// Which cross-origin requests browsers may make (Gateway API `CORS`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cors: Option<Cors>,
+}
+
+/// A route's CORS policy (Gateway API `CORS` filter): Envoy answers a preflight request from an
+/// allowed origin itself, answers one from any other origin without the CORS headers, and adds
+/// the headers to the answers of allowed origins' requests (docs/gateway-api.md, "CORS").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cors {
+    /// The allowed origins as written: `*`, or `<scheme>://<host>[:<port>]` whose host may start
+    /// with `*` (any labels to the left).
+    pub allow_origins: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_methods: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow_headers: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expose_headers: Vec<String>,
+    /// How long a browser may keep a preflight's answer, in seconds.
+    pub max_age: i32,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_credentials: bool,
 }
 
 impl RouteExtras {
@@ -142,6 +166,11 @@ impl Route {
     /// The route's mirrors.
     pub fn mirrors(&self) -> &[Mirror] {
         self.extras.as_deref().map_or(&[], |e| &e.mirrors)
+    }
+
+    /// The route's CORS policy.
+    pub fn cors(&self) -> Option<&Cors> {
+        self.extras.as_deref()?.cors.as_ref()
     }
 
     /// The route's extras, to change (made when it has none).

@@ -8,6 +8,7 @@ use envoy_types::pb::envoy::config::core::v3::{
 use envoy_types::pb::envoy::config::listener::v3::{
     Filter, FilterChain, FilterChainMatch, Listener, ListenerFilter, filter, listener_filter,
 };
+use envoy_types::pb::envoy::extensions::filters::http::cors::v3::Cors as CorsFilter;
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::listener::proxy_protocol::v3::ProxyProtocol;
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
@@ -273,6 +274,14 @@ fn hcm(
     mut http_filters: Vec<HttpFilter>,
 ) -> HttpConnectionManager {
     let options = shared.options;
+    // CORS policies are routes' (Gateway API `CORS` filters); the filter does nothing on a route
+    // without one. After the filters before it (the route shards' Lua sets the header that
+    // picks the route), as it reads the route.
+    http_filters.push(HttpFilter {
+        name: super::route::CORS_FILTER.to_string(),
+        config_type: Some(http_filter::ConfigType::TypedConfig(any(&CorsFilter {}))),
+        ..Default::default()
+    });
     http_filters.push(HttpFilter {
         name: "envoy.filters.http.router".to_string(),
         config_type: Some(http_filter::ConfigType::TypedConfig(

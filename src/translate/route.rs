@@ -32,6 +32,7 @@ use envoy_types::pb::envoy::config::route::v3::{
     route_match::PathSpecifier,
     weighted_cluster::ClusterWeight,
 };
+use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
 use envoy_types::pb::envoy::r#type::matcher::v3::{
     RegexMatchAndSubstitute, RegexMatcher, StringMatcher, string_matcher::MatchPattern,
 };
@@ -39,8 +40,8 @@ use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::
 
 use super::{duration, u32v};
 use crate::dag::{
-    Dag, HeaderEdit, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, Mirror, PathMatch, QueryMatch,
-    QueryOp, Redirect, Route, RouteAction, VirtualHost,
+    Cors, Dag, HeaderEdit, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, Mirror, PathMatch,
+    QueryMatch, QueryOp, Redirect, Route, RouteAction, VirtualHost,
 };
 use crate::validate::common::Timeout;
 use crate::xds::wire::{put_string, string_len};
@@ -518,6 +519,11 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         action: Some(action),
         ..Default::default()
     };
+    if let Some(cors) = r.cors() {
+        route
+            .typed_per_filter_config
+            .insert(CORS_FILTER.to_string(), super::any(&build_cors(cors)));
+    }
     if let Some(edits) = r.headers_edit() {
         route.request_headers_to_add = header_options(&edits.request);
         route.request_headers_to_remove = edits.request.remove.clone();
@@ -525,6 +531,60 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         route.response_headers_to_remove = edits.response.remove.clone();
     }
     route
+}
+
+/// The name of Envoy's CORS filter, which every HTTP connection manager of sluice's has; a
+/// route's policy is its configuration for that route.
+pub const CORS_FILTER: &str = "envoy.filters.http.cors";
+
+/// A route's CORS policy as Envoy's. Envoy answers a preflight (`OPTIONS` with `Origin` and
+/// `Access-Control-Request-Method`) from an allowed origin itself, with the policy's headers and
+/// `Access-Control-Allow-Origin` set to the request's origin; a preflight from another origin is
+/// answered without them (not forwarded to the backend, so that no backend answers it by
+/// accident); other requests from an allowed origin get `Access-Control-Allow-Origin`,
+/// `-Allow-Credentials` and `-Expose-Headers` added to their answers.
+fn build_cors(c: &Cors) -> CorsPolicy {
+    let join = |l: &[String]| l.join(",");
+    CorsPolicy {
+        allow_origin_string_match: c.allow_origins.iter().map(|o| origin_matcher(o)).collect(),
+        allow_methods: join(&c.allow_methods),
+        allow_headers: join(&c.allow_headers),
+        expose_headers: join(&c.expose_headers),
+        max_age: c.max_age.to_string(),
+        allow_credentials: c.allow_credentials.then(|| super::boolv(true)),
+        forward_not_matching_preflights: Some(super::boolv(false)),
+        ..Default::default()
+    }
+}
+
+/// An allowed origin as Envoy matches it against a request's `Origin`: `*` any origin, a host
+/// starting with `*` any labels in its place (the Gateway API's wildcard reaches to the left
+/// over any number of labels), any other origin itself; the scheme and host in any letter case.
+fn origin_matcher(origin: &str) -> StringMatcher {
+    let pattern = match origin.split_once("://") {
+        _ if origin == "*" => MatchPattern::SafeRegex(RegexMatcher {
+            regex: ".*".to_string(),
+            ..Default::default()
+        }),
+        Some((scheme, host)) if host.starts_with('*') => MatchPattern::SafeRegex(RegexMatcher {
+            regex: format!(
+                "(?i){}://[^/:]+{}",
+                regex::escape(scheme),
+                regex::escape(&host[1..])
+            ),
+            ..Default::default()
+        }),
+        _ => {
+            return StringMatcher {
+                match_pattern: Some(MatchPattern::Exact(origin.to_string())),
+                ignore_case: true,
+            };
+        }
+    };
+    StringMatcher {
+        match_pattern: Some(pattern),
+        ignore_case: false,
+    }
 }
 
 /// The headers a [`HeaderEdit`] sets and adds, as Envoy's options. Envoy reads `%` in a

@@ -213,9 +213,16 @@ fn the_http_listener_picks_a_shard_by_the_header_its_lua_filter_sets() {
     };
     let res = build(&Dag::default(), &options);
     let hcm = hcm(&res.listeners[0]);
-    assert_eq!(hcm.http_filters.len(), 2);
-    assert_eq!(hcm.http_filters[0].name, "envoy.filters.http.lua");
-    assert_eq!(hcm.http_filters[1].name, "envoy.filters.http.router");
+    let names: Vec<&str> = hcm.http_filters.iter().map(|f| f.name.as_str()).collect();
+    // The Lua that picks the shard, then what reads the route it picked.
+    assert_eq!(
+        names,
+        [
+            "envoy.filters.http.lua",
+            "envoy.filters.http.cors",
+            "envoy.filters.http.router"
+        ]
+    );
     let Some(RouteSpecifier::ScopedRoutes(scoped)) = hcm.route_specifier else {
         panic!("not scoped routes");
     };
@@ -256,10 +263,14 @@ fn the_http_listener_picks_a_shard_by_the_header_its_lua_filter_sets() {
                 .any(|r| r.name == scope.route_configuration_name)
         );
     }
-    // One shard: one configuration, no filter in front of the router.
+    // One shard: one configuration, no Lua in front of the router.
     let one = build(&Dag::default(), &Options::default());
     let hcm = super::shard_tests::hcm(&one.listeners[0]);
-    assert_eq!(hcm.http_filters.len(), 1);
+    let names: Vec<&str> = hcm.http_filters.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["envoy.filters.http.cors", "envoy.filters.http.router"]
+    );
     assert!(matches!(hcm.route_specifier, Some(RouteSpecifier::Rds(_))));
     assert_eq!(one.routes.len(), 1);
     assert!(one.scoped_routes.is_empty());

@@ -17,8 +17,8 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners, GatewayListenersTlsMode};
 use gateway_api::apis::standard::grpcroutes::{GrpcRoute, GrpcRouteRulesMatchesMethodType};
 use gateway_api::apis::standard::httproutes::{
-    HttpRoute, HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesQueryParamsType,
+    HttpRoute, HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType,
 };
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -520,6 +520,19 @@ macro_rules! http_filter {
                 );
             }
         }
+        if let Some(c) = &f.cors {
+            validate_cors(
+                v,
+                &format!("{path}.cors"),
+                CorsFields {
+                    allow_origins: c.allow_origins.as_deref().unwrap_or_default(),
+                    allow_methods: c.allow_methods.as_deref().unwrap_or_default(),
+                    allow_headers: c.allow_headers.as_deref().unwrap_or_default(),
+                    expose_headers: c.expose_headers.as_deref().unwrap_or_default(),
+                    max_age: c.max_age,
+                },
+            );
+        }
         if let Some(m) = &f.request_mirror {
             let at = format!("{path}.requestMirror");
             if let Some(port) = m.backend_ref.port {
@@ -533,6 +546,98 @@ macro_rules! http_filter {
             );
         }
     }};
+}
+
+/// The fields of a `CORS` filter that can be wrong (a rule's and a backendRef's filters are
+/// types of their own).
+struct CorsFields<'a> {
+    allow_origins: &'a [String],
+    allow_methods: &'a [String],
+    allow_headers: &'a [String],
+    expose_headers: &'a [String],
+    max_age: Option<i32>,
+}
+
+/// A `CORS` filter: origins as `*` or `<scheme>://<host>[:<port>]` (scheme `http` or `https`, a
+/// host that may start with `*`), methods and header names as HTTP tokens or `*`, and a
+/// `maxAge` of at least a second. Envoy gets the lists joined with commas, so a comma in a value
+/// would split it: tokens have none.
+fn validate_cors(v: &mut Verdict, at: &str, c: CorsFields<'_>) {
+    for (i, origin) in c.allow_origins.iter().enumerate() {
+        if let Err(problem) = check_origin(origin) {
+            v.error(FieldError::invalid(
+                format!("{at}.allowOrigins[{i}]"),
+                origin,
+                format!(
+                    "{problem}; write \"*\" or <scheme>://<host>[:<port>] with scheme http or https, such as \"https://app.example.com\" or \"https://*.example.com\""
+                ),
+            ));
+        }
+    }
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 256
+            && (s.bytes()).all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    for (i, m) in c.allow_methods.iter().enumerate() {
+        if !token(m) {
+            v.error(FieldError::invalid(
+                format!("{at}.allowMethods[{i}]"),
+                m,
+                "must be an HTTP method such as GET or PUT, or \"*\"",
+            ));
+        }
+    }
+    for (field, names) in [
+        ("allowHeaders", c.allow_headers),
+        ("exposeHeaders", c.expose_headers),
+    ] {
+        for (i, h) in names.iter().enumerate() {
+            push(
+                v,
+                crate::validate::common::validate_header_name(&format!("{at}.{field}[{i}]"), h),
+            );
+        }
+    }
+    if let Some(age) = c.max_age
+        && age < 1
+    {
+        v.error(FieldError::spec(
+            format!("{at}.maxAge"),
+            format!("{age} must be at least 1 (seconds a browser keeps a preflight's answer)"),
+        ));
+    }
+}
+
+/// Whether `origin` is a CORS origin the Gateway API allows: `*`, or a scheme (`http`, `https`),
+/// `://`, a host name that may start with `*`, and an optional port; the problem when not.
+fn check_origin(origin: &str) -> Result<(), &'static str> {
+    if origin == "*" {
+        return Ok(());
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else {
+        return Err("has no scheme");
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err("has a scheme other than http and https");
+    }
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (rest, None),
+    };
+    if let Some(port) = port
+        && !port.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return Err("has a port that is not a number between 1 and 65535");
+    }
+    let name = host.strip_prefix('*').unwrap_or(host);
+    let label_char = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'.';
+    if host.is_empty() || !name.bytes().all(label_char) || name.contains("..") {
+        return Err(
+            "has no host name, or one with characters other than letters, digits, '-' and '.' (and a leading '*')",
+        );
+    }
+    Ok(())
 }
 
 /// A mirror's `percent` (0–100) or `fraction` (a numerator from 0 to its denominator, which is
@@ -661,6 +766,12 @@ pub fn validate_http_route(r: &HttpRoute) -> Verdict {
         }
         for (k, f) in rule.filters.iter().flatten().enumerate() {
             http_filter!(&mut v, &format!("{base}.filters[{k}]"), f);
+            if f.r#type == HttpRouteRulesFiltersType::Cors && f.cors.is_none() {
+                v.error(FieldError::spec(
+                    format!("{base}.filters[{k}].cors"),
+                    "is required for a CORS filter: set allowOrigins and the other fields of the policy",
+                ));
+            }
         }
         for (b, be) in rule.backend_refs.iter().flatten().enumerate() {
             let at = format!("{base}.backendRefs[{b}]");

@@ -384,6 +384,39 @@ fn a_mirrors_share_is_a_percent_or_a_fraction_of_at_most_all() {
 }
 
 #[test]
+fn a_cors_policy_names_origins_methods_and_headers_envoy_can_match() {
+    let cors = |policy: serde_json::Value| json!({"type": "CORS", "cors": policy});
+    let r = mk_httproute(json!([{"filters": [
+        cors(json!({"allowOrigins": ["*", "https://app.example.com", "http://*.example.com:8080",
+                                     "HTTPS://Shop.Example.com", "https://*"],
+                    "allowMethods": ["GET", "*"], "allowHeaders": ["x-token", "*"],
+                    "exposeHeaders": ["x-trace"], "maxAge": 60, "allowCredentials": true})),
+        cors(json!({"allowOrigins": ["app.example.com", "ftp://files.example.com",
+                                     "https://app.example.com:0", "https://app.example.com/path",
+                                     "https://a*.example.com", "https://"],
+                    "allowMethods": ["GET, PUT"], "allowHeaders": ["x token"],
+                    "exposeHeaders": [""], "maxAge": 0})),
+        {"type": "CORS"},
+    ]}]));
+    assert_eq!(
+        errors(r),
+        [
+            "spec.rules[0].filters[1].cors.allowOrigins[0]: \"app.example.com\" has no scheme; write \"*\" or <scheme>://<host>[:<port>] with scheme http or https, such as \"https://app.example.com\" or \"https://*.example.com\"",
+            "spec.rules[0].filters[1].cors.allowOrigins[1]: \"ftp://files.example.com\" has a scheme other than http and https; write \"*\" or <scheme>://<host>[:<port>] with scheme http or https, such as \"https://app.example.com\" or \"https://*.example.com\"",
+            "spec.rules[0].filters[1].cors.allowOrigins[2]: \"https://app.example.com:0\" has a port that is not a number between 1 and 65535; write \"*\" or <scheme>://<host>[:<port>] with scheme http or https, such as \"https://app.example.com\" or \"https://*.example.com\"",
+            "spec.rules[0].filters[1].cors.allowOrigins[3]: \"https://app.example.com/path\" has no host name, or one with characters other than letters, digits, '-' and '.' (and a leading '*'); write \"*\" or <scheme>://<host>[:<port>] with scheme http or https, such as \"https://app.example.com\" or \"https://*.example.com\"",
+            "spec.rules[0].filters[1].cors.allowOrigins[4]: \"https://a*.example.com\" has no host name, or one with characters other than letters, digits, '-' and '.' (and a leading '*'); write \"*\" or <scheme>://<host>[:<port>] with scheme http or https, such as \"https://app.example.com\" or \"https://*.example.com\"",
+            "spec.rules[0].filters[1].cors.allowOrigins[5]: \"https://\" has no host name, or one with characters other than letters, digits, '-' and '.' (and a leading '*'); write \"*\" or <scheme>://<host>[:<port>] with scheme http or https, such as \"https://app.example.com\" or \"https://*.example.com\"",
+            "spec.rules[0].filters[1].cors.allowMethods[0]: \"GET, PUT\" must be an HTTP method such as GET or PUT, or \"*\"",
+            "spec.rules[0].filters[1].cors.allowHeaders[0]: \"x token\" must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~; no ':' pseudo-headers)",
+            "spec.rules[0].filters[1].cors.exposeHeaders[0]: \"\" must be an HTTP header name (letters, digits and !#$%&'*+-.^_`|~; no ':' pseudo-headers)",
+            "spec.rules[0].filters[1].cors.maxAge: 0 must be at least 1 (seconds a browser keeps a preflight's answer)",
+            "spec.rules[0].filters[2].cors: is required for a CORS filter: set allowOrigins and the other fields of the policy",
+        ]
+    );
+}
+
+#[test]
 fn header_modifiers_name_each_header_once_and_carry_values_as_data() {
     let r = mk_httproute(
         json!([{"filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {

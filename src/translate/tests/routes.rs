@@ -1,5 +1,5 @@
 //! Envoy routes from the model's routes: path specifiers, header and query parameter matchers,
-//! weights, timeouts and retries, mirrors, and the virtual host bytes written directly rather
+//! weights, timeouts and retries, mirrors, CORS policies, and the virtual host bytes written directly rather
 //! than by prost.
 
 use super::*;
@@ -189,6 +189,70 @@ fn mirrors_map_to_request_mirror_policies() {
     );
 }
 
+#[test]
+fn a_cors_policy_is_the_routes_configuration_of_envoys_cors_filter() {
+    use envoy_types::pb::envoy::extensions::filters::http::cors::v3::CorsPolicy;
+    use envoy_types::pb::envoy::r#type::matcher::v3::string_matcher::MatchPattern;
+    use prost::Message;
+    let mut r = mk_route(PathMatch::prefix("/"), "app");
+    r.extras_mut().cors = Some(crate::dag::Cors {
+        allow_origins: vec![
+            "https://app.example.com".into(),
+            "https://*.example.org:8443".into(),
+            "*".into(),
+        ],
+        allow_methods: vec!["GET".into(), "PUT".into()],
+        allow_headers: vec!["x-token".into()],
+        expose_headers: vec!["x-trace".into(), "x-id".into()],
+        max_age: 5,
+        allow_credentials: true,
+    });
+    let plain = mk_route(PathMatch::prefix("/plain"), "app");
+    let dag = mk_dag(
+        vec![mk_vhost("a.com", vec![plain, r])],
+        vec![mk_cluster("app", 9000)],
+    );
+    let res = build(&dag, &Options::default());
+    let routes = vhost_routes(http_rc(&res), "a.com");
+    assert!(routes[0].typed_per_filter_config.is_empty());
+    let config = &routes[1].typed_per_filter_config["envoy.filters.http.cors"];
+    assert_eq!(
+        config.type_url,
+        "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"
+    );
+    let policy = CorsPolicy::decode(config.value.as_slice()).expect("a CorsPolicy");
+    let origins: Vec<(Option<MatchPattern>, bool)> = (policy.allow_origin_string_match.iter())
+        .map(|m| (m.match_pattern.clone(), m.ignore_case))
+        .collect();
+    let regex = |r: &str| {
+        MatchPattern::SafeRegex(envoy_types::pb::envoy::r#type::matcher::v3::RegexMatcher {
+            regex: r.into(),
+            ..Default::default()
+        })
+    };
+    assert_eq!(
+        origins,
+        [
+            (
+                Some(MatchPattern::Exact("https://app.example.com".into())),
+                true
+            ),
+            (Some(regex(r"(?i)https://[^/:]+\.example\.org:8443")), false),
+            (Some(regex(".*")), false),
+        ]
+    );
+    assert_eq!(policy.allow_methods, "GET,PUT");
+    assert_eq!(policy.allow_headers, "x-token");
+    assert_eq!(policy.expose_headers, "x-trace,x-id");
+    assert_eq!(policy.max_age, "5");
+    assert_eq!(policy.allow_credentials.map(|b| b.value), Some(true));
+    // A preflight from an origin the policy does not allow is answered by Envoy, not forwarded.
+    assert_eq!(
+        policy.forward_not_matching_preflights.map(|b| b.value),
+        Some(false)
+    );
+}
+
 /// A query parameter condition of each kind.
 fn query_conditions() -> Vec<QueryMatch> {
     vec![
@@ -235,7 +299,7 @@ fn query_conditions_map_to_query_parameter_matchers() {
 #[test]
 fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
     // Every route kind: plain, TLS (redirected unless insecure is permitted), headers, query
-    // parameters, a regular expression path, mirrors, weights,
+    // parameters, a regular expression path, mirrors and a CORS policy, weights,
     // none live, timeouts and retries, a wildcard host with the catch-all host's routes after its
     // own, a host name whose length takes two bytes, and the empty host name prost leaves out.
     let mut headers = mk_route(PathMatch::Exact("/exact".into()), "c1");
@@ -256,6 +320,11 @@ fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
     let regex = mk_route(PathMatch::Regex("/r/[0-9]+".into()), "c2");
     let mut mirrored = mk_route(PathMatch::prefix("/m"), "c1");
     mirrored.extras_mut().mirrors = mirrors();
+    mirrored.extras_mut().cors = Some(crate::dag::Cors {
+        allow_origins: vec!["https://*.example.com".into()],
+        max_age: 5,
+        ..Default::default()
+    });
     let mut none_live = mk_route(PathMatch::StringPrefix("/a//b".into()), "c1");
     none_live.action = RouteAction::Forward(smallvec::smallvec![WeightedCluster {
         cluster: "c1".into(),
