@@ -87,6 +87,9 @@ pub fn run(args: RoutesArgs) -> u8 {
                 if !row.mirrors.is_empty() {
                     println!("mirrors:  {}", row.mirrors.join(", "));
                 }
+                if let Some(cors) = &row.cors {
+                    println!("cors:     {cors}");
+                }
                 if let Some(http) = row.http {
                     println!("http:     {http}");
                 }

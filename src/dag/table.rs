@@ -33,6 +33,10 @@ pub struct TableRoute {
     /// Mirrors: `cluster` or `cluster (12.5%)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<String>,
+    /// The CORS policy, when set: `origins A, B; methods GET, PUT; headers H; expose E;
+    /// max age 5s` and `; credentials` when they are allowed (empty lists left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cors: Option<String>,
     /// On TLS hosts: `redirect` (HTTP gets a 301) or `permitted` (served over HTTP too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http: Option<String>,
@@ -79,6 +83,26 @@ pub fn route_table(dag: &Dag) -> Vec<TableHost> {
         .collect()
 }
 
+/// A CORS policy as a table shows it ([`TableRoute::cors`]).
+fn cors(c: &crate::dag::Cors) -> String {
+    let mut parts = Vec::new();
+    for (what, list) in [
+        ("origins", &c.allow_origins),
+        ("methods", &c.allow_methods),
+        ("headers", &c.allow_headers),
+        ("expose", &c.expose_headers),
+    ] {
+        if !list.is_empty() {
+            parts.push(format!("{what} {}", list.join(", ")));
+        }
+    }
+    parts.push(format!("max age {}s", c.max_age));
+    if c.allow_credentials {
+        parts.push("credentials".to_string());
+    }
+    parts.join("; ")
+}
+
 fn tls_version(v: crate::api::TlsVersion) -> &'static str {
     match v {
         crate::api::TlsVersion::V1_1 => "1.1",
@@ -95,6 +119,7 @@ pub fn table_route(r: &Route, tls: bool) -> TableRoute {
         query: r.query().iter().map(|q| q.to_string()).collect(),
         backends: backends(r),
         mirrors: r.mirrors().iter().map(mirror).collect(),
+        cors: r.cors().map(cors),
         http: tls.then(|| {
             if r.permit_insecure {
                 "permitted"

@@ -44,6 +44,21 @@ fn a_rules_cors_policy_is_on_each_of_its_routes_with_the_default_max_age() {
     assert_eq!(open.allow_origins, ["*"]);
     assert_eq!((open.max_age, open.allow_credentials), (600, false));
     assert!(open.allow_methods.is_empty());
+    // As `sluice routes` shows them.
+    assert_eq!(
+        table::table_route(shop_route(&dag, "/api"), false)
+            .cors
+            .as_deref(),
+        Some(
+            "origins https://app.example.com, https://*.example.org; methods GET, PUT; headers x-token; expose x-trace; max age 5s; credentials"
+        )
+    );
+    assert_eq!(
+        table::table_route(shop_route(&dag, "/open"), false)
+            .cors
+            .as_deref(),
+        Some("origins *; max age 600s")
+    );
     assert_eq!(shop_route(&dag, "/plain").cors(), None);
     assert_eq!(shop_route(&dag, "/plain").extras, None);
     let c = conds(&route_parent(&dag, "shop", "store").conditions);
