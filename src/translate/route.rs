@@ -561,29 +561,26 @@ fn build_cors(c: &Cors) -> CorsPolicy {
 /// starting with `*` any labels in its place (the Gateway API's wildcard reaches to the left
 /// over any number of labels), any other origin itself; the scheme and host in any letter case.
 fn origin_matcher(origin: &str) -> StringMatcher {
-    let pattern = match origin.split_once("://") {
-        _ if origin == "*" => MatchPattern::SafeRegex(RegexMatcher {
-            regex: ".*".to_string(),
+    let safe_regex = |regex: String| StringMatcher {
+        match_pattern: Some(MatchPattern::SafeRegex(RegexMatcher {
+            regex,
             ..Default::default()
-        }),
-        Some((scheme, host)) if host.starts_with('*') => MatchPattern::SafeRegex(RegexMatcher {
-            regex: format!(
-                "(?i){}://[^/:]+{}",
-                regex::escape(scheme),
-                regex::escape(&host[1..])
-            ),
-            ..Default::default()
-        }),
-        _ => {
-            return StringMatcher {
-                match_pattern: Some(MatchPattern::Exact(origin.to_string())),
-                ignore_case: true,
-            };
-        }
-    };
-    StringMatcher {
-        match_pattern: Some(pattern),
+        })),
         ignore_case: false,
+    };
+    if origin == "*" {
+        return safe_regex(".*".to_string());
+    }
+    match origin.split_once("://") {
+        Some((scheme, host)) if host.starts_with('*') => safe_regex(format!(
+            "(?i){}://[^/:]+{}",
+            regex::escape(scheme),
+            regex::escape(&host[1..])
+        )),
+        _ => StringMatcher {
+            match_pattern: Some(MatchPattern::Exact(origin.to_string())),
+            ignore_case: true,
+        },
     }
 }
 

@@ -188,10 +188,16 @@ fn valid_percent_encoding(s: &str) -> bool {
     true
 }
 
+/// Whether `value` is an RFC 9110 token of at most 256 bytes: what header names and methods are
+/// (no `:`, no spaces, no commas).
+pub fn is_http_token(value: &str) -> bool {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    !value.is_empty() && value.len() <= 256 && value.bytes().all(token)
+}
+
 /// An HTTP header name (an RFC 9110 token); pseudo-headers such as `:path` are refused.
 pub fn validate_header_name(path: &str, value: &str) -> Result<(), FieldError> {
-    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if value.is_empty() || value.len() > 256 || !value.bytes().all(token) {
+    if !is_http_token(value) {
         return Err(FieldError::invalid(
             path.to_string(),
             value,

@@ -2,7 +2,7 @@
 //! GRPCRoute), replacement paths of redirects and rewrites (HTTPRoute).
 
 use super::push;
-use crate::validate::common::validate_path;
+use crate::validate::common::{is_http_token, validate_header_name, validate_path};
 use crate::validate::{FieldError, Verdict};
 
 /// The fields of a `CORS` filter that can be wrong (a rule's and a backendRef's filters are
@@ -31,13 +31,8 @@ pub(super) fn validate_cors(v: &mut Verdict, at: &str, c: CorsFields<'_>) {
             ));
         }
     }
-    let token = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 256
-            && (s.bytes()).all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-    };
     for (i, m) in c.allow_methods.iter().enumerate() {
-        if !token(m) {
+        if !is_http_token(m) {
             v.error(FieldError::invalid(
                 format!("{at}.allowMethods[{i}]"),
                 m,
@@ -50,10 +45,7 @@ pub(super) fn validate_cors(v: &mut Verdict, at: &str, c: CorsFields<'_>) {
         ("exposeHeaders", c.expose_headers),
     ] {
         for (i, h) in names.iter().enumerate() {
-            push(
-                v,
-                crate::validate::common::validate_header_name(&format!("{at}.{field}[{i}]"), h),
-            );
+            push(v, validate_header_name(&format!("{at}.{field}[{i}]"), h));
         }
     }
     if let Some(age) = c.max_age
