@@ -18,7 +18,9 @@
 //! and 100 HTTPRoutes on hosts of their own), and two more series run: a root IngressRoute's
 //! change as before, now beside the Gateway API objects (`change_push_beside_gateway_api_*`),
 //! and an HTTPRoute's change (`change_push_httproute_*`). Each prints how many routing
-//! objects its builds rebuilt.
+//! objects its builds rebuilt. A last series of routing changes comes back to back, with no pause
+//! before each (`change_push_back_to_back_ms_10k`); its ratio to the first series
+//! (`change_push_per_back_to_back_10k`) is what coming back from idle costs a change.
 //!
 //! `cargo bench --bench push` runs 10k objects; any other way (`cargo test --all-targets`) a smoke
 //! run with 500 objects that records nothing. sluice's default route shards (`auto`: 16 at 10k
@@ -42,6 +44,10 @@ use sluice::store::{AnyObject, Snapshot};
 use sluice::translate::ResourceType;
 use sluice::{dag, translate};
 use tokio::sync::mpsc;
+
+/// The pause after each timed change: the next one comes to a quiet process, as a change to a
+/// cluster whose objects change now and then does.
+const PAUSE: Duration = Duration::from_millis(20);
 
 /// One response as the client saw it.
 struct Push {
@@ -140,14 +146,14 @@ fn change_http_route(snap: &mut Snapshot, i: usize, prefix: &str) {
 }
 
 /// Times `changes` changes made by `change(snap, n)`, each published and its route
-/// configuration's push awaited; also the routing objects each build rebuilt (None: a full
-/// build).
+/// configuration's push awaited, with `pause` after each; also the routing objects each build
+/// rebuilt (None: a full build).
 fn route_changes(
     rt: &tokio::runtime::Runtime,
     rx: &mut mpsc::UnboundedReceiver<Push>,
     pipeline: &Pipeline,
     snap: &mut Snapshot,
-    changes: usize,
+    (changes, pause): (usize, Duration),
     mut change: impl FnMut(&mut Snapshot, usize),
 ) -> (Vec<Sample>, Vec<Option<usize>>) {
     let mut samples = Vec::new();
@@ -166,7 +172,7 @@ fn route_changes(
             PublishPath::Partial { objects } => Some(objects),
             _ => None,
         });
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(pause);
     }
     (samples, rebuilt)
 }
@@ -300,7 +306,7 @@ fn main() {
             build_ms: (built - start).as_secs_f64() * 1e3,
             total_ms: (push.at - start).as_secs_f64() * 1e3,
         });
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(PAUSE);
 
         // A pod moves.
         let svc = format!("root-svc-{i}");
@@ -325,7 +331,7 @@ fn main() {
             build_ms: (built - start).as_secs_f64() * 1e3,
             total_ms: (push.at - start).as_secs_f64() * 1e3,
         });
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(PAUSE);
 
         // A Service goes (its route answers 503), then comes back: the route configuration
         // changes both times. A vertex's Service, in another namespace than its root.
@@ -349,13 +355,35 @@ fn main() {
                 build_ms: (built - start).as_secs_f64() * 1e3,
                 total_ms: (push.at - start).as_secs_f64() * 1e3,
             });
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(PAUSE);
         }
     }
     let (route_p50, route_p99) = report("routing object change", &route_samples);
     let (ep_p50, ep_p99) = report("endpoint change", &endpoint_samples);
     let (gone_p50, gone_p99) = report("Service deleted", &service_samples[0]);
     let (back_p50, back_p99) = report("Service created", &service_samples[1]);
+    // Routing changes again, back to back: each comes as soon as the one before is pushed, while
+    // the caches (and the TLB) still hold what that one touched. The series above comes after a
+    // pause, as a change to a quiet cluster does; the ratio of the two is what the return from
+    // idle costs on this machine (docs/benchmarks.md, "Next", item 6).
+    let (warm, _) = route_changes(
+        &rt,
+        &mut rx,
+        &pipeline,
+        &mut snap,
+        (changes, Duration::ZERO),
+        |snap, n| {
+            let i = (n * 7919 + 3) % (objects * 2 / 5);
+            change_route(snap, i, &format!("/again-{n}"));
+        },
+    );
+    let (warm_p50, _) = report("back to back", &warm);
+    let idle_ratio = route_p50 / warm_p50;
+    println!(
+        "{:<22} a routing change after {} ms idle / back to back (p50): {idle_ratio:.2}",
+        "",
+        PAUSE.as_millis()
+    );
 
     // The same cluster with Gateway API objects.
     let http_routes = if smoke { 10 } else { 100 };
@@ -365,15 +393,27 @@ fn main() {
     pipeline.publish(&snap);
     rt.block_on(next_push(&mut rx, ResourceType::Route));
     std::thread::sleep(Duration::from_millis(200));
-    let (beside, beside_builds) =
-        route_changes(&rt, &mut rx, &pipeline, &mut snap, changes, |snap, n| {
+    let (beside, beside_builds) = route_changes(
+        &rt,
+        &mut rx,
+        &pipeline,
+        &mut snap,
+        (changes, PAUSE),
+        |snap, n| {
             let i = (n * 7919 + 1) % (objects * 2 / 5);
             change_route(snap, i, &format!("/beside-{n}"));
-        });
-    let (http_route, http_route_builds) =
-        route_changes(&rt, &mut rx, &pipeline, &mut snap, changes, |snap, n| {
+        },
+    );
+    let (http_route, http_route_builds) = route_changes(
+        &rt,
+        &mut rx,
+        &pipeline,
+        &mut snap,
+        (changes, PAUSE),
+        |snap, n| {
             change_http_route(snap, (n * 37) % http_routes, &format!("/moved-{n}"));
-        });
+        },
+    );
     let (beside_p50, beside_p99) = report("beside Gateway API", &beside);
     println!("{:<22} {}", "", describe_builds(&beside_builds));
     let (hr_p50, hr_p99) = report("HTTPRoute change", &http_route);
@@ -388,6 +428,14 @@ fn main() {
         let mut r = serde_json::Map::new();
         r.insert("change_push_ms_10k".into(), common::round3(route_p50));
         r.insert("change_push_p99_ms_10k".into(), common::round3(route_p99));
+        r.insert(
+            "change_push_back_to_back_ms_10k".into(),
+            common::round3(warm_p50),
+        );
+        r.insert(
+            "change_push_per_back_to_back_10k".into(),
+            common::round3(idle_ratio),
+        );
         r.insert("change_push_endpoint_ms_10k".into(), common::round3(ep_p50));
         r.insert(
             "change_push_endpoint_p99_ms_10k".into(),
