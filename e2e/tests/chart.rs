@@ -353,17 +353,21 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
         "--reuse-values",
         "--set",
         "logLevel=debug",
+        "--set",
+        "hugePages=true",
     ]);
     let deployment = json(&env, &["get", "deployment", "-n", &ns, rel.fullname]);
     let env_vars = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
         .as_array()
         .unwrap();
-    assert!(
-        env_vars
-            .iter()
-            .any(|v| v["name"] == "RUST_LOG" && v["value"] == "debug"),
-        "the upgrade applied: {env_vars:?}"
-    );
+    for (name, value) in [("RUST_LOG", "debug"), ("_RJEM_MALLOC_CONF", "thp:always")] {
+        assert!(
+            env_vars
+                .iter()
+                .any(|v| v["name"] == name && v["value"] == value),
+            "the upgrade applied ({name}={value}): {env_vars:?}"
+        );
+    }
     same_certificates(&env, rel, &ns, &dir.join("after-upgrade"), &certs);
     assert_eq!(
         check_webhooks(&env, rel, &ns, 7),
@@ -372,6 +376,34 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     );
 
     serve_as_installed(&env, rel, &ns, &dir, &certs);
+}
+
+/// With `hugePages: true`, sluice's heap is on transparent huge pages where the kernel gives them
+/// to memory that asks (its `transparent_hugepage/enabled` at `always` or `madvise`).
+fn check_huge_pages(sluice: &Sluice) {
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !(mode.contains("[always]") || mode.contains("[madvise]")) {
+        eprintln!("transparent huge pages are off on this machine ({mode:?}): not checked");
+        return;
+    }
+    let pid = sluice.pid().expect("sluice runs");
+    let huge_kib = || -> u64 {
+        let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+            .expect("sluice's smaps_rollup");
+        (rollup.lines())
+            .find_map(|l| l.strip_prefix("AnonHugePages:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    wait_for(
+        std::time::Duration::from_secs(30),
+        "huge pages in sluice's heap",
+        || match huge_kib() {
+            0 => Err(sluice.log_text()),
+            _ => Ok(()),
+        },
+    );
 }
 
 /// Runs sluice and Envoy as the release's Deployments would run them, out of cluster, and checks
@@ -399,9 +431,20 @@ pub fn serve_as_installed(env: &Env, rel: &Rel, ns: &str, dir: &Path, certs: &Ce
         format!("--namespace={ns}"),
         "--identity=chart-e2e".to_string(),
     ]);
+    // Its environment variables of literal value (RUST_LOG aside: the test's log stays at info).
+    let vars: Vec<(String, String)> = (pod["containers"][0]["env"].as_array().unwrap().iter())
+        .filter(|v| v["name"] != "RUST_LOG")
+        .filter_map(|v| Some((v["name"].as_str()?.into(), v["value"].as_str()?.into())))
+        .collect();
     let kubeconfig = dir.join("kubeconfig");
     write_kubeconfig(env, rel.fullname, ns, &kubeconfig);
-    let sluice = Sluice::spawn(env, rel.release, &args, &kubeconfig);
+    let sluice = Sluice::spawn_with(env, rel.release, &args, &kubeconfig, &vars);
+    if vars
+        .iter()
+        .any(|(k, v)| k == "_RJEM_MALLOC_CONF" && v == "thp:always")
+    {
+        check_huge_pages(&sluice);
+    }
     let xds_port = ports["--xds-address"];
     let http_port = ports["--http-port"];
 

@@ -308,6 +308,17 @@ impl Sluice {
 
     /// Starts `sluice ARGS` as the user of `kubeconfig`, logging to the work dir.
     pub fn spawn(env: &Env, name: &str, args: &[String], kubeconfig: &Path) -> Sluice {
+        Sluice::spawn_with(env, name, args, kubeconfig, &[])
+    }
+
+    /// [`Sluice::spawn`] with more environment variables (`vars`).
+    pub fn spawn_with(
+        env: &Env,
+        name: &str,
+        args: &[String],
+        kubeconfig: &Path,
+        vars: &[(String, String)],
+    ) -> Sluice {
         let n = std::fs::read_dir(&env.work).map(|d| d.count()).unwrap_or(0);
         let log = env.work.join(format!("sluice-{name}-{n}.log"));
         let file = std::fs::File::create(&log).expect("log file");
@@ -316,6 +327,7 @@ impl Sluice {
             .env("RUST_LOG", "info")
             .env("KUBECONFIG", kubeconfig)
             .env("NO_COLOR", "1")
+            .envs(vars.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
@@ -332,7 +344,6 @@ impl Sluice {
     }
 
     /// The process id while it runs.
-    #[allow(dead_code)] // used by benches/cluster.rs
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }
