@@ -15,20 +15,6 @@ pub struct Request<'a> {
     pub headers: &'a [(&'a str, &'a str)],
 }
 
-/// The virtual host a Host header selects: exact name, then a single-label wildcard, then `*`.
-pub fn select_vhost<'d>(dag: &'d Dag, host: &str) -> Option<&'d VirtualHost> {
-    let host = strip_port(host).to_ascii_lowercase();
-    if let Some(v) = dag.vhosts.get(&host) {
-        return Some(v);
-    }
-    if let Some((_, parent)) = host.split_once('.')
-        && let Some(v) = dag.vhosts.get(&format!("*.{parent}"))
-    {
-        return Some(v);
-    }
-    dag.vhosts.get("*").map(|v| &**v)
-}
-
 fn strip_port(host: &str) -> &str {
     if host.starts_with('[') {
         // IPv6 literal: keep the brackets, drop what follows.
@@ -52,9 +38,14 @@ pub fn merge_slashes(path: &str) -> String {
     out
 }
 
-/// The route that takes the request, if any (none means 404).
+/// The route that takes the request, if any (none means 404). The virtual host is Envoy's
+/// choice: the exact name, else the wildcard of the longest suffix (`*.b.c`, then `*.c`, for
+/// `a.b.c`), else `*`. A wildcard host's routes take a request for one label in front of its
+/// suffix; for more labels only the routes that span labels do
+/// ([`Route::wildcard_spans_labels`]), and a request none of them takes goes on to the routes of
+/// `*`, which sluice puts at the end of every wildcard host for Envoy.
 pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &'d Route)> {
-    let vhost = select_vhost(dag, req.host)?;
+    let host = strip_port(req.host).to_ascii_lowercase();
     // Envoy merges consecutive slashes (merge_slashes) before matching; so does the model.
     let path_and_query = req.path.split('#').next().unwrap_or("");
     let (path, query) = path_and_query
@@ -62,7 +53,7 @@ pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &
         .unwrap_or((path_and_query, ""));
     let path = merge_slashes(path);
     let path = path.as_str();
-    let route = vhost.routes.iter().find(|r| {
+    let takes = |r: &Route| {
         r.path.matches(path)
             && r.query().iter().all(|q| q.matches(query))
             && r.headers.iter().all(|h| {
@@ -73,8 +64,27 @@ pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &
                     .map(|(_, v)| *v);
                 h.matches(value)
             })
-    })?;
-    Some((vhost, route))
+    };
+    let first = |v: &'d VirtualHost| Some((v, v.routes.iter().find(|r| takes(r))?));
+    if let Some(v) = dag.vhosts.get(&host) {
+        return first(v);
+    }
+    let mut labels = 0;
+    let mut rest = host.as_str();
+    while let Some((_, suffix)) = rest.split_once('.') {
+        labels += 1;
+        if let Some(v) = dag.vhosts.get(&format!("*.{suffix}")) {
+            let route =
+                (v.routes.iter()).find(|r| (labels == 1 || r.wildcard_spans_labels()) && takes(r));
+            match route {
+                Some(r) => return Some((v, r)),
+                None if labels == 1 => return None,
+                None => break,
+            }
+        }
+        rest = suffix;
+    }
+    first(dag.vhosts.get("*")?)
 }
 
 #[cfg(test)]

@@ -34,8 +34,9 @@ pub const UNAVAILABLE_BACKEND_CLUSTER: &str = "sluice:unavailable-backend";
 /// unchanged ones, and the translation of the previous model can tell them apart by pointer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Dag {
-    /// Virtual hosts by lowercase name: exact (`www.example.com`), single-label wildcard
-    /// (`*.example.com`), or `*` for requests whose host matches no other virtual host.
+    /// Virtual hosts by lowercase name: exact (`www.example.com`), wildcard (`*.example.com`;
+    /// each route says how many labels it takes, [`Route::wildcard_spans_labels`]), or `*` for
+    /// requests whose host matches no other virtual host.
     pub vhosts: Map<String, Arc<VirtualHost>>,
     /// Upstream clusters by name (stable, derived from service, port and settings): those the
     /// virtual hosts' routes use.
@@ -148,6 +149,16 @@ impl RouteExtras {
 }
 
 impl Route {
+    /// On a wildcard host (`*.example.com`), whether the route takes requests for any number of
+    /// labels in front of the suffix (`a.b.example.com` too), as the Gateway API's hostnames do,
+    /// or for one label (`a.example.com`), as an Ingress's wildcard host does.
+    pub fn wildcard_spans_labels(&self) -> bool {
+        matches!(
+            self.source.kind,
+            crate::api::Kind::HttpRoute | crate::api::Kind::GrpcRoute
+        )
+    }
+
     /// The route's query parameter conditions.
     pub fn query(&self) -> &[QueryMatch] {
         self.extras.as_deref().map_or(&[], |e| &e.query)

@@ -311,8 +311,9 @@ fn http_vhost_routes<'a>(
             },
         );
     }
-    // Envoy's `*.foo.com` also takes `a.b.foo.com`; such requests belong to `*`. Its routes
-    // follow, restricted to hosts the wildcard does not match.
+    // Envoy's `*.foo.com` also takes `a.b.foo.com`; such requests belong to `*` unless a route
+    // of the wildcard's that spans labels (the Gateway API's) took them. Its routes follow,
+    // restricted to hosts the wildcard does not match in one label.
     if let (Some(fb), true) = (fallback, v.host.starts_with("*.")) {
         for r in &fb.routes {
             each(r, HttpShape::CatchAll { wildcard: &v.host });
@@ -505,7 +506,7 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
         }),
     };
     let mut headers = Vec::new();
-    if host.starts_with("*.") {
+    if host.starts_with("*.") && !r.wildcard_spans_labels() {
         headers.push(single_label_authority(host));
     }
     headers.extend(r.headers.iter().map(build_header_matcher));
