@@ -1,7 +1,8 @@
 //! Real Envoy fed by sluice standalone from Gateway API objects: a GatewayClass of sluice's
 //! controller, a Gateway with HTTP and HTTPS listeners, and HTTPRoutes with path, header and
 //! method matches, weights and a TLS host, header filters, redirects and rewrites, a backend
-//! request timeout, a CORS policy; a route sluice refuses and a Gateway of another controller serve nothing.
+//! request timeout, a CORS policy, header filters of a backend; a route sluice refuses and a
+//! Gateway of another controller serve nothing.
 
 mod envoy_support;
 
@@ -524,6 +525,63 @@ async fn a_request_mirror_copies_the_requests_to_its_backend() {
     // copies above came within milliseconds).
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert_eq!(shadow.hits(), copied);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backends_header_filters_change_only_the_requests_and_answers_of_that_backend() {
+    let blue = Backend::start("pick/blue").await;
+    let green = Backend::start("pick/green").await;
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /split}}]
+    backendRefs:
+    - name: blue
+      port: 80
+      filters:
+      - {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Pick, value: blue}], remove: [x-secret]}}
+      - {type: ResponseHeaderModifier, responseHeaderModifier: {set: [{name: X-Served-By, value: blue}]}}
+    - name: green
+      port: 80
+      filters:
+      - {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Pick, value: green}]}}
+      - {type: ResponseHeaderModifier, responseHeaderModifier: {set: [{name: X-Served-By, value: green}]}}
+  - backendRefs:
+    - {name: green, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {add: [{name: X-Only, value: green}]}}]}
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("pick", &[&blue, &green])),
+            ("gateway.yaml", http_gateway("pick")),
+            ("route.yaml", app_route("pick", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/", &[], "pick/green").await;
+    assert_eq!(green.last_header("x-only"), ["green"]);
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    // Half the weight each: 40 requests reach both (all on one side once in 2^39 runs). Each
+    // answer carries its own backend's response header, and each backend saw its own request
+    // header only.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let res = (client.get(format!("http://127.0.0.1:{}/split", h.http_port)))
+            .header(reqwest::header::HOST, "app.example.com")
+            .header("x-secret", "s3cret")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        let served_by = res.headers()["x-served-by"].to_str().unwrap().to_string();
+        let body = res.text().await.unwrap();
+        assert_eq!(body, format!("pick/{served_by}"));
+        let (backend, secret) = match served_by.as_str() {
+            "blue" => (&blue, Vec::<String>::new()),
+            _ => (&green, vec!["s3cret".to_string()]),
+        };
+        assert_eq!(backend.last_header("x-pick"), [served_by.as_str()]);
+        assert_eq!(backend.last_header("x-secret"), secret);
+        seen.insert(served_by);
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["blue", "green"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

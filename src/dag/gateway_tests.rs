@@ -446,7 +446,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
         "shop",
         "store",
         &["shop.example.com"],
-        "  - filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Limit, name: slow}}]\n    backendRefs: [{name: web, port: 80}]\n  - backendRefs: [{name: web, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: b}]}}]}]\n",
+        "  - filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Limit, name: slow}}]\n    backendRefs: [{name: web, port: 80}]\n  - backendRefs: [{name: web, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: b}]}}, {type: RequestMirror, requestMirror: {backendRef: {name: api, port: 8080}}}]}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
     assert!(
@@ -460,7 +460,11 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
         m.contains("spec.rules[0].filters[0].type: sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect, URLRewrite and CORS filters; remove this one"),
         "{m}"
     );
-    assert!(m.contains("spec.rules[1].backendRefs[0].filters"), "{m}");
+    assert!(
+        m.contains("spec.rules[1].backendRefs[0].filters[1].type: sluice applies RequestHeaderModifier and ResponseHeaderModifier filters on a backendRef; move this one to the rule's filters"),
+        "{m}"
+    );
+    assert!(!m.contains("backendRefs[0].filters[0]"), "{m}");
     let gw = status(&dag, Kind::Gateway, "shop", "edge");
     assert_eq!(gw.gateway.as_ref().unwrap().listeners[0].attached_routes, 0);
 }
@@ -964,6 +968,7 @@ fn refused_beside_an_exact_match(r: &str, prefix: &str, filter: &str) {
     );
 }
 
+mod backend_filters;
 mod cors;
 mod matches;
 mod mirror;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use gateway_api::apis::standard::grpcroutes::{
-    GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatchesHeadersType,
-    GrpcRouteRulesMatchesMethodType,
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFiltersType,
+    GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
 };
 
 use super::Builder;
@@ -44,7 +44,7 @@ pub(super) fn grpc_route(
         (rules.iter().enumerate())
             .map(|(i, rule)| {
                 let refs = backends_of!(rule);
-                let action = rule_action(
+                let (action, backend_edits) = rule_action(
                     b,
                     snapshot,
                     "GRPCRoute",
@@ -67,6 +67,7 @@ pub(super) fn grpc_route(
                     rewrite: None,
                     mirrors: rule_mirrors!(b, snapshot, from, i, mirrors, resolved, H2c),
                     cors: None,
+                    backend_edits,
                 }
             })
             .collect()
@@ -111,11 +112,17 @@ pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
             }
         }
         for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
-            if r.filters.as_ref().is_some_and(|f| !f.is_empty()) {
-                no(
-                    format!("{field}.backendRefs[{j}].filters"),
-                    "sluice does not apply backendRef filters yet; use the rule's filters",
-                );
+            for (k, f) in r.filters.iter().flatten().enumerate() {
+                if !matches!(
+                    f.r#type,
+                    GrpcRouteRulesBackendRefsFiltersType::RequestHeaderModifier
+                        | GrpcRouteRulesBackendRefsFiltersType::ResponseHeaderModifier
+                ) {
+                    no(
+                        format!("{field}.backendRefs[{j}].filters[{k}].type"),
+                        super::gwroute::BACKEND_FILTERS_ROUTED,
+                    );
+                }
             }
         }
     }

@@ -48,6 +48,8 @@ pub(super) struct BuiltRule {
     pub mirrors: Vec<Mirror>,
     /// The rule's CORS policy (HTTPRoute `CORS` filter).
     pub cors: Option<Cors>,
+    /// The header changes of each backend of `action` ([`RouteExtras::backend_edits`]).
+    pub backend_edits: Vec<Option<HeaderEdits>>,
 }
 
 /// Whether `pattern` (a host name, or `*.` and a suffix) matches the host name `host`.
@@ -86,6 +88,9 @@ pub fn listener_route_hosts(listener: Option<&str>, route: &[String]) -> Vec<Str
     out.dedup();
     out
 }
+
+/// Why a route is refused for a filter on a backendRef other than the header modifiers.
+pub(super) const BACKEND_FILTERS_ROUTED: &str = "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters on a backendRef; move this one to the rule's filters";
 
 /// What one parent of a route attaches to: hostnames, each with its TLS Secret (HTTPS
 /// listeners) and whether it is served over plain HTTP (HTTP listeners).
@@ -146,6 +151,7 @@ macro_rules! rule_mirrors {
                 name: &r.name,
                 port: r.port,
                 weight: None,
+                edits: None,
             };
             let field = format!("spec.rules[{}].filters[{j}].requestMirror.backendRef", $i);
             let protocol = $crate::dag::model::UpstreamProtocol::$protocol;
@@ -228,6 +234,7 @@ macro_rules! backends_of {
                 name: &r.name,
                 port: r.port,
                 weight: r.weight,
+                edits: $crate::dag::gwroute::rule_header_edits!(r.filters.iter().flatten()),
             })
             .collect::<Vec<_>>()
     };
@@ -252,6 +259,8 @@ pub(super) struct BackendIn<'r> {
     pub name: &'r str,
     pub port: Option<i32>,
     pub weight: Option<i32>,
+    /// The header changes of the backendRef's filters.
+    pub edits: Option<HeaderEdits>,
 }
 
 /// What attaching needs of a route of any kind.
@@ -473,6 +482,7 @@ pub(super) fn attach_route(
                             rewrite: rule.rewrite.clone(),
                             mirrors: rule.mirrors.clone(),
                             cors: rule.cors.clone(),
+                            backend_edits: rule.backend_edits.clone(),
                         }
                         .boxed(),
                         source: obj.clone(),
@@ -543,6 +553,8 @@ pub(super) fn attach_route(
 /// ResolvedRefs condition). A rule none of whose backends resolve answers 500 (HTTPRoute) or 503
 /// (GRPCRoute); the weight of those that do not resolve, beside some that do, goes to
 /// [`INVALID_BACKEND_CLUSTER`] or [`UNAVAILABLE_BACKEND_CLUSTER`], which answer the same.
+/// With the action, the header changes of each of its backends
+/// ([`RouteExtras::backend_edits`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn rule_action(
     b: &mut Builder<'_>,
@@ -553,7 +565,7 @@ pub(super) fn rule_action(
     refs: &[BackendIn<'_>],
     protocol: UpstreamProtocol,
     resolved: &mut GatewayCondition,
-) -> RouteAction {
+) -> (RouteAction, Vec<Option<HeaderEdits>>) {
     // What a rule with no valid backend answers: the Gateway API asks for a 500 from an
     // HTTPRoute and for UNAVAILABLE from a GRPCRoute (the 503 Envoy turns into it).
     let no_backend = |why: String| match from_kind {
@@ -561,9 +573,13 @@ pub(super) fn rule_action(
         _ => RouteAction::Unavailable(why),
     };
     if refs.is_empty() {
-        return no_backend(format!("spec.rules[{i}] has no backendRefs"));
+        return (
+            no_backend(format!("spec.rules[{i}] has no backendRefs")),
+            Vec::new(),
+        );
     }
     let mut clusters = Clusters::new();
+    let mut edits: Vec<Option<HeaderEdits>> = Vec::new();
     let mut failed = None;
     // The weights of the backends that are not valid: their share of the requests fails.
     let mut failed_weight: u32 = 0;
@@ -576,9 +592,15 @@ pub(super) fn rule_action(
                 if weight == 0 {
                     continue;
                 }
-                match clusters.iter_mut().find(|c| c.cluster == cluster) {
-                    Some(c) => c.weight = c.weight.saturating_add(weight),
-                    None => clusters.push(WeightedCluster { cluster, weight }),
+                // Two backendRefs of one Service are one backend, unless their filters differ.
+                let same = (clusters.iter_mut().zip(&edits))
+                    .find(|(c, e)| c.cluster == cluster && **e == r.edits);
+                match same {
+                    Some((c, _)) => c.weight = c.weight.saturating_add(weight),
+                    None => {
+                        clusters.push(WeightedCluster { cluster, weight });
+                        edits.push(r.edits.clone());
+                    }
                 }
             }
             Err((reason, message)) => {
@@ -590,12 +612,13 @@ pub(super) fn rule_action(
         }
     }
     if clusters.is_empty() {
-        return match failed {
+        let action = match failed {
             Some(why) => no_backend(why),
             None => RouteAction::Unavailable(format!(
                 "every backendRef of spec.rules[{i}] has weight 0"
             )),
         };
+        return (action, Vec::new());
     }
     if failed_weight > 0 {
         let cluster = match from_kind {
@@ -606,8 +629,12 @@ pub(super) fn rule_action(
             cluster: cluster.into(),
             weight: failed_weight,
         });
+        edits.push(None);
     }
-    RouteAction::Forward(clusters)
+    if edits.iter().all(Option::is_none) {
+        edits = Vec::new();
+    }
+    (RouteAction::Forward(clusters), edits)
 }
 
 /// The cluster of a backend (`field` names it in messages) of a route of kind `from.0` in

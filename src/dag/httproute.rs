@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use gateway_api::apis::standard::httproutes::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesFiltersRequestRedirectPathType,
-    HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
-    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
+    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFiltersType,
+    HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
+    HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
     HttpRouteRulesMatchesQueryParamsType,
 };
@@ -51,13 +51,17 @@ pub(super) fn http_route(
         let rules = route.spec.rules.as_deref().unwrap_or(&[]);
         (rules.iter().enumerate())
             .map(|(i, rule)| {
-                let (action, mirrors) = match rule_redirect(rule) {
+                let (action, backend_edits, mirrors) = match rule_redirect(rule) {
                     // A redirect answers itself: the rule's backends (and mirrors) take no
                     // requests.
-                    Some(redirect) => (RouteAction::Redirect(Box::new(redirect)), Vec::new()),
+                    Some(redirect) => (
+                        RouteAction::Redirect(Box::new(redirect)),
+                        Vec::new(),
+                        Vec::new(),
+                    ),
                     None => {
                         let refs = backends_of!(rule);
-                        let action = rule_action(
+                        let (action, backend_edits) = rule_action(
                             b,
                             snapshot,
                             "HTTPRoute",
@@ -72,7 +76,7 @@ pub(super) fn http_route(
                             .filter(|f| f.r#type == HttpRouteRulesFiltersType::RequestMirror);
                         let from = ("HTTPRoute", ns);
                         let mirrors = rule_mirrors!(b, snapshot, from, i, mirrors, resolved, Http);
-                        (action, mirrors)
+                        (action, backend_edits, mirrors)
                     }
                 };
                 BuiltRule {
@@ -84,6 +88,7 @@ pub(super) fn http_route(
                     rewrite: rule_rewrite(rule),
                     mirrors,
                     cors: rule_cors(rule),
+                    backend_edits,
                 }
             })
             .collect()
@@ -97,7 +102,6 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
     let mut no = |path: String, message: &str| {
         out.push(FieldError::new(path, cond::UNSUPPORTED_VALUE, message));
     };
-    const FILTERS: &str = "sluice does not apply backendRef filters yet; use the rule's filters";
     const PREFIX_MATCH: &str = "ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)";
     for (i, rule) in route.spec.rules.iter().flatten().enumerate() {
         let field = format!("spec.rules[{i}]");
@@ -146,8 +150,17 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
             }
         }
         for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
-            if r.filters.as_ref().is_some_and(|f| !f.is_empty()) {
-                no(format!("{field}.backendRefs[{j}].filters"), FILTERS);
+            for (k, f) in r.filters.iter().flatten().enumerate() {
+                if !matches!(
+                    f.r#type,
+                    HttpRouteRulesBackendRefsFiltersType::RequestHeaderModifier
+                        | HttpRouteRulesBackendRefsFiltersType::ResponseHeaderModifier
+                ) {
+                    no(
+                        format!("{field}.backendRefs[{j}].filters[{k}].type"),
+                        super::gwroute::BACKEND_FILTERS_ROUTED,
+                    );
+                }
             }
         }
     }

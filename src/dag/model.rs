@@ -118,6 +118,11 @@ pub struct RouteExtras {
     /// Which cross-origin requests browsers may make (Gateway API `CORS`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cors: Option<Cors>,
+    /// Header changes of each backend of the route's [`RouteAction::Forward`], in its order, on
+    /// the requests sent to that backend and their responses (Gateway API filters on a
+    /// `backendRef`); empty when no backend has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub backend_edits: Vec<Option<HeaderEdits>>,
 }
 
 /// A route's CORS policy (Gateway API `CORS` filter): Envoy answers a preflight request from an
@@ -182,6 +187,11 @@ impl Route {
     /// The route's CORS policy.
     pub fn cors(&self) -> Option<&Cors> {
         self.extras.as_deref()?.cors.as_ref()
+    }
+
+    /// The header changes of the backend at `index` of the route's [`RouteAction::Forward`].
+    pub fn backend_edits(&self, index: usize) -> Option<&HeaderEdits> {
+        self.extras.as_deref()?.backend_edits.get(index)?.as_ref()
     }
 
     /// The route's extras, to change (made when it has none).

@@ -771,17 +771,30 @@ fn build_action(r: &Route) -> Action {
         RouteAction::Redirect(redirect) => return build_redirect(redirect, &r.path),
         RouteAction::Forward(cs) => cs,
     };
-    let live: Vec<_> = clusters.iter().filter(|c| c.weight > 0).collect();
+    // Each backend with its header changes, if any (filters on a Gateway API backendRef).
+    let live: Vec<_> = (clusters.iter().enumerate())
+        .filter(|(_, c)| c.weight > 0)
+        .map(|(k, c)| (c, r.backend_edits(k)))
+        .collect();
     let specifier = match live.as_slice() {
         [] => return unavailable(),
-        [one] => ClusterSpecifier::Cluster(String::from(&*one.cluster)),
+        [(one, None)] => ClusterSpecifier::Cluster(String::from(&*one.cluster)),
         many => ClusterSpecifier::WeightedClusters(EnvoyWeightedCluster {
             clusters: many
                 .iter()
-                .map(|c| ClusterWeight {
-                    name: String::from(&*c.cluster),
-                    weight: Some(u32v(c.weight)),
-                    ..Default::default()
+                .map(|(c, edits)| {
+                    let mut weighted = ClusterWeight {
+                        name: String::from(&*c.cluster),
+                        weight: Some(u32v(c.weight)),
+                        ..Default::default()
+                    };
+                    if let Some(e) = edits {
+                        weighted.request_headers_to_add = header_options(&e.request);
+                        weighted.request_headers_to_remove = e.request.remove.clone();
+                        weighted.response_headers_to_add = header_options(&e.response);
+                        weighted.response_headers_to_remove = e.response.remove.clone();
+                    }
+                    weighted
                 })
                 .collect(),
             ..Default::default()
@@ -804,7 +817,10 @@ fn build_action(r: &Route) -> Action {
         request_mirror_policies: r.mirrors().iter().map(build_mirror).collect(),
         ..Default::default()
     };
-    if live.iter().any(|c| &*c.cluster == INVALID_BACKEND_CLUSTER) {
+    if live
+        .iter()
+        .any(|(c, _)| &*c.cluster == INVALID_BACKEND_CLUSTER)
+    {
         // An HTTPRoute's invalid backend's share answers 500 (its cluster is nowhere).
         action.cluster_not_found_response_code =
             ClusterNotFoundResponseCode::InternalServerError as i32;

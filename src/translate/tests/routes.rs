@@ -144,6 +144,85 @@ fn weights_timeouts_retries_and_unavailable() {
     }
 }
 
+#[test]
+fn a_backends_header_changes_are_its_weighted_clusters() {
+    use crate::dag::{HeaderEdit, HeaderEdits};
+    use envoy_types::pb::envoy::config::core::v3::{
+        HeaderValueOption, header_value_option::HeaderAppendAction,
+    };
+    let edits = |name: &str| HeaderEdits {
+        request: HeaderEdit {
+            set: vec![("x-pick".into(), name.into())],
+            remove: vec!["x-drop".into()],
+            ..Default::default()
+        },
+        response: HeaderEdit {
+            add: vec![("x-served-by".into(), format!("{name} 100%"))],
+            remove: vec!["x-internal".into()],
+            ..Default::default()
+        },
+    };
+    // Two backends, the second with changes and a third of no weight between them; one backend
+    // with changes (a weighted cluster of one, where a cluster alone could carry none).
+    let mut split = mk_route(PathMatch::prefix("/split"), "a");
+    split.action = forward(&[("a", 1), ("c", 0), ("b", 3)]);
+    split.extras_mut().backend_edits = vec![None, Some(edits("c")), Some(edits("b"))];
+    let mut one = mk_route(PathMatch::prefix("/one"), "a");
+    one.extras_mut().backend_edits = vec![Some(edits("a"))];
+    let dag = mk_dag(
+        vec![mk_vhost("h", vec![split, one])],
+        vec![mk_cluster("a", 1), mk_cluster("b", 2), mk_cluster("c", 3)],
+    );
+    let res = build(&dag, &Options::default());
+    let routes = vhost_routes(http_rc(&res), "h");
+    let weighted = |k: usize| {
+        let Some(Action::Route(a)) = &routes[k].action else {
+            panic!("route action")
+        };
+        let Some(ClusterSpecifier::WeightedClusters(w)) = &a.cluster_specifier else {
+            panic!("weighted clusters: {a:?}")
+        };
+        w.clusters.clone()
+    };
+    let header = |o: &HeaderValueOption| {
+        let h = o.header.as_ref().unwrap();
+        (h.key.clone(), h.value.clone(), o.append_action)
+    };
+    let split = weighted(0);
+    assert_eq!(split.len(), 2, "{split:?}");
+    assert_eq!(
+        (split[0].name.as_str(), split[0].weight.unwrap().value),
+        ("a", 1)
+    );
+    assert!(
+        split[0].request_headers_to_add.is_empty() && split[0].response_headers_to_add.is_empty()
+    );
+    let b = &split[1];
+    assert_eq!((b.name.as_str(), b.weight.unwrap().value), ("b", 3));
+    let overwrite = HeaderAppendAction::OverwriteIfExistsOrAdd as i32;
+    let append = HeaderAppendAction::AppendIfExistsOrAdd as i32;
+    assert_eq!(
+        b.request_headers_to_add
+            .iter()
+            .map(header)
+            .collect::<Vec<_>>(),
+        [("x-pick".to_string(), "b".to_string(), overwrite)]
+    );
+    assert_eq!(b.request_headers_to_remove, ["x-drop"]);
+    assert_eq!(
+        b.response_headers_to_add
+            .iter()
+            .map(header)
+            .collect::<Vec<_>>(),
+        [("x-served-by".to_string(), "b 100%%".to_string(), append)]
+    );
+    assert_eq!(b.response_headers_to_remove, ["x-internal"]);
+    let one = weighted(1);
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].name, "a");
+    assert_eq!(one[0].request_headers_to_remove, ["x-drop"]);
+}
+
 /// A mirror of every request and one of an eighth of them.
 fn mirrors() -> Vec<crate::dag::Mirror> {
     vec![
