@@ -40,8 +40,8 @@ use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::
 
 use super::{duration, u32v};
 use crate::dag::{
-    Cors, Dag, HeaderEdit, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, Mirror, PathMatch,
-    QueryMatch, QueryOp, Redirect, Route, RouteAction, VirtualHost,
+    Cors, Dag, HeaderEdit, HeaderEdits, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, Mirror,
+    PathMatch, QueryMatch, QueryOp, Redirect, Route, RouteAction, VirtualHost,
 };
 use crate::validate::common::Timeout;
 use crate::xds::wire::{put_string, string_len};
@@ -526,10 +526,12 @@ fn build_route(host: &str, r: &Route, action: Action) -> EnvoyRoute {
             .insert(CORS_FILTER.to_string(), super::any(&build_cors(cors)));
     }
     if let Some(edits) = r.headers_edit() {
-        route.request_headers_to_add = header_options(&edits.request);
-        route.request_headers_to_remove = edits.request.remove.clone();
-        route.response_headers_to_add = header_options(&edits.response);
-        route.response_headers_to_remove = edits.response.remove.clone();
+        (
+            route.request_headers_to_add,
+            route.request_headers_to_remove,
+            route.response_headers_to_add,
+            route.response_headers_to_remove,
+        ) = header_fields(edits);
     }
     route
 }
@@ -583,6 +585,24 @@ fn origin_matcher(origin: &str) -> StringMatcher {
             ignore_case: true,
         },
     }
+}
+
+/// Envoy's four header fields of [`HeaderEdits`], as a route and a weighted cluster both name
+/// them: requests' headers to add and to remove, then answers'.
+type HeaderFields = (
+    Vec<HeaderValueOption>,
+    Vec<String>,
+    Vec<HeaderValueOption>,
+    Vec<String>,
+);
+
+fn header_fields(edits: &HeaderEdits) -> HeaderFields {
+    (
+        header_options(&edits.request),
+        edits.request.remove.clone(),
+        header_options(&edits.response),
+        edits.response.remove.clone(),
+    )
 }
 
 /// The headers a [`HeaderEdit`] sets and adds, as Envoy's options. Envoy reads `%` in a
@@ -789,10 +809,12 @@ fn build_action(r: &Route) -> Action {
                         ..Default::default()
                     };
                     if let Some(e) = edits {
-                        weighted.request_headers_to_add = header_options(&e.request);
-                        weighted.request_headers_to_remove = e.request.remove.clone();
-                        weighted.response_headers_to_add = header_options(&e.response);
-                        weighted.response_headers_to_remove = e.response.remove.clone();
+                        (
+                            weighted.request_headers_to_add,
+                            weighted.request_headers_to_remove,
+                            weighted.response_headers_to_add,
+                            weighted.response_headers_to_remove,
+                        ) = header_fields(e);
                     }
                     weighted
                 })
