@@ -178,6 +178,7 @@ pub fn decode_value_noting(
         Kind::TlsRoute => typed(value, u).map(AnyObject::TlsRoute),
         Kind::TcpRoute => typed(value, u).map(AnyObject::TcpRoute),
         Kind::ReferenceGrant => typed(value, u).map(AnyObject::ReferenceGrant),
+        Kind::Namespace => typed(value, u).map(AnyObject::Namespace),
     };
     Ok(match decoded {
         Ok(obj) => Document::Object(obj),

@@ -2,6 +2,7 @@
 //! in cluster mode, the manifest directory in standalone mode, the files given to the CLI) and read by
 //! `dag::build`, which never sees anything else.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use gateway_api::{
         tlsroutes::TlsRoute as TLSRoute,
     },
 };
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
@@ -102,6 +103,24 @@ pub struct Snapshot {
     pub tls_routes: Objects<TLSRoute>,
     pub tcp_routes: Objects<TCPRoute>,
     pub reference_grants: Objects<ReferenceGrant>,
+    /// The labels of each Namespace (see [`NamespaceLabels`]), by name: what a Gateway
+    /// listener's `allowedRoutes.namespaces.selector` is matched against.
+    pub namespaces: Objects<NamespaceLabels>,
+}
+
+/// What routing reads of a Namespace: its labels. A change to anything else of a Namespace (its
+/// status, annotations) compares equal and rebuilds nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceLabels {
+    pub labels: BTreeMap<String, String>,
+}
+
+impl From<&Namespace> for NamespaceLabels {
+    fn from(n: &Namespace) -> Self {
+        NamespaceLabels {
+            labels: n.metadata.labels.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// A kind whose objects the store keeps together with what `dag::build` reads of them, worked out
@@ -385,6 +404,7 @@ pub enum AnyObject {
     TlsRoute(Arc<TLSRoute>),
     TcpRoute(Arc<TCPRoute>),
     ReferenceGrant(Arc<ReferenceGrant>),
+    Namespace(Arc<Namespace>),
 }
 
 macro_rules! each_object {
@@ -405,6 +425,7 @@ macro_rules! each_object {
             AnyObject::TlsRoute($o) => $body,
             AnyObject::TcpRoute($o) => $body,
             AnyObject::ReferenceGrant($o) => $body,
+            AnyObject::Namespace($o) => $body,
         }
     };
 }
@@ -428,6 +449,7 @@ impl AnyObject {
             AnyObject::TlsRoute(_) => Kind::TlsRoute,
             AnyObject::TcpRoute(_) => Kind::TcpRoute,
             AnyObject::ReferenceGrant(_) => Kind::ReferenceGrant,
+            AnyObject::Namespace(_) => Kind::Namespace,
         }
     }
 
@@ -509,6 +531,11 @@ impl Snapshot {
             AnyObject::TlsRoute(o) => put(&mut self.tls_routes, key, o),
             AnyObject::TcpRoute(o) => put(&mut self.tcp_routes, key, o),
             AnyObject::ReferenceGrant(o) => put(&mut self.reference_grants, key, o),
+            AnyObject::Namespace(o) => put(
+                &mut self.namespaces,
+                key,
+                Arc::new(NamespaceLabels::from(&*o)),
+            ),
         }
     }
 
@@ -531,6 +558,7 @@ impl Snapshot {
             Kind::ReferenceGrant => self.reference_grants.remove(key).is_some(),
             Kind::TlsRoute => self.tls_routes.remove(key).is_some(),
             Kind::TcpRoute => self.tcp_routes.remove(key).is_some(),
+            Kind::Namespace => self.namespaces.remove(key).is_some(),
         }
     }
 
@@ -629,6 +657,7 @@ impl Snapshot {
             + self.tls_routes.len()
             + self.tcp_routes.len()
             + self.reference_grants.len()
+            + self.namespaces.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -657,6 +686,7 @@ impl Snapshot {
             tls_routes,
             tcp_routes,
             reference_grants,
+            namespaces,
         } = self;
         let unchanged = same_objects(ingresses, &next.ingresses)
             && same_objects(ingress_classes, &next.ingress_classes)
@@ -671,7 +701,8 @@ impl Snapshot {
             && same_objects(grpc_routes, &next.grpc_routes)
             && same_objects(tls_routes, &next.tls_routes)
             && same_objects(tcp_routes, &next.tcp_routes)
-            && same_objects(reference_grants, &next.reference_grants);
+            && same_objects(reference_grants, &next.reference_grants)
+            && same_objects(namespaces, &next.namespaces);
         if !unchanged {
             return None;
         }

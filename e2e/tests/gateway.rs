@@ -1,7 +1,8 @@
 //! The Gateway API end to end in cluster mode: a GatewayClass of sluice's controller, a Gateway
 //! and an HTTPRoute (prefix, regular expression and query parameter matches, a mirror, a CORS
 //! policy) applied with kubectl are served by a real Envoy fed by sluice, and their statuses
-//! (the Gateway API's own conditions) follow what sluice decided, as a GRPCRoute's do.
+//! (the Gateway API's own conditions) follow what sluice decided, as a GRPCRoute's do. A
+//! listener that takes routes by their namespace's labels follows the namespace's labels.
 
 use std::time::Duration;
 
@@ -243,6 +244,74 @@ spec:
     wait_object(&env, "gateways", &ns, "edge", "two routes attached", |o| {
         o["status"]["listeners"][0]["attachedRoutes"] == 2
     });
+
+    // A listener taking the routes of namespaces by label: a route of another namespace
+    // attaches once its namespace has the label, and leaves when the label goes.
+    let team = env.namespace("e2e-gateway-team");
+    let team_host = format!("team.{host}");
+    env.apply_ok(&env.backend_service(&team, "web-a", env.backend_ports[0]));
+    env.apply_ok(&format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: shared, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners:
+  - name: http
+    protocol: HTTP
+    port: 80
+    hostname: "{team_host}"
+    allowedRoutes: {{namespaces: {{from: Selector, selector: {{matchLabels: {{sluice-e2e/routes: shared}}}}}}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: team, namespace: {team}}}
+spec:
+  parentRefs: [{{name: shared, namespace: {ns}}}]
+  rules: [{{backendRefs: [{{name: web-a, port: 80}}]}}]
+"#
+    ));
+    let not_allowed = |o: &Value| {
+        let p = &o["status"]["parents"][0];
+        holds(
+            o,
+            &p["conditions"],
+            "Accepted",
+            "False",
+            "NotAllowedByListeners",
+        )
+    };
+    wait_object(
+        &env,
+        "httproutes",
+        &team,
+        "team",
+        "not allowed",
+        not_allowed,
+    );
+    envoy.wait_answer(&team_host, "/", 404, "");
+    env.kubectl_ok(&["label", "namespace", &team, "sluice-e2e/routes=shared"]);
+    envoy.wait_answer(&team_host, "/", 200, &a);
+    wait_object(&env, "httproutes", &team, "team", "Accepted", |o| {
+        let p = &o["status"]["parents"][0];
+        holds(o, &p["conditions"], "Accepted", "True", "Accepted")
+    });
+    wait_object(&env, "gateways", &ns, "shared", "one route attached", |o| {
+        o["status"]["listeners"][0]["attachedRoutes"] == 1
+    });
+    env.kubectl_ok(&["label", "namespace", &team, "sluice-e2e/routes-"]);
+    envoy.wait_answer(&team_host, "/", 404, "");
+    wait_object(
+        &env,
+        "httproutes",
+        &team,
+        "team",
+        "not allowed again",
+        not_allowed,
+    );
+    env.kubectl_ok(&["delete", "httproute", "-n", &team, "team"]);
+    env.kubectl_ok(&["delete", "gateway", "-n", &ns, "shared"]);
 
     env.kubectl_ok(&["delete", "httproute", "-n", &ns, "shop"]);
     env.kubectl_ok(&["delete", "grpcroute", "-n", &ns, "rpc"]);

@@ -34,10 +34,11 @@ pub enum Kind {
     TlsRoute,
     TcpRoute,
     ReferenceGrant,
+    Namespace,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::IngressRouteV1beta1,
@@ -53,6 +54,7 @@ impl Kind {
         Kind::TlsRoute,
         Kind::TcpRoute,
         Kind::ReferenceGrant,
+        Kind::Namespace,
     ];
 
     /// `apiVersion` as written in manifests.
@@ -62,7 +64,7 @@ impl Kind {
             Kind::IngressRouteV1beta1 => "contour.heptio.com/v1beta1",
             Kind::IngressRouteV1 => "projectcontour.io/v1",
             Kind::RouteV1alpha1 => "contour.heptio.com/v1alpha1",
-            Kind::Service | Kind::Secret => "v1",
+            Kind::Service | Kind::Secret | Kind::Namespace => "v1",
             Kind::EndpointSlice => "discovery.k8s.io/v1",
             Kind::GatewayClass
             | Kind::Gateway
@@ -91,6 +93,7 @@ impl Kind {
             Kind::TlsRoute => "TLSRoute",
             Kind::TcpRoute => "TCPRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::Namespace => "Namespace",
         }
     }
 
@@ -122,6 +125,7 @@ impl Kind {
             }
             ("", "Service") if api_version == "v1" => Kind::Service,
             ("", "Secret") if api_version == "v1" => Kind::Secret,
+            ("", "Namespace") if api_version == "v1" => Kind::Namespace,
             ("discovery.k8s.io", "EndpointSlice") if api_version.ends_with("/v1") => {
                 Kind::EndpointSlice
             }
@@ -139,7 +143,10 @@ impl Kind {
 
     /// Cluster-scoped kinds have no namespace.
     pub fn is_cluster_scoped(self) -> bool {
-        matches!(self, Kind::IngressClass | Kind::GatewayClass)
+        matches!(
+            self,
+            Kind::IngressClass | Kind::GatewayClass | Kind::Namespace
+        )
     }
 
     /// Kinds that describe routing and therefore get a status from the DAG.

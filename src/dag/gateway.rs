@@ -27,7 +27,9 @@ use super::Builder;
 use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
+use crate::validate::FieldError;
 use crate::validate::gateway::validate_gateway;
+use crate::validate::label_selector::LabelSelector;
 
 /// The API group of the Gateway API.
 pub const GROUP: &str = "gateway.networking.k8s.io";
@@ -88,11 +90,35 @@ pub(super) struct Listener {
     pub(super) attached: u32,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Namespaces {
     Same,
     All,
+    /// Namespaces whose labels the selector matches.
+    Selector(LabelSelector),
 }
+
+impl Namespaces {
+    /// Whether a listener of a Gateway in `gateway` takes routes of namespace `route`.
+    /// Every namespace carries the label `kubernetes.io/metadata.name` with its name, as the
+    /// apiserver sets it, also one the snapshot holds no Namespace object of (a manifest
+    /// directory often has none).
+    pub(super) fn allow(&self, snapshot: &Snapshot, gateway: &str, route: &str) -> bool {
+        match self {
+            Namespaces::Same => gateway == route,
+            Namespaces::All => true,
+            Namespaces::Selector(s) => {
+                let mut labels = (snapshot.namespaces.get(&ObjKey::new("", route)))
+                    .map(|n| n.labels.clone())
+                    .unwrap_or_default();
+                labels.insert(NAMESPACE_NAME_LABEL.to_string(), route.to_string());
+                s.matches(&labels)
+            }
+        }
+    }
+}
+
+/// The label the apiserver gives every namespace, its name as its value.
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// One of sluice's Gateways, as the routes see it.
 pub(super) struct GatewayAcc {
@@ -427,10 +453,21 @@ fn listener(
         None | Some(GatewayListenersAllowedRoutesNamespacesFrom::Same) => Namespaces::Same,
         Some(GatewayListenersAllowedRoutesNamespacesFrom::All) => Namespaces::All,
         Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) => {
-            let message = format!(
-                "{field}.allowedRoutes.namespaces.from: Selector is not supported by sluice yet; use Same or All"
-            );
-            return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
+            let at = format!("{field}.allowedRoutes.namespaces.selector");
+            let selector = (l.allowed_routes.as_ref())
+                .and_then(|a| a.namespaces.as_ref())
+                .and_then(|n| n.selector.as_ref());
+            let parsed = match selector {
+                Some(s) => LabelSelector::parse(&at, s),
+                None => Err(FieldError::required(
+                    at,
+                    "from: Selector takes the routes of the namespaces this label selector matches",
+                )),
+            };
+            match parsed {
+                Ok(s) => Namespaces::Selector(s),
+                Err(e) => return not_accepted(status, cond::INVALID, e.to_string()),
+            }
         }
     };
     let mut tls = None;

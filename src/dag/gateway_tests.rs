@@ -972,3 +972,4 @@ mod backend_filters;
 mod cors;
 mod matches;
 mod mirror;
+mod namespaces;

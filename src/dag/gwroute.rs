@@ -335,6 +335,7 @@ pub(super) fn attach_route(
             continue;
         };
         let mut selected = 0;
+        let mut by_selector = false;
         let mut namespace_allowed = 0;
         let mut allowed = 0;
         let mut hosted = 0;
@@ -346,7 +347,8 @@ pub(super) fn attach_route(
                 continue;
             }
             selected += 1;
-            if l.from == Namespaces::Same && gw_key.namespace != r.key.namespace {
+            if !(l.from).allow(b.snapshot, &gw_key.namespace, &r.key.namespace) {
+                by_selector |= matches!(l.from, Namespaces::Selector(_));
                 continue;
             }
             namespace_allowed += 1;
@@ -388,6 +390,16 @@ pub(super) fn attach_route(
                 cond::NO_MATCHING_PARENT,
                 format!(
                     "{field}: Gateway {gw_key} has no accepted listener with this sectionName and port"
+                ),
+            )
+        } else if namespace_allowed == 0 && by_selector {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NOT_ALLOWED_BY_LISTENERS,
+                format!(
+                    "{field}: the listeners of Gateway {gw_key} take routes of the namespaces their allowedRoutes.namespaces.selector matches, and the labels of namespace {:?} do not match it; label the namespace or widen the selector to take this route",
+                    &*r.key.namespace
                 ),
             )
         } else if namespace_allowed == 0 {

@@ -7,7 +7,8 @@
 //! are every host a route of one of sluice's Gateways could be served on (the build serves a
 //! subset of them: a host another object owns, an HTTPS listener's catch-all, a route refused).
 //!
-//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute or ReferenceGrant, or to a Service or
+//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute or ReferenceGrant, to a Namespace's
+//! labels (a listener's `allowedRoutes.namespaces.selector` reads them), or to a Service or
 //! TLS Secret one of them names (in any namespace: backends and certificates may be in another
 //! one, through a ReferenceGrant), rebuilds all of them, and through their hosts the
 //! IngressRoutes, Routes and Ingresses that share a host with one; a change to one of those
@@ -45,7 +46,8 @@ pub(super) fn changed(prev: &Snapshot, next: &Snapshot) -> bool {
         && same_objects(&prev.gateways, &next.gateways)
         && same_objects(&prev.http_routes, &next.http_routes)
         && same_objects(&prev.grpc_routes, &next.grpc_routes)
-        && same_objects(&prev.reference_grants, &next.reference_grants))
+        && same_objects(&prev.reference_grants, &next.reference_grants)
+        && same_objects(&prev.namespaces, &next.namespaces))
 }
 
 /// Calls `f` with every GatewayClass, Gateway and route of the snapshot (what has a status).
@@ -72,6 +74,7 @@ pub(super) fn copy(from: &Snapshot, to: &mut Snapshot) {
     to.http_routes = from.http_routes.clone();
     to.grpc_routes = from.grpc_routes.clone();
     to.reference_grants = from.reference_grants.clone();
+    to.namespaces = from.namespaces.clone();
 }
 
 /// The links of the Gateway API objects: every host a route attached to a Gateway of one of

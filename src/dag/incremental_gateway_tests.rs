@@ -7,7 +7,8 @@ use super::*;
 /// `tls` (two versions of one, with other listener hostnames), routes to the golden Services
 /// on the golden hosts `foo.com`, `secure.example.com` and the catch-all, across namespaces
 /// with and without a ReferenceGrant, a mirror to a Service no other backend names, a
-/// GRPCRoute, and a class and Gateway of another controller.
+/// GRPCRoute, a class and Gateway of another controller, and a version of the Gateway whose
+/// listener takes the routes of namespaces by label, with Namespaces whose labels change.
 const GATEWAY_POOL: &str = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: sluice}
@@ -35,6 +36,26 @@ spec:
   listeners:
   - {name: http, protocol: HTTP, port: 80, hostname: foo.com, allowedRoutes: {namespaces: {from: All}}}
   - {name: https, protocol: HTTPS, port: 443, hostname: secure.example.com, tls: {certificateRefs: [{name: other-tls}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: tls, generation: 3}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: http, protocol: HTTP, port: 80, allowedRoutes: {namespaces: {from: Selector, selector: {matchLabels: {routes: edge}}}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b, labels: {routes: edge}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b, labels: {routes: none}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a, labels: {routes: edge}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -175,6 +196,7 @@ pub(super) fn snap_has(s: &Snapshot, o: &AnyObject) -> bool {
         Kind::HttpRoute => s.http_routes.contains_key(&key),
         Kind::GrpcRoute => s.grpc_routes.contains_key(&key),
         Kind::ReferenceGrant => s.reference_grants.contains_key(&key),
+        Kind::Namespace => s.namespaces.contains_key(&key),
         _ => false,
     }
 }
@@ -294,4 +316,40 @@ fn a_gateway_api_change_rebuilds_them_and_the_objects_sharing_their_hosts() {
     assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
     assert_eq!(none, crate::dag::build(&empty, &options));
     assert!(gateway_statuses(&none).is_empty());
+}
+
+#[test]
+fn a_namespace_label_change_rebuilds_the_routes_a_selector_takes() {
+    let options = Options::default();
+    let pool = gateway_pool();
+    let version = |kind: Kind, name: &str, nth: usize| {
+        (pool.iter())
+            .filter(|o| o.kind() == kind && o.key().name.as_ref() == name)
+            .nth(nth)
+            .cloned()
+            .expect("in the pool")
+    };
+    let mut snap = with_gateway_api();
+    snap.insert(version(Kind::Gateway, "edge", 2));
+    snap.insert(version(Kind::Namespace, "team-b", 0));
+    let mut inc = Incremental::new(options.clone());
+    let dag = inc.build_full(&snap);
+    let catch_all = ObjectRef::new(Kind::HttpRoute, "team-b", "catch-all");
+    let attached = |d: &Dag| {
+        let g = d.statuses[&catch_all].gateway.as_ref().expect("its status");
+        g.parents[0].conditions[0].status
+    };
+    assert!(attached(&dag));
+    // team-b labelled away from the selector: the route leaves the Gateway.
+    let mut next = snap.clone();
+    next.insert(version(Kind::Namespace, "team-b", 1));
+    let (got, kind) = inc.build(Some((&snap, &dag)), &next);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(got, crate::dag::build(&next, &options));
+    assert!(!attached(&got));
+    // A Namespace whose labels did not change (its status did, say) rebuilds nothing.
+    let same = next.clone();
+    let (again, kind) = inc.build(Some((&next, &got)), &same);
+    assert_eq!(again, got);
+    assert_eq!(kind, BuildKind::Partial { objects: 0 }, "{kind:?}");
 }

@@ -1,12 +1,13 @@
 //! What cluster mode watches, and how each kind is found in the cluster.
 //!
-//! Built-in kinds (Ingress, IngressClass, Service, EndpointSlice, Secret) are always served. sluice's
+//! Built-in kinds (Ingress, IngressClass, Service, EndpointSlice, Secret, Namespace) are always
+//! served. sluice's
 //! own CRDs and the Gateway API kinds are watched only when discovery finds them; kinds missing at
 //! start are looked for again periodically (a CRD installed later is picked up without a restart).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Client;
@@ -19,7 +20,7 @@ use crate::api::Kind;
 pub const TLS_SECRET_FIELD_SELECTOR: &str = "type=kubernetes.io/tls";
 
 /// Every kind cluster mode watches, in watch start order.
-pub const WATCHED: [Kind; 15] = Kind::ALL;
+pub const WATCHED: [Kind; 16] = Kind::ALL;
 
 /// The resource to watch for a built-in kind (always served by a 1.29+ apiserver).
 pub fn builtin_resource(kind: Kind) -> Option<ApiResource> {
@@ -29,6 +30,7 @@ pub fn builtin_resource(kind: Kind) -> Option<ApiResource> {
         Kind::Service => ApiResource::erase::<Service>(&()),
         Kind::EndpointSlice => ApiResource::erase::<EndpointSlice>(&()),
         Kind::Secret => ApiResource::erase::<Secret>(&()),
+        Kind::Namespace => ApiResource::erase::<Namespace>(&()),
         _ => return None,
     })
 }

@@ -130,13 +130,14 @@ pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
     }
 }
 
-/// Whether sluice reads the labels of objects of this kind: only an EndpointSlice's
-/// (`kubernetes.io/service-name` ties it to its Service). Everything else's labels (Argo CD's,
+/// Whether sluice reads the labels of objects of this kind: an EndpointSlice's
+/// (`kubernetes.io/service-name` ties it to its Service) and a Namespace's (Gateway listeners
+/// select the namespaces whose routes they take by label). Everything else's labels (Argo CD's,
 /// Helm's, `app.kubernetes.io/*`) are dropped when the object is stored: at 10k IngressRoutes a
 /// label map is ~5 MB of memory, and a label-only change then triggers no rebuild. Code that starts
 /// reading the labels of another kind must add it here.
 pub fn reads_labels(kind: Kind) -> bool {
-    matches!(kind, Kind::EndpointSlice)
+    matches!(kind, Kind::EndpointSlice | Kind::Namespace)
 }
 
 /// Whether sluice reads the annotations of objects of this kind: an Ingress's (the class

@@ -377,6 +377,27 @@ pub fn validate_dns1123_subdomain(
     }
 }
 
+/// A label name, as label keys (after any prefix) and non-empty label values are: letters,
+/// digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters.
+pub fn validate_label_name(path: impl fmt::Display, value: &str) -> Result<(), FieldError> {
+    let b = value.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(FieldError::invalid(
+            path.to_string(),
+            value,
+            "is not a label name: letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
+        ))
+    }
+}
+
 /// A timeout: a Go-style duration (`1s`, `150ms`, `1m30s`, `1.5s`) or `infinity` (no timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Timeout {

@@ -14,7 +14,9 @@ use std::str::FromStr;
 
 use gateway_api::apis::experimental::tcproutes::TcpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::{Gateway, GatewayListeners, GatewayListenersTlsMode};
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
+};
 use gateway_api::apis::standard::grpcroutes::{GrpcRoute, GrpcRouteRulesMatchesMethodType};
 use gateway_api::apis::standard::httproutes::{
     HttpRoute, HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType,
@@ -27,6 +29,7 @@ use super::common::{
     check_regex, validate_dns1123_label, validate_dns1123_subdomain, validate_header_name,
     validate_header_value, validate_hostname, validate_path,
 };
+use super::label_selector::LabelSelector;
 use super::{FieldError, Verdict, quote};
 use crate::store::AnyObject;
 
@@ -182,6 +185,7 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
         }
         validate_port(&mut v, &format!("{base}.port"), l.port);
         validate_listener_host_and_tls(&mut v, &base, l);
+        validate_namespace_selector(&mut v, &base, l);
         let earlier = by_port.entry(l.port).or_default();
         if let Some(e) = listener_conflict(&g.spec.listeners, earlier, i, &base) {
             v.error(e);
@@ -189,6 +193,33 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
         earlier.push(i);
     }
     v
+}
+
+/// A listener taking the routes of the namespaces a label selector matches needs a selector that
+/// reads (see [`LabelSelector::parse`]).
+fn validate_namespace_selector(v: &mut Verdict, base: &str, l: &GatewayListeners) {
+    let Some(n) = l
+        .allowed_routes
+        .as_ref()
+        .and_then(|a| a.namespaces.as_ref())
+    else {
+        return;
+    };
+    if n.from != Some(GatewayListenersAllowedRoutesNamespacesFrom::Selector) {
+        return;
+    }
+    let at = format!("{base}.allowedRoutes.namespaces.selector");
+    match &n.selector {
+        None => v.error(FieldError::required(
+            at,
+            "from: Selector takes the routes of the namespaces this label selector matches",
+        )),
+        Some(s) => {
+            if let Err(e) = LabelSelector::parse(&at, s) {
+                v.error(e);
+            }
+        }
+    }
 }
 
 fn validate_listener_host_and_tls(v: &mut Verdict, base: &str, l: &GatewayListeners) {

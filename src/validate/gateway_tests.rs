@@ -148,6 +148,36 @@ fn listener_names_are_unique_and_well_formed() {
 }
 
 #[test]
+fn a_listener_taking_routes_by_namespace_label_needs_a_selector_that_reads() {
+    let listener = |namespaces: Value| {
+        mk_gateway(json!([{"name": "http", "protocol": "HTTP", "port": 80,
+            "allowedRoutes": {"namespaces": namespaces}}]))
+    };
+    let ok = listener(json!({"from": "Selector", "selector": {
+        "matchLabels": {"team": "shop"},
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["lab"]}]}}));
+    assert_eq!(errors(ok), Vec::<String>::new());
+    // A selector beside another `from` is not read.
+    let unread = listener(
+        json!({"from": "All", "selector": {"matchExpressions": [{"key": "a", "operator": "Nope"}]}}),
+    );
+    assert_eq!(errors(unread), Vec::<String>::new());
+    assert_eq!(
+        errors(listener(json!({"from": "Selector"}))),
+        [
+            "spec.listeners[0].allowedRoutes.namespaces.selector: is required; from: Selector takes the routes of the namespaces this label selector matches"
+        ]
+    );
+    assert_eq!(
+        errors(listener(json!({"from": "Selector", "selector": {
+            "matchExpressions": [{"key": "team", "operator": "Equals", "values": ["shop"]}]}}))),
+        [
+            "spec.listeners[0].allowedRoutes.namespaces.selector.matchExpressions[0].operator: \"Equals\" is not an operator; use In, NotIn, Exists or DoesNotExist"
+        ]
+    );
+}
+
+#[test]
 fn listener_ports_are_in_range() {
     let g = mk_gateway(json!([{"name": "web", "port": 0, "protocol": "HTTP"}]));
     assert_eq!(

@@ -9,6 +9,7 @@ pub mod common;
 pub mod gateway;
 pub mod ingress;
 pub mod ingressroute;
+pub mod label_selector;
 pub mod re2;
 pub mod route;
 
@@ -144,8 +145,9 @@ pub fn validate_object(obj: &AnyObject) -> Verdict {
         | AnyObject::TlsRoute(_)
         | AnyObject::TcpRoute(_)
         | AnyObject::ReferenceGrant(_) => gateway::validate_gateway_object(obj),
-        AnyObject::Service(_) | AnyObject::EndpointSlice(_) | AnyObject::Secret(_) => {
-            Verdict::default()
-        }
+        AnyObject::Service(_)
+        | AnyObject::EndpointSlice(_)
+        | AnyObject::Secret(_)
+        | AnyObject::Namespace(_) => Verdict::default(),
     }
 }
