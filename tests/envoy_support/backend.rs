@@ -56,7 +56,6 @@ impl Backend {
                             let status = if req.uri().path() == "/healthz" {
                                 if h.load(Ordering::SeqCst) { 200 } else { 503 }
                             } else {
-                                c.fetch_add(1, Ordering::SeqCst);
                                 let path = (":path".to_string(), req.uri().to_string());
                                 *seen.lock().unwrap() = (req.headers().iter())
                                     .map(|(k, v)| {
@@ -65,6 +64,9 @@ impl Backend {
                                     })
                                     .chain([path])
                                     .collect();
+                                // Counted once its headers are there: a test that waits for a
+                                // hit then reads that request's headers.
+                                c.fetch_add(1, Ordering::SeqCst);
                                 let delay = (req.headers().get("x-delay-ms"))
                                     .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
                                 if let Some(ms) = delay {
