@@ -736,6 +736,8 @@ spec:
     backendRefs: [{name: nothere, port: 80}]
   - matches: [{method: {type: RegularExpression, service: \"shop\\\\.(Bag|Box)\", method: \"Get.*\"}}]
     backendRefs: [{name: catalog, port: 80}]
+  - matches: [{method: {method: Ping}}]
+    backendRefs: [{name: cart, port: 80}]
 ";
     let h = Harness::start(
         &[
@@ -807,6 +809,13 @@ spec:
         cart.last_header(":path"),
         ["http://grpc.example.com-shadow/shop.Catalog/List"]
     );
+    // A method without its service: that method of any service, nothing else.
+    let (_, _, body) = call("/health.Check/Ping").await.unwrap();
+    assert_eq!(body, "grpc/cart");
+    for other in ["/health.Check/PingAll", "/a/b/Ping"] {
+        let (_, grpc_status, _) = call(other).await.unwrap();
+        assert_eq!(grpc_status.as_deref(), Some("12"), "{other}");
+    }
     // Another method of the Cart service matches no rule: UNIMPLEMENTED (12).
     let (_, grpc_status, _) = call("/shop.Cart/Remove").await.unwrap();
     assert_eq!(grpc_status.as_deref(), Some("12"));

@@ -481,22 +481,26 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
 }
 
 #[tokio::test]
-async fn a_grpc_method_without_its_service_is_denied_in_a_route_on_sluices_gateway() {
+async fn a_grpc_method_match_needs_a_service_or_a_method_in_a_route_on_sluices_gateway() {
     let state = mk_state();
-    let mut object = fixture("grpcroute_bad_method")["request"]["object"].clone();
-    object["spec"]["rules"] = json!([{
-        "matches": [{"method": {"method": "Get"}}],
-        "backendRefs": [{"name": "rpc", "port": 9000}],
-    }]);
-    let reply = post(
-        &state,
-        "/validate",
-        mk_review_of("grpcroute_bad_method", object),
-    )
-    .await;
+    let with_match = |method: serde_json::Value| {
+        let mut object = fixture("grpcroute_bad_method")["request"]["object"].clone();
+        object["spec"]["rules"] = json!([{
+            "matches": [{"method": method}],
+            "backendRefs": [{"name": "rpc", "port": 9000}],
+        }]);
+        mk_review_of("grpcroute_bad_method", object)
+    };
+    // A method alone: that method of every service.
+    post(&state, "/validate", with_match(json!({"method": "Get"})))
+        .await
+        .assert_allowed();
+    let reply = post(&state, "/validate", with_match(json!({"type": "Exact"}))).await;
     reply.assert_denied(422);
     assert!(
-        reply.message().contains("spec.rules[0].matches[0].method.service: a method without its service is not supported by sluice yet; name the service"),
+        reply
+            .message()
+            .contains("spec.rules[0].matches[0].method: must name a service, a method, or both"),
         "{reply}"
     );
 }

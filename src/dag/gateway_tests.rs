@@ -741,8 +741,7 @@ fn grpc_routes_match_services_and_methods_and_reach_h2c_backends() {
     let gw = status(&dag, Kind::Gateway, "shop", "edge");
     assert_eq!(gw.gateway.as_ref().unwrap().listeners[0].attached_routes, 1);
 
-    // A listener that takes HTTPRoutes only does not take it; a method without its service is
-    // refused naming the field.
+    // A listener that takes HTTPRoutes only does not take it.
     let http_only = gateway("sluice", None, "Same").replace(
         "allowedRoutes: {namespaces: {from: Same}}",
         "allowedRoutes: {namespaces: {from: Same}, kinds: [{kind: HTTPRoute}]}",
@@ -764,6 +763,7 @@ fn grpc_routes_match_services_and_methods_and_reach_h2c_backends() {
         .clone()
         .unwrap();
     assert_eq!(g.listeners[0].supported_kinds, ["HTTPRoute"]);
+    // A method without its service: that method of every service, the whole path.
     let no_service = grpc.replace("{service: shop.Cart, method: Add}", "{method: Add}");
     let dag = dag_of(&[
         CLASS,
@@ -772,11 +772,30 @@ fn grpc_routes_match_services_and_methods_and_reach_h2c_backends() {
         &no_service,
     ]);
     let p = route_parent_of(&dag, Kind::GrpcRoute, "shop", "cart");
+    assert_eq!(conds(&p.conditions)[0], "Accepted=true/Accepted");
+    let any_service = &dag.vhosts["grpc.example.com"].routes[0];
+    assert_eq!(
+        format!("{:?}", any_service.path),
+        "Regex(\"/(?:[^/]+)/(?:Add)\")"
+    );
+    for (path, takes) in [
+        ("/shop.Cart/Add", true),
+        ("/other.Svc/Add", true),
+        ("/shop.Cart/AddMore", false),
+        ("/Add", false),
+        ("/a/b/Add", false),
+    ] {
+        assert_eq!(any_service.path.matches(path), takes, "{path}");
+    }
+    // Neither: refused naming the field.
+    let neither = grpc.replace("{service: shop.Cart, method: Add}", "{}");
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &neither]);
+    let p = route_parent_of(&dag, Kind::GrpcRoute, "shop", "cart");
     assert_eq!(conds(&p.conditions)[0], "Accepted=false/UnsupportedValue");
     assert!(
         p.conditions[0]
             .message
-            .contains("spec.rules[0].matches[0].method.service"),
+            .contains("spec.rules[0].matches[0].method: must name a service, a method, or both"),
         "{:?}",
         p.conditions[0]
     );

@@ -96,21 +96,6 @@ pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
                 );
             }
         }
-        for (j, m) in rule.matches.iter().flatten().enumerate() {
-            let Some(method) = &m.method else {
-                continue;
-            };
-            let regex = matches!(
-                method.r#type,
-                Some(GrpcRouteRulesMatchesMethodType::RegularExpression)
-            );
-            if !regex && method.service.as_deref().is_none_or(str::is_empty) {
-                no(
-                    format!("{field}.matches[{j}].method.service"),
-                    "a method without its service is not supported by sluice yet; name the service",
-                );
-            }
-        }
         for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
             for (k, f) in r.filters.iter().flatten().enumerate() {
                 if !matches!(
@@ -130,7 +115,8 @@ pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
 }
 
 /// The path and header conditions of a rule's matches (every call when it has none). A
-/// `RegularExpression` method match is an expression of the whole path (`/<service>/<method>`).
+/// `RegularExpression` method match is an expression of the whole path (`/<service>/<method>`),
+/// and so is an `Exact` one naming a method alone (that method of any service).
 fn rule_matches(rule: &GrpcRouteRules) -> Vec<RuleMatch> {
     let matches = rule.matches.as_deref().unwrap_or(&[]);
     if matches.is_empty() {
@@ -153,8 +139,12 @@ fn rule_matches(rule: &GrpcRouteRules) -> Vec<RuleMatch> {
                 _ if regex => PathMatch::Regex(grpc_path_regex(service, method).into()),
                 (Some(s), Some(m)) => PathMatch::Exact(format!("/{s}/{m}").into()),
                 (Some(s), None) => PathMatch::prefix(&format!("/{s}")),
-                // Refused by `unsupported` before the rules are built.
-                (None, _) => PathMatch::prefix("/"),
+                // The method of every service: the whole path is `/<any service>/<method>`.
+                (None, Some(m)) => {
+                    PathMatch::Regex(grpc_path_regex(None, Some(&regex::escape(m))).into())
+                }
+                // Refused by the single-object rules before the rules are built.
+                (None, None) => PathMatch::prefix("/"),
             };
             let headers = (m.headers.iter().flatten())
                 .map(|h| HeaderMatch {
