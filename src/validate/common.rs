@@ -310,17 +310,14 @@ pub fn validate_dns1035_label(
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && !value.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::invalid(
-            path.to_string(),
-            value,
-            format!(
-                "must be the name of a {what} in the same namespace: lowercase letters, digits and '-', starting with a letter, at most 63 characters"
-            ),
-        ))
-    }
+    FieldError::unless(
+        ok,
+        path,
+        value,
+        format_args!(
+            "must be the name of a {what} in the same namespace: lowercase letters, digits and '-', starting with a letter, at most 63 characters"
+        ),
+    )
 }
 
 /// An RFC 1123 label, as namespace names are.
@@ -336,17 +333,14 @@ pub fn validate_dns1123_label(
         && b.iter()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && !value.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::invalid(
-            path.to_string(),
-            value,
-            format!(
-                "must be a valid {what} name: lowercase letters, digits and '-', at most 63 characters"
-            ),
-        ))
-    }
+    FieldError::unless(
+        ok,
+        path,
+        value,
+        format_args!(
+            "must be a valid {what} name: lowercase letters, digits and '-', at most 63 characters"
+        ),
+    )
 }
 
 /// An RFC 1123 subdomain, as most object names (Secrets, IngressRoutes) are.
@@ -364,17 +358,14 @@ pub fn validate_dns1123_subdomain(
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         });
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::invalid(
-            path.to_string(),
-            value,
-            format!(
-                "must be a valid {what} name: lowercase letters, digits, '-' and '.', at most 253 characters"
-            ),
-        ))
-    }
+    FieldError::unless(
+        ok,
+        path,
+        value,
+        format_args!(
+            "must be a valid {what} name: lowercase letters, digits, '-' and '.', at most 253 characters"
+        ),
+    )
 }
 
 /// A label name, as label keys (after any prefix) and non-empty label values are: letters,
@@ -387,15 +378,12 @@ pub fn validate_label_name(path: impl fmt::Display, value: &str) -> Result<(), F
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::invalid(
-            path.to_string(),
-            value,
-            "is not a label name: letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
-        ))
-    }
+    FieldError::unless(
+        ok,
+        path,
+        value,
+        "is not a label name: letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters",
+    )
 }
 
 /// A timeout: a Go-style duration (`1s`, `150ms`, `1m30s`, `1.5s`) or `infinity` (no timeout).

@@ -266,15 +266,12 @@ pub fn validate_iana_svc_name(path: impl fmt::Display, value: &str) -> Result<()
         && !value.starts_with('-')
         && !value.ends_with('-')
         && !value.contains("--");
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::invalid(
-            path.to_string(),
-            value,
-            "must be a port name: at most 15 characters, lowercase letters, digits and '-', at least one letter, no '-' at either end and no \"--\"",
-        ))
-    }
+    FieldError::unless(
+        ok,
+        path,
+        value,
+        "must be a port name: at most 15 characters, lowercase letters, digits and '-', at least one letter, no '-' at either end and no \"--\"",
+    )
 }
 
 /// The single-object rules of an IngressClass.
@@ -329,15 +326,12 @@ pub fn validate_domain_prefixed_path(path: &str, value: &str) -> Result<(), Fiel
         }
         None => false,
     };
-    if ok {
-        Ok(())
-    } else {
-        Err(FieldError::invalid(
-            path,
-            value,
-            "must be a domain-prefixed path such as \"sluice.dev/ingress-controller\" (a lowercase DNS name, '/', then a path)",
-        ))
-    }
+    FieldError::unless(
+        ok,
+        path,
+        value,
+        "must be a domain-prefixed path such as \"sluice.dev/ingress-controller\" (a lowercase DNS name, '/', then a path)",
+    )
 }
 
 #[cfg(test)]

@@ -58,6 +58,20 @@ impl FieldError {
         )
     }
 
+    /// Nothing when `ok`, else [`FieldError::invalid`]: the check of a value against one rule.
+    pub fn unless(
+        ok: bool,
+        path: impl fmt::Display,
+        value: &str,
+        expected: impl fmt::Display,
+    ) -> Result<(), FieldError> {
+        if ok {
+            Ok(())
+        } else {
+            Err(FieldError::invalid(path.to_string(), value, expected))
+        }
+    }
+
     /// `path: is required <hint>` with reason InvalidSpec.
     pub fn required(path: impl Into<String>, hint: impl fmt::Display) -> Self {
         FieldError::new(

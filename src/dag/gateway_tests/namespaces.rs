@@ -32,6 +32,15 @@ fn billing(ns: &str) -> String {
     )
 }
 
+/// The build of Gateway `gw` with the Namespaces and a route in each of `money`, `lab` and
+/// `plain` (which has no Namespace object).
+fn with_three_routes(gw: &str) -> Dag {
+    let routes = [billing("money"), billing("lab"), billing("plain")];
+    let mut docs = vec![CLASS, gw, SERVICES, SERVICES_ELSEWHERE, NAMESPACES];
+    docs.extend(routes.iter().map(String::as_str));
+    dag_of(&docs)
+}
+
 #[test]
 fn a_selector_takes_the_routes_of_the_namespaces_whose_labels_it_matches() {
     let gw = gateway(
@@ -39,10 +48,7 @@ fn a_selector_takes_the_routes_of_the_namespaces_whose_labels_it_matches() {
         None,
         "Selector, selector: {matchLabels: {team: shop}, matchExpressions: [{key: env, operator: NotIn, values: [dev]}]}",
     );
-    let routes = [billing("money"), billing("lab"), billing("plain")];
-    let mut docs = vec![CLASS, &gw, SERVICES, SERVICES_ELSEWHERE, NAMESPACES];
-    docs.extend(routes.iter().map(String::as_str));
-    let dag = dag_of(&docs);
+    let dag = with_three_routes(&gw);
 
     // money: team=shop, env=prod.
     assert_eq!(
@@ -86,10 +92,7 @@ fn every_namespace_has_its_name_label_with_or_without_a_namespace_object() {
         None,
         "Selector, selector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [plain, lab]}]}",
     );
-    let routes = [billing("money"), billing("lab"), billing("plain")];
-    let mut docs = vec![CLASS, &gw, SERVICES, SERVICES_ELSEWHERE, NAMESPACES];
-    docs.extend(routes.iter().map(String::as_str));
-    let dag = dag_of(&docs);
+    let dag = with_three_routes(&gw);
     assert!(!dag.vhosts.contains_key("pay.money.example.com"));
     assert!(dag.vhosts.contains_key("pay.lab.example.com"));
     assert!(dag.vhosts.contains_key("pay.plain.example.com"));
