@@ -26,7 +26,8 @@
 //! run with 500 objects that records nothing. sluice's default route shards (`auto`: 16 at 10k
 //! objects; docs/xds.md, "Route shards": a routing change pushes its shard's configuration
 //! only); `BENCH_HTTP_ROUTE_SHARDS=N` fixes N of them and records the keys as `shardsN_<key>`
-//! (1: one route configuration).
+//! (1: one route configuration). `BENCH_HTTP_ROUTES=N` runs the Gateway API series with N
+//! HTTPRoutes instead of 100 and records nothing (how an HTTPRoute's change grows with them).
 
 mod common;
 
@@ -138,7 +139,7 @@ fn change_route(snap: &mut Snapshot, i: usize, prefix: &str) {
 /// The synthetic HTTPRoute `i` with its rule's path prefix set to `prefix`.
 fn change_http_route(snap: &mut Snapshot, i: usize, prefix: &str) {
     let key = ObjKey::new(format!("team-{}", i % 100), format!("gw-route-{i}"));
-    let mut route = (**snap.http_routes.get(&key).expect("synthetic HTTPRoute")).clone();
+    let mut route = (***snap.http_routes.get(&key).expect("synthetic HTTPRoute")).clone();
     let rule = &mut route.spec.rules.as_mut().expect("a rule")[0];
     let path = rule.matches.as_mut().expect("a match")[0].path.as_mut();
     path.expect("a path match").value = Some(prefix.to_string());
@@ -385,8 +386,18 @@ fn main() {
         PAUSE.as_millis()
     );
 
-    // The same cluster with Gateway API objects.
-    let http_routes = if smoke { 10 } else { 100 };
+    // The same cluster with Gateway API objects. Exploration knob: `BENCH_HTTP_ROUTES=N` takes
+    // N HTTPRoutes (at most 2/5 of the objects) instead of 100, and records nothing.
+    let explored = std::env::var("BENCH_HTTP_ROUTES").ok().map(|n| {
+        let n: usize = n.parse().expect("BENCH_HTTP_ROUTES is a number");
+        assert!(
+            n * 5 / 2 <= objects,
+            "BENCH_HTTP_ROUTES={n}: at most {}",
+            objects * 2 / 5
+        );
+        n
+    });
+    let http_routes = explored.unwrap_or(if smoke { 10 } else { 100 });
     for o in sluice::synth::gateway_api(http_routes) {
         snap.insert(o);
     }
@@ -424,7 +435,7 @@ fn main() {
         beside_builds.iter().all(Option::is_some),
         "a root's change beside Gateway API objects is built in part: {beside_builds:?}"
     );
-    if !smoke {
+    if !smoke && explored.is_none() {
         let mut r = serde_json::Map::new();
         r.insert("change_push_ms_10k".into(), common::round3(route_p50));
         r.insert("change_push_p99_ms_10k".into(), common::round3(route_p99));

@@ -22,7 +22,9 @@ use imbl::ordmap::DiffItem;
 
 use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
 
+mod prepared;
 mod service_index;
+pub use prepared::{Prepare, Prepared};
 pub use service_index::{PortEndpoints, ServiceEntry, ServiceIndex};
 
 /// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
@@ -98,8 +100,9 @@ pub struct Snapshot {
     pub secrets: Objects<TlsSecretData>,
     pub gateway_classes: Objects<GatewayClass>,
     pub gateways: Objects<Gateway>,
-    pub http_routes: Objects<HTTPRoute>,
-    pub grpc_routes: Objects<GRPCRoute>,
+    /// HTTPRoutes and GRPCRoutes with their single-object verdicts ([`Prepared`]).
+    pub http_routes: Objects<Prepared<HTTPRoute>>,
+    pub grpc_routes: Objects<Prepared<GRPCRoute>>,
     pub tls_routes: Objects<TLSRoute>,
     pub tcp_routes: Objects<TCPRoute>,
     pub reference_grants: Objects<ReferenceGrant>,
@@ -120,65 +123,6 @@ impl From<&Namespace> for NamespaceLabels {
         NamespaceLabels {
             labels: n.metadata.labels.clone().unwrap_or_default(),
         }
-    }
-}
-
-/// A kind whose objects the store keeps together with what `dag::build` reads of them, worked out
-/// once when the object arrives (the kind's impl is beside the code that reads it).
-pub trait Prepare {
-    /// What the build reads of one object.
-    type Ready: Send + Sync;
-
-    /// Works it out; `key` is the object's namespace/name.
-    fn prepare(key: &ObjKey, object: &Self) -> Self::Ready;
-}
-
-/// An object as the store keeps it: the object as written, and what routing reads of it
-/// ([`Prepare::Ready`]). The IngressRoutes and Ingresses are kept this way: their single-object
-/// rules' verdict, the hashes of their links and (IngressRoutes) their routes lowered for the
-/// delegation walk are worked out once per version of the object,
-/// when a watch event or a file brings it, instead of in every build that reads it. It reads as the
-/// object (it dereferences to it) and compares as the object: the prepared part follows from the
-/// object and its key.
-pub struct Prepared<T: Prepare> {
-    object: Arc<T>,
-    ready: T::Ready,
-}
-
-impl<T: Prepare> Prepared<T> {
-    pub fn new(key: &ObjKey, object: Arc<T>) -> Self {
-        let ready = T::prepare(key, &object);
-        Prepared { object, ready }
-    }
-
-    /// The object as written.
-    pub fn object(&self) -> &Arc<T> {
-        &self.object
-    }
-
-    /// What routing reads of it.
-    pub fn ready(&self) -> &T::Ready {
-        &self.ready
-    }
-}
-
-impl<T: Prepare> std::ops::Deref for Prepared<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.object
-    }
-}
-
-impl<T: Prepare + PartialEq> PartialEq for Prepared<T> {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.object, &other.object) || self.object == other.object
-    }
-}
-
-impl<T: Prepare + std::fmt::Debug> std::fmt::Debug for Prepared<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.object.fmt(f)
     }
 }
 
@@ -526,8 +470,14 @@ impl Snapshot {
             AnyObject::Secret(o) => put(&mut self.secrets, key, Arc::new(TlsSecretData::from(&*o))),
             AnyObject::GatewayClass(o) => put(&mut self.gateway_classes, key, o),
             AnyObject::Gateway(o) => put(&mut self.gateways, key, o),
-            AnyObject::HttpRoute(o) => put(&mut self.http_routes, key, o),
-            AnyObject::GrpcRoute(o) => put(&mut self.grpc_routes, key, o),
+            AnyObject::HttpRoute(o) => {
+                let o = Arc::new(Prepared::new(&key, o));
+                put(&mut self.http_routes, key, o)
+            }
+            AnyObject::GrpcRoute(o) => {
+                let o = Arc::new(Prepared::new(&key, o));
+                put(&mut self.grpc_routes, key, o)
+            }
             AnyObject::TlsRoute(o) => put(&mut self.tls_routes, key, o),
             AnyObject::TcpRoute(o) => put(&mut self.tcp_routes, key, o),
             AnyObject::ReferenceGrant(o) => put(&mut self.reference_grants, key, o),

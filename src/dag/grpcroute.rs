@@ -13,14 +13,22 @@ use gateway_api::apis::standard::grpcroutes::{
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
-    BuiltRule, RuleMatch, attach_route, backends_of, route_in, rule_action, rule_header_edits,
-    rule_mirrors,
+    BuiltRule, ReadyRoute, RuleMatch, attach_route, backends_of, route_in, rule_action,
+    rule_header_edits, rule_mirrors,
 };
 use super::model::{HeaderMatch, HeaderOp, PathMatch, UpstreamProtocol};
 use crate::api::{Kind, ObjKey};
-use crate::store::Snapshot;
+use crate::store::{Prepare, Prepared, Snapshot};
 use crate::validate::FieldError;
 use crate::validate::gateway::{grpc_path_regex, validate_grpc_route};
+
+impl Prepare for GrpcRoute {
+    type Ready = ReadyRoute;
+
+    fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
+        ReadyRoute::new(validate_grpc_route(route).errors, || unsupported(route))
+    }
+}
 
 /// One GRPCRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
 pub(super) fn grpc_route(
@@ -29,15 +37,9 @@ pub(super) fn grpc_route(
     gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
     controller: &str,
     key: &ObjKey,
-    route: &GrpcRoute,
+    route: &Prepared<GrpcRoute>,
 ) {
-    let r = route_in!(
-        Kind::GrpcRoute,
-        key,
-        route,
-        validate_grpc_route(route).errors,
-        unsupported(route)
-    );
+    let r = route_in!(Kind::GrpcRoute, key, route);
     let ns = &*key.namespace;
     attach_route(b, gateways, controller, r, |b, resolved| {
         let rules = route.spec.rules.as_deref().unwrap_or(&[]);

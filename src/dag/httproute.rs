@@ -17,18 +17,26 @@ use gateway_api::apis::standard::httproutes::{
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
-    BuiltRule, RuleMatch, attach_route, backends_of, route_in, rule_action, rule_header_edits,
-    rule_mirrors,
+    BuiltRule, ReadyRoute, RuleMatch, attach_route, backends_of, route_in, rule_action,
+    rule_header_edits, rule_mirrors,
 };
 use super::model::{
     Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite, RouteAction,
     UpstreamProtocol,
 };
 use crate::api::{Kind, ObjKey};
-use crate::store::Snapshot;
+use crate::store::{Prepare, Prepared, Snapshot};
 use crate::validate::FieldError;
 use crate::validate::common::Timeout;
 use crate::validate::gateway::validate_http_route;
+
+impl Prepare for HttpRoute {
+    type Ready = ReadyRoute;
+
+    fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
+        ReadyRoute::new(validate_http_route(route).errors, || unsupported(route))
+    }
+}
 
 /// One HTTPRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
 pub(super) fn http_route(
@@ -37,15 +45,9 @@ pub(super) fn http_route(
     gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
     controller: &str,
     key: &ObjKey,
-    route: &HttpRoute,
+    route: &Prepared<HttpRoute>,
 ) {
-    let r = route_in!(
-        Kind::HttpRoute,
-        key,
-        route,
-        validate_http_route(route).errors,
-        unsupported(route)
-    );
+    let r = route_in!(Kind::HttpRoute, key, route);
     let ns = &*key.namespace;
     attach_route(b, gateways, controller, r, |b, resolved| {
         let rules = route.spec.rules.as_deref().unwrap_or(&[]);

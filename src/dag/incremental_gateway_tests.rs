@@ -266,13 +266,14 @@ fn a_gateway_api_change_rebuilds_them_and_the_objects_sharing_their_hosts() {
     // The route on foo.com, a golden Ingress's host, moved to another path.
     let mut next = snap.clone();
     let key = ObjKey::new("team-a", "api");
-    let mut route = (*next.http_routes[&key]).clone();
+    let mut route = (**next.http_routes[&key]).clone();
     let rule = &mut route.spec.rules.as_mut().unwrap()[0];
     rule.matches.as_mut().unwrap()[0]
         .path
         .as_mut()
         .unwrap()
         .value = Some("/v2".into());
+    let route = Prepared::new(&key, Arc::new(route));
     next.http_routes.insert(key, Arc::new(route));
     let (got, kind) = inc.build(Some((&snap, &dag)), &next);
     assert_eq!(got, crate::dag::build(&next, &options));
