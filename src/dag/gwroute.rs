@@ -191,9 +191,9 @@ pub(super) fn mirror_share(percent: Option<i32>, fraction: Option<(i32, Option<i
     u32::try_from(share.clamp(0, ALL)).unwrap_or(0)
 }
 
-/// The [`RouteIn`] of a route of any kind (`$route` has the Gateway API's `metadata` and
-/// `spec.parentRefs` / `spec.hostnames`): its single-object problems (`$errors`, the verdict's
-/// errors), else what sluice does not route yet (`$unsupported`), refuse it.
+/// The [`RouteIn`] of a route of any kind (`$route`, a prepared route whose object has the
+/// Gateway API's `metadata` and `spec.parentRefs` / `spec.hostnames`): what its
+/// [`ReadyRoute`] says refuses it.
 macro_rules! route_in {
     ($kind:expr, $key:expr, $route:expr) => {{
         let route = $route;
