@@ -107,11 +107,11 @@ impl Namespaces {
             Namespaces::Same => gateway == route,
             Namespaces::All => true,
             Namespaces::Selector(s) => {
-                let mut labels = (snapshot.namespaces.get(&ObjKey::new("", route)))
-                    .map(|n| n.labels.clone())
-                    .unwrap_or_default();
-                labels.insert(NAMESPACE_NAME_LABEL.to_string(), route.to_string());
-                s.matches(&labels)
+                let namespace = snapshot.namespaces.get(&ObjKey::new("", route));
+                s.matches(|k| match k {
+                    NAMESPACE_NAME_LABEL => Some(route),
+                    _ => namespace?.labels.get(k).map(String::as_str),
+                })
             }
         }
     }

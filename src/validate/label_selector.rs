@@ -6,8 +6,6 @@
 //! for a label that is absent, as in Kubernetes. The webhook refuses a selector that breaks these
 //! rules, and the build reads one the same way (the same [`LabelSelector::parse`]).
 
-use std::collections::BTreeMap;
-
 use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesSelector as Selector;
 
 use super::FieldError;
@@ -89,9 +87,9 @@ impl LabelSelector {
         })
     }
 
-    /// Whether a label set holds everything the selector asks.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let get = |k: &str| labels.get(k).map(String::as_str);
+    /// Whether a label set, read through `get` (a label's value, None when it is not set),
+    /// holds everything the selector asks.
+    pub fn matches<'l>(&self, get: impl Fn(&str) -> Option<&'l str>) -> bool {
         self.labels.iter().all(|(k, v)| get(k) == Some(v.as_str()))
             && self.expressions.iter().all(|(k, op)| match op {
                 Op::In(values) => get(k).is_some_and(|v| values.iter().any(|w| w == v)),
