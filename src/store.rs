@@ -431,6 +431,12 @@ fn put<T>(map: &mut Objects<T>, key: ObjKey, value: Arc<T>) {
     map.insert(shared_key(map, key), value);
 }
 
+/// [`put`] of `object` kept with what routing reads of it ([`Prepared`]).
+fn put_prepared<T: Prepare>(map: &mut Objects<Prepared<T>>, key: ObjKey, object: Arc<T>) {
+    let prepared = Arc::new(Prepared::new(&key, object));
+    put(map, key, prepared);
+}
+
 /// `key`, with its namespace's text replaced by the one `map`'s keys of that namespace share.
 fn shared_key<T>(map: &Objects<T>, key: ObjKey) -> ObjKey {
     let first_of_namespace = ObjKey::new(key.namespace.clone(), "");
@@ -449,19 +455,12 @@ impl Snapshot {
     pub fn insert(&mut self, obj: AnyObject) {
         let key = obj.key();
         match obj {
-            AnyObject::Ingress(o) => {
-                let o = Arc::new(Prepared::new(&key, o));
-                put(&mut self.ingresses, key, o)
-            }
+            AnyObject::Ingress(o) => put_prepared(&mut self.ingresses, key, o),
             AnyObject::IngressClass(o) => put(&mut self.ingress_classes, key, o),
             AnyObject::IngressRouteV1beta1(o) => {
-                let o = Arc::new(Prepared::new(&key, o));
-                put(&mut self.ingressroutes_v1beta1, key, o)
+                put_prepared(&mut self.ingressroutes_v1beta1, key, o)
             }
-            AnyObject::IngressRouteV1(o) => {
-                let o = Arc::new(Prepared::new(&key, o));
-                put(&mut self.ingressroutes_v1, key, o)
-            }
+            AnyObject::IngressRouteV1(o) => put_prepared(&mut self.ingressroutes_v1, key, o),
             AnyObject::RouteV1alpha1(o) => put(&mut self.routes_v1alpha1, key, o),
             AnyObject::Service(o) => self.put_service(key, Arc::new(ServicePorts::from(&*o))),
             AnyObject::EndpointSlice(o) => {
@@ -470,14 +469,8 @@ impl Snapshot {
             AnyObject::Secret(o) => put(&mut self.secrets, key, Arc::new(TlsSecretData::from(&*o))),
             AnyObject::GatewayClass(o) => put(&mut self.gateway_classes, key, o),
             AnyObject::Gateway(o) => put(&mut self.gateways, key, o),
-            AnyObject::HttpRoute(o) => {
-                let o = Arc::new(Prepared::new(&key, o));
-                put(&mut self.http_routes, key, o)
-            }
-            AnyObject::GrpcRoute(o) => {
-                let o = Arc::new(Prepared::new(&key, o));
-                put(&mut self.grpc_routes, key, o)
-            }
+            AnyObject::HttpRoute(o) => put_prepared(&mut self.http_routes, key, o),
+            AnyObject::GrpcRoute(o) => put_prepared(&mut self.grpc_routes, key, o),
             AnyObject::TlsRoute(o) => put(&mut self.tls_routes, key, o),
             AnyObject::TcpRoute(o) => put(&mut self.tcp_routes, key, o),
             AnyObject::ReferenceGrant(o) => put(&mut self.reference_grants, key, o),

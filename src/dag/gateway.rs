@@ -27,9 +27,8 @@ use super::Builder;
 use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
-use crate::validate::FieldError;
 use crate::validate::gateway::validate_gateway;
-use crate::validate::label_selector::LabelSelector;
+use crate::validate::label_selector::{LabelSelector, listener_selector};
 
 /// The API group of the Gateway API.
 pub const GROUP: &str = "gateway.networking.k8s.io";
@@ -457,14 +456,7 @@ fn listener(
             let selector = (l.allowed_routes.as_ref())
                 .and_then(|a| a.namespaces.as_ref())
                 .and_then(|n| n.selector.as_ref());
-            let parsed = match selector {
-                Some(s) => LabelSelector::parse(&at, s),
-                None => Err(FieldError::required(
-                    at,
-                    "from: Selector takes the routes of the namespaces this label selector matches",
-                )),
-            };
-            match parsed {
+            match listener_selector(&at, selector) {
                 Ok(s) => Namespaces::Selector(s),
                 Err(e) => return not_accepted(status, cond::INVALID, e.to_string()),
             }

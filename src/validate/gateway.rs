@@ -29,7 +29,7 @@ use super::common::{
     check_regex, validate_dns1123_label, validate_dns1123_subdomain, validate_header_name,
     validate_header_value, validate_hostname, validate_path,
 };
-use super::label_selector::LabelSelector;
+use super::label_selector::listener_selector;
 use super::{FieldError, Verdict, quote};
 use crate::store::AnyObject;
 
@@ -196,7 +196,7 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
 }
 
 /// A listener taking the routes of the namespaces a label selector matches needs a selector that
-/// reads (see [`LabelSelector::parse`]).
+/// reads (see [`listener_selector`]).
 fn validate_namespace_selector(v: &mut Verdict, base: &str, l: &GatewayListeners) {
     let Some(n) = l
         .allowed_routes
@@ -209,16 +209,8 @@ fn validate_namespace_selector(v: &mut Verdict, base: &str, l: &GatewayListeners
         return;
     }
     let at = format!("{base}.allowedRoutes.namespaces.selector");
-    match &n.selector {
-        None => v.error(FieldError::required(
-            at,
-            "from: Selector takes the routes of the namespaces this label selector matches",
-        )),
-        Some(s) => {
-            if let Err(e) = LabelSelector::parse(&at, s) {
-                v.error(e);
-            }
-        }
+    if let Err(e) = listener_selector(&at, n.selector.as_ref()) {
+        v.error(e);
     }
 }
 

@@ -100,6 +100,18 @@ impl LabelSelector {
     }
 }
 
+/// The selector of a Gateway listener taking the routes of namespaces by label (`from:
+/// Selector`), at `path` (`….allowedRoutes.namespaces.selector`): it must be there, and read.
+pub fn listener_selector(path: &str, s: Option<&Selector>) -> Result<LabelSelector, FieldError> {
+    match s {
+        Some(s) => LabelSelector::parse(path, s),
+        None => Err(FieldError::required(
+            path,
+            "from: Selector takes the routes of the namespaces this label selector matches",
+        )),
+    }
+}
+
 /// A label key: a name of up to 63 characters, optionally behind a DNS subdomain prefix and `/`
 /// (`kubernetes.io/metadata.name`).
 fn validate_label_key(path: &str, key: &str) -> Result<(), FieldError> {
