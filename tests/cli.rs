@@ -384,3 +384,50 @@ fn the_binary_carries_its_allocator_configuration() {
         );
     }
 }
+
+#[test]
+fn routes_shows_a_gateway_tcp_listener_and_the_route_it_forwards_to() {
+    let manifests = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: data, namespace: shop}
+spec:
+  gatewayClassName: sluice
+  listeners: [{name: pg, protocol: TCP, port: 5432}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: pg, namespace: shop}
+spec:
+  parentRefs: [{name: data}]
+  rules: [{backendRefs: [{name: db, port: 5432, weight: 3}, {name: db-b, port: 5432}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: shop}
+spec: {ports: [{port: 5432}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db-b, namespace: shop}
+spec: {ports: [{port: 5432}]}
+";
+    let out = sluice(&["routes", "-f", "-"], Some(manifests));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let row = (text.lines())
+        .find(|l| l.starts_with("tcp:5432"))
+        .unwrap_or_else(|| panic!("no row of the TCP listener: {text}"));
+    assert!(row.contains("shop/db/5432"), "{row}");
+    assert!(row.contains("(3)") && row.contains("(1)"), "{row}");
+    assert!(row.ends_with("TCPRoute shop/pg"), "{row}");
+    // The route's own status says it is attached.
+    let out = sluice(&["validate", "-o", "json", "-f", "-"], Some(manifests));
+    let lines = json_lines(&out);
+    let route = find(&lines, "TCPRoute", "shop", "pg");
+    assert_eq!(route["status"], "valid", "{route}");
+}

@@ -481,6 +481,35 @@ async fn what_sluice_does_not_route_yet_is_denied_in_a_route_on_its_gateway() {
 }
 
 #[tokio::test]
+async fn a_tcproute_of_several_rules_is_denied_on_sluices_gateway_only() {
+    let state = mk_state();
+    let with_rules = |gateway: &str, rules: serde_json::Value| {
+        let mut object = fixture("tcproute_backend_without_port")["request"]["object"].clone();
+        object["spec"]["parentRefs"][0]["name"] = gateway.into();
+        object["spec"]["rules"] = rules;
+        mk_review_of("tcproute_backend_without_port", object)
+    };
+    let one = json!([{"backendRefs": [{"name": "redis", "port": 6379, "weight": 3}, {"name": "redis-b", "port": 6379}]}]);
+    post(&state, "/validate", with_rules("edge", one))
+        .await
+        .assert_allowed();
+    let two = json!([
+        {"backendRefs": [{"name": "redis", "port": 6379}]},
+        {"backendRefs": [{"name": "redis-b", "port": 6379}]},
+    ]);
+    let reply = post(&state, "/validate", with_rules("edge", two.clone())).await;
+    reply.assert_denied(422);
+    assert!(
+        reply.message().contains("spec.rules: sluice forwards a TCP listener's connections to the backends of one rule, and this route has 2; put every backendRef in one rule"),
+        "{reply}"
+    );
+    // Another controller's Gateway judges its own routes.
+    post(&state, "/validate", with_rules("nginx-edge", two))
+        .await
+        .assert_allowed();
+}
+
+#[tokio::test]
 async fn a_grpc_method_match_needs_a_service_or_a_method_in_a_route_on_sluices_gateway() {
     let state = mk_state();
     let with_match = |method: serde_json::Value| {

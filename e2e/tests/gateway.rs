@@ -2,7 +2,8 @@
 //! and an HTTPRoute (prefix, regular expression and query parameter matches, a mirror, a CORS
 //! policy) applied with kubectl are served by a real Envoy fed by sluice, and their statuses
 //! (the Gateway API's own conditions) follow what sluice decided, as a GRPCRoute's do. A
-//! listener that takes routes by their namespace's labels follows the namespace's labels.
+//! listener that takes routes by their namespace's labels follows the namespace's labels. A
+//! TCPRoute on a Gateway's TCP listener forwards that port's connections.
 
 use std::time::Duration;
 
@@ -320,5 +321,90 @@ spec:
         o["status"]["listeners"][0]["attachedRoutes"] == 0
     });
     env.kubectl_ok(&["delete", "gateway", "-n", &ns, "edge"]);
+    env.kubectl_ok(&["delete", "gatewayclass", &class]);
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn a_tcproute_on_sluices_gateway_forwards_connections_and_reports_status() {
+    let env = env();
+    env.install_gateway_api_crds();
+    let ns = env.namespace("e2e-gateway-tcp");
+    let class = format!("{ns}-sluice");
+    let ports = Ports::new();
+    // Envoy listens on a TCP listener's port itself.
+    let tcp_port = crate::support::free_port();
+    let _sluice = Sluice::start(&env, "gateway-tcp", &ports.serve_flags());
+    let _envoy = Envoy::start(&env, &ports, "gateway-tcp");
+    env.apply_ok(&env.backend_service(&ns, "web-a", env.backend_ports[0]));
+    env.apply_ok(&format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: {class}}}
+spec: {{controllerName: sluice.dev/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: data, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners: [{{name: tcp, protocol: TCP, port: {tcp_port}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {{name: stream, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: data, sectionName: tcp}}]
+  rules: [{{backendRefs: [{{name: web-a, port: 80}}]}}]
+"#
+    ));
+    // An HTTP request sent to the TCP port goes through Envoy's TCP proxy to the backend as it
+    // is (no Host header is read on the way).
+    let url = format!("http://127.0.0.1:{tcp_port}/through-tcp");
+    let a = format!("backend-{}", env.backend_ports[0]);
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{url} → {a}"),
+        || match crate::support::curl_get(&url, &[]) {
+            (200, body) if body.contains(&a) => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        },
+    );
+    wait_object(&env, "tcproutes", &ns, "stream", "Accepted", |o| {
+        let p = &o["status"]["parents"][0];
+        holds(o, &p["conditions"], "Accepted", "True", "Accepted")
+            && holds(o, &p["conditions"], "ResolvedRefs", "True", "ResolvedRefs")
+            && p["controllerName"] == "sluice.dev/gateway-controller"
+    });
+    let gw = wait_object(&env, "gateways", &ns, "data", "one route attached", |o| {
+        let l = &o["status"]["listeners"][0];
+        holds(
+            o,
+            &o["status"]["conditions"],
+            "Programmed",
+            "True",
+            "Programmed",
+        ) && l["attachedRoutes"] == 1
+    });
+    assert_eq!(
+        gw["status"]["listeners"][0]["supportedKinds"],
+        serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "TCPRoute"}])
+    );
+
+    // Without the route, the port is closed again.
+    env.kubectl_ok(&["delete", "tcproute", "-n", &ns, "stream"]);
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{url} refused"),
+        || match crate::support::curl_get(&url, &[]) {
+            (0, _) => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        },
+    );
+    wait_object(&env, "gateways", &ns, "data", "no route attached", |o| {
+        o["status"]["listeners"][0]["attachedRoutes"] == 0
+    });
+    env.kubectl_ok(&["delete", "gateway", "-n", &ns, "data"]);
     env.kubectl_ok(&["delete", "gatewayclass", &class]);
 }

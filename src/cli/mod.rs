@@ -87,6 +87,7 @@ impl RoutingFlags {
             root_namespaces: split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
             gateway_controller_name: self.gateway_controller_name.clone(),
+            reserved_ports: crate::dag::DEFAULT_RESERVED_PORTS.to_vec(),
         }
     }
 }

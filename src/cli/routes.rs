@@ -124,9 +124,21 @@ pub fn render_table(hosts: &[table::TableHost]) -> String {
             Some(tls) => format!("{} (tls: {tls})", h.host),
             None => h.host.clone(),
         };
-        for (i, r) in h.routes.iter().enumerate() {
+        // A TCP proxy forwards every connection (over TLS for an IngressRoute's host): one row.
+        if let Some(backends) = &h.tcp_proxy {
             rows.push([
-                if i == 0 { host.clone() } else { String::new() },
+                host.clone(),
+                "tcp".into(),
+                "-".into(),
+                backends.join(", "),
+                "-".into(),
+                h.owner.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        for (i, r) in h.routes.iter().enumerate() {
+            let first = i == 0 && h.tcp_proxy.is_none();
+            rows.push([
+                if first { host.clone() } else { String::new() },
                 r.match_.clone(),
                 if r.headers.is_empty() && r.query.is_empty() {
                     "-".into()

@@ -144,6 +144,7 @@ impl ServeArgs {
             root_namespaces: super::split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
             gateway_controller_name: self.gateway_controller_name.clone(),
+            reserved_ports: vec![self.http_port, self.https_port],
         }
     }
 }

@@ -130,6 +130,8 @@ pub struct Builder<'a> {
     claims: HashMap<String, (HostClaim, Vec<HostClaim>)>,
     /// In a parallel build, the routing objects of `snapshot` this builder builds; None: all.
     half: Option<Half<'a>>,
+    /// The ports of Gateway TCP listeners with a TCPRoute, each once.
+    tcp_listeners: Vec<(u16, Arc<TcpListener>)>,
     hasher: DefaultHashBuilder,
 }
 
@@ -176,8 +178,21 @@ impl<'a> Builder<'a> {
             statuses,
             claims: HashMap::with_capacity(routing_objects),
             half,
+            tcp_listeners: Vec::new(),
             hasher: DefaultHashBuilder::default(),
         }
+    }
+
+    /// Forwards the TCP connections of `port` to `clusters` (a TCPRoute's backends). The port
+    /// is one listener's: the Gateway API build gives each port to one listener and one route.
+    pub fn add_tcp_listener(&mut self, port: u16, clusters: Clusters, route: ObjectRef) {
+        debug_assert!(self.tcp_listeners.iter().all(|(p, _)| *p != port));
+        let listener = TcpListener {
+            port,
+            clusters,
+            route,
+        };
+        self.tcp_listeners.push((port, Arc::new(listener)));
     }
 
     /// Whether this builder builds the Gateway API objects of its snapshot (in a parallel build,
@@ -656,6 +671,15 @@ impl<'a> Builder<'a> {
         // Hosts sharing a secret name it once.
         secrets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         secrets.dedup_by(|a, b| a.0 == b.0);
+        let mut tcp_listeners = self.tcp_listeners;
+        tcp_listeners.sort_unstable_by_key(|(port, _)| *port);
+        for (_, l) in &tcp_listeners {
+            for c in &l.clusters {
+                if let Some((_, used)) = clusters.get_mut(&*c.cluster) {
+                    *used = true;
+                }
+            }
+        }
         // Room for every cluster at once (a vector collected from a filter grows by doubling).
         let mut used = Vec::with_capacity(clusters.len());
         used.extend(
@@ -670,6 +694,7 @@ impl<'a> Builder<'a> {
             secrets,
             statuses,
             status_places,
+            tcp_listeners,
         }
     }
 }
@@ -684,6 +709,7 @@ pub(super) struct SortedParts {
     /// The place of each status's object in the snapshot, when every status is of an object
     /// the build numbered (see [`super::slots::Place`]).
     pub status_places: Option<Vec<super::slots::Place>>,
+    pub tcp_listeners: Vec<(u16, Arc<TcpListener>)>,
 }
 
 impl SortedParts {
@@ -694,6 +720,7 @@ impl SortedParts {
             clusters: Map::from_distinct_sorted(self.clusters),
             secrets: Map::from_distinct_sorted(self.secrets),
             statuses: Map::from_distinct_sorted(self.statuses),
+            tcp_listeners: Map::from_distinct_sorted(self.tcp_listeners),
         }
     }
 }

@@ -6,7 +6,8 @@
 //! - A Gateway of such a class is served on sluice's listeners: its `HTTP` listeners on sluice's
 //!   plain HTTP listener, its `HTTPS` listeners (TLS `Terminate`, one certificate) on sluice's
 //!   HTTPS listener, whatever port numbers they name (the Gateway's Service maps its ports to
-//!   sluice's). Other protocols are not accepted.
+//!   sluice's). Its `TCP` listeners are ports Envoy listens on, each forwarding its connections
+//!   to one TCPRoute's backends ([`super::tcproute`]). Other protocols are not accepted.
 //! - An HTTPRoute's parent that is one of those Gateways attaches the route to the listeners it
 //!   selects (`sectionName`, `port`) that allow it (`allowedRoutes`) and share a hostname with it.
 //!   Its rules become routes on every such hostname. An HTTPRoute using what sluice does not
@@ -34,6 +35,8 @@ use crate::validate::label_selector::{LabelSelector, listener_selector};
 pub const GROUP: &str = "gateway.networking.k8s.io";
 /// The route kinds sluice attaches to HTTP and HTTPS listeners.
 pub const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
+/// The route kinds sluice attaches to TCP listeners.
+pub const TCP_ROUTE_KINDS: [&str; 1] = ["TCPRoute"];
 /// Minimum TLS version of hosts served from Gateway HTTPS listeners.
 pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
 
@@ -47,6 +50,7 @@ pub mod cond {
     pub const INVALID: &str = "Invalid";
     pub const LISTENERS_NOT_VALID: &str = "ListenersNotValid";
     pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
+    pub const PORT_UNAVAILABLE: &str = "PortUnavailable";
     pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
     pub const INVALID_CERTIFICATE_REF: &str = "InvalidCertificateRef";
     pub const INVALID_ROUTE_KINDS: &str = "InvalidRouteKinds";
@@ -74,6 +78,21 @@ pub(super) fn condition(
     }
 }
 
+/// `ResolvedRefs=True`: every reference of the object resolved.
+pub(super) fn refs_resolved() -> GatewayCondition {
+    condition(
+        cond::RESOLVED_REFS,
+        true,
+        cond::RESOLVED_REFS,
+        "references resolved",
+    )
+}
+
+/// A route's `Accepted=True` for a parent Gateway.
+pub(super) fn attached_to_gateway() -> GatewayCondition {
+    condition(cond::ACCEPTED, true, cond::ACCEPTED, "attached to Gateway")
+}
+
 /// A listener of one of sluice's Gateways that routes can attach to.
 pub(super) struct Listener {
     pub(super) name: String,
@@ -83,10 +102,16 @@ pub(super) struct Listener {
     pub(super) tls: Option<String>,
     /// Which namespaces' routes it takes.
     pub(super) from: Namespaces,
-    /// Which route kinds it takes (of [`ROUTE_KINDS`]).
+    /// Which route kinds it takes (of [`ROUTE_KINDS`], or of [`TCP_ROUTE_KINDS`] for a TCP
+    /// listener).
     pub(super) kinds: Vec<&'static str>,
     /// Routes attached to it.
     pub(super) attached: u32,
+    /// A `TCP` listener: Envoy listens on its port and forwards every connection to the
+    /// backends of the one TCPRoute attached to it.
+    pub(super) tcp: bool,
+    /// The TCPRoute attached to a TCP listener (the oldest that asked).
+    pub(super) tcp_route: Option<ObjectRef>,
 }
 
 pub(super) enum Namespaces {
@@ -211,6 +236,7 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
         }
         gateways.insert(key.clone(), gateway(b, snapshot, obj, gw));
     }
+    tcp_ports(snapshot, &mut gateways);
 
     // Routes oldest first: the oldest route keeps a match two routes define on one host.
     // HTTPRoutes, then GRPCRoutes (whose paths are their methods').
@@ -219,6 +245,9 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
     }
     for (key, route) in oldest_first(&snapshot.grpc_routes, |r| &r.metadata) {
         super::grpcroute::grpc_route(b, snapshot, &mut gateways, &controller, key, route);
+    }
+    for (key, route) in oldest_first(&snapshot.tcp_routes, |r| &r.metadata) {
+        super::tcproute::tcp_route(b, snapshot, &mut gateways, &controller, key, route);
     }
 
     for (_, mut gw) in gateways {
@@ -296,8 +325,40 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
     }
 }
 
+/// Gives each port of sluice's Gateways' TCP listeners to one listener: Envoy listens on a
+/// TCP listener's port itself, once for all Gateways. The oldest Gateway's listener keeps a port
+/// two Gateways name; the other is not accepted (`PortUnavailable`).
+fn tcp_ports(snapshot: &Snapshot, gateways: &mut BTreeMap<ObjKey, GatewayAcc>) {
+    let mut taken: BTreeMap<i32, String> = BTreeMap::new();
+    for (key, _) in oldest_first(&snapshot.gateways, |g| &g.metadata) {
+        let Some(gw) = gateways.get_mut(key) else {
+            continue;
+        };
+        let listeners = gw.listeners.iter_mut().zip(&mut gw.listener_status);
+        for (i, (l, status)) in listeners.enumerate() {
+            let Some(listener) = l.as_ref().filter(|l| l.tcp) else {
+                continue;
+            };
+            match taken.get(&listener.port) {
+                None => {
+                    let by = format!("listener {:?} of Gateway {key}", listener.name);
+                    taken.insert(listener.port, by);
+                }
+                Some(by) => {
+                    let message = format!(
+                        "spec.listeners[{i}].port: Envoy already listens on port {} for {by}, an older Gateway's TCP listener; choose another port",
+                        listener.port
+                    );
+                    *status = not_accepted(status.clone(), cond::PORT_UNAVAILABLE, message).1;
+                    *l = None;
+                }
+            }
+        }
+    }
+}
+
 /// The objects by creationTimestamp (missing: newest), then namespace and name.
-fn oldest_first<T>(
+pub(super) fn oldest_first<T>(
     objects: &crate::store::Objects<T>,
     meta: impl Fn(&T) -> &ObjectMeta,
 ) -> Vec<(&ObjKey, &T)> {
@@ -370,12 +431,7 @@ fn not_accepted(
     status.conditions = vec![
         condition(cond::ACCEPTED, false, reason, message.clone()),
         condition(cond::PROGRAMMED, false, cond::INVALID, message),
-        condition(
-            cond::RESOLVED_REFS,
-            true,
-            cond::RESOLVED_REFS,
-            "references resolved",
-        ),
+        refs_resolved(),
     ];
     (None, status)
 }
@@ -408,21 +464,32 @@ fn listener(
         attached_routes: 0,
         conditions: Vec::new(),
     };
-    let https = match l.protocol.as_str() {
-        "HTTP" => false,
-        "HTTPS" => true,
+    let (https, tcp) = match l.protocol.as_str() {
+        "HTTP" => (false, false),
+        "HTTPS" => (true, false),
+        "TCP" => (false, true),
         other => {
-            let message =
-                format!("{field}.protocol: sluice serves HTTP and HTTPS listeners, not {other:?}");
+            let message = format!(
+                "{field}.protocol: sluice serves HTTP, HTTPS and TCP listeners, not {other:?}"
+            );
             return not_accepted(status, cond::UNSUPPORTED_PROTOCOL, message);
         }
     };
+    let port = u16::try_from(l.port).ok().filter(|p| *p > 0);
+    if tcp && port.is_none_or(|p| b.options.reserved_ports.contains(&p)) {
+        let message = format!(
+            "{field}.port: Envoy's own listeners use port {} (a TCP listener's port is the port Envoy listens on); choose another port",
+            l.port
+        );
+        return not_accepted(status, cond::PORT_UNAVAILABLE, message);
+    }
     // Route kinds.
+    let offered: &[&'static str] = if tcp { &TCP_ROUTE_KINDS } else { &ROUTE_KINDS };
     let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref());
     match kinds {
-        None => status.supported_kinds = ROUTE_KINDS.to_vec(),
+        None => status.supported_kinds = offered.to_vec(),
         Some(kinds) => {
-            status.supported_kinds = (ROUTE_KINDS.iter().copied())
+            status.supported_kinds = (offered.iter().copied())
                 .filter(|sluices| {
                     (kinds.iter())
                         .any(|k| k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == *sluices)
@@ -435,7 +502,7 @@ fn listener(
                     cond::INVALID_ROUTE_KINDS,
                     format!(
                         "{field}.allowedRoutes.kinds: sluice attaches {} to {} listeners, not {}",
-                        ROUTE_KINDS.join(" and "),
+                        offered.join(" and "),
                         l.protocol,
                         asked.join(", ")
                     ),
@@ -523,18 +590,13 @@ fn listener(
             cond::PROGRAMMED,
             true,
             cond::PROGRAMMED,
-            if https {
-                "served on sluice's HTTPS listener"
-            } else {
-                "served on sluice's HTTP listener"
+            match (https, tcp) {
+                (true, _) => "served on sluice's HTTPS listener".to_string(),
+                (_, true) => format!("Envoy listens on port {} for it", l.port),
+                _ => "served on sluice's HTTP listener".to_string(),
             },
         ),
-        condition(
-            cond::RESOLVED_REFS,
-            true,
-            cond::RESOLVED_REFS,
-            "references resolved",
-        ),
+        refs_resolved(),
     ];
     let listener = Listener {
         name: l.name.clone(),
@@ -548,6 +610,8 @@ fn listener(
         from,
         kinds: status.supported_kinds.clone(),
         attached: 0,
+        tcp,
+        tcp_route: None,
     };
     (Some(listener), status)
 }

@@ -481,7 +481,7 @@ spec:
   - {name: plain, protocol: HTTP, port: 80, hostname: both.example.com}
   - {name: both, protocol: HTTPS, port: 443, hostname: both.example.com, tls: {certificateRefs: [{name: shop-tls}]}}
   - {name: nocert, protocol: HTTPS, port: 443, hostname: none.example.com, tls: {certificateRefs: [{name: missing}]}}
-  - {name: tcp, protocol: TCP, port: 9000}
+  - {name: udp, protocol: UDP, port: 9000}
 ";
     let secure = route("shop", "secure", &["secure.example.com"], TO_WEB);
     let both = route("shop", "both", &["both.example.com"], TO_WEB);
@@ -532,10 +532,16 @@ spec:
             .message
             .contains("TLS Secret \"shop/missing\" not found")
     );
-    let tcp = by_name("tcp");
+    let udp = by_name("udp");
     assert_eq!(
-        conds(&tcp.conditions)[0],
+        conds(&udp.conditions)[0],
         "Accepted=false/UnsupportedProtocol"
+    );
+    assert!(
+        udp.conditions[0]
+            .message
+            .contains("sluice serves HTTP, HTTPS and TCP listeners, not \"UDP\""),
+        "{udp:?}"
     );
 }
 
@@ -992,3 +998,4 @@ mod cors;
 mod matches;
 mod mirror;
 mod namespaces;
+mod tcproute;

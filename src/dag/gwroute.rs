@@ -6,7 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use super::gateway::{GATEWAY_MIN_TLS, GROUP, GatewayAcc, Namespaces, cond, condition, granted};
+use super::gateway::{
+    GATEWAY_MIN_TLS, GROUP, GatewayAcc, Listener, Namespaces, attached_to_gateway, cond, condition,
+    granted, refs_resolved,
+};
 use super::model::{
     ClusterName, Clusters, Cors, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch,
     INVALID_BACKEND_CLUSTER, Mirror, ParentStatus, PathMatch, QueryMatch, Rewrite, Route,
@@ -327,27 +330,11 @@ pub(super) fn attach_route(
         key: r.key.clone(),
     };
     let kind_name = r.kind.kind();
-    let parents: Vec<(usize, &ParentIn<'_>, ObjKey)> = (r.parents.iter().enumerate())
-        .filter(|(_, p)| {
-            p.group.unwrap_or(GROUP) == GROUP && p.kind.unwrap_or("Gateway") == "Gateway"
-        })
-        .map(|(i, p)| {
-            (
-                i,
-                p,
-                ObjKey::new(p.namespace.unwrap_or(&r.key.namespace), p.name),
-            )
-        })
-        .filter(|(_, _, k)| gateways.contains_key(k))
-        .collect();
-    if parents.is_empty() {
-        b.set_ignored(&obj, "no parent is a Gateway of sluice's");
+    let Some(parents) = sluices_parents(b, &obj, &r.parents, r.generation, gateways) else {
         return;
-    }
-    b.track_generation_of(&obj, r.generation);
+    };
     let mut statuses = Vec::new();
     let hostnames = r.hostnames;
-    let mut problems: Vec<String> = Vec::new();
     let refused = (!r.refused.is_empty()).then(|| (cond::UNSUPPORTED_VALUE, r.refused.join("; ")));
 
     let mut attachment = Attachment::default();
@@ -355,28 +342,13 @@ pub(super) fn attach_route(
         let Some(gw) = gateways.get_mut(gw_key) else {
             continue;
         };
-        let mut selected = 0;
-        let mut by_selector = false;
-        let mut namespace_allowed = 0;
-        let mut allowed = 0;
+        let mut tally = Tally::default();
         let mut hosted = 0;
         let mut https_without_host = false;
         for l in gw.listeners.iter_mut().flatten() {
-            if p.section_name.is_some_and(|s| s != l.name)
-                || p.port.is_some_and(|port| port != l.port)
-            {
+            if !tally.takes(b.snapshot, p, gw_key, l, r.key, kind_name) {
                 continue;
             }
-            selected += 1;
-            if !(l.from).allow(b.snapshot, &gw_key.namespace, &r.key.namespace) {
-                by_selector |= matches!(l.from, Namespaces::Selector(_));
-                continue;
-            }
-            namespace_allowed += 1;
-            if !l.kinds.contains(&kind_name) {
-                continue;
-            }
-            allowed += 1;
             let mut hosts = listener_route_hosts(l.hostname.as_deref(), hostnames);
             if l.tls.is_some() && hosts.iter().any(|h| h == "*") {
                 // TLS is chosen by the SNI host name: every host of an HTTPS listener is named.
@@ -404,44 +376,8 @@ pub(super) fn attach_route(
         let field = format!("spec.parentRefs[{i}]");
         let accepted = if let Some((reason, why)) = &refused {
             condition(cond::ACCEPTED, false, reason, why.clone())
-        } else if selected == 0 {
-            condition(
-                cond::ACCEPTED,
-                false,
-                cond::NO_MATCHING_PARENT,
-                format!(
-                    "{field}: Gateway {gw_key} has no accepted listener with this sectionName and port"
-                ),
-            )
-        } else if namespace_allowed == 0 && by_selector {
-            condition(
-                cond::ACCEPTED,
-                false,
-                cond::NOT_ALLOWED_BY_LISTENERS,
-                format!(
-                    "{field}: the listeners of Gateway {gw_key} take routes of the namespaces their allowedRoutes.namespaces.selector matches, and the labels of namespace {:?} do not match it; label the namespace or widen the selector to take this route",
-                    &*r.key.namespace
-                ),
-            )
-        } else if namespace_allowed == 0 {
-            condition(
-                cond::ACCEPTED,
-                false,
-                cond::NOT_ALLOWED_BY_LISTENERS,
-                format!(
-                    "{field}: the listeners of Gateway {gw_key} take routes of namespace {:?} only (allowedRoutes.namespaces.from: Same); set it to All to take this route",
-                    &*gw_key.namespace
-                ),
-            )
-        } else if allowed == 0 {
-            condition(
-                cond::ACCEPTED,
-                false,
-                cond::NOT_ALLOWED_BY_LISTENERS,
-                format!(
-                    "{field}: no listener of Gateway {gw_key} takes {kind_name}s (allowedRoutes.kinds); add {kind_name} there to take this route"
-                ),
-            )
+        } else if let Some(no) = tally.refusal(&field, gw_key, &r.key.namespace, kind_name) {
+            no
         } else if hosted == 0 && https_without_host {
             condition(
                 cond::ACCEPTED,
@@ -461,18 +397,13 @@ pub(super) fn attach_route(
                 ),
             )
         } else {
-            condition(cond::ACCEPTED, true, cond::ACCEPTED, "attached to Gateway")
+            attached_to_gateway()
         };
         statuses.push((*p, accepted));
     }
 
     // Rules → routes on every attached host.
-    let mut resolved = condition(
-        cond::RESOLVED_REFS,
-        true,
-        cond::RESOLVED_REFS,
-        "references resolved",
-    );
+    let mut resolved = refs_resolved();
     let mut host_conflicts = Vec::new();
     let mut route_conflicts = Vec::new();
     if !attachment.hosts.is_empty() {
@@ -535,10 +466,9 @@ pub(super) fn attach_route(
     }
     let all_hosts_taken =
         !attachment.hosts.is_empty() && host_conflicts.len() == attachment.hosts.len();
-    let mut parents = Vec::new();
-    for (p, mut accepted) in statuses {
+    for (_, accepted) in &mut statuses {
         if accepted.status && all_hosts_taken {
-            accepted = condition(
+            *accepted = condition(
                 cond::ACCEPTED,
                 false,
                 cond::HOST_CONFLICT,
@@ -553,18 +483,158 @@ pub(super) fn attach_route(
                 .collect();
             accepted.message = format!("attached to Gateway; not routed: {}", notes.join("; "));
         }
-        if !accepted.status && !problems.contains(&accepted.message) {
-            problems.push(accepted.message.clone());
-        }
-        parents.push(parent_status(
-            controller,
-            &r.key.namespace,
-            p,
-            vec![accepted, resolved.clone()],
-        ));
     }
-    b.set_gateway_status(
+    let route_ns = &r.key.namespace;
+    record_status(
+        b,
         &obj,
+        controller,
+        route_ns,
+        statuses,
+        resolved,
+        route_conflicts,
+    );
+}
+
+/// The parents of a route (`obj`) that are Gateways of sluice's, each with its index in
+/// `parentRefs` and its key; None when it has none (the route is then marked ignored: another
+/// controller's). Otherwise the route's generation is tracked for its status.
+pub(super) fn sluices_parents<'p, 'r>(
+    b: &mut Builder<'_>,
+    obj: &ObjectRef,
+    parents: &'p [ParentIn<'r>],
+    generation: Option<i64>,
+    gateways: &BTreeMap<ObjKey, GatewayAcc>,
+) -> Option<Vec<(usize, &'p ParentIn<'r>, ObjKey)>> {
+    let ours: Vec<_> = (parents.iter().enumerate())
+        .filter(|(_, p)| {
+            p.group.unwrap_or(GROUP) == GROUP && p.kind.unwrap_or("Gateway") == "Gateway"
+        })
+        .map(|(i, p)| {
+            let gateway = ObjKey::new(p.namespace.unwrap_or(&obj.key.namespace), p.name);
+            (i, p, gateway)
+        })
+        .filter(|(_, _, k)| gateways.contains_key(k))
+        .collect();
+    if ours.is_empty() {
+        b.set_ignored(obj, "no parent is a Gateway of sluice's");
+        return None;
+    }
+    b.track_generation_of(obj, generation);
+    Some(ours)
+}
+
+/// How the listeners of one parent Gateway met a route: how many the parent selects, allow the
+/// route's namespace and take its kind.
+#[derive(Default)]
+pub(super) struct Tally {
+    selected: u32,
+    by_selector: bool,
+    namespace_allowed: u32,
+    allowed: u32,
+}
+
+impl Tally {
+    /// Whether listener `l` of Gateway `gw_key` is selected by parent `p` and takes a route of
+    /// `kind` in the namespace of `route`; counted either way.
+    pub(super) fn takes(
+        &mut self,
+        snapshot: &Snapshot,
+        p: &ParentIn<'_>,
+        gw_key: &ObjKey,
+        l: &Listener,
+        route: &ObjKey,
+        kind: &str,
+    ) -> bool {
+        if p.section_name.is_some_and(|s| s != l.name) || p.port.is_some_and(|port| port != l.port)
+        {
+            return false;
+        }
+        self.selected += 1;
+        if !(l.from).allow(snapshot, &gw_key.namespace, &route.namespace) {
+            self.by_selector |= matches!(l.from, Namespaces::Selector(_));
+            return false;
+        }
+        self.namespace_allowed += 1;
+        if !l.kinds.contains(&kind) {
+            return false;
+        }
+        self.allowed += 1;
+        true
+    }
+
+    /// The `Accepted=False` condition of a parent (`field`) no listener of which takes the
+    /// route, naming the setting to change; None when some listener takes it.
+    pub(super) fn refusal(
+        &self,
+        field: &str,
+        gw_key: &ObjKey,
+        route_ns: &str,
+        kind: &str,
+    ) -> Option<GatewayCondition> {
+        let (reason, message) = if self.selected == 0 {
+            (
+                cond::NO_MATCHING_PARENT,
+                format!(
+                    "{field}: Gateway {gw_key} has no accepted listener with this sectionName and port"
+                ),
+            )
+        } else if self.namespace_allowed == 0 && self.by_selector {
+            (
+                cond::NOT_ALLOWED_BY_LISTENERS,
+                format!(
+                    "{field}: the listeners of Gateway {gw_key} take routes of the namespaces their allowedRoutes.namespaces.selector matches, and the labels of namespace {route_ns:?} do not match it; label the namespace or widen the selector to take this route"
+                ),
+            )
+        } else if self.namespace_allowed == 0 {
+            (
+                cond::NOT_ALLOWED_BY_LISTENERS,
+                format!(
+                    "{field}: the listeners of Gateway {gw_key} take routes of namespace {:?} only (allowedRoutes.namespaces.from: Same); set it to All to take this route",
+                    &*gw_key.namespace
+                ),
+            )
+        } else if self.allowed == 0 {
+            let which = match kind {
+                "TCPRoute" => "a listener of protocol TCP takes them".to_string(),
+                _ => format!("add {kind} there to take this route"),
+            };
+            (
+                cond::NOT_ALLOWED_BY_LISTENERS,
+                format!(
+                    "{field}: no listener of Gateway {gw_key} takes {kind}s (allowedRoutes.kinds); {which}"
+                ),
+            )
+        } else {
+            return None;
+        };
+        Some(condition(cond::ACCEPTED, false, reason, message))
+    }
+}
+
+/// Records a route's status: for each parent its `Accepted` condition and the route's
+/// `ResolvedRefs`; the route is invalid with every refusal, unresolved reference and `more`
+/// problem, else valid.
+pub(super) fn record_status(
+    b: &mut Builder<'_>,
+    obj: &ObjectRef,
+    controller: &str,
+    route_ns: &str,
+    statuses: Vec<(&ParentIn<'_>, GatewayCondition)>,
+    resolved: GatewayCondition,
+    more: Vec<String>,
+) {
+    let mut problems: Vec<String> = Vec::new();
+    let parents = (statuses.into_iter())
+        .map(|(p, accepted)| {
+            if !accepted.status && !problems.contains(&accepted.message) {
+                problems.push(accepted.message.clone());
+            }
+            parent_status(controller, route_ns, p, vec![accepted, resolved.clone()])
+        })
+        .collect();
+    b.set_gateway_status(
+        obj,
         GatewayApiStatus {
             parents,
             ..Default::default()
@@ -573,12 +643,12 @@ pub(super) fn attach_route(
     if !resolved.status {
         problems.push(resolved.message.clone());
     }
-    problems.extend(route_conflicts);
+    problems.extend(more);
     if problems.is_empty() {
-        b.set_valid(&obj, format!("accepted {kind_name}"));
+        b.set_valid(obj, format!("accepted {}", obj.kind.kind()));
     }
     for p in problems {
-        b.set_invalid(&obj, crate::api::status::reason::INVALID_SPEC, p);
+        b.set_invalid(obj, crate::api::status::reason::INVALID_SPEC, p);
     }
 }
 

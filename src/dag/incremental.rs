@@ -140,6 +140,9 @@ impl Incremental {
         for v in dag.vhosts.values() {
             self.count_users(v, 1, &mut Vec::new());
         }
+        for l in dag.tcp_listeners.values() {
+            self.count_clusters(&l.clusters, 1, &mut Vec::new());
+        }
         self.stale_endpoints.clear();
         self.ready = true;
     }
@@ -360,6 +363,16 @@ impl Incremental {
             }
         }
         if objects.contains(&gateway_part::gateway_api()) {
+            // The TCP listeners are the Gateway API objects' alone: the part's replace them.
+            if dag.tcp_listeners != part.tcp_listeners {
+                for l in dag.tcp_listeners.values() {
+                    self.count_clusters(&l.clusters, -1, &mut unused);
+                }
+                for l in part.tcp_listeners.values() {
+                    self.count_clusters(&l.clusters, 1, &mut unused);
+                }
+                dag.tcp_listeners = part.tcp_listeners.clone();
+            }
             // Statuses of Gateway API objects gone since the previous build.
             gateway_part::each_object(prev_snapshot, |obj| {
                 if !part.statuses.contains_key(&obj) {
@@ -434,6 +447,15 @@ impl Incremental {
     /// the names left without a user to `unused` (true for a secret). A cluster is counted once
     /// per use (a host's routes can share it): a host is removed as it was added, so a name has
     /// no user left exactly when no host uses it.
+    /// [`Incremental::count_users`] of a TCP listener's clusters.
+    fn count_clusters(&mut self, clusters: &Clusters, by: i32, unused: &mut Vec<(String, bool)>) {
+        for c in clusters {
+            if count(&mut self.cluster_users, &c.cluster, by) {
+                unused.push((c.cluster.to_string(), false));
+            }
+        }
+    }
+
     fn count_users(&mut self, v: &VirtualHost, by: i32, unused: &mut Vec<(String, bool)>) {
         for c in vhost_clusters(v) {
             if count(&mut self.cluster_users, c, by) {

@@ -7,7 +7,7 @@
 //! are every host a route of one of sluice's Gateways could be served on (the build serves a
 //! subset of them: a host another object owns, an HTTPS listener's catch-all, a route refused).
 //!
-//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute or ReferenceGrant, to a Namespace's
+//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute or ReferenceGrant, to a Namespace's
 //! labels (a listener's `allowedRoutes.namespaces.selector` reads them), or to a Service or
 //! TLS Secret one of them names (in any namespace: backends and certificates may be in another
 //! one, through a ReferenceGrant), rebuilds all of them, and through their hosts the
@@ -37,7 +37,11 @@ pub(super) fn is_gateway_api(obj: &ObjectRef) -> bool {
 
 /// How many GatewayClasses, Gateways and routes the snapshot holds.
 pub(super) fn objects(s: &Snapshot) -> usize {
-    s.gateway_classes.len() + s.gateways.len() + s.http_routes.len() + s.grpc_routes.len()
+    s.gateway_classes.len()
+        + s.gateways.len()
+        + s.http_routes.len()
+        + s.grpc_routes.len()
+        + s.tcp_routes.len()
 }
 
 /// Whether a Gateway API object the build reads differs between the snapshots.
@@ -46,6 +50,7 @@ pub(super) fn changed(prev: &Snapshot, next: &Snapshot) -> bool {
         && same_objects(&prev.gateways, &next.gateways)
         && same_objects(&prev.http_routes, &next.http_routes)
         && same_objects(&prev.grpc_routes, &next.grpc_routes)
+        && same_objects(&prev.tcp_routes, &next.tcp_routes)
         && same_objects(&prev.reference_grants, &next.reference_grants)
         && same_objects(&prev.namespaces, &next.namespaces))
 }
@@ -65,6 +70,7 @@ pub(super) fn each_object(s: &Snapshot, mut f: impl FnMut(ObjectRef)) {
     refs(Kind::Gateway, &mut s.gateways.keys(), &mut f);
     refs(Kind::HttpRoute, &mut s.http_routes.keys(), &mut f);
     refs(Kind::GrpcRoute, &mut s.grpc_routes.keys(), &mut f);
+    refs(Kind::TcpRoute, &mut s.tcp_routes.keys(), &mut f);
 }
 
 /// Copies every Gateway API object the build reads from `from` into `to`.
@@ -73,6 +79,7 @@ pub(super) fn copy(from: &Snapshot, to: &mut Snapshot) {
     to.gateways = from.gateways.clone();
     to.http_routes = from.http_routes.clone();
     to.grpc_routes = from.grpc_routes.clone();
+    to.tcp_routes = from.tcp_routes.clone();
     to.reference_grants = from.reference_grants.clone();
     to.namespaces = from.namespaces.clone();
 }
@@ -169,6 +176,14 @@ pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool
     }
     backends_hit!(&s.http_routes);
     backends_hit!(&s.grpc_routes);
+    for (key, r) in &s.tcp_routes {
+        for b in r.spec.rules.iter().flat_map(|r| &r.backend_refs) {
+            let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
+            if hit(ns, Named::Service(&b.name)) {
+                return true;
+            }
+        }
+    }
     // Their mirrors' backends.
     macro_rules! mirrors_hit {
         ($routes:expr) => {

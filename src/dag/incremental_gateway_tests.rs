@@ -8,7 +8,9 @@ use super::*;
 /// on the golden hosts `foo.com`, `secure.example.com` and the catch-all, across namespaces
 /// with and without a ReferenceGrant, a mirror to a Service no other backend names, a
 /// GRPCRoute, a class and Gateway of another controller, and a version of the Gateway whose
-/// listener takes the routes of namespaces by label, with Namespaces whose labels change.
+/// listener takes the routes of namespaces by label, with Namespaces whose labels change;
+/// a Gateway with TCP listeners (two versions: another port) and TCPRoutes to the golden
+/// Services (two versions of one, and a second route on the same listener).
 const GATEWAY_POOL: &str = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: sluice}
@@ -141,6 +143,47 @@ spec:
     backendRefs: [{name: api, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: tcp, namespace: tls, generation: 1}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: pg, protocol: TCP, port: 5432}
+  - {name: redis, protocol: TCP, port: 6379, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: tcp, namespace: tls, generation: 2}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: pg, protocol: TCP, port: 15432}
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: pg, namespace: tls, creationTimestamp: '2024-01-06T00:00:00Z'}
+spec:
+  parentRefs: [{name: tcp, sectionName: pg}]
+  rules:
+  - backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: pg, namespace: tls, creationTimestamp: '2024-01-06T00:00:00Z', generation: 2}
+spec:
+  parentRefs: [{name: tcp}]
+  rules:
+  - backendRefs: [{name: web, port: 80, weight: 2}, {name: gone, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: cache, namespace: team-a, creationTimestamp: '2024-01-07T00:00:00Z'}
+spec:
+  parentRefs: [{name: tcp, namespace: tls}]
+  rules:
+  - backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: elsewhere, namespace: tls}
 spec:
@@ -195,6 +238,7 @@ pub(super) fn snap_has(s: &Snapshot, o: &AnyObject) -> bool {
         Kind::Gateway => s.gateways.contains_key(&key),
         Kind::HttpRoute => s.http_routes.contains_key(&key),
         Kind::GrpcRoute => s.grpc_routes.contains_key(&key),
+        Kind::TcpRoute => s.tcp_routes.contains_key(&key),
         Kind::ReferenceGrant => s.reference_grants.contains_key(&key),
         Kind::Namespace => s.namespaces.contains_key(&key),
         _ => false,
@@ -213,7 +257,12 @@ fn touch_ingress(s: &Snapshot, key: &ObjKey, generation: i64) -> Snapshot {
 
 fn gateway_statuses(d: &Dag) -> Vec<(&ObjectRef, &ObjectStatus)> {
     (d.statuses.iter())
-        .filter(|(o, _)| matches!(o.kind, Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute))
+        .filter(|(o, _)| {
+            matches!(
+                o.kind,
+                Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute
+            )
+        })
         .collect()
 }
 
@@ -353,4 +402,63 @@ fn a_namespace_label_change_rebuilds_the_routes_a_selector_takes() {
     let (again, kind) = inc.build(Some((&next, &got)), &same);
     assert_eq!(again, got);
     assert_eq!(kind, BuildKind::Partial { objects: 0 }, "{kind:?}");
+}
+
+#[test]
+fn a_tcproute_change_rebuilds_the_tcp_listeners_a_full_build_would() {
+    let options = Options::default();
+    let pool = gateway_pool();
+    let version = |kind: Kind, ns: &str, name: &str, nth: usize| {
+        (pool.iter())
+            .filter(|o| o.kind() == kind && o.key() == ObjKey::new(ns, name))
+            .nth(nth)
+            .cloned()
+            .expect("in the pool")
+    };
+    let snap = with_gateway_api();
+    let mut inc = Incremental::new(options.clone());
+    let dag = inc.build_full(&snap);
+    let ports = |d: &Dag| d.tcp_listeners.keys().copied().collect::<Vec<_>>();
+    assert_eq!(ports(&dag), [5432, 6379]);
+    let pg = dag.tcp_listeners[&5432].clusters[0].cluster.clone();
+
+    // The route moves to every listener of the Gateway, with a second backend that does not
+    // resolve: being older, it takes 6379 from team-a/cache as well.
+    let mut next = snap.clone();
+    next.insert(version(Kind::TcpRoute, "tls", "pg", 1));
+    let (got, kind) = inc.build(Some((&snap, &dag)), &next);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(got, crate::dag::build(&next, &options));
+    assert_eq!(got.tcp_listeners[&5432].clusters.len(), 2);
+    let pg_route = ObjectRef::new(Kind::TcpRoute, "tls", "pg");
+    assert_eq!(got.tcp_listeners[&6379].route, pg_route);
+
+    // The Gateway's other version: one listener, on another port; the cache route is left
+    // without a listener, and the cluster only it used goes.
+    let cache = dag.tcp_listeners[&6379].clusters[0].cluster.clone();
+    let mut after = next.clone();
+    after.insert(version(Kind::Gateway, "tls", "tcp", 1));
+    let (moved, kind) = inc.build(Some((&next, &got)), &after);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(moved, crate::dag::build(&after, &options));
+    assert_eq!(ports(&moved), [15432]);
+    let used_elsewhere = moved
+        .vhosts
+        .values()
+        .any(|v| crate::dag::builder::vhost_clusters(v).any(|c| *c == cache));
+    assert_eq!(moved.clusters.contains_key(&*cache), used_elsewhere);
+
+    // Every TCPRoute removed: no TCP listener, and their clusters go unless a host uses them.
+    let mut none = after.clone();
+    none.remove(Kind::TcpRoute, &ObjKey::new("tls", "pg"));
+    none.remove(Kind::TcpRoute, &ObjKey::new("team-a", "cache"));
+    let (empty, kind) = inc.build(Some((&after, &moved)), &none);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(empty, crate::dag::build(&none, &options));
+    assert!(empty.tcp_listeners.is_empty());
+    let used_by_hosts = empty
+        .vhosts
+        .values()
+        .any(|v| crate::dag::builder::vhost_clusters(v).any(|c| *c == pg));
+    assert_eq!(empty.clusters.contains_key(&*pg), used_by_hosts);
 }

@@ -27,6 +27,7 @@ pub mod route;
 mod slots;
 mod sort;
 pub mod table;
+pub mod tcproute;
 
 pub use builder::{
     BackendRef, Builder, DEFAULT_HEALTH_CHECK_HOST, PortRef, SERVICE_NAME_LABEL, cluster_endpoints,
@@ -50,7 +51,13 @@ pub struct Options {
     pub ingress_class_name: String,
     /// The GatewayClass `controllerName` this sluice serves.
     pub gateway_controller_name: String,
+    /// The ports Envoy's own listeners bind (HTTP and HTTPS): a Gateway `TCP` listener cannot
+    /// take them.
+    pub reserved_ports: Vec<u16>,
 }
+
+/// The ports of Envoy's HTTP and HTTPS listeners unless flags say otherwise.
+pub const DEFAULT_RESERVED_PORTS: [u16; 2] = [8080, 8443];
 
 impl Default for Options {
     fn default() -> Self {
@@ -58,6 +65,7 @@ impl Default for Options {
             root_namespaces: Vec::new(),
             ingress_class_name: DEFAULT_INGRESS_CLASS.to_string(),
             gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_string(),
+            reserved_ports: DEFAULT_RESERVED_PORTS.to_vec(),
         }
     }
 }

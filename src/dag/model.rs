@@ -45,6 +45,20 @@ pub struct Dag {
     pub secrets: Map<String, TlsSecret>,
     /// A status for every routing object seen.
     pub statuses: Map<ObjectRef, ObjectStatus>,
+    /// Gateway `TCP` listeners carrying a TCPRoute, by the port Envoy listens on.
+    pub tcp_listeners: Map<u16, Arc<TcpListener>>,
+}
+
+/// A port whose TCP connections are forwarded to a TCPRoute's backends: a Gateway listener of
+/// protocol `TCP` with the route attached to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TcpListener {
+    pub port: u16,
+    /// The backends and their weights (a share whose backend does not resolve goes to a cluster
+    /// of no endpoints: those connections are closed).
+    pub clusters: Clusters,
+    /// The TCPRoute.
+    pub route: ObjectRef,
 }
 
 /// One virtual host and its routes.

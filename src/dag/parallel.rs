@@ -45,7 +45,7 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     // The statuses (the largest map) are merged on a second thread, the rest on this one. The
     // statuses are put in order by their objects' places in the snapshot, which the halves
     // numbered them by: no key is read to compare.
-    let (statuses, (vhosts, clusters, secrets)) = std::thread::scope(|scope| {
+    let (statuses, (tcp_listeners, vhosts, clusters, secrets)) = std::thread::scope(|scope| {
         let statuses = scope.spawn(|| {
             let merged = match (a.status_places, b.status_places) {
                 (Some(pa), Some(pb)) => merge_by_place(a.statuses, &pa, b.statuses, &pb),
@@ -54,6 +54,7 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
             merged.map(Map::from_distinct_sorted)
         });
         let rest = (
+            merge(a.tcp_listeners, b.tcp_listeners, Shared::Refused).map(Map::from_distinct_sorted),
             merge(a.vhosts, b.vhosts, Shared::Refused).map(Map::from_distinct_sorted),
             merge(a.clusters, b.clusters, Shared::IfEqual).map(Map::from_distinct_sorted),
             merge(a.secrets, b.secrets, Shared::IfEqual).map(Map::from_distinct_sorted),
@@ -68,6 +69,7 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
         clusters: clusters?,
         secrets: secrets?,
         statuses: statuses?,
+        tcp_listeners: tcp_listeners?,
     })
 }
 

@@ -58,8 +58,21 @@ pub struct TableStatus {
     pub messages: Vec<String>,
 }
 
-/// The route table of a model, hosts sorted by name, routes in precedence order.
+/// The route table of a model, hosts sorted by name, routes in precedence order, then the
+/// Gateway TCP listeners as hosts `tcp:<port>` owned by their TCPRoute.
 pub fn route_table(dag: &Dag) -> Vec<TableHost> {
+    let weighted = |cs: &crate::dag::Clusters| -> Vec<String> {
+        (cs.iter())
+            .map(|c| format!("{} ({})", c.cluster, c.weight))
+            .collect()
+    };
+    let tcp = dag.tcp_listeners.values().map(|l| TableHost {
+        host: format!("tcp:{}", l.port),
+        tls: None,
+        owner: Some(l.route.to_string()),
+        tcp_proxy: Some(weighted(&l.clusters)),
+        routes: Vec::new(),
+    });
     dag.vhosts
         .values()
         .map(|v| TableHost {
@@ -69,17 +82,14 @@ pub fn route_table(dag: &Dag) -> Vec<TableHost> {
                 .as_ref()
                 .map(|t| format!("{} (min TLS {})", t.secret, tls_version(t.min_version))),
             owner: v.owner.as_ref().map(|o| o.to_string()),
-            tcp_proxy: v.tcp_proxy.as_ref().map(|cs| {
-                cs.iter()
-                    .map(|c| format!("{} ({})", c.cluster, c.weight))
-                    .collect()
-            }),
+            tcp_proxy: v.tcp_proxy.as_ref().map(weighted),
             routes: v
                 .routes
                 .iter()
                 .map(|r| table_route(r, v.tls.is_some()))
                 .collect(),
         })
+        .chain(tcp)
         .collect()
 }
 

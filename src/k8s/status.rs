@@ -95,6 +95,7 @@ pub fn writes_status(kind: Kind) -> bool {
             | Kind::Gateway
             | Kind::HttpRoute
             | Kind::GrpcRoute
+            | Kind::TcpRoute
     )
 }
 
@@ -102,7 +103,7 @@ pub fn writes_status(kind: Kind) -> bool {
 fn is_gateway_kind(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::GatewayClass | Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute
+        Kind::GatewayClass | Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute
     )
 }
 

@@ -398,6 +398,18 @@ impl Encoder {
                 None => listeners.remove(HTTPS_LISTENER),
             }
         }
+        // Gateway TCP listeners, a listener per port.
+        for item in prev_dag.tcp_listeners.diff(&dag.tcp_listeners) {
+            match item {
+                DiffItem::Remove(port, _) => listeners.remove(&listener::tcp_listener_name(*port)),
+                DiffItem::Add(port, l) | DiffItem::Update { new: (port, l), .. } => {
+                    match listener::build_tcp_listener(l, &self.options) {
+                        Some(tcp) => listeners.add(&tcp.name, &tcp),
+                        None => listeners.remove(&listener::tcp_listener_name(*port)),
+                    }
+                }
+            }
+        }
 
         let mut endpoint_chunks = load_assignments.encode_chunks();
         let (endpoints, clusters) = match clusters_job {

@@ -538,3 +538,61 @@ fn many_changed_clusters_are_encoded_on_a_second_thread_with_the_same_result() {
         }
     }
 }
+
+#[test]
+fn gateway_tcp_listeners_come_and_go_as_in_a_full_encode() {
+    use crate::dag::{TcpListener, WeightedCluster};
+    let options = Options::default();
+    let store = synth::snapshot(synth::Shape {
+        routing_objects: 20,
+        endpoints_per_service: 1,
+        unrelated_secrets: 0,
+    });
+    let base = build(&store);
+    let names: Vec<_> = base.clusters.keys().take(2).cloned().collect();
+    let listener = |port: u16, weights: &[u32]| {
+        let clusters = (names.iter().zip(weights))
+            .map(|(cluster, &weight)| WeightedCluster {
+                cluster: cluster.clone(),
+                weight,
+            })
+            .collect();
+        let route = crate::api::ObjectRef::new(crate::api::Kind::TcpRoute, "db", "pg");
+        (
+            port,
+            Arc::new(TcpListener {
+                port,
+                clusters,
+                route,
+            }),
+        )
+    };
+    // Ports whose names and numbers sort differently; a change of weights; a listener whose
+    // weights are all 0 (no listener); removals.
+    let steps: Vec<Vec<(u16, Arc<TcpListener>)>> = vec![
+        vec![listener(900, &[1]), listener(10000, &[1, 3])],
+        vec![listener(900, &[1]), listener(10000, &[1, 1])],
+        vec![listener(900, &[0]), listener(10000, &[1, 1])],
+        vec![listener(5432, &[2])],
+        vec![],
+    ];
+    let mut encoder = Encoder::new(options.clone());
+    for (i, tcp) in steps.into_iter().enumerate() {
+        let mut dag = (*base).clone();
+        dag.tcp_listeners = tcp.iter().cloned().collect();
+        let (got, _) = encoder.encode(&Arc::new(dag.clone()));
+        assert_eq!(got, full(&dag, &options), "step {i}");
+        let listeners = crate::translate::build(&dag, &options).listeners;
+        let tcp_names: Vec<&str> = (listeners.iter())
+            .map(|l| l.name.as_str())
+            .filter(|n| n.starts_with("ingress_tcp_"))
+            .collect();
+        let want: Vec<String> = (tcp.iter())
+            .filter(|(_, l)| l.clusters.iter().any(|c| c.weight > 0))
+            .map(|(port, _)| format!("ingress_tcp_{port}"))
+            .collect();
+        let mut want: Vec<&str> = want.iter().map(String::as_str).collect();
+        want.sort();
+        assert_eq!(tcp_names, want, "step {i}");
+    }
+}

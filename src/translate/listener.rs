@@ -50,7 +50,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use super::trace::hcm_tracing;
 use super::{Options, ads_config_source, any, boolv, duration, u32v};
 use crate::api::TlsVersion;
-use crate::dag::{Dag, VirtualHost, WeightedCluster as DagWeightedCluster};
+use crate::dag::{Dag, TcpListener, VirtualHost, WeightedCluster as DagWeightedCluster};
 
 /// How long a client has from the first byte of a request's headers to the last: a client that
 /// trickles them (slowloris) gets a 408 and the connection closes.
@@ -68,6 +68,11 @@ pub const PER_CONNECTION_BUFFER_LIMIT: u32 = 32 * 1024;
 
 pub const HTTP_LISTENER: &str = "ingress_http";
 pub const HTTPS_LISTENER: &str = "ingress_https";
+
+/// The name of the listener of a Gateway `TCP` listener's port.
+pub fn tcp_listener_name(port: u16) -> String {
+    format!("ingress_tcp_{port}")
+}
 
 fn socket(options: &Options, port: u16) -> Address {
     Address {
@@ -366,6 +371,24 @@ pub fn build_http_listener(options: &Options, shards: u16) -> Listener {
         }],
         ..Default::default()
     }
+}
+
+/// The listener of a Gateway `TCP` listener's port: every connection is forwarded to the
+/// TCPRoute's backends (None when none of them has a weight).
+pub fn build_tcp_listener(l: &TcpListener, options: &Options) -> Option<Listener> {
+    let shared = Shared::new(options);
+    let filter = tcp_proxy_filter(&shared, &format!("port-{}", l.port), &l.clusters)?;
+    Some(Listener {
+        name: tcp_listener_name(l.port),
+        address: Some(socket(options, l.port)),
+        listener_filters: listener_filters(options, false),
+        per_connection_buffer_limit_bytes: Some(u32v(PER_CONNECTION_BUFFER_LIMIT)),
+        filter_chains: vec![FilterChain {
+            filters: vec![filter],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
 }
 
 /// The TLS listener, or None when no host has TLS (Envoy refuses a listener without filter chains).

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | HTTP listener | `ingress_http` (route config `ingress_http`, or `ingress_http/<k>` per shard) |
 //! | HTTPS listener | `ingress_https`, one filter chain per TLS host, route config `https/<host>` |
+//! | Gateway TCP listener | `ingress_tcp_<port>`, a TCP proxy to a TCPRoute's clusters |
 //! | cluster, load assignment | the Dag cluster name (`namespace/service/port[/hash]`) |
 //! | secret | the Dag secret name (`namespace/secret`) |
 //!
@@ -304,6 +305,8 @@ pub fn build_with_shards(dag: &Dag, options: &Options, shards: u16) -> Resources
     if let Some(l) = listener::build_https_listener(dag, options) {
         listeners.push(l);
     }
+    let tcp = dag.tcp_listeners.values();
+    listeners.extend(tcp.filter_map(|l| listener::build_tcp_listener(l, options)));
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
     Resources {
         listeners,

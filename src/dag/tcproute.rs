@@ -1,0 +1,180 @@
+//! TCPRoutes (`gateway.networking.k8s.io/v1alpha2`) attached to the `TCP` listeners of sluice's
+//! Gateways ([`super::gateway`]). Envoy listens on a TCP listener's port itself and forwards
+//! every connection to the backends of the one route attached to it (weighted; a TCP stream
+//! carries no host or path to choose by). The rules are written down in `docs/gateway-api.md`.
+
+use std::collections::BTreeMap;
+
+use gateway_api::apis::experimental::tcproutes::TcpRoute;
+
+use super::Builder;
+use super::gateway::{GatewayAcc, attached_to_gateway, cond, condition, refs_resolved};
+use super::gwroute::{BackendIn, ParentIn, Tally, record_status, rule_action, sluices_parents};
+use super::model::{RouteAction, UpstreamProtocol};
+use crate::api::{Kind, ObjKey, ObjectRef};
+use crate::store::Snapshot;
+use crate::validate::FieldError;
+use crate::validate::gateway::validate_tcp_route;
+
+/// What the route uses that sluice does not route, one error per field (reason
+/// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
+pub fn unsupported(route: &TcpRoute) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    if route.spec.rules.len() > 1 {
+        out.push(FieldError::new(
+            "spec.rules",
+            cond::UNSUPPORTED_VALUE,
+            format!(
+                "sluice forwards a TCP listener's connections to the backends of one rule, and this route has {}; put every backendRef in one rule (weights split the connections)",
+                route.spec.rules.len()
+            ),
+        ));
+    }
+    out
+}
+
+/// What refuses a TCPRoute on every parent: its single-object problems, else what sluice does not
+/// route.
+fn refused(route: &TcpRoute) -> Vec<String> {
+    let errors = validate_tcp_route(route).errors;
+    let refused = if errors.is_empty() {
+        unsupported(route)
+    } else {
+        errors
+    };
+    refused.iter().map(ToString::to_string).collect()
+}
+
+/// One TCPRoute: attaches it to the free TCP listeners of sluice's Gateways it names (a listener
+/// another route took first is not free), forwards their ports to its backends, and records its
+/// status. Routes come oldest first, so the oldest keeps a listener two routes name.
+pub(super) fn tcp_route(
+    b: &mut Builder<'_>,
+    snapshot: &Snapshot,
+    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
+    controller: &str,
+    key: &ObjKey,
+    route: &TcpRoute,
+) {
+    let obj = ObjectRef {
+        kind: Kind::TcpRoute,
+        key: key.clone(),
+    };
+    let parent_refs: Vec<ParentIn<'_>> = (route.spec.parent_refs.iter().flatten())
+        .map(|p| ParentIn {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+            section_name: p.section_name.as_deref(),
+            port: p.port,
+        })
+        .collect();
+    let generation = route.metadata.generation;
+    let Some(parents) = sluices_parents(b, &obj, &parent_refs, generation, gateways) else {
+        return;
+    };
+    let refused = refused(route);
+
+    // The ports of the listeners the route is attached to.
+    let mut ports: Vec<u16> = Vec::new();
+    let mut statuses = Vec::new();
+    for (i, p, gw_key) in &parents {
+        let Some(gw) = gateways.get_mut(gw_key) else {
+            continue;
+        };
+        let mut tally = Tally::default();
+        let mut taken: Vec<String> = Vec::new();
+        let mut attached = 0;
+        for l in gw.listeners.iter_mut().flatten() {
+            if !tally.takes(b.snapshot, p, gw_key, l, key, "TCPRoute") || !refused.is_empty() {
+                continue;
+            }
+            match &l.tcp_route {
+                Some(other) if *other != obj => {
+                    taken.push(format!("listener {:?} carries {other}", l.name));
+                }
+                Some(_) => {}
+                None => {
+                    let Ok(port) = u16::try_from(l.port) else {
+                        continue;
+                    };
+                    l.tcp_route = Some(obj.clone());
+                    l.attached += 1;
+                    attached += 1;
+                    if !ports.contains(&port) {
+                        ports.push(port);
+                    }
+                }
+            }
+        }
+        let field = format!("spec.parentRefs[{i}]");
+        let accepted = if !refused.is_empty() {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::UNSUPPORTED_VALUE,
+                refused.join("; "),
+            )
+        } else if let Some(no) = tally.refusal(&field, gw_key, &key.namespace, "TCPRoute") {
+            no
+        } else if attached == 0 && !taken.is_empty() {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NOT_ALLOWED_BY_LISTENERS,
+                format!(
+                    "{field}: {} of Gateway {gw_key}, an older route; a TCP listener forwards its connections to one route's backends, so attach this route to another listener (sectionName)",
+                    taken.join(", ")
+                ),
+            )
+        } else {
+            attached_to_gateway()
+        };
+        statuses.push((*p, accepted));
+    }
+
+    let mut resolved = refs_resolved();
+    // Ports are taken only by a route of one rule (see `refused`).
+    if let Some(rule) = route.spec.rules.first().filter(|_| !ports.is_empty()) {
+        let refs: Vec<BackendIn<'_>> = (rule.backend_refs.iter())
+            .map(|r| BackendIn {
+                group: r.group.as_deref(),
+                kind: r.kind.as_deref(),
+                namespace: r.namespace.as_deref(),
+                name: &r.name,
+                port: r.port,
+                weight: r.weight,
+                edits: None,
+            })
+            .collect();
+        let ns = &*key.namespace;
+        let protocol = UpstreamProtocol::Tcp;
+        let (action, _) = rule_action(
+            b,
+            snapshot,
+            "TCPRoute",
+            ns,
+            0,
+            &refs,
+            protocol,
+            &mut resolved,
+        );
+        // No backend to forward to: no listener, so its port refuses connections.
+        if let RouteAction::Forward(clusters) = action {
+            for port in ports {
+                b.add_tcp_listener(port, clusters.clone(), obj.clone());
+            }
+        }
+    }
+
+    record_status(
+        b,
+        &obj,
+        controller,
+        &key.namespace,
+        statuses,
+        resolved,
+        Vec::new(),
+    );
+}
