@@ -386,7 +386,7 @@ fn the_binary_carries_its_allocator_configuration() {
 }
 
 #[test]
-fn routes_shows_a_gateway_tcp_listener_and_the_route_it_forwards_to() {
+fn routes_shows_gateway_tcp_listeners_and_tls_passthrough_hosts() {
     let manifests = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: sluice}
@@ -397,7 +397,17 @@ kind: Gateway
 metadata: {name: data, namespace: shop}
 spec:
   gatewayClassName: sluice
-  listeners: [{name: pg, protocol: TCP, port: 5432}]
+  listeners:
+  - {name: pg, protocol: TCP, port: 5432}
+  - {name: tls, protocol: TLS, port: 443, tls: {mode: Passthrough}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: vault, namespace: shop}
+spec:
+  parentRefs: [{name: data, sectionName: tls}]
+  hostnames: [vault.example.com]
+  rules: [{backendRefs: [{name: db, port: 5432}]}]
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
@@ -425,9 +435,18 @@ spec: {ports: [{port: 5432}]}
     assert!(row.contains("shop/db/5432"), "{row}");
     assert!(row.contains("(3)") && row.contains("(1)"), "{row}");
     assert!(row.ends_with("TCPRoute shop/pg"), "{row}");
-    // The route's own status says it is attached.
+    let row = (text.lines())
+        .find(|l| l.starts_with("vault.example.com"))
+        .unwrap_or_else(|| panic!("no row of the passthrough host: {text}"));
+    assert!(
+        row.contains("tls passthrough") && row.contains("shop/db/5432"),
+        "{row}"
+    );
+    // The routes' own statuses say they are attached.
     let out = sluice(&["validate", "-o", "json", "-f", "-"], Some(manifests));
     let lines = json_lines(&out);
-    let route = find(&lines, "TCPRoute", "shop", "pg");
-    assert_eq!(route["status"], "valid", "{route}");
+    for (kind, name) in [("TCPRoute", "pg"), ("TLSRoute", "vault")] {
+        let route = find(&lines, kind, "shop", name);
+        assert_eq!(route["status"], "valid", "{route}");
+    }
 }

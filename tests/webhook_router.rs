@@ -500,13 +500,38 @@ async fn a_tcproute_of_several_rules_is_denied_on_sluices_gateway_only() {
     let reply = post(&state, "/validate", with_rules("edge", two.clone())).await;
     reply.assert_denied(422);
     assert!(
-        reply.message().contains("spec.rules: sluice forwards a TCP listener's connections to the backends of one rule, and this route has 2; put every backendRef in one rule"),
+        reply.message().contains("spec.rules: sluice sends a TCPRoute's connections to the backends of one rule, and this route has 2; put every backendRef in one rule"),
         "{reply}"
     );
     // Another controller's Gateway judges its own routes.
     post(&state, "/validate", with_rules("nginx-edge", two))
         .await
         .assert_allowed();
+}
+
+#[tokio::test]
+async fn a_tlsroute_of_several_rules_is_denied_on_sluices_gateway() {
+    let state = mk_state();
+    let with_rules = |rules: serde_json::Value| {
+        let mut object = fixture("tlsroute_bad_hostname")["request"]["object"].clone();
+        object["spec"]["hostnames"] = json!(["db.example.com", "*.db.example.com"]);
+        object["spec"]["rules"] = rules;
+        mk_review_of("tlsroute_bad_hostname", object)
+    };
+    let one = json!([{"backendRefs": [{"name": "db", "port": 5432}, {"name": "db-b", "port": 5432, "weight": 2}]}]);
+    post(&state, "/validate", with_rules(one))
+        .await
+        .assert_allowed();
+    let two = json!([
+        {"backendRefs": [{"name": "db", "port": 5432}]},
+        {"backendRefs": [{"name": "db-b", "port": 5432}]},
+    ]);
+    let reply = post(&state, "/validate", with_rules(two)).await;
+    reply.assert_denied(422);
+    assert!(
+        reply.message().contains("spec.rules: sluice sends a TLSRoute's connections to the backends of one rule, and this route has 2"),
+        "{reply}"
+    );
 }
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 //! policy) applied with kubectl are served by a real Envoy fed by sluice, and their statuses
 //! (the Gateway API's own conditions) follow what sluice decided, as a GRPCRoute's do. A
 //! listener that takes routes by their namespace's labels follows the namespace's labels. A
-//! TCPRoute on a Gateway's TCP listener forwards that port's connections.
+//! TCPRoute on a Gateway's TCP listener forwards that port's connections, and a TLSRoute on its
+//! TLS listener gets its status.
 
 use std::time::Duration;
 
@@ -326,7 +327,7 @@ spec:
 
 #[test]
 #[ignore = "needs the e2e control plane: make e2e"]
-fn a_tcproute_on_sluices_gateway_forwards_connections_and_reports_status() {
+fn tcp_and_tls_routes_on_sluices_gateway_forward_connections_and_report_status() {
     let env = env();
     env.install_gateway_api_crds();
     let ns = env.namespace("e2e-gateway-tcp");
@@ -349,7 +350,9 @@ kind: Gateway
 metadata: {{name: data, namespace: {ns}}}
 spec:
   gatewayClassName: {class}
-  listeners: [{{name: tcp, protocol: TCP, port: {tcp_port}}}]
+  listeners:
+  - {{name: tcp, protocol: TCP, port: {tcp_port}}}
+  - {{name: tls, protocol: TLS, port: 443, tls: {{mode: Passthrough}}}}
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
@@ -391,6 +394,33 @@ spec:
         gw["status"]["listeners"][0]["supportedKinds"],
         serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "TCPRoute"}])
     );
+
+    // A TLSRoute on the TLS listener: its status, written at the version the apiserver serves.
+    env.apply_ok(&format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {{name: vault, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: data, sectionName: tls}}]
+  hostnames: [vault.{ns}.example.com]
+  rules: [{{backendRefs: [{{name: web-a, port: 80}}]}}]
+"#
+    ));
+    wait_object(&env, "tlsroutes", &ns, "vault", "Accepted", |o| {
+        let p = &o["status"]["parents"][0];
+        holds(o, &p["conditions"], "Accepted", "True", "Accepted")
+            && holds(o, &p["conditions"], "ResolvedRefs", "True", "ResolvedRefs")
+    });
+    wait_object(
+        &env,
+        "gateways",
+        &ns,
+        "data",
+        "the TLSRoute attached",
+        |o| o["status"]["listeners"][1]["attachedRoutes"] == 1,
+    );
+    env.kubectl_ok(&["delete", "tlsroute", "-n", &ns, "vault"]);
 
     // Without the route, the port is closed again.
     env.kubectl_ok(&["delete", "tcproute", "-n", &ns, "stream"]);

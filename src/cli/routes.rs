@@ -124,19 +124,27 @@ pub fn render_table(hosts: &[table::TableHost]) -> String {
             Some(tls) => format!("{} (tls: {tls})", h.host),
             None => h.host.clone(),
         };
-        // A TCP proxy forwards every connection (over TLS for an IngressRoute's host): one row.
-        if let Some(backends) = &h.tcp_proxy {
+        // A TCP proxy forwards every connection (over TLS for an IngressRoute's host), a TLS
+        // passthrough every connection whose SNI names the host: one row.
+        let proxied = [
+            ("tcp", &h.tcp_proxy),
+            ("tls passthrough", &h.tls_passthrough),
+        ];
+        let mut named = false;
+        for (what, backends) in proxied {
+            let Some(backends) = backends else { continue };
             rows.push([
-                host.clone(),
-                "tcp".into(),
+                if named { String::new() } else { host.clone() },
+                what.into(),
                 "-".into(),
                 backends.join(", "),
                 "-".into(),
                 h.owner.clone().unwrap_or_else(|| "-".into()),
             ]);
+            named = true;
         }
         for (i, r) in h.routes.iter().enumerate() {
-            let first = i == 0 && h.tcp_proxy.is_none();
+            let first = i == 0 && !named;
             rows.push([
                 if first { host.clone() } else { String::new() },
                 r.match_.clone(),

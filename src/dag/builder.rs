@@ -415,6 +415,7 @@ impl<'a> Builder<'a> {
                         host: host.to_string(),
                         tls: None,
                         tcp_proxy: None,
+                        tls_passthrough: None,
                         routes: Vec::new(),
                         owner,
                     }),
@@ -645,7 +646,10 @@ impl<'a> Builder<'a> {
         let vhosts: Vec<(String, Arc<VirtualHost>)> = sorted_entries(
             self.vhosts
                 .into_iter()
-                .filter(|a| !a.vhost.routes.is_empty() || a.vhost.tcp_proxy.is_some())
+                .filter(|a| {
+                    let v = &a.vhost;
+                    !v.routes.is_empty() || v.tcp_proxy.is_some() || v.tls_passthrough.is_some()
+                })
                 .map(|mut a| {
                     let v = a.get_mut();
                     let host = v.host.clone();
@@ -725,7 +729,8 @@ impl SortedParts {
     }
 }
 
-/// The names of the clusters a virtual host's routes and TCP proxy forward to (with repeats).
+/// The names of the clusters a virtual host's routes, TCP proxy and TLS passthrough forward to
+/// (with repeats).
 pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &ClusterName> {
     let routes = v.routes.iter().flat_map(|r| match &r.action {
         RouteAction::Forward(cs) => cs.as_slice(),
@@ -735,9 +740,8 @@ pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &ClusterName> {
         .routes
         .iter()
         .flat_map(|r| r.mirrors().iter().map(|m| &m.cluster));
-    (routes.chain(v.tcp_proxy.iter().flatten()))
-        .map(|c| &c.cluster)
-        .chain(mirrors)
+    let proxied = v.tcp_proxy.iter().chain(&v.tls_passthrough).flatten();
+    (routes.chain(proxied)).map(|c| &c.cluster).chain(mirrors)
 }
 
 /// Route precedence: exact paths first, then regular expressions (longer first), then longer

@@ -6,8 +6,10 @@
 //! - A Gateway of such a class is served on sluice's listeners: its `HTTP` listeners on sluice's
 //!   plain HTTP listener, its `HTTPS` listeners (TLS `Terminate`, one certificate) on sluice's
 //!   HTTPS listener, whatever port numbers they name (the Gateway's Service maps its ports to
-//!   sluice's). Its `TCP` listeners are ports Envoy listens on, each forwarding its connections
-//!   to one TCPRoute's backends ([`super::tcproute`]). Other protocols are not accepted.
+//!   sluice's). Its `TLS` listeners (mode `Passthrough`) are served on sluice's HTTPS listener
+//!   too, passing connections through by SNI to TLSRoutes' backends ([`super::tlsroute`]). Its
+//!   `TCP` listeners are ports Envoy listens on, each forwarding its connections to one
+//!   TCPRoute's backends ([`super::tcproute`]). Other protocols are not accepted.
 //! - An HTTPRoute's parent that is one of those Gateways attaches the route to the listeners it
 //!   selects (`sectionName`, `port`) that allow it (`allowedRoutes`) and share a hostname with it.
 //!   Its rules become routes on every such hostname. An HTTPRoute using what sluice does not
@@ -37,6 +39,8 @@ pub const GROUP: &str = "gateway.networking.k8s.io";
 pub const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
 /// The route kinds sluice attaches to TCP listeners.
 pub const TCP_ROUTE_KINDS: [&str; 1] = ["TCPRoute"];
+/// The route kinds sluice attaches to TLS (passthrough) listeners.
+pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// Minimum TLS version of hosts served from Gateway HTTPS listeners.
 pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
 
@@ -248,6 +252,20 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
     }
     for (key, route) in oldest_first(&snapshot.tcp_routes, |r| &r.metadata) {
         super::tcproute::tcp_route(b, snapshot, &mut gateways, &controller, key, route);
+    }
+    // TLS passthrough hosts, each the oldest TLSRoute's that asked for it.
+    let mut passthrough = BTreeMap::new();
+    for (key, route) in oldest_first(&snapshot.tls_routes, |r| &r.metadata) {
+        let gateways = &mut gateways;
+        super::tlsroute::tls_route(
+            b,
+            snapshot,
+            gateways,
+            &controller,
+            key,
+            route,
+            &mut passthrough,
+        );
     }
 
     for (_, mut gw) in gateways {
@@ -464,17 +482,25 @@ fn listener(
         attached_routes: 0,
         conditions: Vec::new(),
     };
-    let (https, tcp) = match l.protocol.as_str() {
-        "HTTP" => (false, false),
-        "HTTPS" => (true, false),
-        "TCP" => (false, true),
+    let (https, tcp, passthrough) = match l.protocol.as_str() {
+        "HTTP" => (false, false, false),
+        "HTTPS" => (true, false, false),
+        "TCP" => (false, true, false),
+        "TLS" => (false, false, true),
         other => {
             let message = format!(
-                "{field}.protocol: sluice serves HTTP, HTTPS and TCP listeners, not {other:?}"
+                "{field}.protocol: sluice serves HTTP, HTTPS, TLS and TCP listeners, not {other:?}"
             );
             return not_accepted(status, cond::UNSUPPORTED_PROTOCOL, message);
         }
     };
+    let mode = l.tls.as_ref().and_then(|t| t.mode.as_ref());
+    if passthrough && !matches!(mode, Some(GatewayListenersTlsMode::Passthrough)) {
+        let message = format!(
+            "{field}.tls.mode: sluice passes the connections of a TLS listener through, still encrypted, to its TLSRoutes' backends; set tls.mode: Passthrough, or terminate TLS with an HTTPS listener and HTTPRoutes"
+        );
+        return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
+    }
     let port = u16::try_from(l.port).ok().filter(|p| *p > 0);
     if tcp && port.is_none_or(|p| b.options.reserved_ports.contains(&p)) {
         let message = format!(
@@ -484,7 +510,11 @@ fn listener(
         return not_accepted(status, cond::PORT_UNAVAILABLE, message);
     }
     // Route kinds.
-    let offered: &[&'static str] = if tcp { &TCP_ROUTE_KINDS } else { &ROUTE_KINDS };
+    let offered: &[&'static str] = match (tcp, passthrough) {
+        (true, _) => &TCP_ROUTE_KINDS,
+        (_, true) => &TLS_ROUTE_KINDS,
+        _ => &ROUTE_KINDS,
+    };
     let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref());
     match kinds {
         None => status.supported_kinds = offered.to_vec(),
@@ -536,8 +566,9 @@ fn listener(
             t.and_then(|t| t.mode.as_ref()),
             Some(GatewayListenersTlsMode::Passthrough)
         ) {
-            let message =
-                format!("{field}.tls.mode: Passthrough is not supported by sluice; use Terminate");
+            let message = format!(
+                "{field}.tls.mode: an HTTPS listener terminates TLS (mode Terminate); to pass connections through, use a listener of protocol TLS with TLSRoutes"
+            );
             return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
         }
         let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
@@ -590,9 +621,13 @@ fn listener(
             cond::PROGRAMMED,
             true,
             cond::PROGRAMMED,
-            match (https, tcp) {
-                (true, _) => "served on sluice's HTTPS listener".to_string(),
-                (_, true) => format!("Envoy listens on port {} for it", l.port),
+            match (https, tcp, passthrough) {
+                (true, ..) => "served on sluice's HTTPS listener".to_string(),
+                (_, true, _) => format!("Envoy listens on port {} for it", l.port),
+                (.., true) => {
+                    "served on sluice's HTTPS listener, its connections passed through by SNI"
+                        .to_string()
+                }
                 _ => "served on sluice's HTTP listener".to_string(),
             },
         ),

@@ -540,7 +540,7 @@ spec:
     assert!(
         udp.conditions[0]
             .message
-            .contains("sluice serves HTTP, HTTPS and TCP listeners, not \"UDP\""),
+            .contains("sluice serves HTTP, HTTPS, TLS and TCP listeners, not \"UDP\""),
         "{udp:?}"
     );
 }
@@ -999,3 +999,4 @@ mod matches;
 mod mirror;
 mod namespaces;
 mod tcproute;
+mod tlsroute;

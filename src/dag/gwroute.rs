@@ -201,16 +201,7 @@ macro_rules! route_in {
     ($kind:expr, $key:expr, $route:expr) => {{
         let route = $route;
         let refused = &route.ready().refused;
-        let parents = (route.spec.parent_refs.iter().flatten())
-            .map(|p| $crate::dag::gwroute::ParentIn {
-                group: p.group.as_deref(),
-                kind: p.kind.as_deref(),
-                namespace: p.namespace.as_deref(),
-                name: &p.name,
-                section_name: p.section_name.as_deref(),
-                port: p.port,
-            })
-            .collect();
+        let parents = $crate::dag::gwroute::parents_in!(route.spec.parent_refs);
         $crate::dag::gwroute::RouteIn {
             kind: $kind,
             key: $key,
@@ -222,6 +213,76 @@ macro_rules! route_in {
     }};
 }
 pub(super) use route_in;
+
+/// The [`ParentIn`]s of a route of any kind (`$refs`: its `spec.parentRefs`).
+macro_rules! parents_in {
+    ($refs:expr) => {
+        ($refs.iter().flatten())
+            .map(|p| $crate::dag::gwroute::ParentIn {
+                group: p.group.as_deref(),
+                kind: p.kind.as_deref(),
+                namespace: p.namespace.as_deref(),
+                name: &p.name,
+                section_name: p.section_name.as_deref(),
+                port: p.port,
+            })
+            .collect::<Vec<_>>()
+    };
+}
+pub(super) use parents_in;
+
+/// The clusters a TCPRoute's or TLSRoute's rule (`$rule`, whose `backendRefs` have no filters)
+/// sends connections to: see [`connection_clusters`].
+macro_rules! rule_connections {
+    ($b:expr, $snapshot:expr, $kind:expr, $ns:expr, $rule:expr, $resolved:expr) => {{
+        let refs: Vec<$crate::dag::gwroute::BackendIn<'_>> = ($rule.backend_refs.iter())
+            .map(|r| $crate::dag::gwroute::BackendIn {
+                group: r.group.as_deref(),
+                kind: r.kind.as_deref(),
+                namespace: r.namespace.as_deref(),
+                name: &r.name,
+                port: r.port,
+                weight: r.weight,
+                edits: None,
+            })
+            .collect();
+        $crate::dag::gwroute::connection_clusters($b, $snapshot, $kind, $ns, &refs, $resolved)
+    }};
+}
+pub(super) use rule_connections;
+
+/// The clusters, weighted, a route of `kind` in namespace `ns` sends connections to (plain TCP
+/// to its backends, `refs`); None when no backend resolves. What does not resolve goes to
+/// `resolved`, and its weight's share to a cluster of no endpoints (those connections close).
+pub(super) fn connection_clusters(
+    b: &mut Builder<'_>,
+    snapshot: &Snapshot,
+    kind: &str,
+    ns: &str,
+    refs: &[BackendIn<'_>],
+    resolved: &mut GatewayCondition,
+) -> Option<Clusters> {
+    let protocol = UpstreamProtocol::Tcp;
+    match rule_action(b, snapshot, kind, ns, 0, refs, protocol, resolved).0 {
+        RouteAction::Forward(clusters) => Some(clusters),
+        _ => None,
+    }
+}
+
+/// What sluice does not route in a TCPRoute or TLSRoute (`kind`, with `rules` rules): more than
+/// one rule (a connection goes to one rule's backends).
+pub(super) fn one_rule(kind: &str, rules: usize) -> Vec<crate::validate::FieldError> {
+    match rules {
+        0 | 1 => Vec::new(),
+        n => vec![crate::validate::FieldError::new(
+            "spec.rules",
+            cond::UNSUPPORTED_VALUE,
+            format!(
+                "sluice sends a {kind}'s connections to the backends of one rule, and this route has {n}; put every backendRef in one rule (weights split the connections)"
+            ),
+        )],
+    }
+}
 
 /// The [`BackendIn`]s of a rule of any route kind.
 macro_rules! backends_of {

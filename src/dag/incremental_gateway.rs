@@ -7,7 +7,8 @@
 //! are every host a route of one of sluice's Gateways could be served on (the build serves a
 //! subset of them: a host another object owns, an HTTPS listener's catch-all, a route refused).
 //!
-//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute or ReferenceGrant, to a Namespace's
+//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute or
+//! ReferenceGrant, to a Namespace's
 //! labels (a listener's `allowedRoutes.namespaces.selector` reads them), or to a Service or
 //! TLS Secret one of them names (in any namespace: backends and certificates may be in another
 //! one, through a ReferenceGrant), rebuilds all of them, and through their hosts the
@@ -42,6 +43,7 @@ pub(super) fn objects(s: &Snapshot) -> usize {
         + s.http_routes.len()
         + s.grpc_routes.len()
         + s.tcp_routes.len()
+        + s.tls_routes.len()
 }
 
 /// Whether a Gateway API object the build reads differs between the snapshots.
@@ -51,6 +53,7 @@ pub(super) fn changed(prev: &Snapshot, next: &Snapshot) -> bool {
         && same_objects(&prev.http_routes, &next.http_routes)
         && same_objects(&prev.grpc_routes, &next.grpc_routes)
         && same_objects(&prev.tcp_routes, &next.tcp_routes)
+        && same_objects(&prev.tls_routes, &next.tls_routes)
         && same_objects(&prev.reference_grants, &next.reference_grants)
         && same_objects(&prev.namespaces, &next.namespaces))
 }
@@ -71,6 +74,7 @@ pub(super) fn each_object(s: &Snapshot, mut f: impl FnMut(ObjectRef)) {
     refs(Kind::HttpRoute, &mut s.http_routes.keys(), &mut f);
     refs(Kind::GrpcRoute, &mut s.grpc_routes.keys(), &mut f);
     refs(Kind::TcpRoute, &mut s.tcp_routes.keys(), &mut f);
+    refs(Kind::TlsRoute, &mut s.tls_routes.keys(), &mut f);
 }
 
 /// Copies every Gateway API object the build reads from `from` into `to`.
@@ -80,6 +84,7 @@ pub(super) fn copy(from: &Snapshot, to: &mut Snapshot) {
     to.http_routes = from.http_routes.clone();
     to.grpc_routes = from.grpc_routes.clone();
     to.tcp_routes = from.tcp_routes.clone();
+    to.tls_routes = from.tls_routes.clone();
     to.reference_grants = from.reference_grants.clone();
     to.namespaces = from.namespaces.clone();
 }
@@ -136,6 +141,15 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
     }
     add_routes!(&s.http_routes);
     add_routes!(&s.grpc_routes);
+    // TLSRoutes' hostnames are SNI names, a list of their own type.
+    for (key, r) in &s.tls_routes {
+        let parents = r.spec.parent_refs.iter().flatten();
+        add(
+            key,
+            Some(&r.spec.hostnames),
+            &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+        );
+    }
     Some(
         (hosts.into_iter())
             .map(|h| Link::Host(Arc::from(h)))
@@ -176,15 +190,22 @@ pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool
     }
     backends_hit!(&s.http_routes);
     backends_hit!(&s.grpc_routes);
-    for (key, r) in &s.tcp_routes {
-        for b in r.spec.rules.iter().flat_map(|r| &r.backend_refs) {
-            let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
-            if hit(ns, Named::Service(&b.name)) {
-                return true;
-            }
+    // TCPRoutes' and TLSRoutes' backends.
+    let tcp = (s.tcp_routes.iter()).flat_map(|(k, r)| {
+        let refs = r.spec.rules.iter().flat_map(|r| &r.backend_refs);
+        refs.map(move |b| (k, b.namespace.as_deref(), b.name.as_str()))
+    });
+    let tls = (s.tls_routes.iter()).flat_map(|(k, r)| {
+        let refs = r.spec.rules.iter().flat_map(|r| &r.backend_refs);
+        refs.map(move |b| (k, b.namespace.as_deref(), b.name.as_str()))
+    });
+    for (key, namespace, name) in tcp.chain(tls) {
+        let ns = namespace.unwrap_or(&key.namespace);
+        if hit(ns, Named::Service(name)) {
+            return true;
         }
     }
-    // Their mirrors' backends.
+    // HTTPRoutes' and GRPCRoutes' mirrors' backends.
     macro_rules! mirrors_hit {
         ($routes:expr) => {
             for (key, r) in $routes {

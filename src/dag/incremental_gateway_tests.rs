@@ -10,7 +10,9 @@ use super::*;
 /// GRPCRoute, a class and Gateway of another controller, and a version of the Gateway whose
 /// listener takes the routes of namespaces by label, with Namespaces whose labels change;
 /// a Gateway with TCP listeners (two versions: another port) and TCPRoutes to the golden
-/// Services (two versions of one, and a second route on the same listener).
+/// Services (two versions of one, and a second route on the same listener); a Gateway with a TLS
+/// passthrough listener and TLSRoutes (two versions of one) on golden hosts (one a TLS host) and
+/// hosts of their own.
 const GATEWAY_POOL: &str = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: sluice}
@@ -184,6 +186,41 @@ spec:
   - backendRefs: [{name: api, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: pass, namespace: tls}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: tls, protocol: TLS, port: 443, tls: {mode: Passthrough}, allowedRoutes: {namespaces: {from: All}}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: vault, namespace: tls, creationTimestamp: '2024-01-08T00:00:00Z'}
+spec:
+  parentRefs: [{name: pass}]
+  hostnames: [vault.example.com, foo.com]
+  rules:
+  - backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: vault, namespace: tls, creationTimestamp: '2024-01-08T00:00:00Z', generation: 2}
+spec:
+  parentRefs: [{name: pass}]
+  hostnames: [vault.example.com, secure.example.com, '*.vault.example.com']
+  rules:
+  - backendRefs: [{name: web, port: 80, weight: 1}, {name: api, port: 80, weight: 4}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: ledger, namespace: team-a, creationTimestamp: '2024-01-09T00:00:00Z'}
+spec:
+  parentRefs: [{name: pass, namespace: tls}]
+  hostnames: [vault.example.com, ledger.example.com]
+  rules:
+  - backendRefs: [{name: api, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: elsewhere, namespace: tls}
 spec:
@@ -239,6 +276,7 @@ pub(super) fn snap_has(s: &Snapshot, o: &AnyObject) -> bool {
         Kind::HttpRoute => s.http_routes.contains_key(&key),
         Kind::GrpcRoute => s.grpc_routes.contains_key(&key),
         Kind::TcpRoute => s.tcp_routes.contains_key(&key),
+        Kind::TlsRoute => s.tls_routes.contains_key(&key),
         Kind::ReferenceGrant => s.reference_grants.contains_key(&key),
         Kind::Namespace => s.namespaces.contains_key(&key),
         _ => false,
@@ -260,7 +298,7 @@ fn gateway_statuses(d: &Dag) -> Vec<(&ObjectRef, &ObjectStatus)> {
         .filter(|(o, _)| {
             matches!(
                 o.kind,
-                Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute
+                Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute | Kind::TlsRoute
             )
         })
         .collect()
@@ -461,4 +499,55 @@ fn a_tcproute_change_rebuilds_the_tcp_listeners_a_full_build_would() {
         .values()
         .any(|v| crate::dag::builder::vhost_clusters(v).any(|c| *c == pg));
     assert_eq!(empty.clusters.contains_key(&*pg), used_by_hosts);
+}
+
+#[test]
+fn a_tlsroute_change_rebuilds_the_hosts_it_passes_through_as_a_full_build_would() {
+    let options = Options::default();
+    let pool = gateway_pool();
+    let vault = (pool.iter())
+        .filter(|o| o.kind() == Kind::TlsRoute && o.key() == ObjKey::new("tls", "vault"))
+        .nth(1)
+        .cloned()
+        .expect("in the pool");
+    let snap = with_gateway_api();
+    let mut inc = Incremental::new(options.clone());
+    let dag = inc.build_full(&snap);
+    let passed = |d: &Dag| {
+        (d.vhosts.values())
+            .filter(|v| v.tls_passthrough.is_some())
+            .map(|v| v.host.clone())
+            .collect::<Vec<_>>()
+    };
+    // The older route keeps vault.example.com; foo.com's Ingress routes stay beside it.
+    assert_eq!(
+        passed(&dag),
+        ["foo.com", "ledger.example.com", "vault.example.com"]
+    );
+    assert!(!dag.vhosts["foo.com"].routes.is_empty());
+
+    // Its other version: secure.example.com terminates TLS and is not taken; a wildcard is.
+    let mut next = snap.clone();
+    next.insert(vault);
+    let (got, kind) = inc.build(Some((&snap, &dag)), &next);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(got, crate::dag::build(&next, &options));
+    assert_eq!(
+        passed(&got),
+        [
+            "*.vault.example.com",
+            "ledger.example.com",
+            "vault.example.com"
+        ]
+    );
+    assert!(got.vhosts["secure.example.com"].tls.is_some());
+
+    // Every TLSRoute removed: nothing passed through, foo.com as the Ingresses make it.
+    let mut none = next.clone();
+    none.remove(Kind::TlsRoute, &ObjKey::new("tls", "vault"));
+    none.remove(Kind::TlsRoute, &ObjKey::new("team-a", "ledger"));
+    let (empty, kind) = inc.build(Some((&next, &got)), &none);
+    assert!(matches!(kind, BuildKind::Partial { .. }), "{kind:?}");
+    assert_eq!(empty, crate::dag::build(&none, &options));
+    assert!(passed(&empty).is_empty());
 }

@@ -28,6 +28,7 @@ mod slots;
 mod sort;
 pub mod table;
 pub mod tcproute;
+pub mod tlsroute;
 
 pub use builder::{
     BackendRef, Builder, DEFAULT_HEALTH_CHECK_HOST, PortRef, SERVICE_NAME_LABEL, cluster_endpoints,

@@ -76,10 +76,23 @@ pub struct VirtualHost {
     /// routing HTTP. Requires `tls`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_proxy: Option<Clusters>,
+    /// TLS passthrough (a Gateway API TLSRoute): the HTTPS listener forwards the connections
+    /// whose SNI names this host, still encrypted, to these clusters. Never with `tls` (the host's
+    /// TLS is its backends'); plain HTTP routes may come with it (an HTTP listener's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_passthrough: Option<Clusters>,
     /// The root object that owns this host exclusively (IngressRoute or Route); None for hosts merged
     /// from Ingresses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<ObjectRef>,
+}
+
+impl VirtualHost {
+    /// Whether the host has a virtual host in the plain-HTTP route configuration: not a TCP proxy
+    /// (served over TLS only), not a TLS passthrough without HTTP routes.
+    pub fn serves_http(&self) -> bool {
+        self.tcp_proxy.is_none() && (self.tls_passthrough.is_none() || !self.routes.is_empty())
+    }
 }
 
 /// TLS settings of a virtual host.

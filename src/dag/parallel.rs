@@ -385,8 +385,13 @@ mod tests {
         let mut gateway_sides = [false; 2];
         for seed in 1..=40u64 {
             let mut rng = Rng(0x5eed_0000 ^ seed);
+            // The pool's TLSRoutes link the Gateway API objects to many golden hosts, which makes
+            // them the larger part: every other snapshot goes without them, so that the Gateway
+            // API objects land in either half.
+            let tls_routes = seed % 2 == 0;
             let store = Snapshot::from_objects(
                 pool.iter()
+                    .filter(|o| tls_routes || o.kind() != Kind::TlsRoute)
                     .filter(|o| !o.kind().is_routing() || rng.below(3) != 0)
                     .cloned(),
             );

@@ -16,6 +16,9 @@ pub struct TableHost {
     /// TCP proxying (IngressRoute v1 `tcp` backends): `cluster (weight)` entries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_proxy: Option<Vec<String>>,
+    /// TLS passthrough (a TLSRoute): `cluster (weight)` entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_passthrough: Option<Vec<String>>,
     pub routes: Vec<TableRoute>,
 }
 
@@ -71,6 +74,7 @@ pub fn route_table(dag: &Dag) -> Vec<TableHost> {
         tls: None,
         owner: Some(l.route.to_string()),
         tcp_proxy: Some(weighted(&l.clusters)),
+        tls_passthrough: None,
         routes: Vec::new(),
     });
     dag.vhosts
@@ -83,6 +87,7 @@ pub fn route_table(dag: &Dag) -> Vec<TableHost> {
                 .map(|t| format!("{} (min TLS {})", t.secret, tls_version(t.min_version))),
             owner: v.owner.as_ref().map(|o| o.to_string()),
             tcp_proxy: v.tcp_proxy.as_ref().map(weighted),
+            tls_passthrough: v.tls_passthrough.as_ref().map(weighted),
             routes: v
                 .routes
                 .iter()

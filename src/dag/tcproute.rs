@@ -9,8 +9,9 @@ use gateway_api::apis::experimental::tcproutes::TcpRoute;
 
 use super::Builder;
 use super::gateway::{GatewayAcc, attached_to_gateway, cond, condition, refs_resolved};
-use super::gwroute::{BackendIn, ParentIn, Tally, record_status, rule_action, sluices_parents};
-use super::model::{RouteAction, UpstreamProtocol};
+use super::gwroute::{
+    ReadyRoute, Tally, one_rule, parents_in, record_status, rule_connections, sluices_parents,
+};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -19,30 +20,7 @@ use crate::validate::gateway::validate_tcp_route;
 /// What the route uses that sluice does not route, one error per field (reason
 /// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
 pub fn unsupported(route: &TcpRoute) -> Vec<FieldError> {
-    let mut out = Vec::new();
-    if route.spec.rules.len() > 1 {
-        out.push(FieldError::new(
-            "spec.rules",
-            cond::UNSUPPORTED_VALUE,
-            format!(
-                "sluice forwards a TCP listener's connections to the backends of one rule, and this route has {}; put every backendRef in one rule (weights split the connections)",
-                route.spec.rules.len()
-            ),
-        ));
-    }
-    out
-}
-
-/// What refuses a TCPRoute on every parent: its single-object problems, else what sluice does not
-/// route.
-fn refused(route: &TcpRoute) -> Vec<String> {
-    let errors = validate_tcp_route(route).errors;
-    let refused = if errors.is_empty() {
-        unsupported(route)
-    } else {
-        errors
-    };
-    refused.iter().map(ToString::to_string).collect()
+    one_rule("TCPRoute", route.spec.rules.len())
 }
 
 /// One TCPRoute: attaches it to the free TCP listeners of sluice's Gateways it names (a listener
@@ -60,21 +38,13 @@ pub(super) fn tcp_route(
         kind: Kind::TcpRoute,
         key: key.clone(),
     };
-    let parent_refs: Vec<ParentIn<'_>> = (route.spec.parent_refs.iter().flatten())
-        .map(|p| ParentIn {
-            group: p.group.as_deref(),
-            kind: p.kind.as_deref(),
-            namespace: p.namespace.as_deref(),
-            name: &p.name,
-            section_name: p.section_name.as_deref(),
-            port: p.port,
-        })
-        .collect();
+    let parent_refs = parents_in!(route.spec.parent_refs);
     let generation = route.metadata.generation;
     let Some(parents) = sluices_parents(b, &obj, &parent_refs, generation, gateways) else {
         return;
     };
-    let refused = refused(route);
+    let errors = validate_tcp_route(route).errors;
+    let refused = ReadyRoute::new(errors, || unsupported(route)).refused;
 
     // The ports of the listeners the route is attached to.
     let mut ports: Vec<u16> = Vec::new();
@@ -137,31 +107,10 @@ pub(super) fn tcp_route(
     let mut resolved = refs_resolved();
     // Ports are taken only by a route of one rule (see `refused`).
     if let Some(rule) = route.spec.rules.first().filter(|_| !ports.is_empty()) {
-        let refs: Vec<BackendIn<'_>> = (rule.backend_refs.iter())
-            .map(|r| BackendIn {
-                group: r.group.as_deref(),
-                kind: r.kind.as_deref(),
-                namespace: r.namespace.as_deref(),
-                name: &r.name,
-                port: r.port,
-                weight: r.weight,
-                edits: None,
-            })
-            .collect();
         let ns = &*key.namespace;
-        let protocol = UpstreamProtocol::Tcp;
-        let (action, _) = rule_action(
-            b,
-            snapshot,
-            "TCPRoute",
-            ns,
-            0,
-            &refs,
-            protocol,
-            &mut resolved,
-        );
+        let clusters = rule_connections!(b, snapshot, "TCPRoute", ns, rule, &mut resolved);
         // No backend to forward to: no listener, so its port refuses connections.
-        if let RouteAction::Forward(clusters) = action {
+        if let Some(clusters) = clusters {
             for port in ports {
                 b.add_tcp_listener(port, clusters.clone(), obj.clone());
             }

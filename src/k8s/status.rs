@@ -96,6 +96,7 @@ pub fn writes_status(kind: Kind) -> bool {
             | Kind::HttpRoute
             | Kind::GrpcRoute
             | Kind::TcpRoute
+            | Kind::TlsRoute
     )
 }
 
@@ -103,7 +104,12 @@ pub fn writes_status(kind: Kind) -> bool {
 fn is_gateway_kind(kind: Kind) -> bool {
     matches!(
         kind,
-        Kind::GatewayClass | Kind::Gateway | Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute
+        Kind::GatewayClass
+            | Kind::Gateway
+            | Kind::HttpRoute
+            | Kind::GrpcRoute
+            | Kind::TcpRoute
+            | Kind::TlsRoute
     )
 }
 

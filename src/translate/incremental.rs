@@ -84,13 +84,21 @@ impl Draining {
 }
 
 /// What the HTTPS listener's filter chain of a host is made of (besides the host name, which is
-/// the model's key): its TLS settings and TCP proxy; None for a host without TLS, which has no
-/// chain. A change of a TLS host's HTTP routes leaves it alone (they are in the host's own route
-/// configuration).
-fn tls_chain(
-    v: Option<&VirtualHost>,
-) -> Option<(&crate::dag::VhostTls, &Option<crate::dag::model::Clusters>)> {
-    v.and_then(|v| Some((v.tls.as_ref()?, &v.tcp_proxy)))
+/// the model's key): its TLS settings and TCP proxy, or its TLS passthrough; None for a host
+/// with neither TLS nor passthrough, which has no chain. A change of a TLS host's HTTP routes
+/// leaves it alone (they are in the host's own route configuration).
+type TlsChain<'a> = (
+    Option<&'a crate::dag::VhostTls>,
+    &'a Option<crate::dag::model::Clusters>,
+    &'a Option<crate::dag::model::Clusters>,
+);
+fn tls_chain(v: Option<&VirtualHost>) -> Option<TlsChain<'_>> {
+    let v = v?;
+    (v.tls.is_some() || v.tls_passthrough.is_some()).then_some((
+        v.tls.as_ref(),
+        &v.tcp_proxy,
+        &v.tls_passthrough,
+    ))
 }
 
 /// Whether a host has its own HTTPS route configuration (TLS hosts that route HTTP).
@@ -308,7 +316,7 @@ impl Encoder {
                 }
                 None => {}
             }
-            match new.filter(|v| v.tcp_proxy.is_none()) {
+            match new.filter(|v| v.serves_http()) {
                 // After a reset the loop below puts every host, once.
                 Some(_) if reset => {}
                 Some(v) => set_http(&mut http, v),
@@ -320,7 +328,7 @@ impl Encoder {
         let catch_all_changed = prev_dag.vhosts.get("*") != dag.vhosts.get("*");
         if reset || catch_all_changed {
             for v in dag.vhosts.values() {
-                if (reset || v.host.starts_with("*.")) && v.tcp_proxy.is_none() {
+                if (reset || v.host.starts_with("*.")) && v.serves_http() {
                     set_http(&mut http, v);
                 }
             }

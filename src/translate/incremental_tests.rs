@@ -596,3 +596,77 @@ fn gateway_tcp_listeners_come_and_go_as_in_a_full_encode() {
         assert_eq!(tcp_names, want, "step {i}");
     }
 }
+
+#[test]
+fn tls_passthrough_hosts_come_and_go_as_in_a_full_encode() {
+    use crate::dag::{VirtualHost, WeightedCluster};
+    use envoy_types::pb::envoy::config::listener::v3::Listener;
+    let options = Options::default();
+    let store = synth::snapshot(synth::Shape {
+        routing_objects: 20,
+        endpoints_per_service: 1,
+        unrelated_secrets: 0,
+    });
+    let base = build(&store);
+    let cluster = base.clusters.keys().next().cloned().expect("a cluster");
+    let passthrough = |host: &str, weight: u32, with_routes: Option<&VirtualHost>| {
+        let mut v = with_routes.cloned().unwrap_or_default();
+        v.host = host.to_string();
+        v.tls_passthrough = Some(smallvec::smallvec![WeightedCluster {
+            cluster: cluster.clone(),
+            weight,
+        }]);
+        (host.to_string(), Arc::new(v))
+    };
+    // A plain host of the model, whose HTTP routes stay beside its passthrough.
+    let plain = (base.vhosts.values())
+        .find(|v| v.tls.is_none() && v.tcp_proxy.is_none() && !v.routes.is_empty())
+        .expect("a plain host")
+        .clone();
+    let steps: Vec<Vec<(String, Arc<VirtualHost>)>> = vec![
+        vec![passthrough("db.example.com", 1, None)],
+        vec![
+            passthrough("db.example.com", 2, None),
+            passthrough("*.pass.example.com", 1, None),
+            passthrough(&plain.host, 1, Some(&plain)),
+        ],
+        vec![passthrough("*.pass.example.com", 0, None)],
+        vec![],
+    ];
+    let https = |r: &crate::translate::Resources| -> Option<Listener> {
+        r.listeners
+            .iter()
+            .find(|l| l.name == HTTPS_LISTENER)
+            .cloned()
+    };
+    let mut encoder = Encoder::new(options.clone());
+    for (i, hosts) in steps.into_iter().enumerate() {
+        let mut dag = (*base).clone();
+        for (host, v) in &hosts {
+            dag.vhosts.insert(host.clone(), v.clone());
+        }
+        let (got, _) = encoder.encode(&Arc::new(dag.clone()));
+        assert_eq!(got, full(&dag, &options), "step {i}");
+        let resources = crate::translate::build(&dag, &options);
+        let chains = https(&resources)
+            .map(|l| l.filter_chains)
+            .unwrap_or_default();
+        for (host, v) in &hosts {
+            let chain = chains.iter().find(|c| c.name == *host);
+            let live = v.tls_passthrough.iter().flatten().any(|c| c.weight > 0);
+            assert_eq!(chain.is_some(), live, "step {i}: {host}");
+            if let Some(chain) = chain {
+                let m = chain.filter_chain_match.as_ref().unwrap();
+                assert_eq!(m.server_names, std::slice::from_ref(host));
+                // Passed through: no TLS of Envoy's on the chain.
+                assert!(chain.transport_socket.is_none(), "step {i}: {host}");
+                assert_eq!(chain.filters[0].name, "envoy.filters.network.tcp_proxy");
+            }
+            // Only a host with HTTP routes of its own is in the plain-HTTP configuration.
+            let in_http = (resources.routes.iter())
+                .flat_map(|r| &r.virtual_hosts)
+                .any(|vh| vh.name == *host);
+            assert_eq!(in_http, !v.routes.is_empty(), "step {i}: {host}");
+        }
+    }
+}

@@ -399,6 +399,9 @@ pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
         .vhosts
         .values()
         .filter_map(|v| {
+            if let Some(clusters) = &v.tls_passthrough {
+                return passthrough_filter_chain(&shared, v, clusters);
+            }
             let tls = v.tls.as_ref()?;
             let secret = dag.secrets.get(&tls.secret)?;
             build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version)
@@ -467,6 +470,28 @@ fn build_tls_filter_chain(
             name: "envoy.transport_sockets.tls".to_string(),
             config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
         }),
+        ..Default::default()
+    })
+}
+
+/// A TLS passthrough host's filter chain: matched by SNI like the others, its connections
+/// forwarded as they are, still encrypted; None without a backend carrying weight.
+fn passthrough_filter_chain(
+    shared: &Shared<'_>,
+    v: &VirtualHost,
+    clusters: &[DagWeightedCluster],
+) -> Option<FilterChain> {
+    Some(FilterChain {
+        name: v.host.clone(),
+        filter_chain_match: Some(FilterChainMatch {
+            server_names: vec![v.host.clone()],
+            ..Default::default()
+        }),
+        filters: vec![tcp_proxy_filter(
+            shared,
+            &format!("passthrough/{}", v.host),
+            clusters,
+        )?],
         ..Default::default()
     })
 }

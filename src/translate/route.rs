@@ -172,7 +172,7 @@ pub fn build_http_route_configs(dag: &Dag, shards: u16) -> Vec<RouteConfiguratio
     } else {
         vec![Vec::new(); n]
     };
-    for v in dag.vhosts.values().filter(|v| v.tcp_proxy.is_none()) {
+    for v in dag.vhosts.values().filter(|v| v.serves_http()) {
         let range = shards_of(&v.host, shards);
         if redirects_everything(v) {
             for k in range {

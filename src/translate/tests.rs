@@ -79,6 +79,7 @@ pub(crate) fn mk_vhost(host: &str, routes: Vec<Route>) -> VirtualHost {
         tls: None,
         routes,
         tcp_proxy: None,
+        tls_passthrough: None,
         owner: None,
     }
 }

@@ -250,6 +250,11 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
                 v.error(e);
             }
         }
+        AnyObject::TlsRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
+            for e in crate::dag::tlsroute::unsupported(r) {
+                v.error(e);
+            }
+        }
         // The annotation-and-field rule of seed 001 is a single-object rule (validate::ingress).
         AnyObject::Ingress(ing) if creating => {
             let defaults = cx.index.default_ingress_classes();
