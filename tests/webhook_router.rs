@@ -510,6 +510,49 @@ async fn a_tcproute_of_several_rules_is_denied_on_sluices_gateway_only() {
 }
 
 #[tokio::test]
+async fn listeners_sluice_does_not_serve_are_denied_in_a_gateway_of_its_class_only() {
+    let state = mk_state();
+    let with_listeners = |class: &str, listeners: serde_json::Value| {
+        let mut object = fixture("gateway_conflicting_listeners")["request"]["object"].clone();
+        object["spec"]["gatewayClassName"] = class.into();
+        object["spec"]["listeners"] = listeners;
+        mk_review_of("gateway_conflicting_listeners", object)
+    };
+    let served = json!([
+        {"name": "http", "port": 80, "protocol": "HTTP"},
+        {"name": "pass", "port": 443, "protocol": "TLS", "hostname": "db.example.com", "tls": {"mode": "Passthrough"}},
+        {"name": "pg", "port": 5432, "protocol": "TCP"},
+    ]);
+    post(&state, "/validate", with_listeners("sluice", served))
+        .await
+        .assert_allowed();
+    let not_served = json!([
+        {"name": "dns", "port": 53, "protocol": "UDP"},
+        {"name": "pass", "port": 443, "protocol": "TLS", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "db"}]}},
+        {"name": "pg", "port": 5432, "protocol": "TCP", "allowedRoutes": {"kinds": [{"kind": "HTTPRoute"}]}},
+    ]);
+    let reply = post(
+        &state,
+        "/validate",
+        with_listeners("sluice", not_served.clone()),
+    )
+    .await;
+    reply.assert_denied(422);
+    let msg = reply.message();
+    for want in [
+        r#"spec.listeners[0].protocol: sluice serves HTTP, HTTPS, TLS and TCP listeners, not "UDP""#,
+        "spec.listeners[1].tls.mode: sluice passes the connections of a TLS listener through, still encrypted, to its TLSRoutes' backends; set tls.mode: Passthrough",
+        "spec.listeners[2].allowedRoutes.kinds: sluice attaches TCPRoute to TCP listeners, not HTTPRoute",
+    ] {
+        assert!(msg.contains(want), "{want}\n{reply}");
+    }
+    // Another controller's class: its controller judges what it serves.
+    post(&state, "/validate", with_listeners("nginx", not_served))
+        .await
+        .assert_allowed();
+}
+
+#[tokio::test]
 async fn a_tlsroute_of_several_rules_is_denied_on_sluices_gateway() {
     let state = mk_state();
     let with_rules = |rules: serde_json::Value| {

@@ -30,6 +30,7 @@ use super::Builder;
 use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
+use crate::validate::FieldError;
 use crate::validate::gateway::validate_gateway;
 use crate::validate::label_selector::{LabelSelector, listener_selector};
 
@@ -440,6 +441,116 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
     }
 }
 
+/// How sluice serves a listener, by its protocol (and TLS mode).
+#[derive(Clone, Copy)]
+struct Serving {
+    /// TLS terminated on sluice's HTTPS listener.
+    https: bool,
+    /// A port of its own, TCP forwarded.
+    tcp: bool,
+    /// TLS passed through on sluice's HTTPS listener.
+    passthrough: bool,
+}
+
+impl Serving {
+    /// The route kinds a listener so served takes.
+    fn kinds(self) -> &'static [&'static str] {
+        match (self.tcp, self.passthrough) {
+            (true, _) => &TCP_ROUTE_KINDS,
+            (_, true) => &TLS_ROUTE_KINDS,
+            _ => &ROUTE_KINDS,
+        }
+    }
+}
+
+/// How sluice serves listener `l` (`field` names it), or why it does not: a protocol it does not
+/// serve (`UnsupportedProtocol`), a TLS mode the protocol does not take (`UnsupportedValue`).
+fn serving(field: &str, l: &GatewayListeners) -> Result<Serving, FieldError> {
+    let passthrough_mode = matches!(
+        l.tls.as_ref().and_then(|t| t.mode.as_ref()),
+        Some(GatewayListenersTlsMode::Passthrough)
+    );
+    let mode_error = |message: &str| {
+        let path = format!("{field}.tls.mode");
+        Err(FieldError::new(path, cond::UNSUPPORTED_VALUE, message))
+    };
+    let (https, tcp, passthrough) = match l.protocol.as_str() {
+        "HTTP" => (false, false, false),
+        "HTTPS" if passthrough_mode => {
+            return mode_error(
+                "an HTTPS listener terminates TLS (mode Terminate); to pass connections through, use a listener of protocol TLS with TLSRoutes",
+            );
+        }
+        "HTTPS" => (true, false, false),
+        "TCP" => (false, true, false),
+        "TLS" if !passthrough_mode => {
+            return mode_error(
+                "sluice passes the connections of a TLS listener through, still encrypted, to its TLSRoutes' backends; set tls.mode: Passthrough, or terminate TLS with an HTTPS listener and HTTPRoutes",
+            );
+        }
+        "TLS" => (false, false, true),
+        other => {
+            return Err(FieldError::new(
+                format!("{field}.protocol"),
+                cond::UNSUPPORTED_PROTOCOL,
+                format!("sluice serves HTTP, HTTPS, TLS and TCP listeners, not {other:?}"),
+            ));
+        }
+    };
+    Ok(Serving {
+        https,
+        tcp,
+        passthrough,
+    })
+}
+
+/// The route kinds of `offered` that `allowedRoutes.kinds` of listener `l` (`field`) allows (all
+/// of them without it), or the error when it allows none (`InvalidRouteKinds`).
+fn allowed_kinds(
+    field: &str,
+    l: &GatewayListeners,
+    offered: &'static [&'static str],
+) -> Result<Vec<&'static str>, FieldError> {
+    let Some(kinds) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()) else {
+        return Ok(offered.to_vec());
+    };
+    let allowed: Vec<&'static str> = (offered.iter().copied())
+        .filter(|sluices| {
+            (kinds.iter())
+                .any(|k| k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == *sluices)
+        })
+        .collect();
+    if allowed.is_empty() {
+        let asked: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
+        return Err(FieldError::new(
+            format!("{field}.allowedRoutes.kinds"),
+            cond::INVALID_ROUTE_KINDS,
+            format!(
+                "sluice attaches {} to {} listeners, not {}",
+                offered.join(" and "),
+                l.protocol,
+                asked.join(", ")
+            ),
+        ));
+    }
+    Ok(allowed)
+}
+
+/// What sluice does not serve in a Gateway of its class, one error per field: a listener's
+/// protocol or TLS mode, route kinds none of which its protocol takes. The webhook refuses these
+/// (a Gateway that got in anyway has those listeners not accepted, naming the same).
+pub fn unsupported(gw: &Gateway) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    for (i, l) in gw.spec.listeners.iter().enumerate() {
+        let field = format!("spec.listeners[{i}]");
+        match serving(&field, l) {
+            Err(e) => out.push(e),
+            Ok(s) => out.extend(allowed_kinds(&field, l, s.kinds()).err()),
+        }
+    }
+    out
+}
+
 /// A listener not accepted for `reason` (its references are not the problem).
 fn not_accepted(
     mut status: ListenerStatus,
@@ -482,25 +593,15 @@ fn listener(
         attached_routes: 0,
         conditions: Vec::new(),
     };
-    let (https, tcp, passthrough) = match l.protocol.as_str() {
-        "HTTP" => (false, false, false),
-        "HTTPS" => (true, false, false),
-        "TCP" => (false, true, false),
-        "TLS" => (false, false, true),
-        other => {
-            let message = format!(
-                "{field}.protocol: sluice serves HTTP, HTTPS, TLS and TCP listeners, not {other:?}"
-            );
-            return not_accepted(status, cond::UNSUPPORTED_PROTOCOL, message);
-        }
+    let how = match serving(&field, l) {
+        Ok(how) => how,
+        Err(e) => return not_accepted(status, e.reason, e.to_string()),
     };
-    let mode = l.tls.as_ref().and_then(|t| t.mode.as_ref());
-    if passthrough && !matches!(mode, Some(GatewayListenersTlsMode::Passthrough)) {
-        let message = format!(
-            "{field}.tls.mode: sluice passes the connections of a TLS listener through, still encrypted, to its TLSRoutes' backends; set tls.mode: Passthrough, or terminate TLS with an HTTPS listener and HTTPRoutes"
-        );
-        return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
-    }
+    let Serving {
+        https,
+        tcp,
+        passthrough,
+    } = how;
     let port = u16::try_from(l.port).ok().filter(|p| *p > 0);
     if tcp && port.is_none_or(|p| b.options.reserved_ports.contains(&p)) {
         let message = format!(
@@ -510,35 +611,9 @@ fn listener(
         return not_accepted(status, cond::PORT_UNAVAILABLE, message);
     }
     // Route kinds.
-    let offered: &[&'static str] = match (tcp, passthrough) {
-        (true, _) => &TCP_ROUTE_KINDS,
-        (_, true) => &TLS_ROUTE_KINDS,
-        _ => &ROUTE_KINDS,
-    };
-    let kinds = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref());
-    match kinds {
-        None => status.supported_kinds = offered.to_vec(),
-        Some(kinds) => {
-            status.supported_kinds = (offered.iter().copied())
-                .filter(|sluices| {
-                    (kinds.iter())
-                        .any(|k| k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == *sluices)
-                })
-                .collect();
-            if status.supported_kinds.is_empty() {
-                let asked: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
-                return unresolved(
-                    status,
-                    cond::INVALID_ROUTE_KINDS,
-                    format!(
-                        "{field}.allowedRoutes.kinds: sluice attaches {} to {} listeners, not {}",
-                        offered.join(" and "),
-                        l.protocol,
-                        asked.join(", ")
-                    ),
-                );
-            }
-        }
+    match allowed_kinds(&field, l, how.kinds()) {
+        Ok(kinds) => status.supported_kinds = kinds,
+        Err(e) => return unresolved(status, e.reason, e.to_string()),
     }
     let from = match l
         .allowed_routes
@@ -562,15 +637,6 @@ fn listener(
     let mut tls = None;
     if https {
         let t = l.tls.as_ref();
-        if matches!(
-            t.and_then(|t| t.mode.as_ref()),
-            Some(GatewayListenersTlsMode::Passthrough)
-        ) {
-            let message = format!(
-                "{field}.tls.mode: an HTTPS listener terminates TLS (mode Terminate); to pass connections through, use a listener of protocol TLS with TLSRoutes"
-            );
-            return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
-        }
         let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
         let Some(cert) = refs.first() else {
             return unresolved(

@@ -245,6 +245,11 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
                 v.error(e);
             }
         }
+        AnyObject::Gateway(g) if class_is_ours(&g.spec.gateway_class_name, cx) => {
+            for e in crate::dag::gateway::unsupported(g) {
+                v.error(e);
+            }
+        }
         AnyObject::TcpRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
             for e in crate::dag::tcproute::unsupported(r) {
                 v.error(e);
@@ -365,9 +370,6 @@ fn attached_to_ours<'a>(
     >,
     cx: &Context<'_>,
 ) -> bool {
-    let Some(ours) = &cx.settings.gateway_controller_name else {
-        return false;
-    };
     let own_ns = obj.key().namespace;
     parents.any(|(group, kind, namespace, name)| {
         group.as_deref().unwrap_or(crate::dag::gateway::GROUP) == crate::dag::gateway::GROUP
@@ -378,9 +380,14 @@ fn attached_to_ours<'a>(
                     namespace.as_deref().unwrap_or(&own_ns),
                     name.as_str(),
                 ))
-                .and_then(|class| cx.index.gateway_class_controller(class))
-                .is_some_and(|c| c == ours)
+                .is_some_and(|class| class_is_ours(class, cx))
     })
+}
+
+/// Whether the index knows the Gateway class to be sluice's.
+fn class_is_ours(class: &str, cx: &Context<'_>) -> bool {
+    let ours = cx.settings.gateway_controller_name.as_deref();
+    ours.is_some() && cx.index.gateway_class_controller(class) == ours
 }
 
 /// A Gateway class is out of scope only when the index knows it belongs to another controller.
