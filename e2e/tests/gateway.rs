@@ -152,7 +152,7 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
         "{headers}"
     );
 
-    wait_object(&env, "gatewayclasses", "", &class, "Accepted", |o| {
+    let gc = wait_object(&env, "gatewayclasses", "", &class, "Accepted", |o| {
         holds(
             o,
             &o["status"]["conditions"],
@@ -161,6 +161,21 @@ fn an_httproute_on_sluices_gateway_serves_traffic_and_reports_status() {
             "Accepted",
         )
     });
+    // The features sluice serves, by the Gateway API's names, as the apiserver stores them.
+    let features = gc["status"]["supportedFeatures"].as_array().cloned();
+    let features: Vec<Value> = features.unwrap_or_default();
+    for name in [
+        "Gateway",
+        "HTTPRoute",
+        "GRPCRoute",
+        "TLSRoute",
+        "HTTPRouteCORS",
+    ] {
+        assert!(
+            features.contains(&serde_json::json!({"name": name})),
+            "{name} in {features:?}"
+        );
+    }
     let gw = wait_object(
         &env,
         "gateways",

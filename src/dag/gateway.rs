@@ -42,6 +42,34 @@ pub const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
 pub const TCP_ROUTE_KINDS: [&str; 1] = ["TCPRoute"];
 /// The route kinds sluice attaches to TLS (passthrough) listeners.
 pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
+/// The features of the Gateway API's conformance profiles sluice serves, by their names there
+/// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
+/// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
+/// there; the Gateway API has no feature name for TCPRoute.
+pub const SUPPORTED_FEATURES: [&str; 21] = [
+    "GRPCRoute",
+    "Gateway",
+    "HTTPRoute",
+    "HTTPRouteBackendRequestHeaderModification",
+    "HTTPRouteBackendTimeout",
+    "HTTPRouteCORS",
+    "HTTPRouteHostRewrite",
+    "HTTPRouteMethodMatching",
+    "HTTPRouteParentRefPort",
+    "HTTPRoutePathRedirect",
+    "HTTPRoutePathRewrite",
+    "HTTPRoutePortRedirect",
+    "HTTPRouteQueryParamMatching",
+    "HTTPRouteRequestMirror",
+    "HTTPRouteRequestMultipleMirrors",
+    "HTTPRouteRequestPercentageMirror",
+    "HTTPRouteRequestTimeout",
+    "HTTPRouteResponseHeaderModification",
+    "HTTPRouteSchemeRedirect",
+    "ReferenceGrant",
+    "TLSRoute",
+];
+
 /// Minimum TLS version of hosts served from Gateway HTTPS listeners.
 pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
 
@@ -211,10 +239,15 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 accepted.message.clone(),
             );
         }
+        let supported_features = match accepted.status {
+            true => SUPPORTED_FEATURES.to_vec(),
+            false => Vec::new(),
+        };
         b.set_gateway_status(
             &obj,
             GatewayApiStatus {
                 conditions: vec![accepted],
+                supported_features,
                 ..Default::default()
             },
         );
@@ -338,7 +371,7 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             GatewayApiStatus {
                 conditions,
                 listeners: gw.listener_status,
-                parents: Vec::new(),
+                ..Default::default()
             },
         );
     }

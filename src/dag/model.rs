@@ -798,6 +798,10 @@ pub struct GatewayApiStatus {
     pub listeners: Vec<ListenerStatus>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parents: Vec<ParentStatus>,
+    /// A GatewayClass's `supportedFeatures`: the Gateway API's names of the features sluice
+    /// serves, in alphabetical order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub supported_features: Vec<&'static str>,
 }
 
 /// One condition (`metav1.Condition` without its timestamps and generation, which the status

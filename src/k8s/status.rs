@@ -267,6 +267,10 @@ fn gateway_status(
     if !g.conditions.is_empty() {
         status.insert("conditions".into(), conditions("", &g.conditions));
     }
+    if !g.supported_features.is_empty() {
+        let names = g.supported_features.iter().map(|f| json!({ "name": f }));
+        status.insert("supportedFeatures".into(), Value::Array(names.collect()));
+    }
     if !g.listeners.is_empty() {
         let listeners = g.listeners.iter().map(|l| {
             let kinds: Vec<Value> = (l.supported_kinds.iter())
@@ -479,7 +483,13 @@ fn project(status: &Value, kind: Kind) -> Value {
         }
     };
     if is_gateway_kind(kind) {
-        let mut m = pick(&["conditions", "listeners", "parents", "addresses"]);
+        let mut m = pick(&[
+            "conditions",
+            "listeners",
+            "parents",
+            "addresses",
+            "supportedFeatures",
+        ]);
         if let Some(cs) = m.get_mut("conditions") {
             strip(cs);
         }
@@ -930,6 +940,35 @@ mod tests {
         assert_eq!(cs[0]["lastTransitionTime"], T0);
         assert_eq!(cs[1]["lastTransitionTime"], T1);
         assert_eq!(cs[1]["status"], "False");
+    }
+
+    #[test]
+    fn a_gateway_class_lists_its_supported_features_and_is_not_written_again() {
+        let g = crate::dag::GatewayApiStatus {
+            conditions: vec![gcond("Accepted", true, "Accepted")],
+            supported_features: crate::dag::gateway::SUPPORTED_FEATURES.to_vec(),
+            ..Default::default()
+        };
+        let s = gateway_verdict(g, State::Valid);
+        let first = applied(plan(
+            Kind::GatewayClass,
+            Verdict::Dag(&s),
+            &observed(None),
+            None,
+            T0,
+        ));
+        let names: Vec<&str> = (first["supportedFeatures"].as_array().unwrap().iter())
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, crate::dag::gateway::SUPPORTED_FEATURES);
+        // In the order the Gateway API asks for, each once.
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "{names:?}");
+        assert!(names.contains(&"TLSRoute") && names.contains(&"HTTPRoute"));
+        let stored = observed(Some(first));
+        assert_eq!(
+            plan(Kind::GatewayClass, Verdict::Dag(&s), &stored, None, T1),
+            Plan::Keep
+        );
     }
 
     #[test]
