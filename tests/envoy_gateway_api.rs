@@ -263,6 +263,10 @@ async fn header_filters_change_requests_and_responses_and_redirects_and_rewrites
     filters: [{type: RequestRedirect, requestRedirect: {statusCode: 308, path: {type: ReplacePrefixMatch, replacePrefixMatch: /store}}}]
   - matches: [{path: {type: PathPrefix, value: /drop}}]
     filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}]
+  - matches: [{path: {type: Exact, value: /see-other}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 303, path: {type: ReplaceFullPath, replaceFullPath: /seen}}}]
+  - matches: [{path: {type: Exact, value: /again}}]
+    filters: [{type: RequestRedirect, requestRedirect: {statusCode: 307, port: 8443, path: {type: ReplaceFullPath, replaceFullPath: /again-later}}}]
   - matches: [{path: {type: PathPrefix, value: /legacy}}]
     filters: [{type: URLRewrite, urlRewrite: {hostname: internal.example.com, path: {type: ReplaceFullPath, replaceFullPath: /v2/home}}}]
     backendRefs: [{name: web, port: 80}]
@@ -367,11 +371,14 @@ async fn header_filters_change_requests_and_responses_and_redirects_and_rewrites
     assert!(location.ends_with("/temp/x"), "{location}");
     // A redirect's ReplacePrefixMatch: the prefix the route matched (segment-wise) replaced in
     // the Location, the query kept.
+    // The statuses the Gateway API allows besides 301 and 302, and a port.
     for (sent, status, path) in [
         ("/shelf/a/b?q=1", 308, "/store/a/b?q=1"),
         ("/shelf", 308, "/store"),
         ("/drop/x?y=2", 302, "/x?y=2"),
         ("/drop", 302, "/"),
+        ("/see-other", 303, "/seen"),
+        ("/again", 307, ":8443/again-later"),
     ] {
         let res = get(sent).send().await.unwrap();
         assert_eq!(res.status().as_u16(), status, "{sent}");
