@@ -141,7 +141,13 @@ pub struct ServicePorts {
 pub struct ServicePortRef {
     pub name: Option<Box<str>>,
     pub port: i32,
+    /// Its `appProtocol` is `kubernetes.io/h2c`: cleartext HTTP/2 (Gateway API routes speak it
+    /// to the port).
+    pub h2c: bool,
 }
+
+/// The `appProtocol` of a Service port that speaks cleartext HTTP/2 (Kubernetes' own name).
+pub const APP_PROTOCOL_H2C: &str = "kubernetes.io/h2c";
 
 impl ServicePortRef {
     /// The name EndpointSlice ports carry for this port ("" when it has none).
@@ -162,6 +168,7 @@ impl From<&Service> for ServicePorts {
                 .map(|p| ServicePortRef {
                     name: p.name.as_deref().map(Into::into),
                     port: p.port,
+                    h2c: p.app_protocol.as_deref() == Some(APP_PROTOCOL_H2C),
                 })
                 .collect(),
         }

@@ -8,7 +8,7 @@ mod envoy_support;
 
 use base64::Engine;
 use envoy_support::backend::Backend;
-use envoy_support::harness::{Harness, services};
+use envoy_support::harness::{Harness, docs, services, slice};
 use sluice::cli::bootstrap::XdsProtocol;
 
 const CLASSES: &str = "apiVersion: gateway.networking.k8s.io/v1
@@ -385,6 +385,36 @@ async fn header_filters_change_requests_and_responses_and_redirects_and_rewrites
         let location = res.headers()["location"].to_str().unwrap().to_string();
         assert_eq!(location, format!("http://app.example.com{path}"), "{sent}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_port_of_app_protocol_h2c_is_spoken_to_in_cleartext_http2() {
+    let h2c = Backend::start("proto/h2c").await;
+    let plain = Backend::start("proto/plain").await;
+    // The same kind of backend behind two Service ports, one of appProtocol kubernetes.io/h2c.
+    let svc = "apiVersion: v1\nkind: Service\nmetadata: {name: app, namespace: proto}\nspec: {ports: [{name: h2c, port: 80, appProtocol: kubernetes.io/h2c}, {name: plain, port: 81}]}\n";
+    let slices = docs(&[
+        slice("proto", "app", "h2c", h2c.port, "0"),
+        slice("proto", "app", "plain", plain.port, "1"),
+    ]);
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /plain}}]
+    backendRefs: [{name: app, port: 81}]
+  - backendRefs: [{name: app, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", format!("{svc}---\n{slices}")),
+            ("gateway.yaml", http_gateway("proto")),
+            ("route.yaml", app_route("proto", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/", &[], "proto/h2c").await;
+    assert_eq!(h2c.last_header(":version"), ["HTTP/2.0"]);
+    h.expect("app.example.com", "/plain", &[], "proto/plain")
+        .await;
+    assert_eq!(plain.last_header(":version"), ["HTTP/1.1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -830,6 +830,15 @@ pub(super) fn resolve_backend(
             ),
         ))
     } else if let Some(port) = r.port {
+        // An HTTP backend whose Service port says it speaks cleartext HTTP/2 gets it.
+        let h2c = || {
+            let svc = b.backing.services().get(&ObjKey::new(to_ns, r.name));
+            svc.is_some_and(|s| s.ports.iter().any(|p| p.port == port && p.h2c))
+        };
+        let protocol = match protocol {
+            UpstreamProtocol::Http if h2c() => UpstreamProtocol::H2c,
+            other => other,
+        };
         let backend = BackendRef {
             namespace: to_ns,
             service: r.name,

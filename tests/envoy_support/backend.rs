@@ -1,6 +1,7 @@
 //! Small HTTP backends on 127.0.0.1 that answer every request with their own name (body and
 //! `x-backend` header). `/healthz` answers 200, or 503 once the backend is told to be unhealthy.
-//! Each backend keeps the headers of the last request it served. A request with an
+//! Each backend keeps the headers of the last request it served (with `:path` and `:version`,
+//! the HTTP version it came in). A request with an
 //! `x-delay-ms` header is answered that many milliseconds later (at most 10 s).
 
 use std::convert::Infallible;
@@ -57,12 +58,14 @@ impl Backend {
                                 if h.load(Ordering::SeqCst) { 200 } else { 503 }
                             } else {
                                 let path = (":path".to_string(), req.uri().to_string());
+                                let version =
+                                    (":version".to_string(), format!("{:?}", req.version()));
                                 *seen.lock().unwrap() = (req.headers().iter())
                                     .map(|(k, v)| {
                                         let v = String::from_utf8_lossy(v.as_bytes());
                                         (k.to_string(), v.into_owned())
                                     })
-                                    .chain([path])
+                                    .chain([path, version])
                                     .collect();
                                 // Counted once its headers are there: a test that waits for a
                                 // hit then reads that request's headers.
