@@ -142,6 +142,55 @@ impl Drop for TlsBackend {
     }
 }
 
+/// A plain TCP backend: greets each connection with its name and a newline, then echoes what it
+/// reads (at most 1 MiB, at most 30 s per connection).
+struct PlainBackend {
+    port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PlainBackend {
+    async fn start(name: &str) -> PlainBackend {
+        let listener = (TcpListener::bind("127.0.0.1:0").await).expect("bind a TCP backend");
+        let port = listener.local_addr().expect("TCP backend address").port();
+        let greeting = format!("{name}\n");
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let greeting = greeting.clone();
+                tokio::spawn(tokio::time::timeout(Duration::from_secs(30), async move {
+                    if stream.write_all(greeting.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let (mut buf, mut echoed) = (vec![0u8; 4096], 0usize);
+                    while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                        echoed += n;
+                        if echoed > 1 << 20 || stream.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }));
+            }
+        });
+        PlainBackend { port, task }
+    }
+}
+
+impl Drop for PlainBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A `kubernetes.io/tls` Secret `gw/<name>` holding `leaf` and its key.
+fn tls_secret(name: &str, leaf: &Leaf) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: gw}}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n",
+        b64(&leaf.cert.pem()),
+        b64(&leaf.key.serialize_pem())
+    )
+}
+
 /// A TLS connection through Envoy's HTTPS port: the certificate the server showed, and the
 /// stream.
 struct Conn {
@@ -202,9 +251,9 @@ async fn reached(h: &Harness, tls: &TlsConnector, sni: &str) -> Result<String, S
     dial(h, tls, sni).await.map(|(name, _)| name)
 }
 
-/// Dials `sni` until backend `want` greets, then checks that the handshake showed `want`'s own
-/// certificate `cert` (Envoy did not terminate TLS) and returns the connection; panics after
-/// [`CONVERGE`] naming the last outcome.
+/// Dials `sni` until backend `want` greets, then checks that the handshake showed certificate
+/// `cert` (for passthrough `want`'s own: Envoy did not terminate TLS) and returns the connection;
+/// panics after [`CONVERGE`] naming the last outcome.
 async fn expect_backend(
     h: &Harness,
     tls: &TlsConnector,
@@ -302,12 +351,7 @@ async fn a_tlsroute_passes_its_hosts_through_by_sni_and_follows_changes() {
     let a = TlsBackend::start("db-a", &leaf_a).await;
     let b = TlsBackend::start("db-b", &leaf_b).await;
     let web = Backend::start("gw/web").await;
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let secret = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: web-cert, namespace: gw}}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n",
-        b64(&web_leaf.cert.pem()),
-        b64(&web_leaf.key.serialize_pem())
-    );
+    let secret = tls_secret("web-cert", &web_leaf);
     let h = Harness::start(
         &[
             ("svc.yaml", backend_services(&a, &b, &web)),
@@ -400,4 +444,66 @@ async fn a_tlsroute_passes_its_hosts_through_by_sni_and_follows_changes() {
         "a backend got a connection after the TLSRoute was removed"
     );
     h.expect_tls("web.example.com", "/", "gw/web").await;
+}
+
+/// A TLS listener in mode `Terminate`: Envoy's HTTPS listener terminates TLS for the TLSRoute's
+/// host with the listener's Secret (the handshake shows that certificate) and forwards the
+/// decrypted bytes over plain TCP to the route's backend, which greets and echoes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tlsroute_on_a_terminate_listener_forwards_decrypted_tcp() {
+    let ca = Ca::new();
+    let leaf = ca.leaf("term", &["term.example.com"]);
+    let plain = PlainBackend::start("term-plain").await;
+    let svc = docs(&[
+        service("gw", "term-plain", 9000, ""),
+        slice("gw", "term-plain", "", plain.port, "0"),
+    ]);
+    let gateway = "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: term-gw, namespace: gw}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: term, protocol: TLS, port: 443, hostname: term.example.com, tls: {mode: Terminate, certificateRefs: [{name: term-cert}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: term, namespace: gw}
+spec:
+  parentRefs: [{name: term-gw, sectionName: term}]
+  hostnames: [term.example.com]
+  rules: [{backendRefs: [{name: term-plain, port: 9000}]}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", svc),
+            ("secret.yaml", tls_secret("term-cert", &leaf)),
+            ("gateway.yaml", gateway.to_string()),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    let tls = ca.connector();
+
+    // The handshake shows the Secret's certificate and the plain backend greets: Envoy terminated.
+    let mut conn = expect_backend(&h, &tls, "term.example.com", "term-plain", &leaf).await;
+    let sent = b"sluice terminates TLS\n";
+    let mut back = vec![0u8; sent.len()];
+    let echoed = tokio::time::timeout(Duration::from_secs(5), async {
+        conn.stream.write_all(sent).await?;
+        conn.stream.flush().await?;
+        conn.stream.read_exact(&mut back).await
+    });
+    let echoed = echoed.await;
+    assert!(
+        matches!(echoed, Ok(Ok(_))),
+        "no echo: {echoed:?}\n{}",
+        envoy_state(&h).await
+    );
+    assert_eq!(back, sent, "the echo differs from what was sent");
 }

@@ -522,13 +522,14 @@ async fn listeners_sluice_does_not_serve_are_denied_in_a_gateway_of_its_class_on
         {"name": "http", "port": 80, "protocol": "HTTP"},
         {"name": "pass", "port": 443, "protocol": "TLS", "hostname": "db.example.com", "tls": {"mode": "Passthrough"}},
         {"name": "pg", "port": 5432, "protocol": "TCP"},
+        {"name": "tls", "port": 8443, "protocol": "TLS", "hostname": "vault.example.com", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "vault"}]}},
     ]);
     post(&state, "/validate", with_listeners("sluice", served))
         .await
         .assert_allowed();
     let not_served = json!([
         {"name": "dns", "port": 53, "protocol": "UDP"},
-        {"name": "pass", "port": 443, "protocol": "TLS", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "db"}]}},
+        {"name": "pass", "port": 443, "protocol": "HTTPS", "tls": {"mode": "Passthrough"}},
         {"name": "pg", "port": 5432, "protocol": "TCP", "allowedRoutes": {"kinds": [{"kind": "HTTPRoute"}]}},
     ]);
     let reply = post(
@@ -541,7 +542,7 @@ async fn listeners_sluice_does_not_serve_are_denied_in_a_gateway_of_its_class_on
     let msg = reply.message();
     for want in [
         r#"spec.listeners[0].protocol: sluice serves HTTP, HTTPS, TLS and TCP listeners, not "UDP""#,
-        "spec.listeners[1].tls.mode: sluice passes the connections of a TLS listener through, still encrypted, to its TLSRoutes' backends; set tls.mode: Passthrough",
+        "spec.listeners[1].tls.mode: an HTTPS listener terminates TLS (mode Terminate); to pass connections through, use a listener of protocol TLS with TLSRoutes",
         "spec.listeners[2].allowedRoutes.kinds: sluice attaches TCPRoute to TCP listeners, not HTTPRoute",
     ] {
         assert!(msg.contains(want), "{want}\n{reply}");

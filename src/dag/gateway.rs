@@ -6,8 +6,9 @@
 //! - A Gateway of such a class is served on sluice's listeners: its `HTTP` listeners on sluice's
 //!   plain HTTP listener, its `HTTPS` listeners (TLS `Terminate`, one certificate) on sluice's
 //!   HTTPS listener, whatever port numbers they name (the Gateway's Service maps its ports to
-//!   sluice's). Its `TLS` listeners (mode `Passthrough`) are served on sluice's HTTPS listener
-//!   too, passing connections through by SNI to TLSRoutes' backends ([`super::tlsroute`]). Its
+//!   sluice's). Its `TLS` listeners are served on sluice's HTTPS listener too, passing
+//!   connections through by SNI to TLSRoutes' backends (mode `Passthrough`) or terminating TLS
+//!   and forwarding the stream to them (mode `Terminate`; [`super::tlsroute`]). Its
 //!   `TCP` listeners are ports Envoy listens on, each forwarding its connections to one
 //!   TCPRoute's backends ([`super::tcproute`]). Other protocols are not accepted.
 //! - An HTTPRoute's parent that is one of those Gateways attaches the route to the listeners it
@@ -46,7 +47,7 @@ pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
 /// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
 /// there; the Gateway API has no feature name for TCPRoute.
-pub const SUPPORTED_FEATURES: [&str; 25] = [
+pub const SUPPORTED_FEATURES: [&str; 26] = [
     "GRPCRoute",
     "Gateway",
     "HTTPRoute",
@@ -72,6 +73,7 @@ pub const SUPPORTED_FEATURES: [&str; 25] = [
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
     "TLSRoute",
+    "TLSRouteModeTerminate",
 ];
 
 /// Minimum TLS version of hosts served from Gateway HTTPS listeners.
@@ -487,12 +489,14 @@ struct Serving {
     tcp: bool,
     /// TLS passed through on sluice's HTTPS listener.
     passthrough: bool,
+    /// TLS terminated on sluice's HTTPS listener, the stream inside forwarded (TLSRoutes).
+    tls_terminate: bool,
 }
 
 impl Serving {
     /// The route kinds a listener so served takes.
     fn kinds(self) -> &'static [&'static str] {
-        match (self.tcp, self.passthrough) {
+        match (self.tcp, self.passthrough || self.tls_terminate) {
             (true, _) => &TCP_ROUTE_KINDS,
             (_, true) => &TLS_ROUTE_KINDS,
             _ => &ROUTE_KINDS,
@@ -511,21 +515,16 @@ fn serving(field: &str, l: &GatewayListeners) -> Result<Serving, FieldError> {
         let path = format!("{field}.tls.mode");
         Err(FieldError::new(path, cond::UNSUPPORTED_VALUE, message))
     };
-    let (https, tcp, passthrough) = match l.protocol.as_str() {
-        "HTTP" => (false, false, false),
+    let (https, tcp, passthrough, tls_terminate) = match l.protocol.as_str() {
+        "HTTP" => (false, false, false, false),
         "HTTPS" if passthrough_mode => {
             return mode_error(
                 "an HTTPS listener terminates TLS (mode Terminate); to pass connections through, use a listener of protocol TLS with TLSRoutes",
             );
         }
-        "HTTPS" => (true, false, false),
-        "TCP" => (false, true, false),
-        "TLS" if !passthrough_mode => {
-            return mode_error(
-                "sluice passes the connections of a TLS listener through, still encrypted, to its TLSRoutes' backends; set tls.mode: Passthrough, or terminate TLS with an HTTPS listener and HTTPRoutes",
-            );
-        }
-        "TLS" => (false, false, true),
+        "HTTPS" => (true, false, false, false),
+        "TCP" => (false, true, false, false),
+        "TLS" => (false, false, passthrough_mode, !passthrough_mode),
         other => {
             return Err(FieldError::new(
                 format!("{field}.protocol"),
@@ -538,6 +537,7 @@ fn serving(field: &str, l: &GatewayListeners) -> Result<Serving, FieldError> {
         https,
         tcp,
         passthrough,
+        tls_terminate,
     })
 }
 
@@ -638,6 +638,7 @@ fn listener(
         https,
         tcp,
         passthrough,
+        tls_terminate,
     } = how;
     let port = u16::try_from(l.port).ok().filter(|p| *p > 0);
     if tcp && port.is_none_or(|p| b.options.reserved_ports.contains(&p)) {
@@ -672,7 +673,7 @@ fn listener(
         }
     };
     let mut tls = None;
-    if https {
+    if https || tls_terminate {
         let t = l.tls.as_ref();
         let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
         let Some(cert) = refs.first() else {
@@ -680,7 +681,7 @@ fn listener(
                 status,
                 cond::INVALID_CERTIFICATE_REF,
                 format!(
-                    "{field}.tls.certificateRefs: an HTTPS listener needs a certificate (a kubernetes.io/tls Secret)"
+                    "{field}.tls.certificateRefs: a listener that terminates TLS needs a certificate (a kubernetes.io/tls Secret)"
                 ),
             );
         };
@@ -724,11 +725,15 @@ fn listener(
             cond::PROGRAMMED,
             true,
             cond::PROGRAMMED,
-            match (https, tcp, passthrough) {
+            match (https, tcp, passthrough, tls_terminate) {
                 (true, ..) => "served on sluice's HTTPS listener".to_string(),
-                (_, true, _) => format!("Envoy listens on port {} for it", l.port),
-                (.., true) => {
+                (_, true, ..) => format!("Envoy listens on port {} for it", l.port),
+                (_, _, true, _) => {
                     "served on sluice's HTTPS listener, its connections passed through by SNI"
+                        .to_string()
+                }
+                (.., true) => {
+                    "served on sluice's HTTPS listener, TLS terminated and each connection's stream forwarded by SNI"
                         .to_string()
                 }
                 _ => "served on sluice's HTTP listener".to_string(),

@@ -191,6 +191,7 @@ metadata: {name: pass, namespace: tls}
 spec:
   gatewayClassName: sluice
   listeners:
+  - {name: term, protocol: TLS, port: 8443, hostname: term.example.com, tls: {certificateRefs: [{name: secure-tls}]}}
   - {name: tls, protocol: TLS, port: 443, tls: {mode: Passthrough}, allowedRoutes: {namespaces: {from: All}}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -207,7 +208,7 @@ kind: TLSRoute
 metadata: {name: vault, namespace: tls, creationTimestamp: '2024-01-08T00:00:00Z', generation: 2}
 spec:
   parentRefs: [{name: pass}]
-  hostnames: [vault.example.com, secure.example.com, '*.vault.example.com']
+  hostnames: [vault.example.com, secure.example.com, '*.vault.example.com', term.example.com]
   rules:
   - backendRefs: [{name: web, port: 80, weight: 1}, {name: api, port: 80, weight: 4}]
 ---
@@ -541,6 +542,9 @@ fn a_tlsroute_change_rebuilds_the_hosts_it_passes_through_as_a_full_build_would(
         ]
     );
     assert!(got.vhosts["secure.example.com"].tls.is_some());
+    // term.example.com through the listener that terminates TLS.
+    let term = &got.vhosts["term.example.com"];
+    assert!(term.tls.is_some() && term.tcp_proxy.is_some(), "{term:?}");
 
     // Every TLSRoute removed: nothing passed through, foo.com as the Ingresses make it.
     let mut none = next.clone();

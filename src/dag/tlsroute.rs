@@ -1,19 +1,23 @@
-//! TLSRoutes (`gateway.networking.k8s.io/v1`) attached to the `TLS` listeners (mode
-//! `Passthrough`) of sluice's Gateways ([`super::gateway`]). Such a listener is served on sluice's
-//! HTTPS listener, as HTTPS listeners are: a connection whose SNI names one of the route's
-//! hostnames is forwarded as it is, still encrypted, to the route's backends (weighted); the
-//! backends terminate TLS. The rules are written down in `docs/gateway-api.md`.
+//! TLSRoutes (`gateway.networking.k8s.io/v1`) attached to the `TLS` listeners of sluice's
+//! Gateways ([`super::gateway`]). Such a listener is served on sluice's HTTPS listener, as HTTPS
+//! listeners are: a connection whose SNI names one of the route's hostnames is forwarded to the
+//! route's backends (weighted) as it is, still encrypted (mode `Passthrough`: the backends
+//! terminate TLS), or Envoy terminates TLS with the listener's certificate and forwards the
+//! stream inside (mode `Terminate`). The rules are written down in `docs/gateway-api.md`.
 
 use std::collections::BTreeMap;
 
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 
 use super::Builder;
-use super::gateway::{GatewayAcc, attached_to_gateway, cond, condition, refs_resolved};
+use super::gateway::{
+    GATEWAY_MIN_TLS, GatewayAcc, attached_to_gateway, cond, condition, refs_resolved,
+};
 use super::gwroute::{
     ReadyRoute, Tally, listener_route_hosts, one_rule, parents_in, record_status, rule_connections,
     sluices_parents,
 };
+use super::model::VhostTls;
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -51,8 +55,9 @@ pub(super) fn tls_route(
     let errors = validate_tls_route(route).errors;
     let refused = ReadyRoute::new(errors, || unsupported(route)).refused;
 
-    // The hosts the route is attached on, through every parent.
-    let mut hosts: Vec<String> = Vec::new();
+    // The hosts the route is attached on, through every parent, each with the TLS Secret of the
+    // listener that terminates TLS for it (None: passed through); the first listener's.
+    let mut hosts: Vec<(String, Option<String>)> = Vec::new();
     let mut statuses = Vec::new();
     for (i, p, gw_key) in &parents {
         let Some(gw) = gateways.get_mut(gw_key) else {
@@ -76,8 +81,8 @@ pub(super) fn tls_route(
             }
             l.attached += 1;
             for h in named {
-                if !hosts.contains(&h) {
-                    hosts.push(h);
+                if !hosts.iter().any(|(known, _)| *known == h) {
+                    hosts.push((h, l.tls.clone()));
                 }
             }
         }
@@ -115,7 +120,7 @@ pub(super) fn tls_route(
     if let Some(rule) = route.spec.rules.first().filter(|_| !hosts.is_empty()) {
         let ns = &*key.namespace;
         let clusters = rule_connections!(b, snapshot, "TLSRoute", ns, rule, &mut resolved);
-        for host in &hosts {
+        for (host, terminate) in &hosts {
             if let Some(owner) = b.host_owner(host) {
                 host_conflicts.push(format!("{host:?} is owned by {owner}"));
                 continue;
@@ -127,14 +132,31 @@ pub(super) fn tls_route(
             let v = b.vhost(host);
             if v.tls.is_some() {
                 conflicts.push(format!(
-                    "{host:?} is served with TLS terminated (an HTTPS listener, an Ingress or an IngressRoute), so its connections cannot be passed through"
+                    "{host:?} is served with TLS terminated for HTTP (an HTTPS listener, an Ingress or an IngressRoute), so its connections cannot go to this route"
+                ));
+                continue;
+            }
+            if terminate.is_some() && !v.routes.is_empty() {
+                conflicts.push(format!(
+                    "{host:?} has HTTP routes, served over plain HTTP; a host whose TLS is terminated for a TLSRoute serves its TLS connections' streams only"
                 ));
                 continue;
             }
             passthrough.insert(host.clone(), obj.clone());
             // No backend to forward to: no filter chain, so Envoy closes those connections.
-            if let Some(clusters) = &clusters {
-                b.vhost(host).tls_passthrough = Some(clusters.clone());
+            let Some(clusters) = &clusters else {
+                continue;
+            };
+            let v = b.vhost(host);
+            match terminate {
+                Some(secret) => {
+                    v.tls = Some(VhostTls {
+                        secret: secret.clone(),
+                        min_version: GATEWAY_MIN_TLS,
+                    });
+                    v.tcp_proxy = Some(clusters.clone());
+                }
+                None => v.tls_passthrough = Some(clusters.clone()),
             }
         }
     }

@@ -200,19 +200,50 @@ fn the_oldest_route_keeps_a_host_and_a_terminated_host_is_not_passed_through() {
 }
 
 #[test]
-fn a_tls_listener_terminating_tls_is_not_accepted() {
-    let gw = gateway_with(
-        "  - {name: tls, protocol: TLS, port: 443, tls: {mode: Terminate, certificateRefs: [{name: web-tls}]}}\n",
+fn a_tls_listener_that_terminates_forwards_the_stream_inside_to_the_backends() {
+    let listeners = "  - {name: tls, protocol: TLS, port: 443, tls: {mode: Terminate, certificateRefs: [{name: web-tls}]}}
+  - {name: nocert, protocol: TLS, port: 8443, hostname: other.example.com, tls: {certificateRefs: [{name: missing}]}}
+  - {name: http, protocol: HTTP, port: 80}
+";
+    let gw = gateway_with(listeners);
+    let tls = tls_route("db", T0, &["db.example.com", "shop.example.com"], TO_DB);
+    let http = route("shop", "web", &["shop.example.com"], TO_WEB);
+    let mut snap = snapshot(&[CLASS, &gw, SERVICES, DATABASES, &http, &tls]);
+    let secret = crate::synth::tls_secret("shop", "web-tls");
+    snap.insert(AnyObject::Secret(Arc::new(secret)));
+    let dag = build(&snap, &Options::default());
+
+    let v = &dag.vhosts["db.example.com"];
+    assert_eq!(
+        v.tls.as_ref().map(|t| t.secret.as_str()),
+        Some("shop/web-tls")
     );
-    let dag = dag_of(&[CLASS, &gw, DATABASES]);
+    let proxied = v.tcp_proxy.as_ref().expect("the stream is forwarded");
+    assert!(proxied[0].cluster.starts_with("shop/db/443"), "{proxied:?}");
+    assert!(v.tls_passthrough.is_none() && v.routes.is_empty() && !v.serves_http());
+    assert!(dag.secrets.contains_key("shop/web-tls"));
     let l = listener_status(&dag, "tls");
-    assert_eq!(l.conditions[0].reason, "UnsupportedValue");
+    assert_eq!(l.supported_kinds, ["TLSRoute"]);
+    assert_eq!(l.attached_routes, 1);
+    assert!(l.conditions[1].message.contains("TLS terminated"), "{l:?}");
+    // A host with plain HTTP routes is not taken: they would no longer be served.
+    let shop = &dag.vhosts["shop.example.com"];
+    assert!(shop.tcp_proxy.is_none() && shop.tls.is_none(), "{shop:?}");
+    let parent = route_parent_of(&dag, Kind::TlsRoute, "shop", "db");
     assert!(
-        l.conditions[0]
-            .message
-            .contains("spec.listeners[0].tls.mode"),
-        "{l:?}"
+        parent.conditions[0].message.contains("has HTTP routes"),
+        "{parent:?}"
     );
+    // Without its certificate the listener has nothing to terminate with.
+    let l = listener_status(&dag, "nocert");
+    assert_eq!(
+        conds(&l.conditions)[2],
+        "ResolvedRefs=false/InvalidCertificateRef"
+    );
+}
+
+#[test]
+fn an_https_listener_that_passes_through_is_not_accepted() {
     let gw =
         gateway_with("  - {name: https, protocol: HTTPS, port: 443, tls: {mode: Passthrough}}\n");
     let dag = dag_of(&[CLASS, &gw, DATABASES]);
