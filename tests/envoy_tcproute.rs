@@ -10,74 +10,22 @@
 mod envoy_support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use envoy_support::echo::EchoBackend;
 use envoy_support::free_port;
 use envoy_support::harness::{Harness, docs, service, slice};
 use sluice::cli::bootstrap::XdsProtocol;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// How long a test waits for a TCP configuration to reach Envoy.
 const TCP_CONVERGE: Duration = Duration::from_secs(20);
 /// The Service port the TCPRoutes' backendRefs name.
 const SVC_PORT: u16 = 5432;
 
-/// A raw TCP backend: greets each connection with its name and a newline, then echoes what it
-/// reads until the peer closes (at most 1 MiB, at most 30 s per connection).
-struct TcpBackend {
-    port: u16,
-    connections: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl TcpBackend {
-    async fn start(name: &str) -> TcpBackend {
-        let listener = (TcpListener::bind("127.0.0.1:0").await).expect("bind a TCP backend");
-        let port = listener.local_addr().expect("TCP backend address").port();
-        let connections = Arc::new(AtomicU64::new(0));
-        let (greeting, count) = (format!("{name}\n"), connections.clone());
-        let task = tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                let greeting = greeting.clone();
-                tokio::spawn(tokio::time::timeout(Duration::from_secs(30), async move {
-                    if stream.write_all(greeting.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    let (mut buf, mut echoed) = (vec![0u8; 4096], 0usize);
-                    while let Ok(n @ 1..) = stream.read(&mut buf).await {
-                        echoed += n;
-                        if echoed > 1 << 20 || stream.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                }));
-            }
-        });
-        TcpBackend {
-            port,
-            connections,
-            task,
-        }
-    }
-
-    /// Connections accepted so far.
-    fn connections(&self) -> u64 {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for TcpBackend {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Services `db/<name>` on port [`SVC_PORT`], each with an EndpointSlice of its backend.
-fn tcp_services(backends: &[(&str, &TcpBackend)]) -> String {
+fn tcp_services(backends: &[(&str, &EchoBackend)]) -> String {
     let parts = (backends.iter()).flat_map(|(name, b)| {
         [
             service("db", name, SVC_PORT, ""),
@@ -187,8 +135,8 @@ async fn expect_dial(h: &Harness, port: u16, want: Dial) -> Option<BufReader<Tcp
 /// ways; rewriting it to another backend moves new connections; deleting it closes the port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tcproute_forwards_its_listener_port_follows_changes_and_closes_when_removed() {
-    let a = TcpBackend::start("db-a").await;
-    let b = TcpBackend::start("db-b").await;
+    let a = EchoBackend::start("db-a").await;
+    let b = EchoBackend::start("db-b").await;
     let port = free_port();
     // The Gateway and its route share a file, rewritten at each step.
     let gateway_and = |route: &str| docs(&[tcp_gateway(port), route.to_string()]);
@@ -244,8 +192,8 @@ async fn a_tcproute_forwards_its_listener_port_follows_changes_and_closes_when_r
 /// A TCPRoute with two backends of equal weight sends connections to both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tcproutes_weighted_backends_share_the_connections() {
-    let a = TcpBackend::start("db-a").await;
-    let b = TcpBackend::start("db-b").await;
+    let a = EchoBackend::start("db-a").await;
+    let b = EchoBackend::start("db-b").await;
     let port = free_port();
     let h = Harness::start(
         &[

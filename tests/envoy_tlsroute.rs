@@ -14,17 +14,17 @@ mod envoy_support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use envoy_support::backend::Backend;
+use envoy_support::echo::EchoBackend;
 use envoy_support::harness::{Harness, docs, service, services, slice};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use sluice::cli::bootstrap::XdsProtocol;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector, client::TlsStream};
 
 /// How long a test waits for a configuration to reach Envoy.
@@ -83,104 +83,6 @@ impl Ca {
     }
 }
 
-/// A TLS backend: terminates TLS with its certificate, greets each connection with its name and
-/// a newline, then echoes what it reads (at most 1 MiB, at most 30 s per connection).
-struct TlsBackend {
-    port: u16,
-    /// TCP connections accepted so far.
-    connections: Arc<AtomicU64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl TlsBackend {
-    async fn start(name: &str, leaf: &Leaf) -> TlsBackend {
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key.serialize_der()));
-        let chain = vec![CertificateDer::from(leaf.cert.der().to_vec())];
-        let config = rustls::ServerConfig::builder_with_provider(ring())
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .expect("backend certificate");
-        let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = (TcpListener::bind("127.0.0.1:0").await).expect("bind a TLS backend");
-        let port = listener.local_addr().expect("TLS backend address").port();
-        let connections = Arc::new(AtomicU64::new(0));
-        let (greeting, count) = (format!("{name}\n"), connections.clone());
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                let (acceptor, greeting) = (acceptor.clone(), greeting.clone());
-                tokio::spawn(tokio::time::timeout(Duration::from_secs(30), async move {
-                    let Ok(mut tls) = acceptor.accept(stream).await else {
-                        return;
-                    };
-                    if tls.write_all(greeting.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    let (mut buf, mut echoed) = (vec![0u8; 4096], 0usize);
-                    while let Ok(n @ 1..) = tls.read(&mut buf).await {
-                        echoed += n;
-                        if echoed > 1 << 20 || tls.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                }));
-            }
-        });
-        TlsBackend {
-            port,
-            connections,
-            task,
-        }
-    }
-}
-
-impl Drop for TlsBackend {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// A plain TCP backend: greets each connection with its name and a newline, then echoes what it
-/// reads (at most 1 MiB, at most 30 s per connection).
-struct PlainBackend {
-    port: u16,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl PlainBackend {
-    async fn start(name: &str) -> PlainBackend {
-        let listener = (TcpListener::bind("127.0.0.1:0").await).expect("bind a TCP backend");
-        let port = listener.local_addr().expect("TCP backend address").port();
-        let greeting = format!("{name}\n");
-        let task = tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let greeting = greeting.clone();
-                tokio::spawn(tokio::time::timeout(Duration::from_secs(30), async move {
-                    if stream.write_all(greeting.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    let (mut buf, mut echoed) = (vec![0u8; 4096], 0usize);
-                    while let Ok(n @ 1..) = stream.read(&mut buf).await {
-                        echoed += n;
-                        if echoed > 1 << 20 || stream.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                }));
-            }
-        });
-        PlainBackend { port, task }
-    }
-}
-
-impl Drop for PlainBackend {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// A `kubernetes.io/tls` Secret `gw/<name>` holding `leaf` and its key.
 fn tls_secret(name: &str, leaf: &Leaf) -> String {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
@@ -196,6 +98,19 @@ fn tls_secret(name: &str, leaf: &Leaf) -> String {
 struct Conn {
     cert: Vec<u8>,
     stream: BufReader<TlsStream<TcpStream>>,
+}
+
+/// A TLS server configuration with `leaf` for a passthrough backend.
+fn acceptor(leaf: &Leaf) -> TlsAcceptor {
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key.serialize_der()));
+    let chain = vec![CertificateDer::from(leaf.cert.der().to_vec())];
+    let config = rustls::ServerConfig::builder_with_provider(ring())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("backend certificate");
+    TlsAcceptor::from(Arc::new(config))
 }
 
 /// Connects to Envoy's HTTPS port with SNI `sni` and completes a TLS handshake trusting the
@@ -282,7 +197,7 @@ async fn expect_backend(
 }
 
 /// The backends `gw/db-a` and `gw/db-b` (Services on [`SVC_PORT`]) and the HTTP backend `gw/web`.
-fn backend_services(a: &TlsBackend, b: &TlsBackend, web: &Backend) -> String {
+fn backend_services(a: &EchoBackend, b: &EchoBackend, web: &Backend) -> String {
     let tls = [("db-a", a), ("db-b", b)].map(|(name, backend)| {
         let slice = slice("gw", name, "", backend.port, "0");
         docs(&[service("gw", name, SVC_PORT, ""), slice])
@@ -348,8 +263,8 @@ async fn a_tlsroute_passes_its_hosts_through_by_sni_and_follows_changes() {
     let ca = Ca::new();
     let (leaf_a, leaf_b) = (ca.leaf("db-a", &PASSED), ca.leaf("db-b", &PASSED));
     let web_leaf = ca.leaf("web", &["web.example.com"]);
-    let a = TlsBackend::start("db-a", &leaf_a).await;
-    let b = TlsBackend::start("db-b", &leaf_b).await;
+    let a = EchoBackend::start_with("db-a", Some(acceptor(&leaf_a))).await;
+    let b = EchoBackend::start_with("db-b", Some(acceptor(&leaf_b))).await;
     let web = Backend::start("gw/web").await;
     let secret = tls_secret("web-cert", &web_leaf);
     let h = Harness::start(
@@ -429,7 +344,7 @@ async fn a_tlsroute_passes_its_hosts_through_by_sni_and_follows_changes() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let counts = || [&a, &b].map(|x| x.connections.load(Ordering::SeqCst));
+    let counts = || [&a, &b].map(EchoBackend::connections);
     let before = counts();
     for sni in [db, "x.passthrough.example.com"].repeat(3) {
         let got = reached(&h, &tls, sni).await;
@@ -453,7 +368,7 @@ async fn a_tlsroute_passes_its_hosts_through_by_sni_and_follows_changes() {
 async fn a_tlsroute_on_a_terminate_listener_forwards_decrypted_tcp() {
     let ca = Ca::new();
     let leaf = ca.leaf("term", &["term.example.com"]);
-    let plain = PlainBackend::start("term-plain").await;
+    let plain = EchoBackend::start("term-plain").await;
     let svc = docs(&[
         service("gw", "term-plain", 9000, ""),
         slice("gw", "term-plain", "", plain.port, "0"),
