@@ -141,13 +141,39 @@ pub struct ServicePorts {
 pub struct ServicePortRef {
     pub name: Option<Box<str>>,
     pub port: i32,
-    /// Its `appProtocol` is `kubernetes.io/h2c`: cleartext HTTP/2 (Gateway API routes speak it
-    /// to the port).
-    pub h2c: bool,
+    /// What its `appProtocol` says it speaks, of what Gateway API routes read.
+    pub app_protocol: AppProtocol,
+}
+
+/// A Service port's `appProtocol`, as Gateway API routes read it (GEP-1911): Kubernetes' own
+/// names for cleartext HTTP/2 and WebSockets over TLS change how sluice speaks to the port;
+/// every other value (none, `http`, `kubernetes.io/ws`, names of other projects) is HTTP/1.1,
+/// over which a WebSocket upgrade goes through as on every route of sluice's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AppProtocol {
+    #[default]
+    Http,
+    /// `kubernetes.io/h2c`: cleartext HTTP/2.
+    H2c,
+    /// `kubernetes.io/wss`: WebSockets over TLS, which sluice does not speak to backends.
+    WebSocketTls,
 }
 
 /// The `appProtocol` of a Service port that speaks cleartext HTTP/2 (Kubernetes' own name).
 pub const APP_PROTOCOL_H2C: &str = "kubernetes.io/h2c";
+/// The `appProtocol` of a Service port that speaks WebSockets over TLS.
+pub const APP_PROTOCOL_WSS: &str = "kubernetes.io/wss";
+
+impl AppProtocol {
+    /// The protocol of a Service port's `appProtocol` value.
+    pub fn of(app_protocol: Option<&str>) -> AppProtocol {
+        match app_protocol {
+            Some(APP_PROTOCOL_H2C) => AppProtocol::H2c,
+            Some(APP_PROTOCOL_WSS) => AppProtocol::WebSocketTls,
+            _ => AppProtocol::Http,
+        }
+    }
+}
 
 impl ServicePortRef {
     /// The name EndpointSlice ports carry for this port ("" when it has none).
@@ -168,7 +194,7 @@ impl From<&Service> for ServicePorts {
                 .map(|p| ServicePortRef {
                     name: p.name.as_deref().map(Into::into),
                     port: p.port,
-                    h2c: p.app_protocol.as_deref() == Some(APP_PROTOCOL_H2C),
+                    app_protocol: AppProtocol::of(p.app_protocol.as_deref()),
                 })
                 .collect(),
         }

@@ -612,42 +612,12 @@ async fn envoy_reconnects_after_a_sluice_restart_delta() {
     restart(XdsProtocol::Delta).await;
 }
 
-/// A WebSocket server on loopback that answers each text message `m` with `name: m`.
-async fn websocket_backend(name: &'static str) -> u16 {
-    use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                while let Some(Ok(message)) = ws.next().await {
-                    if let Message::Text(text) = message
-                        && ws
-                            .send(Message::text(format!("{name}: {text}")))
-                            .await
-                            .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
 /// A WebSocket through Envoy: the upgrade reaches the route's backend and messages go both ways,
 /// also after the route's request timeout (1 s here) has passed, which bounds a request, not an
 /// upgraded connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websockets_are_proxied_to_the_routes_backend() {
-    use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-    let port = websocket_backend("ws/chat").await;
+    let port = envoy_support::websocket::backend("ws/chat").await;
     let route = "apiVersion: projectcontour.io/v1\nkind: IngressRoute\nmetadata: {name: chat, namespace: ws}\nspec:\n  virtualhost: {fqdn: ws.example.com}\n  routes:\n  - match: {path: /chat}\n    services: [{http: chat, port: 80}]\n    timeoutPolicy: {request: 1s}\n".to_string();
     let h = Harness::start(
         &[
@@ -663,39 +633,10 @@ async fn websockets_are_proxied_to_the_routes_backend() {
         XdsProtocol::Delta,
     )
     .await;
-    // The route is there once the upgrade goes through (Envoy answers 404 until then).
-    let deadline = Instant::now() + envoy_support::harness::CONVERGE;
-    let (mut ws, response) = loop {
-        let mut request = format!("ws://127.0.0.1:{}/chat/room-1", h.http_port)
-            .into_client_request()
-            .unwrap();
-        request
-            .headers_mut()
-            .insert("host", "ws.example.com".parse().unwrap());
-        match tokio_tungstenite::connect_async(request).await {
-            Ok(connected) => break connected,
-            Err(e) => assert!(
-                Instant::now() < deadline,
-                "no WebSocket through Envoy: {e}; Envoy log:\n{}",
-                h.envoy_log_tail()
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert_eq!(response.status().as_u16(), 101);
-    ws.send(Message::text("hello")).await.unwrap();
-    let answer = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
-    assert_eq!(
-        answer.ok().flatten().and_then(Result::ok),
-        Some(Message::text("ws/chat: hello"))
-    );
+    let mut ws = envoy_support::websocket::connect(&h, "ws.example.com", "/chat/room-1").await;
+    envoy_support::websocket::exchange(&mut ws, "hello", "ws/chat: hello").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    ws.send(Message::text("still there")).await.unwrap();
-    let answer = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
-    assert_eq!(
-        answer.ok().flatten().and_then(Result::ok),
-        Some(Message::text("ws/chat: still there"))
-    );
+    envoy_support::websocket::exchange(&mut ws, "still there", "ws/chat: still there").await;
     ws.close(None).await.unwrap();
 }
 

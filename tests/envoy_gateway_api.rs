@@ -1,8 +1,8 @@
 //! Real Envoy fed by sluice standalone from Gateway API objects: a GatewayClass of sluice's
 //! controller, a Gateway with HTTP and HTTPS listeners, and HTTPRoutes with path, header and
 //! method matches, weights and a TLS host, header filters, redirects and rewrites, a backend
-//! request timeout, a CORS policy, header filters of a backend; a route sluice refuses and a
-//! Gateway of another controller serve nothing.
+//! request timeout, a CORS policy, header filters of a backend, a WebSocket; a route sluice
+//! refuses and a Gateway of another controller serve nothing.
 
 mod envoy_support;
 
@@ -415,6 +415,37 @@ async fn a_service_port_of_app_protocol_h2c_is_spoken_to_in_cleartext_http2() {
     h.expect("app.example.com", "/plain", &[], "proto/plain")
         .await;
     assert_eq!(plain.last_header(":version"), ["HTTP/1.1"]);
+}
+
+/// HTTPRouteBackendProtocolWebSocket: a WebSocket through a rule to a Service port of
+/// `appProtocol: kubernetes.io/ws`, also after the rule's request timeout (1 s) has passed, which
+/// bounds a request, not an upgraded connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_reaches_a_service_port_of_app_protocol_ws() {
+    use envoy_support::websocket;
+    let port = websocket::backend("ws/chat").await;
+    let svc = "apiVersion: v1\nkind: Service\nmetadata: {name: chat, namespace: ws}\nspec: {ports: [{port: 80, appProtocol: kubernetes.io/ws}]}\n";
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /chat}}]
+    timeouts: {request: 1s}
+    backendRefs: [{name: chat, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            (
+                "svc.yaml",
+                format!("{svc}---\n{}", slice("ws", "chat", "", port, "0")),
+            ),
+            ("gateway.yaml", http_gateway("ws")),
+            ("route.yaml", app_route("ws", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    let mut ws = websocket::connect(&h, "app.example.com", "/chat/room-1").await;
+    websocket::exchange(&mut ws, "hello", "ws/chat: hello").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    websocket::exchange(&mut ws, "still there", "ws/chat: still there").await;
+    ws.close(None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -555,7 +555,7 @@ mod tests {
         ports.push(crate::store::ServicePortRef {
             name: Some("admin".into()),
             port: 9000,
-            h2c: false,
+            app_protocol: Default::default(),
         });
         svc.ports = ports.into();
         s.put_service(key.clone(), Arc::new(svc.clone()));

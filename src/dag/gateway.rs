@@ -47,7 +47,7 @@ pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
 /// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
 /// there; the Gateway API has no feature name for TCPRoute.
-pub const SUPPORTED_FEATURES: [&str; 26] = [
+pub const SUPPORTED_FEATURES: [&str; 27] = [
     "GRPCRoute",
     "Gateway",
     "HTTPRoute",
@@ -55,6 +55,7 @@ pub const SUPPORTED_FEATURES: [&str; 26] = [
     "HTTPRoute307RedirectStatusCode",
     "HTTPRoute308RedirectStatusCode",
     "HTTPRouteBackendProtocolH2C",
+    "HTTPRouteBackendProtocolWebSocket",
     "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
     "HTTPRouteCORS",

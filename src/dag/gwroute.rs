@@ -18,7 +18,7 @@ use super::model::{
 };
 use super::{BackendRef, Builder, PortRef};
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
-use crate::store::Snapshot;
+use crate::store::{APP_PROTOCOL_WSS, AppProtocol, Snapshot};
 use crate::validate::common::Timeout;
 
 /// One match of a rule: the conditions a request meets to take the rule.
@@ -830,14 +830,29 @@ pub(super) fn resolve_backend(
             ),
         ))
     } else if let Some(port) = r.port {
-        // An HTTP backend whose Service port says it speaks cleartext HTTP/2 gets it.
-        let h2c = || {
-            let svc = b.backing.services().get(&ObjKey::new(to_ns, r.name));
-            svc.is_some_and(|s| s.ports.iter().any(|p| p.port == port && p.h2c))
-        };
-        let protocol = match protocol {
-            UpstreamProtocol::Http if h2c() => UpstreamProtocol::H2c,
-            other => other,
+        // What the Service port's `appProtocol` says it speaks: an HTTP backend that speaks
+        // cleartext HTTP/2 gets it; one that wants TLS is refused (sluice speaks it to no
+        // Gateway API backend yet). A stream's backend is spoken to as it is.
+        let app_protocol = (protocol != UpstreamProtocol::Tcp)
+            .then(|| {
+                let svc = b.backing.services().get(&ObjKey::new(to_ns, r.name))?;
+                let p = svc.ports.iter().find(|p| p.port == port)?;
+                Some(p.app_protocol)
+            })
+            .flatten()
+            .unwrap_or_default();
+        let protocol = match (protocol, app_protocol) {
+            (_, AppProtocol::WebSocketTls) => {
+                return Err((
+                    cond::UNSUPPORTED_PROTOCOL,
+                    format!(
+                        "{field}: port {port} of Service \"{to_ns}/{}\" has appProtocol {APP_PROTOCOL_WSS} (WebSockets over TLS), and sluice speaks TLS to no Gateway API backend; serve the WebSockets on a port of appProtocol kubernetes.io/ws or none",
+                        r.name
+                    ),
+                ));
+            }
+            (UpstreamProtocol::Http, AppProtocol::H2c) => UpstreamProtocol::H2c,
+            (other, _) => other,
         };
         let backend = BackendRef {
             namespace: to_ns,

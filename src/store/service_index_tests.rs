@@ -94,7 +94,7 @@ fn the_index_follows_every_change_of_services_and_slices() {
                     let port = |name: Option<&str>, port| ServicePortRef {
                         name: name.map(Into::into),
                         port,
-                        h2c: false,
+                        app_protocol: Default::default(),
                     };
                     let ports = ServicePorts {
                         external_name: rng.chance(20),

@@ -1,11 +1,12 @@
 //! Shared helpers of the real-Envoy tests: finding (installing) Envoy, validating resources with
-//! `envoy --mode validate`, free ports, echo backends and bounded waits.
+//! `envoy --mode validate`, free ports, echo and WebSocket backends and bounded waits.
 #![allow(dead_code)]
 
 pub mod backend;
 pub mod echo;
 pub mod harness;
 mod ports;
+pub mod websocket;
 
 pub use ports::free_port;
 

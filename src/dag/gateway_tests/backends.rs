@@ -141,3 +141,55 @@ spec: {ports: [{port: 80, appProtocol: kubernetes.io/h2c}, {port: 81}]}
     assert_eq!(protocol("/h2c"), UpstreamProtocol::H2c);
     assert_eq!(protocol("/"), UpstreamProtocol::Http);
 }
+
+#[test]
+fn websockets_go_to_a_port_of_app_protocol_ws_and_a_port_that_wants_tls_is_refused() {
+    let services = "apiVersion: v1
+kind: Service
+metadata: {name: chat, namespace: shop}
+spec: {ports: [{port: 80, appProtocol: kubernetes.io/ws}, {port: 443, appProtocol: kubernetes.io/wss}]}
+";
+    let rules = "  - matches: [{path: {value: /tls}}]\n    backendRefs: [{name: chat, port: 443}]\n  - backendRefs: [{name: chat, port: 80}]\n";
+    let r = route("shop", "store", &["shop.example.com"], rules);
+    let gw = gateway("sluice", None, "Same");
+    let dag = dag_of(&[CLASS, &gw, services, &r]);
+    let routes = &dag.vhosts["shop.example.com"].routes;
+    let action = |path: &str| {
+        let route = routes
+            .iter()
+            .find(|r| r.path == PathMatch::prefix(path))
+            .unwrap();
+        forwards_to(route)
+    };
+    // kubernetes.io/ws is HTTP/1.1, over which the upgrade goes through (every route of sluice's
+    // allows WebSockets).
+    let RouteAction::Forward(cs) = &routes
+        .iter()
+        .find(|r| r.path == PathMatch::prefix("/"))
+        .unwrap()
+        .action
+    else {
+        panic!("{routes:?}");
+    };
+    assert_eq!(
+        dag.clusters[&*cs[0].cluster].protocol,
+        UpstreamProtocol::Http
+    );
+    // kubernetes.io/wss would need TLS to the backend: its share of the requests fails, and the
+    // route says why.
+    assert!(
+        action("/tls")[0].starts_with("500: "),
+        "{:?}",
+        action("/tls")
+    );
+    let p = route_parent(&dag, "shop", "store");
+    assert_eq!(
+        conds(&p.conditions)[1],
+        "ResolvedRefs=false/UnsupportedProtocol"
+    );
+    let message = &p.conditions[1].message;
+    assert!(
+        message.contains("spec.rules[0].backendRefs[0]: port 443 of Service \"shop/chat\" has appProtocol kubernetes.io/wss"),
+        "{message}"
+    );
+}
