@@ -47,8 +47,9 @@ pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
 /// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
 /// there; the Gateway API has no feature name for TCPRoute.
-pub const SUPPORTED_FEATURES: [&str; 27] = [
+pub const SUPPORTED_FEATURES: [&str; 29] = [
     "GRPCRoute",
+    "GRPCRouteNamedRouteRule",
     "Gateway",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
@@ -61,6 +62,7 @@ pub const SUPPORTED_FEATURES: [&str; 27] = [
     "HTTPRouteCORS",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
+    "HTTPRouteNamedRouteRule",
     "HTTPRouteParentRefPort",
     "HTTPRoutePathRedirect",
     "HTTPRoutePathRewrite",

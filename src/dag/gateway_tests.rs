@@ -888,3 +888,38 @@ mod mirror;
 mod namespaces;
 mod tcproute;
 mod tlsroute;
+
+/// HTTPRouteNamedRouteRule and GRPCRouteNamedRouteRule: named rules are served as any other;
+/// two rules of one name (the apiserver's CRD and the webhook refuse it) refuse the route.
+#[test]
+fn named_rules_are_served_and_a_name_used_twice_refuses_the_route() {
+    let named = "  - name: api\n    matches: [{path: {value: /api}}]\n    backendRefs: [{name: api, port: 8080}]\n  - name: web\n    backendRefs: [{name: web, port: 80}]\n";
+    let grpc = "  - name: health\n    matches: [{method: {service: grpc.health.v1.Health}}]\n    backendRefs: [{name: api, port: 8080}]\n";
+    let dag = dag_of(&[
+        CLASS,
+        &gateway("sluice", None, "Same"),
+        SERVICES,
+        &route("shop", "store", &["shop.example.com"], named),
+        &grpc_route(grpc),
+    ]);
+    assert_eq!(forwards_to(shop_route(&dag, "/api")), ["shop/api/8080*1"]);
+    assert_eq!(forwards_to(shop_route(&dag, "/")), ["shop/web/80*1"]);
+    let accepted =
+        |kind, name| conds(&route_parent_of(&dag, kind, "shop", name).conditions)[0].clone();
+    assert_eq!(accepted(Kind::HttpRoute, "store"), "Accepted=true/Accepted");
+    assert_eq!(accepted(Kind::GrpcRoute, "cart"), "Accepted=true/Accepted");
+
+    let twice = named.replace("name: web", "name: api");
+    let r = route("shop", "store", &["shop.example.com"], &twice);
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    assert!(
+        dag.vhosts.is_empty(),
+        "no rule of a refused route is served"
+    );
+    let p = route_parent(&dag, "shop", "store");
+    let m = &p.conditions[0].message;
+    assert!(
+        m.contains("spec.rules[1].name: \"api\" is already the name of spec.rules[0]; rule names must be unique within a route"),
+        "{m}"
+    );
+}

@@ -170,19 +170,13 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
     let mut by_port: HashMap<i32, Vec<usize>> = HashMap::new();
     for (i, l) in g.spec.listeners.iter().enumerate() {
         let base = format!("spec.listeners[{i}]");
-        push(
+        unique_name(
             &mut v,
-            validate_dns1123_subdomain(format_args!("{base}.name"), &l.name, "listener"),
+            &mut names,
+            ("spec.listeners", i),
+            &l.name,
+            "a Gateway",
         );
-        if let Some(&j) = names.get(l.name.as_str()) {
-            v.error(FieldError::invalid(
-                format!("{base}.name"),
-                &l.name,
-                format!("is already the name of spec.listeners[{j}]; listener names must be unique within a Gateway"),
-            ));
-        } else {
-            names.insert(&l.name, i);
-        }
         validate_port(&mut v, &format!("{base}.port"), l.port);
         validate_listener_host_and_tls(&mut v, &base, l);
         validate_namespace_selector(&mut v, &base, l);
@@ -193,6 +187,48 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
         earlier.push(i);
     }
     v
+}
+
+/// The name of item `i` of the list at `list` (a listener, a rule): a section name (an RFC 1123
+/// subdomain, as the Gateway API's `SectionName` is), unique among the names in `seen` (the
+/// earlier items', by index), which it joins.
+fn unique_name<'a>(
+    v: &mut Verdict,
+    seen: &mut HashMap<&'a str, usize>,
+    (list, i): (&str, usize),
+    name: &'a str,
+    within: &str,
+) {
+    let path = format!("{list}[{i}].name");
+    let what = if list.ends_with("listeners") {
+        "listener"
+    } else {
+        "rule"
+    };
+    push(v, validate_dns1123_subdomain(&path, name, what));
+    match seen.get(name) {
+        Some(&j) => v.error(FieldError::invalid(
+            path,
+            name,
+            format!(
+                "is already the name of {list}[{j}]; {what} names must be unique within {within}"
+            ),
+        )),
+        None => {
+            seen.insert(name, i);
+        }
+    }
+}
+
+/// Rule names (`spec.rules[].name` of an HTTPRoute or a GRPCRoute): optional, each unique within
+/// the route.
+fn validate_rule_names<'a>(v: &mut Verdict, names: impl Iterator<Item = Option<&'a String>>) {
+    let mut seen = HashMap::new();
+    for (i, name) in names.enumerate() {
+        if let Some(name) = name {
+            unique_name(v, &mut seen, ("spec.rules", i), name, "a route");
+        }
+    }
 }
 
 /// A listener taking the routes of the namespaces a label selector matches needs a selector that
@@ -589,6 +625,10 @@ pub fn validate_http_route(r: &HttpRoute) -> Verdict {
             .flatten()
             .map(|p| (p.port, p.section_name.as_deref())),
     );
+    validate_rule_names(
+        &mut v,
+        r.spec.rules.iter().flatten().map(|r| r.name.as_ref()),
+    );
     for (i, rule) in r.spec.rules.iter().flatten().enumerate() {
         let base = format!("spec.rules[{i}]");
         for (j, m) in rule.matches.iter().flatten().enumerate() {
@@ -763,6 +803,10 @@ pub fn validate_grpc_route(r: &GrpcRoute) -> Verdict {
             .iter()
             .flatten()
             .map(|p| (p.port, p.section_name.as_deref())),
+    );
+    validate_rule_names(
+        &mut v,
+        r.spec.rules.iter().flatten().map(|r| r.name.as_ref()),
     );
     for (i, rule) in r.spec.rules.iter().flatten().enumerate() {
         let base = format!("spec.rules[{i}]");

@@ -551,6 +551,40 @@ fn grpc_method_matches_are_names_or_valid_regexes() {
 }
 
 #[test]
+fn rule_names_are_section_names_unique_within_the_route() {
+    let backend = json!([{"name": "web", "port": 80}]);
+    let r = mk_httproute(json!([
+        {"name": "read", "backendRefs": backend},
+        {"name": "write", "backendRefs": backend},
+        {"name": "read", "backendRefs": backend},
+        {"name": "Write Path", "backendRefs": backend},
+        {"backendRefs": backend},
+        {"backendRefs": backend},
+    ]));
+    assert_eq!(
+        errors(r),
+        [
+            "spec.rules[2].name: \"read\" is already the name of spec.rules[0]; rule names must be unique within a route",
+            "spec.rules[3].name: \"Write Path\" must be a valid rule name: lowercase letters, digits, '-' and '.', at most 253 characters",
+        ]
+    );
+    let g = mk(
+        GW,
+        "GRPCRoute",
+        json!({"rules": [
+            {"name": "health", "backendRefs": backend},
+            {"name": "health", "backendRefs": backend},
+        ]}),
+    );
+    assert_eq!(
+        errors(g),
+        [
+            "spec.rules[1].name: \"health\" is already the name of spec.rules[0]; rule names must be unique within a route"
+        ]
+    );
+}
+
+#[test]
 fn a_grpc_regular_expression_match_is_checked_as_the_path_expression_envoy_runs() {
     let (service, method) = ("s".repeat(600), "m".repeat(600));
     let r = mk(
