@@ -363,15 +363,21 @@ async fn a_tlsroute_passes_its_hosts_through_by_sni_and_follows_changes() {
 
 /// A TLS listener in mode `Terminate`: Envoy's HTTPS listener terminates TLS for the TLSRoute's
 /// host with the listener's Secret (the handshake shows that certificate) and forwards the
-/// decrypted bytes over plain TCP to the route's backend, which greets and echoes.
+/// decrypted bytes over plain TCP to the route's backend, which greets and echoes. Beside it on
+/// the same port, a TLS listener in mode `Passthrough` passes another TLSRoute's host through
+/// (TLSRouteModeMixed): that handshake is the backend's own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tlsroute_on_a_terminate_listener_forwards_decrypted_tcp() {
     let ca = Ca::new();
     let leaf = ca.leaf("term", &["term.example.com"]);
     let plain = EchoBackend::start("term-plain").await;
+    let pass_leaf = ca.leaf("pass", &["pass.example.com"]);
+    let passed = EchoBackend::start_with("pass-tls", Some(acceptor(&pass_leaf))).await;
     let svc = docs(&[
         service("gw", "term-plain", 9000, ""),
         slice("gw", "term-plain", "", plain.port, "0"),
+        service("gw", "pass-tls", 9000, ""),
+        slice("gw", "pass-tls", "", passed.port, "0"),
     ]);
     let gateway = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -385,6 +391,7 @@ spec:
   gatewayClassName: sluice
   listeners:
   - {name: term, protocol: TLS, port: 443, hostname: term.example.com, tls: {mode: Terminate, certificateRefs: [{name: term-cert}]}}
+  - {name: pass, protocol: TLS, port: 443, hostname: pass.example.com, tls: {mode: Passthrough}}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: TLSRoute
@@ -393,6 +400,14 @@ spec:
   parentRefs: [{name: term-gw, sectionName: term}]
   hostnames: [term.example.com]
   rules: [{backendRefs: [{name: term-plain, port: 9000}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {name: pass, namespace: gw}
+spec:
+  parentRefs: [{name: term-gw, sectionName: pass}]
+  hostnames: [pass.example.com]
+  rules: [{backendRefs: [{name: pass-tls, port: 9000}]}]
 ";
     let h = Harness::start(
         &[
@@ -421,4 +436,7 @@ spec:
         envoy_state(&h).await
     );
     assert_eq!(back, sent, "the echo differs from what was sent");
+
+    // The passthrough listener's host on the same port: the backend's own certificate.
+    expect_backend(&h, &tls, "pass.example.com", "pass-tls", &pass_leaf).await;
 }

@@ -228,6 +228,8 @@ fn tls_listeners_sharing_a_port_need_distinct_hostnames() {
         {"name": "a", "port": 443, "protocol": "HTTPS", "hostname": "x.example.com", "tls": cert()},
         {"name": "b", "port": 443, "protocol": "TLS", "hostname": "x.example.com", "tls": {"mode": "Passthrough"}},
         {"name": "c", "port": 443, "protocol": "TLS", "hostname": "y.example.com", "tls": {"mode": "Passthrough"}},
+        // TLS listeners of both modes on one port (TLSRouteModeMixed).
+        {"name": "d", "port": 443, "protocol": "TLS", "hostname": "z.example.com", "tls": {"mode": "Terminate", "certificateRefs": [{"name": "tls"}]}},
     ]));
     assert_eq!(
         errors(g),

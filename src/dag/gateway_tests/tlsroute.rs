@@ -285,3 +285,39 @@ fn an_http_listener_serves_plain_routes_beside_the_passthrough_of_the_same_host(
     assert_eq!(forwards_to(&v.routes[0]), ["shop/web/80*1"]);
     assert!(v.serves_http());
 }
+
+/// TLSRouteModeMixed: TLS listeners of both modes on one port. One route on both listeners
+/// has each of its hosts served in the mode of the listener whose hostname it meets.
+#[test]
+fn tls_listeners_of_both_modes_on_one_port_serve_each_host_in_its_listeners_mode() {
+    let listeners = "  - {name: pass, protocol: TLS, port: 443, hostname: pass.example.com, tls: {mode: Passthrough}}
+  - {name: term, protocol: TLS, port: 443, hostname: term.example.com, tls: {mode: Terminate, certificateRefs: [{name: web-tls}]}}
+";
+    let gw = gateway_with(listeners);
+    let hosts = ["pass.example.com", "term.example.com"];
+    let route = tls_route("db", T0, &hosts, TO_DB);
+    let mut snap = snapshot(&[CLASS, &gw, DATABASES, &route]);
+    let secret = crate::synth::tls_secret("shop", "web-tls");
+    snap.insert(AnyObject::Secret(Arc::new(secret)));
+    let dag = build(&snap, &Options::default());
+
+    assert!(passed_to(&dag, "pass.example.com")[0].starts_with("shop/db/443"));
+    assert!(dag.vhosts["pass.example.com"].tls.is_none());
+    let term = &dag.vhosts["term.example.com"];
+    assert_eq!(
+        term.tls.as_ref().map(|t| t.secret.as_str()),
+        Some("shop/web-tls")
+    );
+    assert!(
+        term.tls_passthrough.is_none() && term.tcp_proxy.is_some(),
+        "{term:?}"
+    );
+    for name in ["pass", "term"] {
+        assert_eq!(listener_status(&dag, name).attached_routes, 1, "{name}");
+    }
+    let parent = route_parent_of(&dag, Kind::TlsRoute, "shop", "db");
+    assert_eq!(
+        conds(&parent.conditions),
+        ["Accepted=true/Accepted", "ResolvedRefs=true/ResolvedRefs"]
+    );
+}
