@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Port of Envoy's HTTPS listener.
     #[arg(long, default_value_t = 8443)]
     pub https_port: u16,
+    /// Other ports Envoy listens on (its statistics and readiness port, an admin port),
+    /// comma-separated: a Gateway's TCP listener cannot have them.
+    #[arg(long, value_delimiter = ',', value_name = "PORTS")]
+    pub envoy_reserved_ports: Vec<u16>,
     /// Format of Envoy's access log, a line per request on every listener: json (one JSON
     /// object per line), envoy (Envoy's default text format) or off.
     #[arg(long, value_enum, default_value_t = crate::translate::access_log::AccessLogFormat::Json)]
@@ -144,7 +148,10 @@ impl ServeArgs {
             root_namespaces: super::split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
             gateway_controller_name: self.gateway_controller_name.clone(),
-            reserved_ports: vec![self.http_port, self.https_port],
+            reserved_ports: [self.http_port, self.https_port]
+                .into_iter()
+                .chain(self.envoy_reserved_ports.iter().copied())
+                .collect(),
         }
     }
 }
@@ -282,5 +289,35 @@ fn run_cluster(args: ServeArgs) -> u8 {
             eprintln!("sluice serve: {e:#}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: super::ServeArgs,
+    }
+
+    #[test]
+    fn envoys_other_ports_are_reserved_beside_its_http_and_https_ports() {
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("serve").chain(args.iter().copied());
+            Serve::try_parse_from(argv)
+                .unwrap()
+                .args
+                .dag_options()
+                .reserved_ports
+        };
+        assert_eq!(parse(&[]), [8080, 8443]);
+        assert_eq!(
+            parse(&["--http-port=80", "--envoy-reserved-ports=8002,9901"]),
+            [80, 8443, 8002, 9901]
+        );
+        let argv = ["serve", "--envoy-reserved-ports=stats"];
+        assert!(Serve::try_parse_from(argv).is_err());
     }
 }
