@@ -418,6 +418,7 @@ impl<'a> Builder<'a> {
                         tls_passthrough: None,
                         routes: Vec::new(),
                         owner,
+                        isolated: false,
                     }),
                     matches: HashTable::new(),
                 });

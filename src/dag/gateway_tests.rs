@@ -883,6 +883,7 @@ fn refused_beside_an_exact_match(r: &str, prefix: &str, filter: &str) {
 mod backend_filters;
 mod backends;
 mod cors;
+mod isolation;
 mod matches;
 mod mirror;
 mod namespaces;

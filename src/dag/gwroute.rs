@@ -66,6 +66,50 @@ fn hostname_matches(pattern: &str, host: &str) -> bool {
     }
 }
 
+/// Whether every request host `host` takes is one `pattern` takes too (lowercase names, either
+/// may be a wildcard, which takes one or more labels): `*.example.com` covers `a.example.com`
+/// and `*.a.example.com`.
+fn covers(pattern: &str, host: &str) -> bool {
+    pattern == host
+        || match (pattern.strip_prefix('*'), host.strip_prefix('*')) {
+            (Some(p), Some(h)) => h.len() > p.len() && h.ends_with(p),
+            (Some(_), None) => hostname_matches(pattern, host),
+            (None, _) => false,
+        }
+}
+
+/// The listeners of a Gateway that take HTTP routes (HTTP and HTTPS listeners), as listener
+/// isolation reads them: port and hostname (None: every host).
+pub(super) fn http_listener_hostnames(gw: &GatewayAcc) -> Vec<(i32, Option<String>)> {
+    (gw.listeners.iter().flatten())
+        .filter(|l| {
+            l.kinds
+                .iter()
+                .any(|k| super::gateway::ROUTE_KINDS.contains(k))
+        })
+        .map(|l| (l.port, l.hostname.clone()))
+        .collect()
+}
+
+/// Whether requests for `host`, which a route serves through a listener of `port` and
+/// `hostname`, belong to another listener of the Gateway (`listeners`, from
+/// [`http_listener_hostnames`]): one on the same port whose hostname is more specific and covers
+/// `host`. The Gateway API routes a request only with the routes of the most specific listener
+/// that takes it (listener isolation), so the route does not serve that host.
+pub(super) fn taken_by_narrower_listener(
+    listeners: &[(i32, Option<String>)],
+    (port, hostname): (i32, Option<&str>),
+    host: &str,
+) -> bool {
+    listeners.iter().any(|(p, other)| {
+        let Some(other) = other.as_deref() else {
+            return false;
+        };
+        let narrower = hostname.is_none_or(|h| h != other && covers(h, other));
+        *p == port && narrower && covers(other, host)
+    })
+}
+
 /// The hostnames a route serves through a listener: where the listener's hostname and the
 /// route's meet (the more specific of the two). Empty when they do not meet.
 pub fn listener_route_hosts(listener: Option<&str>, route: &[String]) -> Vec<String> {
@@ -96,11 +140,12 @@ pub fn listener_route_hosts(listener: Option<&str>, route: &[String]) -> Vec<Str
 pub(super) const BACKEND_FILTERS_ROUTED: &str = "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters on a backendRef; move this one to the rule's filters";
 
 /// What one parent of a route attaches to: hostnames, each with its TLS Secret (HTTPS
-/// listeners) and whether it is served over plain HTTP (HTTP listeners).
+/// listeners), whether it is served over plain HTTP (HTTP listeners) and whether a listener's
+/// hostname takes it ([`VirtualHost::isolated`] for a wildcard).
 #[derive(Default)]
 struct Attachment {
-    /// Host → (TLS Secret id, served over plain HTTP).
-    hosts: BTreeMap<String, (Option<String>, bool)>,
+    /// Host → (TLS Secret id, served over plain HTTP, taken by a listener's hostname).
+    hosts: BTreeMap<String, (Option<String>, bool, bool)>,
 }
 
 /// The header changes ([`HeaderEdits`]) of a rule's filters, of any route kind: `$filters`
@@ -406,11 +451,17 @@ pub(super) fn attach_route(
         let mut tally = Tally::default();
         let mut hosted = 0;
         let mut https_without_host = false;
+        let mut narrowed = false;
+        let isolation = http_listener_hostnames(gw);
         for l in gw.listeners.iter_mut().flatten() {
             if !tally.takes(b.snapshot, p, gw_key, l, r.key, kind_name) {
                 continue;
             }
             let mut hosts = listener_route_hosts(l.hostname.as_deref(), hostnames);
+            let this = (l.port, l.hostname.as_deref());
+            let before = hosts.len();
+            hosts.retain(|h| !taken_by_narrower_listener(&isolation, this, h));
+            narrowed |= before > 0 && hosts.is_empty();
             if l.tls.is_some() && hosts.iter().any(|h| h == "*") {
                 // TLS is chosen by the SNI host name: every host of an HTTPS listener is named.
                 hosts.retain(|h| h != "*");
@@ -425,7 +476,8 @@ pub(super) fn attach_route(
             }
             l.attached += 1;
             for h in hosts {
-                let e = attachment.hosts.entry(h).or_insert((None, false));
+                let e = attachment.hosts.entry(h).or_insert((None, false, false));
+                e.2 |= l.hostname.is_some();
                 match &l.tls {
                     Some(secret) => {
                         e.0.get_or_insert_with(|| secret.clone());
@@ -446,6 +498,15 @@ pub(super) fn attach_route(
                 cond::NO_MATCHING_LISTENER_HOSTNAME,
                 format!(
                     "{field}: an HTTPS listener of Gateway {gw_key} serves named hosts only; set spec.hostnames or the listener's hostname"
+                ),
+            )
+        } else if hosted == 0 && narrowed {
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::NO_MATCHING_LISTENER_HOSTNAME,
+                format!(
+                    "{field}: the hostnames this route shares with the listeners it names belong to more specific listeners of Gateway {gw_key}, which alone route their requests; attach the route to those"
                 ),
             )
         } else if hosted == 0 {
@@ -469,10 +530,13 @@ pub(super) fn attach_route(
     let mut route_conflicts = Vec::new();
     if !attachment.hosts.is_empty() {
         let built = build_rules(b, &mut resolved);
-        for (host, (tls, insecure)) in &attachment.hosts {
+        for (host, (tls, insecure, isolated)) in &attachment.hosts {
             if let Some(owner) = b.host_owner(host) {
                 host_conflicts.push(format!("{host:?} is owned by {owner}"));
                 continue;
+            }
+            if *isolated && host.starts_with("*.") {
+                b.vhost(host).isolated = true;
             }
             if let Some(secret) = tls {
                 let v = b.vhost(host);

@@ -43,7 +43,8 @@ pub fn merge_slashes(path: &str) -> String {
 /// `a.b.c`), else `*`. A wildcard host's routes take a request for one label in front of its
 /// suffix; for more labels only the routes that span labels do
 /// ([`Route::wildcard_spans_labels`]), and a request none of them takes goes on to the routes of
-/// `*`, which sluice puts at the end of every wildcard host for Envoy.
+/// `*`, which sluice puts at the end of every wildcard host for Envoy, except a host a Gateway
+/// listener's hostname takes ([`VirtualHost::isolated`]).
 pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &'d Route)> {
     let host = strip_port(req.host).to_ascii_lowercase();
     // Envoy merges consecutive slashes (merge_slashes) before matching; so does the model.
@@ -78,7 +79,7 @@ pub fn lookup<'d>(dag: &'d Dag, req: &Request<'_>) -> Option<(&'d VirtualHost, &
                 (v.routes.iter()).find(|r| (labels == 1 || r.wildcard_spans_labels()) && takes(r));
             match route {
                 Some(r) => return Some((v, r)),
-                None if labels == 1 => return None,
+                None if labels == 1 || v.isolated => return None,
                 None => break,
             }
         }

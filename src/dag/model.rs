@@ -85,6 +85,11 @@ pub struct VirtualHost {
     /// from Ingresses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<ObjectRef>,
+    /// A wildcard host that a Gateway listener's hostname takes (the Gateway API's listener
+    /// isolation): a request of more labels that none of its routes takes is answered 404, not
+    /// handed on to the routes of the catch-all host `*` as other wildcard hosts' are.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub isolated: bool,
 }
 
 impl VirtualHost {

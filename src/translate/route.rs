@@ -312,9 +312,10 @@ fn http_vhost_routes<'a>(
         );
     }
     // Envoy's `*.foo.com` also takes `a.b.foo.com`; such requests belong to `*` unless a route
-    // of the wildcard's that spans labels (the Gateway API's) took them. Its routes follow,
-    // restricted to hosts the wildcard does not match in one label.
-    if let (Some(fb), true) = (fallback, v.host.starts_with("*.")) {
+    // of the wildcard's that spans labels (the Gateway API's) took them, or a Gateway listener's
+    // hostname takes the host (isolated). Its routes follow, restricted to hosts the wildcard
+    // does not match in one label.
+    if let (Some(fb), true) = (fallback, v.host.starts_with("*.") && !v.isolated) {
         for r in &fb.routes {
             each(r, HttpShape::CatchAll { wildcard: &v.host });
         }

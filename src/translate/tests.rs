@@ -81,6 +81,7 @@ pub(crate) fn mk_vhost(host: &str, routes: Vec<Route>) -> VirtualHost {
         tcp_proxy: None,
         tls_passthrough: None,
         owner: None,
+        isolated: false,
     }
 }
 
@@ -307,6 +308,18 @@ fn wildcard_hosts_match_one_label_and_fall_back_to_star() {
     assert_eq!(cluster_of(&routes[1]), "default");
     // The star host itself has no authority condition.
     assert!(headers_of(&vhost_routes(http_rc(&res), "*")[0]).is_empty());
+
+    // A wildcard host a Gateway listener's hostname takes (listener isolation): no star routes.
+    let mut isolated = dag.clone();
+    let mut wild = (*isolated.vhosts["*.foo.com"]).clone();
+    wild.isolated = true;
+    isolated
+        .vhosts
+        .insert("*.foo.com".to_string(), std::sync::Arc::new(wild));
+    let res = build(&isolated, &Options::default());
+    let routes = vhost_routes(http_rc(&res), "*.foo.com");
+    assert_eq!(routes.len(), 1);
+    assert_eq!(cluster_of(&routes[0]), "wild");
 }
 
 #[test]
