@@ -392,28 +392,30 @@ spec:
   listeners:
   - {name: term, protocol: TLS, port: 443, hostname: term.example.com, tls: {mode: Terminate, certificateRefs: [{name: term-cert}]}}
   - {name: pass, protocol: TLS, port: 443, hostname: pass.example.com, tls: {mode: Passthrough}}
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TLSRoute
-metadata: {name: term, namespace: gw}
-spec:
-  parentRefs: [{name: term-gw, sectionName: term}]
-  hostnames: [term.example.com]
-  rules: [{backendRefs: [{name: term-plain, port: 9000}]}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: TLSRoute
-metadata: {name: pass, namespace: gw}
-spec:
-  parentRefs: [{name: term-gw, sectionName: pass}]
-  hostnames: [pass.example.com]
-  rules: [{backendRefs: [{name: pass-tls, port: 9000}]}]
 ";
+    // A TLSRoute `name` on the listener of that name, for `<name>.example.com`, to `backend`.
+    let route = |name: &str, backend: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: {{name: {name}, namespace: gw}}
+spec:
+  parentRefs: [{{name: term-gw, sectionName: {name}}}]
+  hostnames: [{name}.example.com]
+  rules: [{{backendRefs: [{{name: {backend}, port: 9000}}]}}]
+"
+        )
+    };
+    let gateway = docs(&[
+        gateway.to_string(),
+        route("term", "term-plain"),
+        route("pass", "pass-tls"),
+    ]);
     let h = Harness::start(
         &[
             ("svc.yaml", svc),
             ("secret.yaml", tls_secret("term-cert", &leaf)),
-            ("gateway.yaml", gateway.to_string()),
+            ("gateway.yaml", gateway),
         ],
         XdsProtocol::Delta,
     )

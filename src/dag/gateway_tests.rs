@@ -52,6 +52,19 @@ spec:
     )
 }
 
+/// A Gateway `shop/edge` of sluice's class with a `listeners` block.
+fn gateway_with(listeners: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: shop, generation: 1}}
+spec:
+  gatewayClassName: sluice
+  listeners:
+{listeners}"
+    )
+}
+
 /// A GRPCRoute `shop/cart` on Gateway `shop/edge` for `grpc.example.com` with a `rules` block.
 fn grpc_route(rules: &str) -> String {
     format!(
@@ -856,6 +869,32 @@ fn shop_route<'d>(dag: &'d Dag, path: &str) -> &'d Route {
     let routes = &dag.vhosts["shop.example.com"].routes;
     (routes.iter().find(|r| r.path.value() == path))
         .unwrap_or_else(|| panic!("a route of {path} in {routes:?}"))
+}
+
+/// The protocol of the first cluster the route of `path` on `shop.example.com` forwards to.
+fn shop_protocol(dag: &Dag, path: &str) -> UpstreamProtocol {
+    let route = shop_route(dag, path);
+    let RouteAction::Forward(cs) = &route.action else {
+        panic!("{route:?}");
+    };
+    dag.clusters[&*cs[0].cluster].protocol
+}
+
+/// Asserts condition `at` of HTTPRoute `ns/name`'s parent: `type=status/reason`, and a message
+/// holding each of `says`.
+fn assert_parent_condition(
+    dag: &Dag,
+    (ns, name): (&str, &str),
+    at: usize,
+    is: &str,
+    says: &[&str],
+) {
+    let p = route_parent(dag, ns, name);
+    assert_eq!(conds(&p.conditions)[at], is);
+    let message = &p.conditions[at].message;
+    for s in says {
+        assert!(message.contains(s), "{message}");
+    }
 }
 
 /// Asserts that route `r` (HTTPRoute shop/store), with an Exact match added beside its

@@ -17,17 +17,16 @@ fn unresolved_backends_answer_500_and_say_why() {
     for r in routes {
         assert!(forwards_to(r)[0].starts_with("500: "), "{r:?}");
     }
-    let p = route_parent(&dag, "shop", "store");
-    assert_eq!(
-        conds(&p.conditions)[1],
-        "ResolvedRefs=false/BackendNotFound"
+    assert_parent_condition(
+        &dag,
+        ("shop", "store"),
+        1,
+        "ResolvedRefs=false/BackendNotFound",
+        &[
+            "spec.rules[0].backendRefs[0]: Service \"shop/gone\" not found",
+            "spec.rules[1].backendRefs[0]: Service \"money/billing\" is in another namespace and no ReferenceGrant",
+        ],
     );
-    let message = &p.conditions[1].message;
-    assert!(
-        message.contains("spec.rules[0].backendRefs[0]: Service \"shop/gone\" not found"),
-        "{message}"
-    );
-    assert!(message.contains("spec.rules[1].backendRefs[0]: Service \"money/billing\" is in another namespace and no ReferenceGrant"), "{message}");
     assert_eq!(
         status(&dag, Kind::HttpRoute, "shop", "store").state,
         State::Invalid
@@ -127,19 +126,8 @@ spec: {ports: [{port: 80, appProtocol: kubernetes.io/h2c}, {port: 81}]}
     let r = route("shop", "store", &["shop.example.com"], rules);
     let gw = gateway("sluice", None, "Same");
     let dag = dag_of(&[CLASS, &gw, services, &r]);
-    let routes = &dag.vhosts["shop.example.com"].routes;
-    let protocol = |path: &str| {
-        let route = routes
-            .iter()
-            .find(|r| r.path == PathMatch::prefix(path))
-            .unwrap();
-        let RouteAction::Forward(cs) = &route.action else {
-            panic!("{route:?}");
-        };
-        dag.clusters[&*cs[0].cluster].protocol
-    };
-    assert_eq!(protocol("/h2c"), UpstreamProtocol::H2c);
-    assert_eq!(protocol("/"), UpstreamProtocol::Http);
+    assert_eq!(shop_protocol(&dag, "/h2c"), UpstreamProtocol::H2c);
+    assert_eq!(shop_protocol(&dag, "/"), UpstreamProtocol::Http);
 }
 
 #[test]
@@ -153,43 +141,20 @@ spec: {ports: [{port: 80, appProtocol: kubernetes.io/ws}, {port: 443, appProtoco
     let r = route("shop", "store", &["shop.example.com"], rules);
     let gw = gateway("sluice", None, "Same");
     let dag = dag_of(&[CLASS, &gw, services, &r]);
-    let routes = &dag.vhosts["shop.example.com"].routes;
-    let action = |path: &str| {
-        let route = routes
-            .iter()
-            .find(|r| r.path == PathMatch::prefix(path))
-            .unwrap();
-        forwards_to(route)
-    };
     // kubernetes.io/ws is HTTP/1.1, over which the upgrade goes through (every route of sluice's
     // allows WebSockets).
-    let RouteAction::Forward(cs) = &routes
-        .iter()
-        .find(|r| r.path == PathMatch::prefix("/"))
-        .unwrap()
-        .action
-    else {
-        panic!("{routes:?}");
-    };
-    assert_eq!(
-        dag.clusters[&*cs[0].cluster].protocol,
-        UpstreamProtocol::Http
-    );
+    assert_eq!(shop_protocol(&dag, "/"), UpstreamProtocol::Http);
     // kubernetes.io/wss would need TLS to the backend: its share of the requests fails, and the
     // route says why.
-    assert!(
-        action("/tls")[0].starts_with("500: "),
-        "{:?}",
-        action("/tls")
-    );
-    let p = route_parent(&dag, "shop", "store");
-    assert_eq!(
-        conds(&p.conditions)[1],
-        "ResolvedRefs=false/UnsupportedProtocol"
-    );
-    let message = &p.conditions[1].message;
-    assert!(
-        message.contains("spec.rules[0].backendRefs[0]: port 443 of Service \"shop/chat\" has appProtocol kubernetes.io/wss"),
-        "{message}"
+    let tls = forwards_to(shop_route(&dag, "/tls"));
+    assert!(tls[0].starts_with("500: "), "{tls:?}");
+    assert_parent_condition(
+        &dag,
+        ("shop", "store"),
+        1,
+        "ResolvedRefs=false/UnsupportedProtocol",
+        &[
+            "spec.rules[0].backendRefs[0]: port 443 of Service \"shop/chat\" has appProtocol kubernetes.io/wss",
+        ],
     );
 }

@@ -36,15 +36,11 @@ fn a_host_a_narrower_listener_of_the_same_port_covers_is_not_served_through_a_wi
 
 #[test]
 fn a_route_whose_hosts_all_belong_to_narrower_listeners_is_not_accepted_and_says_why() {
-    let gw = "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: edge, namespace: shop}
-spec:
-  gatewayClassName: sluice
-  listeners:
-  - {name: wide, protocol: HTTP, port: 80, hostname: '*.example.com'}
+    let gw = &gateway_with(
+        "  - {name: wide, protocol: HTTP, port: 80, hostname: '*.example.com'}
   - {name: narrow, protocol: HTTP, port: 80, hostname: shop.example.com}
-";
+",
+    );
     let mut r = route(
         "shop",
         "store",
@@ -61,15 +57,12 @@ spec:
         "{:?}",
         dag.vhosts.keys().collect::<Vec<_>>()
     );
-    let p = route_parent(&dag, "shop", "store");
-    assert_eq!(
-        conds(&p.conditions)[0],
-        "Accepted=false/NoMatchingListenerHostname"
-    );
-    let m = &p.conditions[0].message;
-    assert!(
-        m.contains("belong to more specific listeners of Gateway shop/edge"),
-        "{m}"
+    assert_parent_condition(
+        &dag,
+        ("shop", "store"),
+        0,
+        "Accepted=false/NoMatchingListenerHostname",
+        &["belong to more specific listeners of Gateway shop/edge"],
     );
 
     // Through the listener that takes it, the route serves the host; a wildcard host a

@@ -14,19 +14,6 @@ metadata: {name: db-b, namespace: shop}
 spec: {ports: [{port: 443}]}
 ";
 
-/// A Gateway `shop/edge` of sluice's class with a `listeners` block.
-fn gateway_with(listeners: &str) -> String {
-    format!(
-        "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: edge, namespace: shop, generation: 1}}
-spec:
-  gatewayClassName: sluice
-  listeners:
-{listeners}"
-    )
-}
-
 /// A TLSRoute `shop/<name>` created at `created`, for `hostnames`, with a `rules` block.
 fn tls_route(name: &str, created: &str, hostnames: &[&str], rules: &str) -> String {
     format!(
