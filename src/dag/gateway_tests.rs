@@ -325,6 +325,19 @@ fn hostnames_are_where_the_listeners_and_the_routes_meet() {
         hosts(l("a.example.com"), &["b.example.com"]),
         Vec::<String>::new()
     );
+    // Two wildcards meet at the narrower one; wildcards of different suffixes do not meet.
+    assert_eq!(
+        hosts(l("*.example.com"), &["*.a.example.com", "*.example.org"]),
+        ["*.a.example.com"]
+    );
+    assert_eq!(
+        hosts(l("*.a.example.com"), &["*.example.com"]),
+        ["*.a.example.com"]
+    );
+    assert_eq!(
+        hosts(l("*.a.example.com"), &["*.b.example.com"]),
+        Vec::<String>::new()
+    );
 
     let r = route("shop", "store", &["other.org"], TO_WEB);
     let dag = dag_of(&[

@@ -111,7 +111,8 @@ pub(super) fn taken_by_narrower_listener(
 }
 
 /// The hostnames a route serves through a listener: where the listener's hostname and the
-/// route's meet (the more specific of the two). Empty when they do not meet.
+/// route's meet (the more specific of the two, also of two wildcards: `*.example.com` and
+/// `*.a.example.com` meet at `*.a.example.com`). Empty when they do not meet.
 pub fn listener_route_hosts(listener: Option<&str>, route: &[String]) -> Vec<String> {
     let route: Vec<String> = route.iter().map(|h| h.to_ascii_lowercase()).collect();
     let mut out = match (listener, route.is_empty()) {
@@ -121,9 +122,9 @@ pub fn listener_route_hosts(listener: Option<&str>, route: &[String]) -> Vec<Str
         (Some(l), false) => route
             .into_iter()
             .filter_map(|h| {
-                if h == l || hostname_matches(l, &h) {
+                if covers(l, &h) {
                     Some(h)
-                } else if hostname_matches(&h, l) {
+                } else if covers(&h, l) {
                     Some(l.to_string())
                 } else {
                     None
