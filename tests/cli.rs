@@ -449,4 +449,24 @@ spec: {ports: [{port: 5432}]}
         let route = find(&lines, kind, "shop", name);
         assert_eq!(route["status"], "valid", "{route}");
     }
+    // Where Envoy listens on 5432 by itself, the TCP listener is not programmed.
+    let out = sluice(
+        &["routes", "--envoy-ports", "80,443,5432", "-f", "-"],
+        Some(manifests),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.lines().any(|l| l.starts_with("tcp:5432")), "{text}");
+    let out = sluice(
+        &["validate", "--envoy-ports=5432", "-o", "json", "-f", "-"],
+        Some(manifests),
+    );
+    let lines = json_lines(&out);
+    let route = find(&lines, "TCPRoute", "shop", "pg");
+    assert_eq!(route["status"], "invalid", "{route}");
+    assert!(
+        route
+            .to_string()
+            .contains("no accepted listener of Gateway shop/data takes TCPRoutes"),
+        "{route}"
+    );
 }

@@ -78,6 +78,11 @@ pub struct RoutingFlags {
     /// and the routes attached to those are sluice's.
     #[arg(long, default_value = crate::dag::DEFAULT_GATEWAY_CONTROLLER_NAME)]
     pub gateway_controller_name: String,
+    /// The ports Envoy listens on by itself (comma-separated: `sluice serve`'s --http-port,
+    /// --https-port and --envoy-reserved-ports): a Gateway's TCP listener cannot have them.
+    #[arg(long, value_delimiter = ',', value_name = "PORTS",
+          default_values_t = crate::dag::DEFAULT_RESERVED_PORTS)]
+    pub envoy_ports: Vec<u16>,
 }
 
 impl RoutingFlags {
@@ -87,7 +92,7 @@ impl RoutingFlags {
             root_namespaces: split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
             gateway_controller_name: self.gateway_controller_name.clone(),
-            reserved_ports: crate::dag::DEFAULT_RESERVED_PORTS.to_vec(),
+            reserved_ports: self.envoy_ports.clone(),
         }
     }
 }

@@ -728,7 +728,7 @@ impl Tally {
             (
                 cond::NOT_ALLOWED_BY_LISTENERS,
                 format!(
-                    "{field}: no listener of Gateway {gw_key} takes {kind}s (allowedRoutes.kinds); {which}"
+                    "{field}: no accepted listener of Gateway {gw_key} takes {kind}s (allowedRoutes.kinds; a listener not accepted says why in the Gateway's status); {which}"
                 ),
             )
         } else {
