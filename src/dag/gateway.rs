@@ -197,6 +197,9 @@ pub(super) struct GatewayAcc {
     pub(super) listener_status: Vec<ListenerStatus>,
     /// The Gateway's own problems (None: accepted).
     pub(super) invalid: Option<String>,
+    /// The port and hostname of each accepted listener that takes HTTP routes, as listener
+    /// isolation reads them ([`super::gwroute::taken_by_narrower_listener`]).
+    pub(super) http_hostnames: Vec<(i32, Option<String>)>,
 }
 
 /// Builds the GatewayClasses, Gateways and HTTPRoutes of sluice's controller.
@@ -476,12 +479,17 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         listeners.push(if invalid.is_some() { None } else { listener });
         listener_status.push(status);
     }
+    let http_hostnames = (listeners.iter().flatten())
+        .filter(|l| l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
+        .map(|l| (l.port, l.hostname.clone()))
+        .collect();
     GatewayAcc {
         obj,
         generation: gw.metadata.generation,
         listeners,
         listener_status,
         invalid,
+        http_hostnames,
     }
 }
 

@@ -78,22 +78,10 @@ fn covers(pattern: &str, host: &str) -> bool {
         }
 }
 
-/// The listeners of a Gateway that take HTTP routes (HTTP and HTTPS listeners), as listener
-/// isolation reads them: port and hostname (None: every host).
-pub(super) fn http_listener_hostnames(gw: &GatewayAcc) -> Vec<(i32, Option<String>)> {
-    (gw.listeners.iter().flatten())
-        .filter(|l| {
-            l.kinds
-                .iter()
-                .any(|k| super::gateway::ROUTE_KINDS.contains(k))
-        })
-        .map(|l| (l.port, l.hostname.clone()))
-        .collect()
-}
-
 /// Whether requests for `host`, which a route serves through a listener of `port` and
-/// `hostname`, belong to another listener of the Gateway (`listeners`, from
-/// [`http_listener_hostnames`]): one on the same port whose hostname is more specific and covers
+/// `hostname`, belong to another listener of the Gateway (`listeners`: the port and hostname of
+/// each that takes HTTP routes, [`GatewayAcc::http_hostnames`]): one on the same port whose
+/// hostname is more specific and covers
 /// `host`. The Gateway API routes a request only with the routes of the most specific listener
 /// that takes it (listener isolation), so the route does not serve that host.
 pub(super) fn taken_by_narrower_listener(
@@ -453,7 +441,7 @@ pub(super) fn attach_route(
         let mut hosted = 0;
         let mut https_without_host = false;
         let mut narrowed = false;
-        let isolation = http_listener_hostnames(gw);
+        let isolation = &gw.http_hostnames;
         for l in gw.listeners.iter_mut().flatten() {
             if !tally.takes(b.snapshot, p, gw_key, l, r.key, kind_name) {
                 continue;
@@ -461,7 +449,7 @@ pub(super) fn attach_route(
             let mut hosts = listener_route_hosts(l.hostname.as_deref(), hostnames);
             let this = (l.port, l.hostname.as_deref());
             let before = hosts.len();
-            hosts.retain(|h| !taken_by_narrower_listener(&isolation, this, h));
+            hosts.retain(|h| !taken_by_narrower_listener(isolation, this, h));
             narrowed |= before > 0 && hosts.is_empty();
             if l.tls.is_some() && hosts.iter().any(|h| h == "*") {
                 // TLS is chosen by the SNI host name: every host of an HTTPS listener is named.
