@@ -81,9 +81,9 @@ fn covers(pattern: &str, host: &str) -> bool {
 /// Whether requests for `host`, which a route serves through a listener of `port` and
 /// `hostname`, belong to another listener of the Gateway (`listeners`: the port and hostname of
 /// each that takes HTTP routes, [`GatewayAcc::http_hostnames`]): one on the same port whose
-/// hostname is more specific and covers
-/// `host`. The Gateway API routes a request only with the routes of the most specific listener
-/// that takes it (listener isolation), so the route does not serve that host.
+/// hostname is more specific and covers `host`. The Gateway API routes a request only with the
+/// routes of the most specific listener that takes it (listener isolation), so the route does
+/// not serve that host.
 pub(super) fn taken_by_narrower_listener(
     listeners: &[(i32, Option<String>)],
     (port, hostname): (i32, Option<&str>),
