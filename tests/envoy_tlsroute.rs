@@ -146,6 +146,23 @@ async fn dial(h: &Harness, tls: &TlsConnector, sni: &str) -> Result<(String, Con
     }
 }
 
+/// Sends `sent` on `conn` and checks the backend echoes it back (within 5 s).
+async fn assert_echoes(h: &Harness, conn: &mut Conn, sent: &[u8]) {
+    let mut back = vec![0u8; sent.len()];
+    let echoed = tokio::time::timeout(Duration::from_secs(5), async {
+        conn.stream.write_all(sent).await?;
+        conn.stream.flush().await?;
+        conn.stream.read_exact(&mut back).await
+    });
+    let echoed = echoed.await;
+    assert!(
+        matches!(echoed, Ok(Ok(_))),
+        "no echo: {echoed:?}\n{}",
+        envoy_state(h).await
+    );
+    assert_eq!(back, sent, "the echo differs from what was sent");
+}
+
 /// Envoy's log tail and its HTTPS listener's configuration, for failure messages.
 async fn envoy_state(h: &Harness) -> String {
     let dump = h.admin("/config_dump?resource=dynamic_listeners").await;
@@ -281,16 +298,7 @@ async fn a_tlsroute_passes_its_hosts_through_by_sni_and_follows_changes() {
 
     // The route's exact host: the handshake is A's own and bytes go through Envoy and back.
     let mut conn = expect_backend(&h, &tls, db, "db-a", &leaf_a).await;
-    let sent = b"sluice passes TLS through\n";
-    let mut back = vec![0u8; sent.len()];
-    let echoed = tokio::time::timeout(Duration::from_secs(5), async {
-        conn.stream.write_all(sent).await?;
-        conn.stream.flush().await?;
-        conn.stream.read_exact(&mut back).await
-    });
-    let echoed = echoed.await;
-    assert!(matches!(echoed, Ok(Ok(_))), "no echo: {echoed:?}");
-    assert_eq!(back, sent, "the echo differs from what was sent");
+    assert_echoes(&h, &mut conn, b"sluice passes TLS through\n").await;
     // A name under the wildcard hostname goes to A too.
     expect_backend(&h, &tls, "x.passthrough.example.com", "db-a", &leaf_a).await;
 
@@ -424,20 +432,7 @@ spec:
 
     // The handshake shows the Secret's certificate and the plain backend greets: Envoy terminated.
     let mut conn = expect_backend(&h, &tls, "term.example.com", "term-plain", &leaf).await;
-    let sent = b"sluice terminates TLS\n";
-    let mut back = vec![0u8; sent.len()];
-    let echoed = tokio::time::timeout(Duration::from_secs(5), async {
-        conn.stream.write_all(sent).await?;
-        conn.stream.flush().await?;
-        conn.stream.read_exact(&mut back).await
-    });
-    let echoed = echoed.await;
-    assert!(
-        matches!(echoed, Ok(Ok(_))),
-        "no echo: {echoed:?}\n{}",
-        envoy_state(&h).await
-    );
-    assert_eq!(back, sent, "the echo differs from what was sent");
+    assert_echoes(&h, &mut conn, b"sluice terminates TLS\n").await;
 
     // The passthrough listener's host on the same port: the backend's own certificate.
     expect_backend(&h, &tls, "pass.example.com", "pass-tls", &pass_leaf).await;
