@@ -366,7 +366,10 @@ impl Encoder {
                     // Rebuilt from nothing, and the same as before.
                 } else {
                     // Different entries make different bytes: no need to compare them.
-                    routes.put_hashed(name, bytes, &digest);
+                    match digest {
+                        Some(digest) => routes.put_hashed(name, bytes, &digest),
+                        None => routes.put_changed(name, bytes),
+                    }
                 }
             }
             layouts.push(layout);
@@ -665,13 +668,19 @@ impl<'p> Patch<'p> {
     /// held is the one to compare with; a name pending twice would take the later bytes only if
     /// they differ from those held before both.
     fn add_encoded(&mut self, name: &str, value: Vec<u8>) {
+        if self.get(name).is_some_and(|r| r.body.value == value) {
+            return;
+        }
+        self.put_changed(name, value);
+    }
+
+    /// Adds or replaces a resource the caller knows to differ from the one held: hashed at the
+    /// next flush, side by side with the others pending.
+    fn put_changed(&mut self, name: &str, value: Vec<u8>) {
         debug_assert!(
             !self.pending.iter().any(|(n, _)| **n == *name),
             "{name} added twice before a flush"
         );
-        if self.get(name).is_some_and(|r| r.body.value == value) {
-            return;
-        }
         self.pending.push((name.into(), Body::new(self.t, value)));
         if self.pending.len() >= EDIT_BATCH {
             self.flush();

@@ -11,6 +11,7 @@ use super::super::route;
 use super::BTreeMap;
 use super::{RouteConfiguration, content};
 use crate::dag::VirtualHost;
+use crate::xds::cache::LARGE;
 
 /// Field number of `RouteConfiguration.virtual_hosts`.
 pub(super) const VIRTUAL_HOSTS_FIELD: u32 = 2;
@@ -152,7 +153,9 @@ impl Layout {
 
     /// `old` (the configuration this layout describes, named `name`) with `edits` applied: a host
     /// with bytes is put (added or replaced), a host with None removed. The layout then describes
-    /// the result; also returned is its content digest ([`Resource::with_large_digest`]).
+    /// the result; also returned is its content digest ([`Resource::with_large_digest`]) when the
+    /// result is [large](crate::xds::cache::LARGE): a smaller one is hashed in one piece, many
+    /// side by side, and its groups' hashes wait until it is large.
     ///
     /// `suffix` (the same for every splice of one layout) follows the entries: the fields of the
     /// configuration whose numbers are above the virtual hosts'. `old` is given without it, and
@@ -163,7 +166,7 @@ impl Layout {
         old: &[u8],
         edits: HostEdits,
         suffix: &[u8],
-    ) -> (Vec<u8>, [u8; 32]) {
+    ) -> (Vec<u8>, Option<[u8; 32]>) {
         let edits = edits.sorted();
         let head = self.entries.first().map_or(old.len(), |e| e.start);
         let added: usize = edits.iter().flat_map(|(_, b)| b).map(|b| b.len() + 8).sum();
@@ -188,7 +191,8 @@ impl Layout {
         }
         self.len = out.len();
         out.extend_from_slice(suffix);
-        let digest = self.digest(name, &out);
+        // The groups an edit touched are forgotten above whether or not they are hashed now.
+        let digest = (out.len() >= LARGE).then(|| self.digest(name, &out));
         (out, digest)
     }
 

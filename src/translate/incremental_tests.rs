@@ -244,7 +244,7 @@ fn splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes(shards: 
         assert_eq!(layout.len + suffix.len(), bytes.len());
         assert_eq!(
             digest,
-            content::large_digest("config", &bytes),
+            Some(content::large_digest("config", &bytes)),
             "step {step}: the digest"
         );
         for (host, body) in &want {
@@ -268,18 +268,20 @@ fn splice_makes_the_bytes_and_the_digest_an_assembly_from_nothing_makes(shards: 
     }
 }
 
+/// Hosts `host-<i>.example.com` for each i of `range`, with [`vhost`]`(host, n)` as bytes.
+fn hosts(range: std::ops::Range<usize>, n: usize) -> BTreeMap<String, Option<Vec<u8>>> {
+    range
+        .map(|i| {
+            let host = format!("host-{i:05}.example.com");
+            let body = vhost(&host, n);
+            (host, Some(body))
+        })
+        .collect()
+}
+
 #[test]
 fn a_change_of_a_host_hashes_only_its_group_again() {
     let mut layout = Layout::default();
-    let hosts = |range: std::ops::Range<usize>, n: usize| -> BTreeMap<String, Option<Vec<u8>>> {
-        range
-            .map(|i| {
-                let host = format!("host-{i:05}.example.com");
-                let body = vhost(&host, n);
-                (host, Some(body))
-            })
-            .collect()
-    };
     let (mut bytes, _) = layout.splice(
         "config",
         &http_route_config_head("config"),
@@ -303,7 +305,11 @@ fn a_change_of_a_host_hashes_only_its_group_again() {
         layout.hashed = 0;
         let digest;
         (bytes, digest) = layout.splice("config", &bytes, edit.clone().into(), &[]);
-        assert_eq!(digest, content::large_digest("config", &bytes), "{edit:?}");
+        assert_eq!(
+            digest,
+            Some(content::large_digest("config", &bytes)),
+            "{edit:?}"
+        );
         // One group of ~16 KiB, two when the changed host moved where a group ends.
         assert!(
             layout.hashed < 4 * content::GROUP_BYTES as usize,
@@ -312,6 +318,33 @@ fn a_change_of_a_host_hashes_only_its_group_again() {
             edit.keys()
         );
     }
+}
+
+/// A configuration below [`LARGE`] is hashed in one piece by the snapshot (no digest from the
+/// splice); the groups its edits touched meanwhile are still hashed again once it is large.
+#[test]
+fn a_small_configuration_is_hashed_whole_and_in_groups_once_large() {
+    use crate::xds::cache::LARGE;
+    let mut layout = Layout::default();
+    let head = http_route_config_head("config");
+    let (mut bytes, mut digest) = layout.splice("config", &head, hosts(0..400, 3).into(), &[]);
+    assert!(bytes.len() >= LARGE, "{} bytes", bytes.len());
+    assert_eq!(digest, Some(content::large_digest("config", &bytes)));
+    // Most hosts removed, then one changed and one added while small: no digest.
+    let removed: BTreeMap<String, Option<Vec<u8>>> =
+        (hosts(40..400, 3).into_keys()).map(|h| (h, None)).collect();
+    let mut edits = vec![removed, hosts(5..6, 4), hosts(400..401, 3)];
+    for edit in edits.drain(..) {
+        (bytes, digest) = layout.splice("config", &bytes, edit.into(), &[]);
+        assert!(bytes.len() < LARGE, "{} bytes", bytes.len());
+        assert_eq!(digest, None);
+    }
+    // Large again: the digest is the bytes', whatever groups were forgotten while small.
+    (bytes, digest) = layout.splice("config", &bytes, hosts(40..400, 5).into(), &[]);
+    assert!(bytes.len() >= LARGE);
+    assert_eq!(digest, Some(content::large_digest("config", &bytes)));
+    (bytes, digest) = layout.splice("config", &bytes, hosts(5..6, 3).into(), &[]);
+    assert_eq!(digest, Some(content::large_digest("config", &bytes)));
 }
 
 #[test]
