@@ -2,7 +2,8 @@
 # Functions that bring up (and tear down) the e2e control plane on one machine, no container
 # runtime: certificates (openssl), etcd, kube-apiserver, an admin kubeconfig, and a network
 # namespace with HTTP backends. Sourced by e2e/run.sh; every started process and the namespace
-# are recorded so e2e_down removes exactly what e2e_up created.
+# are recorded so e2e_down removes exactly what e2e_up created (and runs E2E_DOWN_HOOKS, the
+# teardown functions of other sourced libraries such as e2e/lib/pods.sh).
 
 e2e_log() { echo "e2e: $*" >&2; }
 
@@ -209,6 +210,9 @@ e2e_down() {
 		for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
 		kill -9 "$pid" 2>/dev/null || true
 	done
+	# What sourced libraries set up besides processes (e2e/lib/pods.sh: namespaces, a bridge).
+	local hook
+	for hook in "${E2E_DOWN_HOOKS[@]+"${E2E_DOWN_HOOKS[@]}"}"; do "$hook" || true; done
 	if [[ -n "${E2E_VETH:-}" ]]; then ip link del "$E2E_VETH" 2>/dev/null || true; fi
 	if [[ -n "${E2E_NETNS:-}" ]]; then ip netns del "$E2E_NETNS" 2>/dev/null || true; fi
 	if [[ -n "${E2E_WORK:-}" && "${E2E_KEEP_WORK:-0}" != 1 ]]; then rm -rf "$E2E_WORK"; fi
