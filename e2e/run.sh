@@ -11,6 +11,8 @@
 #                              Ingresses (benches/contour.rs, release build)
 #   E2E_KEEP=1 e2e/run.sh      after the tests, keep the control plane up and print how to use it
 #                              (Ctrl-C tears it down)
+#   E2E_PODS=0 e2e/run.sh      no Pods (kube-controller-manager, kube-scheduler, kwok, the pod
+#                              runner; see e2e/lib/pods.sh); the tests that need them fail
 # Needs root (network namespace), openssl, curl, python3, Go >= 1.24 (first run builds the tools,
 # Contour and Helm).
 set -euo pipefail
@@ -18,6 +20,8 @@ set -euo pipefail
 E2E_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=e2e/lib/controlplane.sh
 source "$E2E_ROOT/e2e/lib/controlplane.sh"
+# shellcheck source=e2e/lib/pods.sh
+source "$E2E_ROOT/e2e/lib/pods.sh"
 
 [[ $(id -u) == 0 ]] || { e2e_log "needs root (ip netns)"; exit 1; }
 for tool in openssl curl python3 ip; do
@@ -39,6 +43,13 @@ e2e_certs
 e2e_etcd
 e2e_apiserver
 e2e_netns
+# Pods (kube-controller-manager, kube-scheduler, kwok, e2e/podrunner.py) for the tests; not for
+# the full benchmarks, which measure sluice alone. The image map names the test images;
+# a SLUICE_E2E_IMAGES from the caller comes first.
+if [[ "${1:-}" != --bench && "${E2E_PODS:-1}" == 1 ]]; then
+	SLUICE_E2E_IMAGES="${SLUICE_E2E_IMAGES:+$SLUICE_E2E_IMAGES,}sluice-e2e/podecho=$E2E_ROOT/e2e/podecho.py+args"
+	e2e_pods_up
+fi
 e2e_log "control plane up in $(( $(date +%s) - t0 ))s: $E2E_APISERVER (work dir $E2E_WORK)"
 
 export KUBECONFIG
