@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the e2e harness needs (etcd, kube-apiserver,
-# kubectl) from the pinned Go module in this directory into
+# kube-controller-manager, kube-scheduler, kubectl) from the pinned Go module in this directory into
 #   e2e/.cache/bin/<kubernetes version>-etcd<etcd version>/
 # A rerun with the binaries present is a no-op. Prints the bin directory on stdout.
 set -euo pipefail
@@ -12,7 +12,8 @@ k8s_version="$(awk '$1=="k8s.io/kubernetes"{print $2; exit}' go.mod)"
 etcd_version="$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2; exit}' go.mod)"
 bin="$(dirname "$here")/.cache/bin/${k8s_version}-etcd${etcd_version}"
 
-if [[ -x "$bin/kube-apiserver" && -x "$bin/kubectl" && -x "$bin/etcd" ]]; then
+if [[ -x "$bin/kube-apiserver" && -x "$bin/kubectl" && -x "$bin/etcd" \
+	&& -x "$bin/kube-controller-manager" && -x "$bin/kube-scheduler" ]]; then
 	echo "$bin"
 	exit 0
 fi
@@ -45,6 +46,10 @@ build() { # out package ldflags
 build etcd go.etcd.io/etcd/server/v3 ""
 build kubectl k8s.io/kubernetes/cmd/kubectl "$kver_flags"
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kver_flags"
+# The Deployment, ReplicaSet, EndpointSlice, namespace and garbage-collector controllers and the
+# scheduler, for the tests that run Pods (the Gateway API conformance suite, the chart's test).
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kver_flags"
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kver_flags"
 
 echo "build.sh: all tools built in $(( $(date +%s) - start ))s" >&2
 echo "$bin"
