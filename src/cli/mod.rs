@@ -83,6 +83,10 @@ pub struct RoutingFlags {
     #[arg(long, value_delimiter = ',', value_name = "PORTS",
           default_values_t = crate::dag::DEFAULT_RESERVED_PORTS)]
     pub envoy_ports: Vec<u16>,
+    /// `sluice serve`'s --gateway-addresses: every Gateway gets an address of its own from this
+    /// pool, and its routes are served there only.
+    #[arg(long, value_name = "CIDRS")]
+    pub gateway_addresses: Option<crate::dag::addresses::AddressPool>,
 }
 
 impl RoutingFlags {
@@ -93,6 +97,23 @@ impl RoutingFlags {
             ingress_class_name: self.ingress_class_name.clone(),
             gateway_controller_name: self.gateway_controller_name.clone(),
             reserved_ports: self.envoy_ports.clone(),
+            gateway_addresses: self.gateway_addresses.clone(),
         }
     }
+}
+
+/// The ports a Gateway's listener cannot have, as Envoy's own listeners bind them: the HTTP and
+/// HTTPS listeners' (`shared`), unless Gateways have addresses of their own and those listeners
+/// bind one address (not every address, which Gateways' addresses are among), and `others`.
+pub fn reserved_ports(
+    listen_address: &str,
+    shared: [u16; 2],
+    others: &[u16],
+    own_addresses: bool,
+) -> Vec<u16> {
+    let everywhere = listen_address
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified());
+    let shared = shared.into_iter().filter(|_| everywhere || !own_addresses);
+    shared.chain(others.iter().copied()).collect()
 }

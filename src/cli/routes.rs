@@ -120,10 +120,13 @@ pub fn render_table(hosts: &[table::TableHost]) -> String {
     let header = ["HOST", "MATCH", "HEADERS", "BACKENDS", "HTTP", "SOURCE"].map(String::from);
     let mut rows: Vec<[String; 6]> = vec![header];
     for h in hosts {
-        let host = match &h.tls {
+        let mut host = match &h.tls {
             Some(tls) => format!("{} (tls: {tls})", h.host),
             None => h.host.clone(),
         };
+        if let Some(gateway) = &h.gateway {
+            host = format!("{host} [{gateway}]");
+        }
         // A TCP proxy forwards every connection (over TLS for an IngressRoute's host), a TLS
         // passthrough every connection whose SNI names the host: one row.
         let proxied = [

@@ -38,6 +38,13 @@ pub struct ServeArgs {
     /// comma-separated: a Gateway's TCP listener cannot have them.
     #[arg(long, value_delimiter = ',', value_name = "PORTS")]
     pub envoy_reserved_ports: Vec<u16>,
+    /// Give every Gateway of sluice's class an address of its own from this pool (networks in
+    /// CIDR notation or addresses, comma-separated, e.g. 127.0.1.0/24): Envoy listens on each
+    /// listener's port at its Gateway's address, and the Gateway's status.addresses carries it.
+    /// Without it, every Gateway's HTTP and HTTPS listeners share Envoy's HTTP and HTTPS
+    /// listeners (docs/gateway-api.md, "Addresses").
+    #[arg(long, value_name = "CIDRS")]
+    pub gateway_addresses: Option<crate::dag::addresses::AddressPool>,
     /// Format of Envoy's access log, a line per request on every listener: json (one JSON
     /// object per line), envoy (Envoy's default text format) or off.
     #[arg(long, value_enum, default_value_t = crate::translate::access_log::AccessLogFormat::Json)]
@@ -148,10 +155,13 @@ impl ServeArgs {
             root_namespaces: super::split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
             gateway_controller_name: self.gateway_controller_name.clone(),
-            reserved_ports: [self.http_port, self.https_port]
-                .into_iter()
-                .chain(self.envoy_reserved_ports.iter().copied())
-                .collect(),
+            reserved_ports: super::reserved_ports(
+                &self.listen_address,
+                [self.http_port, self.https_port],
+                &self.envoy_reserved_ports,
+                self.gateway_addresses.is_some(),
+            ),
+            gateway_addresses: self.gateway_addresses.clone(),
         }
     }
 }

@@ -76,6 +76,145 @@ impl VhostAcc {
     }
 }
 
+/// The virtual hosts of one place routes are served at: Envoy's shared listeners, or one port of
+/// a Gateway's own address.
+///
+/// The hosts are in the order they were first named; `index` finds them by name. Kept in a
+/// vector rather than in the table itself: the table's entries stay small (a few thousand fit in
+/// the CPU's caches where whole hosts would not), and so do the vector's (each host is shared
+/// from the start, see [`VhostAcc`]).
+struct Hosts {
+    vhosts: Vec<VhostAcc>,
+    /// The position in `vhosts` of each host, by its name (`VirtualHost::host`).
+    index: HashTable<usize>,
+}
+
+impl Hosts {
+    fn with_capacity(n: usize) -> Hosts {
+        Hosts {
+            vhosts: Vec::with_capacity(n),
+            index: HashTable::with_capacity(n),
+        }
+    }
+
+    /// The position of the virtual host of a lowercase name, created on first use with the
+    /// owner `owner` gives.
+    fn id(
+        &mut self,
+        hasher: &DefaultHashBuilder,
+        host: &str,
+        owner: impl FnOnce() -> Option<ObjectRef>,
+    ) -> usize {
+        let vhosts = &self.vhosts;
+        let hash = hasher.hash_one(host);
+        if let Some(&i) = self.index.find(hash, |&i| vhosts[i].vhost.host == host) {
+            return i;
+        }
+        let i = vhosts.len();
+        self.vhosts.push(VhostAcc {
+            vhost: Arc::new(VirtualHost {
+                host: host.to_string(),
+                tls: None,
+                tcp_proxy: None,
+                tls_passthrough: None,
+                routes: Vec::new(),
+                owner: owner(),
+                isolated: false,
+            }),
+            matches: HashTable::new(),
+        });
+        let vhosts = &self.vhosts;
+        (self.index).insert_unique(hash, i, |&j| hasher.hash_one(vhosts[j].vhost.host.as_str()));
+        i
+    }
+
+    /// Adds a route to the host at `i`; see [`Builder::add_route`].
+    fn add_route(
+        &mut self,
+        hasher: &DefaultHashBuilder,
+        i: usize,
+        mut route: Route,
+    ) -> Result<(), Box<(ObjectRef, Route)>> {
+        route.headers.sort();
+        if let Some(e) = route.extras.as_deref_mut() {
+            e.query.sort();
+        }
+        let acc = &mut self.vhosts[i];
+        let routes = &acc.vhost.routes;
+        let same = |&i: &usize| {
+            let r = &routes[i];
+            r.path == route.path && r.headers == route.headers && r.query() == route.query()
+        };
+        if routes.len() < INDEX_ROUTES_FROM {
+            // Few routes: compared one by one, no table.
+            if let Some(i) = (0..routes.len()).find(same) {
+                return Err(Box::new((routes[i].source.clone(), route)));
+            }
+        } else {
+            let hash_of = |r: &Route| match_hash(hasher, r);
+            if acc.matches.is_empty() {
+                // The table starts with the routes compared one by one so far.
+                acc.matches
+                    .reserve(2 * routes.len(), |&j| hash_of(&routes[j]));
+                for (j, r) in routes.iter().enumerate() {
+                    acc.matches
+                        .insert_unique(hash_of(r), j, |&k| hash_of(&routes[k]));
+                }
+            }
+            if let Some(&i) = acc.matches.find(hash_of(&route), same) {
+                return Err(Box::new((routes[i].source.clone(), route)));
+            }
+            let i = routes.len();
+            acc.matches
+                .insert_unique(hash_of(&route), i, |&j| hash_of(&routes[j]));
+        }
+        acc.get_mut().routes.push(route);
+        Ok(())
+    }
+
+    /// The hosts that route or forward anything, their routes sorted by precedence, in name
+    /// order; the clusters they use are marked used.
+    fn finish(
+        self,
+        clusters: &mut HashMap<ClusterName, (Arc<Cluster>, bool)>,
+    ) -> Vec<(String, Arc<VirtualHost>)> {
+        sorted_entries(
+            self.vhosts
+                .into_iter()
+                .filter(|a| {
+                    let v = &a.vhost;
+                    !v.routes.is_empty() || v.tcp_proxy.is_some() || v.tls_passthrough.is_some()
+                })
+                .map(|mut a| {
+                    let v = a.get_mut();
+                    let host = v.host.clone();
+                    v.routes.sort_by(route_precedence);
+                    v.routes = super::exact_vec(std::mem::take(&mut v.routes));
+                    // The clusters the model's hosts use, marked while the routes are at hand.
+                    for name in vhost_clusters(v) {
+                        if let Some((_, used)) = clusters.get_mut(&**name) {
+                            *used = true;
+                        }
+                    }
+                    (host, a.vhost)
+                }),
+        )
+    }
+}
+
+/// One port of a Gateway's own address, being built.
+struct EntryAcc {
+    address: std::net::IpAddr,
+    protocol: EntryProtocol,
+    hosts: Hosts,
+    tcp: Option<(Clusters, ObjectRef)>,
+    default_secret: Option<String>,
+}
+
+/// Where a Gateway API route is served: on Envoy's shared listeners (None), or at one port of a
+/// Gateway's own address.
+pub type Scope<'k> = Option<&'k EntryKey>;
+
 /// The number of routes from which a virtual host's duplicate detection goes through a hash table.
 /// Most hosts have a handful of routes, and comparing a new route with each is cheaper than
 /// hashing it and allocating a table per host.
@@ -106,13 +245,10 @@ pub struct Builder<'a> {
     /// walk's budget: the whole snapshot, whichever part of its routing objects is built.
     pub backing: &'a Snapshot,
     pub options: &'a Options,
-    /// The virtual hosts, in the order they were first named; `vhost_index` finds them by name.
-    /// Kept in a vector rather than in the table itself: the table's entries stay small (a few
-    /// thousand fit in the CPU's caches where whole hosts would not), and so do the vector's
-    /// (each host is shared from the start, see [`VhostAcc`]).
-    vhosts: Vec<VhostAcc>,
-    /// The position in `vhosts` of each host, by its name (`VirtualHost::host`).
-    vhost_index: HashTable<usize>,
+    /// The virtual hosts of Envoy's shared listeners.
+    hosts: Hosts,
+    /// The ports of Gateways with addresses of their own ([`Dag::entries`]).
+    entries: std::collections::BTreeMap<EntryKey, EntryAcc>,
     /// Every cluster a backend resolved to, and whether a route of the model uses it (decided
     /// by [`Builder::finish`]: a route refused after its backends resolved uses none).
     /// The clusters are made shared (as the model holds them) when they are made: the table's
@@ -170,8 +306,8 @@ impl<'a> Builder<'a> {
             // Sized for a host per routing object, about what the synthetic clusters and the
             // clusters seen have: growing a table of thousands of hosts step by step rehashes
             // every host at each step.
-            vhosts: Vec::with_capacity(routing_objects),
-            vhost_index: HashTable::with_capacity(routing_objects),
+            hosts: Hosts::with_capacity(routing_objects),
+            entries: std::collections::BTreeMap::new(),
             clusters: HashMap::with_capacity(backing.services().len().min(routing_objects)),
             cluster_name: String::new(),
             secrets: HashMap::new(),
@@ -399,36 +535,9 @@ impl<'a> Builder<'a> {
     /// [`Builder::host_id`] of a lowercase name; `owner` is the host's owner when the caller
     /// has it at hand (looked up among the claims otherwise, when the host is new).
     fn host_id_lowercase(&mut self, host: &str, owner: Option<ObjectRef>) -> HostId {
-        let hasher = &self.hasher;
-        let vhosts = &self.vhosts;
-        let hash = hasher.hash_one(host);
-        let found = (self.vhost_index)
-            .find(hash, |&i| vhosts[i].vhost.host == host)
-            .copied();
-        let i = match found {
-            Some(i) => i,
-            None => {
-                let i = vhosts.len();
-                let owner = owner.or_else(|| self.claims.get(host).map(|(c, _)| c.owner.clone()));
-                self.vhosts.push(VhostAcc {
-                    vhost: Arc::new(VirtualHost {
-                        host: host.to_string(),
-                        tls: None,
-                        tcp_proxy: None,
-                        tls_passthrough: None,
-                        routes: Vec::new(),
-                        owner,
-                        isolated: false,
-                    }),
-                    matches: HashTable::new(),
-                });
-                let vhosts = &self.vhosts;
-                (self.vhost_index)
-                    .insert_unique(hash, i, |&j| hasher.hash_one(vhosts[j].vhost.host.as_str()));
-                i
-            }
-        };
-        HostId(i)
+        let claims = &self.claims;
+        let owner = || owner.or_else(|| claims.get(host).map(|(c, _)| c.owner.clone()));
+        HostId(self.hosts.id(&self.hasher, host, owner))
     }
 
     /// Room for `n` routes on a host that has none yet, before an object adds its routes: a host
@@ -436,7 +545,7 @@ impl<'a> Builder<'a> {
     /// [`Builder::finish`] keeps instead of copying them to one (routes pushed one by one leave
     /// room for four, then eight).
     pub fn expect_routes(&mut self, host: HostId, n: usize) {
-        let routes = &mut self.vhosts[host.0].get_mut().routes;
+        let routes = &mut self.hosts.vhosts[host.0].get_mut().routes;
         if routes.capacity() == 0 {
             routes.reserve_exact(n);
         }
@@ -450,7 +559,7 @@ impl<'a> Builder<'a> {
 
     /// The virtual host `host` numbers (see [`Builder::host_id`]).
     pub fn vhost_at(&mut self, host: HostId) -> &mut VirtualHost {
-        self.vhosts[host.0].get_mut()
+        self.hosts.vhosts[host.0].get_mut()
     }
 
     /// Adds a route to a virtual host. A route whose path and header conditions are identical to one
@@ -464,44 +573,78 @@ impl<'a> Builder<'a> {
     pub fn add_route_to(
         &mut self,
         host: HostId,
-        mut route: Route,
+        route: Route,
     ) -> Result<(), Box<(ObjectRef, Route)>> {
-        route.headers.sort();
-        if let Some(e) = route.extras.as_deref_mut() {
-            e.query.sort();
+        self.hosts.add_route(&self.hasher, host.0, route)
+    }
+
+    // ---- Gateways' own addresses ----
+
+    /// Opens a port of a Gateway's own address (the first listener of the port decides what it
+    /// speaks; the Gateway API build refuses listeners of one port that disagree).
+    pub fn open_entry(
+        &mut self,
+        key: &EntryKey,
+        address: std::net::IpAddr,
+        protocol: EntryProtocol,
+        secret: Option<&str>,
+        secret_first: bool,
+    ) {
+        let e = self.entries.entry(key.clone()).or_insert_with(|| EntryAcc {
+            address,
+            protocol,
+            hosts: Hosts::with_capacity(0),
+            tcp: None,
+            default_secret: None,
+        });
+        if let Some(secret) = secret
+            && (secret_first || e.default_secret.is_none())
+        {
+            e.default_secret = Some(secret.to_string());
         }
-        let hasher = self.hasher.clone();
-        let acc = &mut self.vhosts[host.0];
-        let routes = &acc.vhost.routes;
-        let same = |&i: &usize| {
-            let r = &routes[i];
-            r.path == route.path && r.headers == route.headers && r.query() == route.query()
+    }
+
+    /// The owner of a host where `scope` serves it: a root's claim on Envoy's shared listeners;
+    /// none at a Gateway's own address, where only that Gateway's routes are served.
+    pub fn host_owner_in(&self, scope: Scope<'_>, host: &str) -> Option<&ObjectRef> {
+        match scope {
+            None => self.host_owner(host),
+            Some(_) => None,
+        }
+    }
+
+    /// [`Builder::vhost`] where `scope` serves it (an entry [`Builder::open_entry`] opened).
+    pub fn vhost_in(&mut self, scope: Scope<'_>, host: &str) -> &mut VirtualHost {
+        let Some(key) = scope else {
+            return self.vhost(host);
         };
-        if routes.len() < INDEX_ROUTES_FROM {
-            // Few routes: compared one by one, no table.
-            if let Some(i) = (0..routes.len()).find(same) {
-                return Err(Box::new((routes[i].source.clone(), route)));
-            }
-        } else {
-            let hash_of = |r: &Route| match_hash(&hasher, r);
-            if acc.matches.is_empty() {
-                // The table starts with the routes compared one by one so far.
-                acc.matches
-                    .reserve(2 * routes.len(), |&j| hash_of(&routes[j]));
-                for (j, r) in routes.iter().enumerate() {
-                    acc.matches
-                        .insert_unique(hash_of(r), j, |&k| hash_of(&routes[k]));
-                }
-            }
-            if let Some(&i) = acc.matches.find(hash_of(&route), same) {
-                return Err(Box::new((routes[i].source.clone(), route)));
-            }
-            let i = routes.len();
-            acc.matches
-                .insert_unique(hash_of(&route), i, |&j| hash_of(&routes[j]));
-        }
-        acc.get_mut().routes.push(route);
-        Ok(())
+        let e = self.entries.get_mut(key).expect("an opened entry");
+        let host = lowercase(host);
+        let i = e.hosts.id(&self.hasher, &host, || None);
+        e.hosts.vhosts[i].get_mut()
+    }
+
+    /// [`Builder::add_route`] where `scope` serves the host.
+    pub fn add_route_in(
+        &mut self,
+        scope: Scope<'_>,
+        host: &str,
+        route: Route,
+    ) -> Result<(), Box<(ObjectRef, Route)>> {
+        let Some(key) = scope else {
+            return self.add_route(host, route);
+        };
+        let e = self.entries.get_mut(key).expect("an opened entry");
+        let host = lowercase(host);
+        let i = e.hosts.id(&self.hasher, &host, || None);
+        e.hosts.add_route(&self.hasher, i, route)
+    }
+
+    /// Forwards the connections of a `TCP` port of a Gateway's address to a TCPRoute's
+    /// backends (the first route's, as the Gateway API build decides).
+    pub fn set_entry_tcp(&mut self, key: &EntryKey, clusters: Clusters, route: ObjectRef) {
+        let e = self.entries.get_mut(key).expect("an opened entry");
+        e.tcp.get_or_insert((clusters, route));
     }
 
     // ---- backends ----
@@ -644,33 +787,41 @@ impl<'a> Builder<'a> {
     /// What [`Builder::finish`] makes the model of: its entries in key order.
     pub(super) fn finish_sorted(self) -> SortedParts {
         let mut clusters = self.clusters;
-        let vhosts: Vec<(String, Arc<VirtualHost>)> = sorted_entries(
-            self.vhosts
-                .into_iter()
-                .filter(|a| {
-                    let v = &a.vhost;
-                    !v.routes.is_empty() || v.tcp_proxy.is_some() || v.tls_passthrough.is_some()
-                })
-                .map(|mut a| {
-                    let v = a.get_mut();
-                    let host = v.host.clone();
-                    v.routes.sort_by(route_precedence);
-                    v.routes = super::exact_vec(std::mem::take(&mut v.routes));
-                    // The clusters the model's hosts use, marked while the routes are at hand.
-                    for name in vhost_clusters(v) {
-                        if let Some((_, used)) = clusters.get_mut(&**name) {
+        let vhosts = self.hosts.finish(&mut clusters);
+        let entries: Vec<(EntryKey, Arc<Entry>)> = (self.entries.into_iter())
+            .map(|(key, e)| {
+                if let Some((tcp, _)) = &e.tcp {
+                    for c in tcp {
+                        if let Some((_, used)) = clusters.get_mut(&*c.cluster) {
                             *used = true;
                         }
                     }
-                    (host, a.vhost)
-                }),
-        );
+                }
+                let entry = Entry {
+                    address: e.address,
+                    protocol: e.protocol,
+                    vhosts: e.hosts.finish(&mut clusters).into_iter().collect(),
+                    tcp: e.tcp,
+                    default_secret: e.default_secret,
+                };
+                (key, Arc::new(entry))
+            })
+            .collect();
         let mut secrets = Vec::new();
-        for (_, v) in &vhosts {
+        let entry_hosts = entries.iter().flat_map(|(_, e)| e.vhosts.values());
+        for v in vhosts.iter().map(|(_, v)| v).chain(entry_hosts) {
             if let Some(tls) = &v.tls
                 && let Some(s) = self.secrets.get(&tls.secret)
             {
                 secrets.push((tls.secret.clone(), s.clone()));
+            }
+        }
+        for id in entries
+            .iter()
+            .filter_map(|(_, e)| e.default_secret.as_ref())
+        {
+            if let Some(s) = self.secrets.get(id) {
+                secrets.push((id.clone(), s.clone()));
             }
         }
         // Hosts sharing a secret name it once.
@@ -700,6 +851,7 @@ impl<'a> Builder<'a> {
             statuses,
             status_places,
             tcp_listeners,
+            entries,
         }
     }
 }
@@ -715,6 +867,7 @@ pub(super) struct SortedParts {
     /// the build numbered (see [`super::slots::Place`]).
     pub status_places: Option<Vec<super::slots::Place>>,
     pub tcp_listeners: Vec<(u16, Arc<TcpListener>)>,
+    pub entries: Vec<(EntryKey, Arc<Entry>)>,
 }
 
 impl SortedParts {
@@ -726,6 +879,7 @@ impl SortedParts {
             secrets: Map::from_distinct_sorted(self.secrets),
             statuses: Map::from_distinct_sorted(self.statuses),
             tcp_listeners: Map::from_distinct_sorted(self.tcp_listeners),
+            entries: Map::from_distinct_sorted(self.entries),
         }
     }
 }

@@ -28,7 +28,8 @@ use gateway_api::apis::standard::gateways::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
-use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
+use super::addresses::{NoAddress, Wanted};
+use super::model::{EntryKey, EntryProtocol, GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -200,6 +201,35 @@ pub(super) struct GatewayAcc {
     /// The port and hostname of each accepted listener that takes HTTP routes, as listener
     /// isolation reads them ([`super::gwroute::taken_by_narrower_listener`]).
     pub(super) http_hostnames: Vec<(i32, Option<String>)>,
+    /// Where the Gateway is served: its own address (`--gateway-addresses`), why it has none, or
+    /// on Envoy's shared listeners.
+    pub(super) served: Served,
+}
+
+/// Where a Gateway's listeners are served.
+pub(super) enum Served {
+    /// On Envoy's shared listeners (no `--gateway-addresses`).
+    Shared,
+    /// At an address of its own, Envoy listening on each listener's port there.
+    At(std::net::IpAddr),
+    /// Nowhere: it has no address ([`NoAddress`] says why).
+    Nowhere(NoAddress),
+}
+
+impl GatewayAcc {
+    /// Where routes attached to a listener of this Gateway on `port` are served: None when
+    /// nowhere (the Gateway has no address), Some(None) on Envoy's shared listeners, else at
+    /// that port of the Gateway's address.
+    pub(super) fn scope(&self, port: i32) -> Option<Option<EntryKey>> {
+        match &self.served {
+            Served::Shared => Some(None),
+            Served::At(_) => Some(Some(EntryKey {
+                gateway: self.obj.key.clone(),
+                port: u16::try_from(port).ok()?,
+            })),
+            Served::Nowhere(_) => None,
+        }
+    }
 }
 
 /// Builds the GatewayClasses, Gateways and HTTPRoutes of sluice's controller.
@@ -288,7 +318,13 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
         }
         gateways.insert(key.clone(), gateway(b, snapshot, obj, gw));
     }
-    tcp_ports(snapshot, &mut gateways);
+    match b.options.gateway_addresses.clone() {
+        Some(pool) => {
+            own_addresses(snapshot, &pool, &mut gateways);
+            open_entries(b, &gateways);
+        }
+        None => tcp_ports(snapshot, &mut gateways),
+    }
 
     // Routes oldest first: the oldest route keeps a match two routes define on one host.
     // HTTPRoutes, then GRPCRoutes (whose paths are their methods').
@@ -336,40 +372,72 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             }
         }
         let listeners_ok = gw.listeners.iter().all(Option::is_some);
-        let conditions = match &gw.invalid {
-            Some(why) => vec![
-                condition(cond::ACCEPTED, false, cond::INVALID, why.clone()),
-                condition(cond::PROGRAMMED, false, cond::INVALID, why.clone()),
+        if let Served::At(ip) = &gw.served {
+            for (l, status) in gw.listeners.iter().zip(&mut gw.listener_status) {
+                let Some(l) = l else { continue };
+                for c in status.conditions.iter_mut() {
+                    if c.type_ == cond::PROGRAMMED && c.status {
+                        c.message = format!(
+                            "Envoy listens on {} for it",
+                            std::net::SocketAddr::new(*ip, l.port as u16)
+                        );
+                    }
+                }
+            }
+        }
+        let no_address = match &gw.served {
+            Served::Nowhere(why) => Some(why),
+            _ => None,
+        };
+        let conditions = match (&gw.invalid, no_address) {
+            (None, Some(why)) if why.condition == cond::ACCEPTED => vec![
+                condition(cond::ACCEPTED, false, why.reason, why.message.clone()),
+                condition(cond::PROGRAMMED, false, cond::INVALID, why.message.clone()),
             ],
-            None if listeners_ok => vec![
+            (None, Some(why)) => vec![
                 condition(
                     cond::ACCEPTED,
                     true,
                     cond::ACCEPTED,
                     "sluice serves this Gateway",
                 ),
-                condition(
-                    cond::PROGRAMMED,
-                    true,
-                    cond::PROGRAMMED,
-                    "its listeners are programmed into Envoy",
-                ),
+                condition(cond::PROGRAMMED, false, why.reason, why.message.clone()),
             ],
-            None => {
-                let bad: Vec<&str> = (gw.listener_status.iter())
-                    .zip(&gw.listeners)
-                    .filter(|(_, l)| l.is_none())
-                    .map(|(s, _)| s.name.as_str())
-                    .collect();
-                let why = format!(
-                    "listeners {} are not accepted (see status.listeners)",
-                    bad.join(", ")
-                );
-                vec![
-                    condition(cond::ACCEPTED, true, cond::LISTENERS_NOT_VALID, why.clone()),
-                    condition(cond::PROGRAMMED, true, cond::PROGRAMMED, why),
-                ]
-            }
+            (invalid, _) => match invalid {
+                Some(why) => vec![
+                    condition(cond::ACCEPTED, false, cond::INVALID, why.clone()),
+                    condition(cond::PROGRAMMED, false, cond::INVALID, why.clone()),
+                ],
+                None if listeners_ok => vec![
+                    condition(
+                        cond::ACCEPTED,
+                        true,
+                        cond::ACCEPTED,
+                        "sluice serves this Gateway",
+                    ),
+                    condition(
+                        cond::PROGRAMMED,
+                        true,
+                        cond::PROGRAMMED,
+                        "its listeners are programmed into Envoy",
+                    ),
+                ],
+                None => {
+                    let bad: Vec<&str> = (gw.listener_status.iter())
+                        .zip(&gw.listeners)
+                        .filter(|(_, l)| l.is_none())
+                        .map(|(s, _)| s.name.as_str())
+                        .collect();
+                    let why = format!(
+                        "listeners {} are not accepted (see status.listeners)",
+                        bad.join(", ")
+                    );
+                    vec![
+                        condition(cond::ACCEPTED, true, cond::LISTENERS_NOT_VALID, why.clone()),
+                        condition(cond::PROGRAMMED, true, cond::PROGRAMMED, why),
+                    ]
+                }
+            },
         };
         b.track_generation_of(&gw.obj, gw.generation);
         match &gw.invalid {
@@ -380,14 +448,75 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             ),
             None => b.set_valid(&gw.obj, "programmed Gateway"),
         }
+        let addresses = match &gw.served {
+            Served::At(ip) => vec![*ip],
+            _ => Vec::new(),
+        };
         b.set_gateway_status(
             &gw.obj,
             GatewayApiStatus {
                 conditions,
                 listeners: gw.listener_status,
+                addresses,
                 ..Default::default()
             },
         );
+    }
+}
+
+/// Deals each Gateway an address of its own from `pool` ([`super::addresses::deal`]): oldest
+/// first, so an older Gateway keeps an address two ask for.
+fn own_addresses(
+    snapshot: &Snapshot,
+    pool: &super::addresses::AddressPool,
+    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
+) {
+    let wanted: Vec<(ObjKey, Wanted)> = oldest_first(&snapshot.gateways, |g| &g.metadata)
+        .into_iter()
+        .filter(|(key, _)| gateways.contains_key(*key))
+        .map(|(key, gw)| {
+            let requested = (gw.spec.addresses.iter().flatten())
+                .map(|a| (a.r#type.clone(), a.value.clone()))
+                .collect();
+            (key.clone(), Wanted { requested })
+        })
+        .collect();
+    for (key, dealt) in super::addresses::deal(pool, &wanted) {
+        if let Some(gw) = gateways.get_mut(&key) {
+            gw.served = match dealt {
+                Ok(ip) => Served::At(ip),
+                Err(why) => Served::Nowhere(why),
+            };
+        }
+    }
+}
+
+/// Opens the ports of the accepted listeners of every Gateway that has an address: Envoy
+/// listens there, whether or not a route is attached (a request then gets 404, a TLS client the
+/// certificate of the port's first HTTPS listener).
+fn open_entries(b: &mut Builder<'_>, gateways: &BTreeMap<ObjKey, GatewayAcc>) {
+    for gw in gateways.values() {
+        let Served::At(address) = gw.served else {
+            continue;
+        };
+        if gw.invalid.is_some() {
+            continue;
+        }
+        for l in gw.listeners.iter().flatten() {
+            let Some(Some(key)) = gw.scope(l.port) else {
+                continue;
+            };
+            let protocol = match (l.tcp, l.kinds.first()) {
+                (true, _) => EntryProtocol::Tcp,
+                (_, Some(&"TLSRoute")) => EntryProtocol::Tls,
+                _ if l.tls.is_some() => EntryProtocol::Tls,
+                _ => EntryProtocol::Http,
+            };
+            let https =
+                l.tls.is_some() && protocol == EntryProtocol::Tls && !l.kinds.contains(&"TLSRoute");
+            let secret = l.tls.as_deref().filter(|_| https);
+            b.open_entry(&key, address, protocol, secret, l.hostname.is_none());
+        }
     }
 }
 
@@ -490,6 +619,7 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         listener_status,
         invalid,
         http_hostnames,
+        served: Served::Shared,
     }
 }
 
@@ -654,9 +784,12 @@ fn listener(
         tls_terminate,
     } = how;
     let port = u16::try_from(l.port).ok().filter(|p| *p > 0);
-    if tcp && port.is_none_or(|p| b.options.reserved_ports.contains(&p)) {
+    // Envoy listens on a TCP listener's port itself, and on every listener's port when Gateways
+    // have addresses of their own.
+    let own_port = tcp || b.options.gateway_addresses.is_some();
+    if own_port && port.is_none_or(|p| b.options.reserved_ports.contains(&p)) {
         let message = format!(
-            "{field}.port: Envoy's own listeners use port {} (a TCP listener's port is the port Envoy listens on); choose another port",
+            "{field}.port: Envoy's own listeners use port {} (Envoy listens on this listener's port itself); choose another port",
             l.port
         );
         return not_accepted(status, cond::PORT_UNAVAILABLE, message);

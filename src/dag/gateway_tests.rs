@@ -932,6 +932,7 @@ fn refused_beside_an_exact_match(r: &str, prefix: &str, filter: &str) {
     );
 }
 
+mod addresses;
 mod backend_filters;
 mod backends;
 mod cors;

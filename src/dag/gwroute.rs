@@ -11,9 +11,9 @@ use super::gateway::{
     granted, refs_resolved,
 };
 use super::model::{
-    ClusterName, Clusters, Cors, GatewayApiStatus, GatewayCondition, HeaderEdits, HeaderMatch,
-    INVALID_BACKEND_CLUSTER, Mirror, ParentStatus, PathMatch, QueryMatch, Rewrite, Route,
-    RouteAction, RouteExtras, UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, VhostTls,
+    ClusterName, Clusters, Cors, EntryKey, GatewayApiStatus, GatewayCondition, HeaderEdits,
+    HeaderMatch, INVALID_BACKEND_CLUSTER, Mirror, ParentStatus, PathMatch, QueryMatch, Rewrite,
+    Route, RouteAction, RouteExtras, UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, VhostTls,
     WeightedCluster,
 };
 use super::{BackendRef, Builder, PortRef};
@@ -128,13 +128,18 @@ pub fn listener_route_hosts(listener: Option<&str>, route: &[String]) -> Vec<Str
 /// Why a route is refused for a filter on a backendRef other than the header modifiers.
 pub(super) const BACKEND_FILTERS_ROUTED: &str = "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters on a backendRef; move this one to the rule's filters";
 
+/// How a route serves one host: the TLS Secret id (HTTPS listeners), whether over plain HTTP,
+/// whether a listener's hostname takes it.
+type HostAttachment = (Option<String>, bool, bool);
+
 /// What one parent of a route attaches to: hostnames, each with its TLS Secret (HTTPS
 /// listeners), whether it is served over plain HTTP (HTTP listeners) and whether a listener's
 /// hostname takes it ([`VirtualHost::isolated`] for a wildcard).
 #[derive(Default)]
 struct Attachment {
-    /// Host → (TLS Secret id, served over plain HTTP, taken by a listener's hostname).
-    hosts: BTreeMap<String, (Option<String>, bool, bool)>,
+    /// (Where it is served, host) → (TLS Secret id, served over plain HTTP, taken by a
+    /// listener's hostname).
+    hosts: BTreeMap<(Option<EntryKey>, String), HostAttachment>,
 }
 
 /// The header changes ([`HeaderEdits`]) of a rule's filters, of any route kind: `$filters`
@@ -442,7 +447,11 @@ pub(super) fn attach_route(
         let mut https_without_host = false;
         let mut narrowed = false;
         let isolation = &gw.http_hostnames;
-        for l in gw.listeners.iter_mut().flatten() {
+        let scopes: Vec<Option<Option<EntryKey>>> = (gw.listeners.iter())
+            .map(|l| l.as_ref().and_then(|l| gw.scope(l.port)))
+            .collect();
+        for (l, scope) in gw.listeners.iter_mut().zip(scopes) {
+            let Some(l) = l else { continue };
             if !tally.takes(b.snapshot, p, gw_key, l, r.key, kind_name) {
                 continue;
             }
@@ -451,8 +460,11 @@ pub(super) fn attach_route(
             let before = hosts.len();
             hosts.retain(|h| !taken_by_narrower_listener(isolation, this, h));
             narrowed |= before > 0 && hosts.is_empty();
-            if l.tls.is_some() && hosts.iter().any(|h| h == "*") {
-                // TLS is chosen by the SNI host name: every host of an HTTPS listener is named.
+            let shared = matches!(scope, Some(None));
+            if shared && l.tls.is_some() && hosts.iter().any(|h| h == "*") {
+                // On Envoy's shared HTTPS listener TLS is chosen by the SNI host name: every
+                // host of an HTTPS listener is named. A Gateway's own TLS port has a default
+                // filter chain, which serves the catch-all host.
                 hosts.retain(|h| h != "*");
                 https_without_host = true;
             }
@@ -464,8 +476,13 @@ pub(super) fn attach_route(
                 continue;
             }
             l.attached += 1;
+            // A Gateway without an address serves its routes nowhere (its status says why).
+            let Some(scope) = scope else {
+                continue;
+            };
             for h in hosts {
-                let e = attachment.hosts.entry(h).or_insert((None, false, false));
+                let at = (scope.clone(), h);
+                let e = attachment.hosts.entry(at).or_insert((None, false, false));
                 e.2 |= l.hostname.is_some();
                 match &l.tls {
                     Some(secret) => {
@@ -519,16 +536,17 @@ pub(super) fn attach_route(
     let mut route_conflicts = Vec::new();
     if !attachment.hosts.is_empty() {
         let built = build_rules(b, &mut resolved);
-        for (host, (tls, insecure, isolated)) in &attachment.hosts {
-            if let Some(owner) = b.host_owner(host) {
+        for ((scope, host), (tls, insecure, isolated)) in &attachment.hosts {
+            let scope = scope.as_ref();
+            if let Some(owner) = b.host_owner_in(scope, host) {
                 host_conflicts.push(format!("{host:?} is owned by {owner}"));
                 continue;
             }
             if *isolated && host.starts_with("*.") {
-                b.vhost(host).isolated = true;
+                b.vhost_in(scope, host).isolated = true;
             }
             if let Some(secret) = tls {
-                let v = b.vhost(host);
+                let v = b.vhost_in(scope, host);
                 match &v.tls {
                     Some(t) if t.secret != *secret => {
                         route_conflicts.push(format!(
@@ -565,7 +583,7 @@ pub(super) fn attach_route(
                         .boxed(),
                         source: obj.clone(),
                     };
-                    if let Err(conflict) = b.add_route(host, r)
+                    if let Err(conflict) = b.add_route_in(scope, host, r)
                         && conflict.0 != obj
                     {
                         route_conflicts.push(format!(

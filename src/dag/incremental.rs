@@ -143,6 +143,9 @@ impl Incremental {
         for l in dag.tcp_listeners.values() {
             self.count_clusters(&l.clusters, 1, &mut Vec::new());
         }
+        for e in dag.entries.values() {
+            self.count_entry(e, 1, &mut Vec::new());
+        }
         self.stale_endpoints.clear();
         self.ready = true;
     }
@@ -373,6 +376,16 @@ impl Incremental {
                 }
                 dag.tcp_listeners = part.tcp_listeners.clone();
             }
+            // So are the ports of Gateways' own addresses.
+            if dag.entries != part.entries {
+                for e in dag.entries.values() {
+                    self.count_entry(e, -1, &mut unused);
+                }
+                for e in part.entries.values() {
+                    self.count_entry(e, 1, &mut unused);
+                }
+                dag.entries = part.entries.clone();
+            }
             // Statuses of Gateway API objects gone since the previous build.
             gateway_part::each_object(prev_snapshot, |obj| {
                 if !part.statuses.contains_key(&obj) {
@@ -453,6 +466,22 @@ impl Incremental {
             if count(&mut self.cluster_users, &c.cluster, by) {
                 unused.push((c.cluster.to_string(), false));
             }
+        }
+    }
+
+    /// [`Incremental::count_users`] of a port of a Gateway's address: its hosts, its TCP
+    /// backends and its default certificate.
+    fn count_entry(&mut self, e: &Entry, by: i32, unused: &mut Vec<(String, bool)>) {
+        for v in e.vhosts.values() {
+            self.count_users(v, by, unused);
+        }
+        if let Some((clusters, _)) = &e.tcp {
+            self.count_clusters(clusters, by, unused);
+        }
+        if let Some(secret) = &e.default_secret
+            && count(&mut self.secret_users, secret, by)
+        {
+            unused.push((secret.clone(), true));
         }
     }
 

@@ -11,6 +11,7 @@
 //! No async, no kube client, no Envoy types. Work is linear in the number of objects: objects are
 //! looked up through maps built once per build, never by scanning all objects per object.
 
+pub mod addresses;
 mod builder;
 mod delegation;
 pub mod gateway;
@@ -55,6 +56,10 @@ pub struct Options {
     /// The ports Envoy's own listeners bind (HTTP and HTTPS): a Gateway `TCP` listener cannot
     /// take them.
     pub reserved_ports: Vec<u16>,
+    /// The addresses Gateways of sluice's class are given, each its own (`--gateway-addresses`):
+    /// Envoy listens on every listener's port at its Gateway's address. None: every Gateway's
+    /// HTTP and HTTPS listeners are served on Envoy's shared listeners.
+    pub gateway_addresses: Option<addresses::AddressPool>,
 }
 
 /// The ports of Envoy's HTTP and HTTPS listeners unless flags say otherwise.
@@ -67,6 +72,7 @@ impl Default for Options {
             ingress_class_name: DEFAULT_INGRESS_CLASS.to_string(),
             gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_string(),
             reserved_ports: DEFAULT_RESERVED_PORTS.to_vec(),
+            gateway_addresses: None,
         }
     }
 }

@@ -47,6 +47,57 @@ pub struct Dag {
     pub statuses: Map<ObjectRef, ObjectStatus>,
     /// Gateway `TCP` listeners carrying a TCPRoute, by the port Envoy listens on.
     pub tcp_listeners: Map<u16, Arc<TcpListener>>,
+    /// The ports of the Gateways that have addresses of their own (`--gateway-addresses`): what
+    /// Envoy serves at each Gateway's address and port, apart from every other Gateway and from
+    /// the hosts above.
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub entries: Map<EntryKey, Arc<Entry>>,
+}
+
+/// One port of a Gateway that has an address of its own.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct EntryKey {
+    /// The Gateway (`namespace/name`).
+    pub gateway: crate::api::ObjKey,
+    pub port: u16,
+}
+
+impl EntryKey {
+    /// The name of the Envoy listener of this port, and of its plain-HTTP route configuration:
+    /// `gateway/<namespace>/<name>/<port>` (no Kubernetes name has a `/`).
+    pub fn name(&self) -> String {
+        format!(
+            "gateway/{}/{}/{}",
+            self.gateway.namespace, self.gateway.name, self.port
+        )
+    }
+}
+
+/// What Envoy serves at one port of a Gateway's own address ([`Dag::entries`]): hosts routed
+/// over plain HTTP, hosts selected by SNI (TLS terminated for HTTP or for a stream, or passed
+/// through), or every connection forwarded to a TCPRoute's backends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// The address Envoy binds, the Gateway's.
+    pub address: std::net::IpAddr,
+    pub protocol: EntryProtocol,
+    /// The hosts served here, by lowercase name, as in [`Dag::vhosts`] (the catch-all `*`
+    /// included).
+    pub vhosts: std::collections::BTreeMap<String, Arc<VirtualHost>>,
+    /// A `TCP` port's backends and the TCPRoute they are of.
+    pub tcp: Option<(Clusters, ObjectRef)>,
+    /// A TLS port's certificate for connections whose SNI names no host here (or none at all):
+    /// the Secret id of the port's first HTTPS listener without a hostname, else of its first.
+    pub default_secret: Option<String>,
+}
+
+/// What a port of a Gateway's address speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum EntryProtocol {
+    Http,
+    /// HTTPS and TLS listeners: a filter chain per host, chosen by SNI.
+    Tls,
+    Tcp,
 }
 
 /// A port whose TCP connections are forwarded to a TCPRoute's backends: a Gateway listener of
@@ -807,6 +858,9 @@ pub struct GatewayApiStatus {
     /// serves, in alphabetical order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub supported_features: Vec<&'static str>,
+    /// A Gateway's own address (`--gateway-addresses`), as its `status.addresses` carries it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<std::net::IpAddr>,
 }
 
 /// One condition (`metav1.Condition` without its timestamps and generation, which the status

@@ -45,31 +45,35 @@ pub(super) fn build(snapshot: &Snapshot, options: &Options) -> Option<Dag> {
     // The statuses (the largest map) are merged on a second thread, the rest on this one. The
     // statuses are put in order by their objects' places in the snapshot, which the halves
     // numbered them by: no key is read to compare.
-    let (statuses, (tcp_listeners, vhosts, clusters, secrets)) = std::thread::scope(|scope| {
-        let statuses = scope.spawn(|| {
-            let merged = match (a.status_places, b.status_places) {
-                (Some(pa), Some(pb)) => merge_by_place(a.statuses, &pa, b.statuses, &pb),
-                _ => merge(a.statuses, b.statuses, Shared::Refused),
-            };
-            merged.map(Map::from_distinct_sorted)
+    let (statuses, (tcp_listeners, entries, vhosts, clusters, secrets)) =
+        std::thread::scope(|scope| {
+            let statuses = scope.spawn(|| {
+                let merged = match (a.status_places, b.status_places) {
+                    (Some(pa), Some(pb)) => merge_by_place(a.statuses, &pa, b.statuses, &pb),
+                    _ => merge(a.statuses, b.statuses, Shared::Refused),
+                };
+                merged.map(Map::from_distinct_sorted)
+            });
+            let rest = (
+                merge(a.tcp_listeners, b.tcp_listeners, Shared::Refused)
+                    .map(Map::from_distinct_sorted),
+                merge(a.entries, b.entries, Shared::Refused).map(Map::from_distinct_sorted),
+                merge(a.vhosts, b.vhosts, Shared::Refused).map(Map::from_distinct_sorted),
+                merge(a.clusters, b.clusters, Shared::IfEqual).map(Map::from_distinct_sorted),
+                merge(a.secrets, b.secrets, Shared::IfEqual).map(Map::from_distinct_sorted),
+            );
+            let statuses = statuses
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (statuses, rest)
         });
-        let rest = (
-            merge(a.tcp_listeners, b.tcp_listeners, Shared::Refused).map(Map::from_distinct_sorted),
-            merge(a.vhosts, b.vhosts, Shared::Refused).map(Map::from_distinct_sorted),
-            merge(a.clusters, b.clusters, Shared::IfEqual).map(Map::from_distinct_sorted),
-            merge(a.secrets, b.secrets, Shared::IfEqual).map(Map::from_distinct_sorted),
-        );
-        let statuses = statuses
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (statuses, rest)
-    });
     Some(Dag {
         vhosts: vhosts?,
         clusters: clusters?,
         secrets: secrets?,
         statuses: statuses?,
         tcp_listeners: tcp_listeners?,
+        entries: entries?,
     })
 }
 

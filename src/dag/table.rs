@@ -9,6 +9,10 @@ use crate::validate::common::Timeout;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TableHost {
     pub host: String,
+    /// Where a Gateway with an address of its own serves the host: `Gateway <ns>/<name> at
+    /// <address>:<port>` (none: on Envoy's shared listeners).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,30 +75,54 @@ pub fn route_table(dag: &Dag) -> Vec<TableHost> {
     };
     let tcp = dag.tcp_listeners.values().map(|l| TableHost {
         host: format!("tcp:{}", l.port),
+        gateway: None,
         tls: None,
         owner: Some(l.route.to_string()),
         tcp_proxy: Some(weighted(&l.clusters)),
         tls_passthrough: None,
         routes: Vec::new(),
     });
+    let host = |v: &crate::dag::VirtualHost, gateway: Option<String>| TableHost {
+        host: v.host.clone(),
+        gateway,
+        tls: v
+            .tls
+            .as_ref()
+            .map(|t| format!("{} (min TLS {})", t.secret, tls_version(t.min_version))),
+        owner: v.owner.as_ref().map(|o| o.to_string()),
+        tcp_proxy: v.tcp_proxy.as_ref().map(weighted),
+        tls_passthrough: v.tls_passthrough.as_ref().map(weighted),
+        routes: v
+            .routes
+            .iter()
+            .map(|r| table_route(r, v.tls.is_some()))
+            .collect(),
+    };
+    // The Gateways with addresses of their own, each port's hosts, and its TCPRoute.
+    let entries = dag.entries.iter().flat_map(|(key, e)| {
+        let at = format!(
+            "Gateway {} at {}",
+            key.gateway,
+            std::net::SocketAddr::new(e.address, key.port)
+        );
+        let tcp = e.tcp.as_ref().map(|(clusters, route)| TableHost {
+            host: format!("tcp:{}", key.port),
+            gateway: Some(at.clone()),
+            tls: None,
+            owner: Some(route.to_string()),
+            tcp_proxy: Some(weighted(clusters)),
+            tls_passthrough: None,
+            routes: Vec::new(),
+        });
+        (e.vhosts.values())
+            .map(move |v| host(v, Some(at.clone())))
+            .chain(tcp)
+    });
     dag.vhosts
         .values()
-        .map(|v| TableHost {
-            host: v.host.clone(),
-            tls: v
-                .tls
-                .as_ref()
-                .map(|t| format!("{} (min TLS {})", t.secret, tls_version(t.min_version))),
-            owner: v.owner.as_ref().map(|o| o.to_string()),
-            tcp_proxy: v.tcp_proxy.as_ref().map(weighted),
-            tls_passthrough: v.tls_passthrough.as_ref().map(weighted),
-            routes: v
-                .routes
-                .iter()
-                .map(|r| table_route(r, v.tls.is_some()))
-                .collect(),
-        })
+        .map(|v| host(v, None))
         .chain(tcp)
+        .chain(entries)
         .collect()
 }
 

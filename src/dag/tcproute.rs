@@ -12,6 +12,7 @@ use super::gateway::{GatewayAcc, attached_to_gateway, cond, condition, refs_reso
 use super::gwroute::{
     ReadyRoute, Tally, one_rule, parents_in, record_status, rule_connections, sluices_parents,
 };
+use super::model::EntryKey;
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -47,7 +48,7 @@ pub(super) fn tcp_route(
     let refused = ReadyRoute::new(errors, || unsupported(route)).refused;
 
     // The ports of the listeners the route is attached to.
-    let mut ports: Vec<u16> = Vec::new();
+    let mut ports: Vec<(Option<EntryKey>, u16)> = Vec::new();
     let mut statuses = Vec::new();
     for (i, p, gw_key) in &parents {
         let Some(gw) = gateways.get_mut(gw_key) else {
@@ -56,7 +57,11 @@ pub(super) fn tcp_route(
         let mut tally = Tally::default();
         let mut taken: Vec<String> = Vec::new();
         let mut attached = 0;
-        for l in gw.listeners.iter_mut().flatten() {
+        let scopes: Vec<Option<Option<EntryKey>>> = (gw.listeners.iter())
+            .map(|l| l.as_ref().and_then(|l| gw.scope(l.port)))
+            .collect();
+        for (l, scope) in gw.listeners.iter_mut().zip(scopes) {
+            let Some(l) = l else { continue };
             if !tally.takes(b.snapshot, p, gw_key, l, key, "TCPRoute") || !refused.is_empty() {
                 continue;
             }
@@ -72,8 +77,12 @@ pub(super) fn tcp_route(
                     l.tcp_route = Some(obj.clone());
                     l.attached += 1;
                     attached += 1;
-                    if !ports.contains(&port) {
-                        ports.push(port);
+                    // A Gateway without an address serves its routes nowhere.
+                    if let Some(scope) = scope {
+                        let at = (scope, port);
+                        if !ports.contains(&at) {
+                            ports.push(at);
+                        }
                     }
                 }
             }
@@ -111,8 +120,11 @@ pub(super) fn tcp_route(
         let clusters = rule_connections!(b, snapshot, "TCPRoute", ns, rule, &mut resolved);
         // No backend to forward to: no listener, so its port refuses connections.
         if let Some(clusters) = clusters {
-            for port in ports {
-                b.add_tcp_listener(port, clusters.clone(), obj.clone());
+            for (scope, port) in ports {
+                match scope {
+                    Some(key) => b.set_entry_tcp(&key, clusters.clone(), obj.clone()),
+                    None => b.add_tcp_listener(port, clusters.clone(), obj.clone()),
+                }
             }
         }
     }

@@ -17,7 +17,7 @@ use super::gwroute::{
     ReadyRoute, Tally, listener_route_hosts, one_rule, parents_in, record_status, rule_connections,
     sluices_parents,
 };
-use super::model::VhostTls;
+use super::model::{EntryKey, VhostTls};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -41,7 +41,7 @@ pub(super) fn tls_route(
     controller: &str,
     key: &ObjKey,
     route: &TlsRoute,
-    passthrough: &mut BTreeMap<String, ObjectRef>,
+    passthrough: &mut BTreeMap<(Option<EntryKey>, String), ObjectRef>,
 ) {
     let obj = ObjectRef {
         kind: Kind::TlsRoute,
@@ -57,7 +57,7 @@ pub(super) fn tls_route(
 
     // The hosts the route is attached on, through every parent, each with the TLS Secret of the
     // listener that terminates TLS for it (None: passed through); the first listener's.
-    let mut hosts: Vec<(String, Option<String>)> = Vec::new();
+    let mut hosts: Vec<(Option<EntryKey>, String, Option<String>)> = Vec::new();
     let mut statuses = Vec::new();
     for (i, p, gw_key) in &parents {
         let Some(gw) = gateways.get_mut(gw_key) else {
@@ -65,7 +65,11 @@ pub(super) fn tls_route(
         };
         let mut tally = Tally::default();
         let mut hosted = 0;
-        for l in gw.listeners.iter_mut().flatten() {
+        let scopes: Vec<Option<Option<EntryKey>>> = (gw.listeners.iter())
+            .map(|l| l.as_ref().and_then(|l| gw.scope(l.port)))
+            .collect();
+        for (l, scope) in gw.listeners.iter_mut().zip(scopes) {
+            let Some(l) = l else { continue };
             if !tally.takes(b.snapshot, p, gw_key, l, key, "TLSRoute") {
                 continue;
             }
@@ -80,9 +84,16 @@ pub(super) fn tls_route(
                 continue;
             }
             l.attached += 1;
+            // A Gateway without an address serves its routes nowhere (its status says why).
+            let Some(scope) = scope else {
+                continue;
+            };
             for h in named {
-                if !hosts.iter().any(|(known, _)| *known == h) {
-                    hosts.push((h, l.tls.clone()));
+                if !hosts
+                    .iter()
+                    .any(|(at, known, _)| *at == scope && *known == h)
+                {
+                    hosts.push((scope.clone(), h, l.tls.clone()));
                 }
             }
         }
@@ -120,16 +131,18 @@ pub(super) fn tls_route(
     if let Some(rule) = route.spec.rules.first().filter(|_| !hosts.is_empty()) {
         let ns = &*key.namespace;
         let clusters = rule_connections!(b, snapshot, "TLSRoute", ns, rule, &mut resolved);
-        for (host, terminate) in &hosts {
-            if let Some(owner) = b.host_owner(host) {
+        for (scope, host, terminate) in &hosts {
+            let scope = scope.as_ref();
+            if let Some(owner) = b.host_owner_in(scope, host) {
                 host_conflicts.push(format!("{host:?} is owned by {owner}"));
                 continue;
             }
-            if let Some(older) = passthrough.get(host) {
+            let at = (scope.cloned(), host.clone());
+            if let Some(older) = passthrough.get(&at) {
                 conflicts.push(format!("{host:?} is passed through for {older}"));
                 continue;
             }
-            let v = b.vhost(host);
+            let v = b.vhost_in(scope, host);
             if v.tls.is_some() {
                 conflicts.push(format!(
                     "{host:?} is served with TLS terminated for HTTP (an HTTPS listener, an Ingress or an IngressRoute), so its connections cannot go to this route"
@@ -142,12 +155,12 @@ pub(super) fn tls_route(
                 ));
                 continue;
             }
-            passthrough.insert(host.clone(), obj.clone());
+            passthrough.insert(at, obj.clone());
             // No backend to forward to: no filter chain, so Envoy closes those connections.
             let Some(clusters) = &clusters else {
                 continue;
             };
-            let v = b.vhost(host);
+            let v = b.vhost_in(scope, host);
             match terminate {
                 Some(secret) => {
                     v.tls = Some(VhostTls {

@@ -284,7 +284,13 @@ fn gateway_status(
             })
         });
         status.insert("listeners".into(), Value::Array(listeners.collect()));
-        if let Some(lb) = lb.filter(|lb| !lb.is_empty()) {
+        if !g.addresses.is_empty() {
+            // The Gateway's own address (`--gateway-addresses`).
+            let addresses = (g.addresses.iter()).map(
+                |ip| json!({ "type": crate::dag::addresses::IP_ADDRESS, "value": ip.to_string() }),
+            );
+            status.insert("addresses".into(), Value::Array(addresses.collect()));
+        } else if let Some(lb) = lb.filter(|lb| !lb.is_empty()) {
             let addresses = (lb
                 .ips
                 .iter()

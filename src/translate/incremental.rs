@@ -29,7 +29,7 @@ use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use prost::{Message, Name};
 
 use super::{
-    ClusterBytes, HTTPS_LISTENER, LoadAssignmentBytes, Options, ResourceType, build_secret,
+    ClusterBytes, HTTPS_LISTENER, LoadAssignmentBytes, Options, ResourceType, build_secret, entry,
     https_route_config_name, listener, route,
 };
 use crate::dag::{Cluster, Dag, VirtualHost};
@@ -419,6 +419,46 @@ impl Encoder {
                         None => listeners.remove(&listener::tcp_listener_name(*port)),
                     }
                 }
+            }
+        }
+
+        // The ports of Gateways' own addresses: a listener each, and its route configurations.
+        let mut entry_listeners = BTreeMap::new();
+        for item in prev_dag.entries.diff(&dag.entries) {
+            let (key, old, new) = match item {
+                DiffItem::Remove(k, e) => (k, Some(&**e), None),
+                DiffItem::Add(k, e) => (k, None, Some(&**e)),
+                DiffItem::Update {
+                    old: (k, o),
+                    new: (_, n),
+                } => (k, Some(&**o), Some(&**n)),
+            };
+            let configs = new.map_or_else(Vec::new, |e| entry::build_entry_route_configs(key, e));
+            for name in old.map_or_else(Vec::new, |e| entry::entry_route_config_names(key, e)) {
+                if !configs.iter().any(|c| c.name == name) {
+                    routes.remove(&name);
+                }
+            }
+            for config in &configs {
+                routes.add(&config.name, config);
+            }
+            let built = new.and_then(|e| entry::build_entry_listener(key, e, dag, &self.options));
+            entry_listeners.insert(key.name(), built);
+        }
+        // A port's TLS chains name their secrets: a secret's bytes changed, they stay as they
+        // are (Envoy takes the secret by SDS); one gone or come changes which chains there are.
+        if secrets.changed() {
+            for (key, e) in dag.entries.iter() {
+                if e.protocol == crate::dag::EntryProtocol::Tls {
+                    let built = entry::build_entry_listener(key, e, dag, &self.options);
+                    entry_listeners.entry(key.name()).or_insert(built);
+                }
+            }
+        }
+        for (name, l) in entry_listeners {
+            match l {
+                Some(l) => listeners.add(&name, &l),
+                None => listeners.remove(&name),
             }
         }
 

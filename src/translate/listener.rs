@@ -86,14 +86,14 @@ fn socket(options: &Options, port: u16) -> Address {
 
 /// What every filter chain of one listener carries the same, made once per listener rather than
 /// once per TLS host's chain.
-struct Shared<'a> {
+pub(super) struct Shared<'a> {
     options: &'a Options,
     access_log: Vec<EnvoyAccessLog>,
     tracing: Option<HcmTracing>,
 }
 
 impl<'a> Shared<'a> {
-    fn new(options: &'a Options) -> Shared<'a> {
+    pub(super) fn new(options: &'a Options) -> Shared<'a> {
         Shared {
             options,
             access_log: access_logs(&options.access_log),
@@ -103,7 +103,7 @@ impl<'a> Shared<'a> {
 }
 
 /// Routes from one route configuration over ADS.
-fn rds(route_config: &str) -> RouteSpecifier {
+pub(super) fn rds(route_config: &str) -> RouteSpecifier {
     RouteSpecifier::Rds(Rds {
         config_source: Some(ads_config_source()),
         route_config_name: route_config.to_string(),
@@ -181,7 +181,7 @@ fn shard_filter(shards: u16) -> HttpFilter {
     }
 }
 
-fn hcm_filter(
+pub(super) fn hcm_filter(
     shared: &Shared<'_>,
     stat_prefix: &str,
     routes: RouteSpecifier,
@@ -202,7 +202,7 @@ const HCM_FILTER: &str = "envoy.filters.network.http_connection_manager";
 /// is the bytes of the fields before that one, its own `rds`, and the bytes of the fields after
 /// it. prost writes a message's fields in the order of their numbers (a oneof at its lowest);
 /// a test holds the result to a whole encoding of each host's.
-struct HttpsHcm {
+pub(super) struct HttpsHcm {
     before: Vec<u8>,
     after: Vec<u8>,
     /// `Rds.config_source` (field 1), encoded: the same for every host.
@@ -213,9 +213,9 @@ struct HttpsHcm {
 const HCM_RDS_FIELD: u32 = 3;
 
 impl HttpsHcm {
-    fn new(shared: &Shared<'_>) -> HttpsHcm {
+    pub(super) fn new(shared: &Shared<'_>, stat_prefix: &str) -> HttpsHcm {
         use prost::Message;
-        let hcm = hcm(shared, HTTPS_LISTENER, None, Vec::new());
+        let hcm = hcm(shared, stat_prefix, None, Vec::new());
         let mut before = hcm.encode_to_vec();
         let head = HttpConnectionManager {
             codec_type: hcm.codec_type,
@@ -331,7 +331,7 @@ fn hcm(
 
 /// The listener filters in front of every listener's filter chains: the PROXY protocol header
 /// first, when the load balancer sends one; then, on the TLS listener, the TLS inspector.
-fn listener_filters(options: &Options, tls: bool) -> Vec<ListenerFilter> {
+pub(super) fn listener_filters(options: &Options, tls: bool) -> Vec<ListenerFilter> {
     let filter = |name: &str, config| ListenerFilter {
         name: name.to_string(),
         config_type: Some(listener_filter::ConfigType::TypedConfig(config)),
@@ -394,7 +394,7 @@ pub fn build_tcp_listener(l: &TcpListener, options: &Options) -> Option<Listener
 /// The TLS listener, or None when no host has TLS (Envoy refuses a listener without filter chains).
 pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
     let shared = Shared::new(options);
-    let hcm = HttpsHcm::new(&shared);
+    let hcm = HttpsHcm::new(&shared, HTTPS_LISTENER);
     let filter_chains: Vec<FilterChain> = dag
         .vhosts
         .values()
@@ -404,7 +404,8 @@ pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
             }
             let tls = v.tls.as_ref()?;
             let secret = dag.secrets.get(&tls.secret)?;
-            build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version)
+            let routes = https_route_config_name(&v.host);
+            build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version, &routes)
         })
         .collect();
     if filter_chains.is_empty() {
@@ -429,36 +430,22 @@ fn tls_protocol(v: TlsVersion) -> TlsProtocol {
 }
 
 /// One TLS host's filter chain; None for a TCP proxy without a backend carrying weight.
-fn build_tls_filter_chain(
+pub(super) fn build_tls_filter_chain(
     shared: &Shared<'_>,
     hcm: &HttpsHcm,
     v: &VirtualHost,
     secret: &str,
     min: TlsVersion,
+    route_config: &str,
 ) -> Option<FilterChain> {
     let (filter, alpn) = match &v.tcp_proxy {
         Some(clusters) => (tcp_proxy_filter(shared, &v.host, clusters)?, vec![]),
         None => (
-            hcm.filter(&https_route_config_name(&v.host)),
+            hcm.filter(route_config),
             vec!["h2".to_string(), "http/1.1".to_string()],
         ),
     };
-    let tls = DownstreamTlsContext {
-        common_tls_context: Some(CommonTlsContext {
-            tls_params: Some(TlsParameters {
-                tls_minimum_protocol_version: tls_protocol(min) as i32,
-                tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
-                ..Default::default()
-            }),
-            tls_certificate_sds_secret_configs: vec![SdsSecretConfig {
-                name: secret.to_string(),
-                sds_config: Some(ads_config_source()),
-            }],
-            alpn_protocols: alpn,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let tls = downstream_tls(secret, min, alpn);
     Some(FilterChain {
         name: v.host.clone(),
         filter_chain_match: Some(FilterChainMatch {
@@ -474,9 +461,45 @@ fn build_tls_filter_chain(
     })
 }
 
+/// The filter chain of a TLS port's connections whose SNI names none of its hosts: TLS
+/// terminated with `secret`, HTTP routed by `route_config`.
+pub(super) fn default_tls_chain(hcm: &HttpsHcm, secret: &str, route_config: &str) -> FilterChain {
+    let alpn = vec!["h2".to_string(), "http/1.1".to_string()];
+    let tls = downstream_tls(secret, crate::dag::gateway::GATEWAY_MIN_TLS, alpn);
+    FilterChain {
+        name: "default".to_string(),
+        filters: vec![hcm.filter(route_config)],
+        transport_socket: Some(TransportSocket {
+            name: "envoy.transport_sockets.tls".to_string(),
+            config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
+        }),
+        ..Default::default()
+    }
+}
+
+/// The TLS settings of a chain that terminates TLS with the certificate `secret` (by SDS).
+fn downstream_tls(secret: &str, min: TlsVersion, alpn: Vec<String>) -> DownstreamTlsContext {
+    DownstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: tls_protocol(min) as i32,
+                tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+                ..Default::default()
+            }),
+            tls_certificate_sds_secret_configs: vec![SdsSecretConfig {
+                name: secret.to_string(),
+                sds_config: Some(ads_config_source()),
+            }],
+            alpn_protocols: alpn,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// A TLS passthrough host's filter chain: matched by SNI like the others, its connections
 /// forwarded as they are, still encrypted; None without a backend carrying weight.
-fn passthrough_filter_chain(
+pub(super) fn passthrough_filter_chain(
     shared: &Shared<'_>,
     v: &VirtualHost,
     clusters: &[DagWeightedCluster],
@@ -496,7 +519,7 @@ fn passthrough_filter_chain(
     })
 }
 
-fn tcp_proxy_filter(
+pub(super) fn tcp_proxy_filter(
     shared: &Shared<'_>,
     host: &str,
     clusters: &[DagWeightedCluster],
@@ -566,7 +589,7 @@ mod tests {
         let long = format!("https/{}.example.com", "a".repeat(200));
         for options in &variants {
             let shared = Shared::new(options);
-            let hcm = HttpsHcm::new(&shared);
+            let hcm = HttpsHcm::new(&shared, HTTPS_LISTENER);
             for name in ["https/shop.example.com", "", "https/x", long.as_str()] {
                 assert_eq!(
                     hcm.filter(name),

@@ -9,6 +9,7 @@
 //! | HTTP listener | `ingress_http` (route config `ingress_http`, or `ingress_http/<k>` per shard) |
 //! | HTTPS listener | `ingress_https`, one filter chain per TLS host, route config `https/<host>` |
 //! | Gateway TCP listener | `ingress_tcp_<port>`, a TCP proxy to a TCPRoute's clusters |
+//! | a port of a Gateway's own address | `gateway/<namespace>/<name>/<port>` ([`entry`]) |
 //! | cluster, load assignment | the Dag cluster name (`namespace/service/port[/hash]`) |
 //! | secret | the Dag secret name (`namespace/secret`) |
 //!
@@ -16,6 +17,7 @@
 
 pub mod access_log;
 mod cluster;
+mod entry;
 pub mod incremental;
 mod listener;
 mod route;
@@ -300,13 +302,17 @@ pub fn build_with_shards(dag: &Dag, options: &Options, shards: u16) -> Resources
             routes.push(route::build_https_route_config(vhost));
         }
     }
-    routes.sort_by(|a, b| a.name.cmp(&b.name));
     let mut listeners = vec![listener::build_http_listener(options, shards)];
     if let Some(l) = listener::build_https_listener(dag, options) {
         listeners.push(l);
     }
     let tcp = dag.tcp_listeners.values();
     listeners.extend(tcp.filter_map(|l| listener::build_tcp_listener(l, options)));
+    for (key, e) in dag.entries.iter() {
+        listeners.extend(entry::build_entry_listener(key, e, dag, options));
+        routes.extend(entry::build_entry_route_configs(key, e));
+    }
+    routes.sort_by(|a, b| a.name.cmp(&b.name));
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
     Resources {
         listeners,
