@@ -9,6 +9,7 @@ mod certgen;
 mod chart;
 mod gateway;
 mod leader;
+mod pods;
 mod status;
 mod traffic;
 mod webhook;

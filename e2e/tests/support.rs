@@ -217,6 +217,77 @@ endpoints:
     }
 }
 
+/// What e2e/lib/pods.sh exported: Pods run as processes on the kwok Node (docs/e2e.md, "Pods").
+#[allow(dead_code)] // not used by the benchmarks
+pub struct PodNet {
+    /// The Node's Pod CIDR (198.18.1.0/24, or 198.19.1.0/24 beside another run).
+    pub cidr: String,
+    /// The addresses Services of type LoadBalancer get (127.0.2.0/24, or 127.0.3.0/24).
+    pub lb_pool: String,
+}
+
+/// The Pod network; panics when e2e/run.sh brought up no Pods (`E2E_PODS=0`).
+#[allow(dead_code)] // not used by the benchmarks
+pub fn pods() -> PodNet {
+    assert_eq!(
+        std::env::var("SLUICE_E2E_PODS").as_deref(),
+        Ok("1"),
+        "SLUICE_E2E_PODS is not 1: this test runs Pods (e2e/run.sh without E2E_PODS=0)"
+    );
+    PodNet {
+        cidr: var("SLUICE_E2E_POD_CIDR"),
+        lb_pool: var("SLUICE_E2E_LB_POOL"),
+    }
+}
+
+/// Whether `ip` is in `cidr` (IPv4 `A.B.C.D/N`).
+#[allow(dead_code)] // not used by the benchmarks
+pub fn in_cidr(ip: &str, cidr: &str) -> bool {
+    let (net, len) = cidr.split_once('/').expect("A.B.C.D/N");
+    let (Ok(ip), Ok(net), Ok(len)) = (
+        ip.parse::<std::net::Ipv4Addr>(),
+        net.parse::<std::net::Ipv4Addr>(),
+        len.parse::<u32>(),
+    ) else {
+        return false;
+    };
+    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(net) & mask
+}
+
+impl Env {
+    /// Waits until exactly `n` Pods match `selector` in `namespace`, each Ready with an IP and
+    /// not terminating; returns them sorted by name.
+    #[allow(dead_code)] // not used by the benchmarks
+    pub fn ready_pods(&self, namespace: &str, selector: &str, n: usize) -> Vec<Value> {
+        wait_for(
+            Duration::from_secs(60),
+            &format!("{n} Ready Pods {selector} in {namespace}"),
+            || {
+                let out = self
+                    .kubectl_ok(&["get", "pods", "-n", namespace, "-l", selector, "-o", "json"]);
+                let list: Value = serde_json::from_str(&out).unwrap();
+                let mut pods = list["items"].as_array().cloned().unwrap_or_default();
+                let ready = |p: &Value| {
+                    p["metadata"]["deletionTimestamp"].is_null()
+                        && p["status"]["podIP"].is_string()
+                        && condition(p, "Ready").is_some_and(|c| c["status"] == "True")
+                };
+                if pods.len() == n && pods.iter().all(ready) {
+                    pods.sort_by_key(|p| p["metadata"]["name"].as_str().unwrap().to_string());
+                    Ok(pods)
+                } else {
+                    Err(pods
+                        .iter()
+                        .map(|p| format!("{} {}", p["metadata"]["name"], p["status"]))
+                        .collect::<Vec<_>>()
+                        .join("; "))
+                }
+            },
+        )
+    }
+}
+
 /// Runs `cmd` to its end and returns its stdout; panics, with its stderr, when it cannot run or
 /// exits unsuccessfully (`what` names it).
 pub fn output_ok(cmd: &mut Command, what: &str) -> Vec<u8> {
