@@ -8,6 +8,7 @@
 #   crds.yaml         the release's CustomResourceDefinitions, experimental channel (a superset
 #                     of standard; the suite wants one bundle version and one channel), without
 #                     the ValidatingAdmissionPolicy file
+#   conformance-summary  summary/ here: per-profile counts from the suite's log and report
 # The modules come from the Go module proxy, checked against go.sum. A rerun with the three
 # files present is a no-op. Prints the directory on stdout.
 set -euo pipefail
@@ -24,7 +25,8 @@ if [[ -z "$version" || "$version" != "$api_version" ]]; then
 	exit 1
 fi
 out="$(cd "$here/../.." && pwd)/.cache/gwapi/${version}"
-if [[ -x "$out/conformance.test" && -x "$out/echo-basic" && -s "$out/crds.yaml" ]]; then
+if [[ -x "$out/conformance.test" && -x "$out/echo-basic" && -s "$out/crds.yaml" &&
+	-x "$out/conformance-summary" && "$out/conformance-summary" -nt summary/main.go ]]; then
 	echo "$out"
 	exit 0
 fi
@@ -44,6 +46,11 @@ if [[ ! -x "$out/echo-basic" ]]; then
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$out/echo-basic.tmp" \
 		sigs.k8s.io/gateway-api/conformance/echo-basic
 	mv "$out/echo-basic.tmp" "$out/echo-basic"
+fi
+if [[ ! -x "$out/conformance-summary" || summary/main.go -nt "$out/conformance-summary" ]]; then
+	echo "gwapi/build.sh: building conformance-summary" >&2
+	go build -trimpath -o "$out/conformance-summary.tmp" ./summary
+	mv "$out/conformance-summary.tmp" "$out/conformance-summary"
 fi
 if [[ ! -s "$out/crds.yaml" ]]; then
 	dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/gateway-api)"

@@ -3,8 +3,10 @@ module sluice.dev/e2e/gwapi
 go 1.26.0
 
 require (
+	k8s.io/apimachinery v0.36.1
 	sigs.k8s.io/gateway-api v1.6.1
 	sigs.k8s.io/gateway-api/conformance v1.6.1
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -62,7 +64,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.36.1 // indirect
 	k8s.io/apiextensions-apiserver v0.36.1 // indirect
-	k8s.io/apimachinery v0.36.1 // indirect
 	k8s.io/client-go v0.36.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260501160325-927ab1f70cd6 // indirect
@@ -72,5 +73,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
