@@ -109,7 +109,7 @@ var (
 	supportedRE = regexp.MustCompile(`Supported features for GatewayClass \S+: \[([^\]]*)\]`)
 )
 
-type counts struct{ passed, failed, skipped, notSupported int }
+type counts struct{ passed, failed, skipped, notSupported, missing int }
 
 func main() {
 	logPath := flag.String("log", "", "the suite's output (-test.v)")
@@ -202,7 +202,7 @@ func main() {
 	sort.Strings(failed)
 
 	fmt.Printf("\n%-14s %-9s %7s %7s %8s %14s\n", "profile", "level", "passed", "failed", "skipped", "not supported")
-	mismatch := false
+	mismatch, missing := false, false
 	for _, n := range requested {
 		p := profiles[n]
 		byLevel := map[string]*counts{"core": {}, "extended": {}}
@@ -213,9 +213,11 @@ func main() {
 			}
 			c := byLevel[l]
 			switch r, ran := results[t.ShortName]; {
+			case !ran:
+				c.missing++ // the suite stopped before it (timeout, panic)
 			case skipped.Has(t.ShortName):
 				c.skipped++
-			case !ran || r == "SKIP":
+			case r == "SKIP":
 				if supported.HasAll(t.Features...) {
 					c.skipped++ // skipped by the test itself (or --run-test)
 				} else {
@@ -230,6 +232,10 @@ func main() {
 		for _, l := range []string{"core", "extended"} {
 			c := byLevel[l]
 			fmt.Printf("%-14s %-9s %7d %7d %8d %14d\n", n, l, c.passed, c.failed, c.skipped, c.notSupported)
+			if c.missing > 0 {
+				missing = true
+				fmt.Printf("%-14s %-9s %d tests have no result in the log: the suite stopped before them\n", "", "", c.missing)
+			}
 			if report != nil {
 				if rs, ok := reportStatus(report, n, l); ok && (rs.Passed != uint32(c.passed) || rs.Failed != uint32(c.failed) || rs.Skipped != uint32(c.skipped)) {
 					mismatch = true
@@ -246,6 +252,10 @@ func main() {
 	}
 	if len(failed) > 0 {
 		fmt.Printf("\nFailed (%d): %s\n", len(failed), strings.Join(failed, ", "))
+		os.Exit(1)
+	}
+	if missing {
+		fmt.Println("\nThe suite stopped before it ran every test (see the end of the log).")
 		os.Exit(1)
 	}
 	if top == "FAIL" {
