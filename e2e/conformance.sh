@@ -111,12 +111,17 @@ fi
 mkdir -p "$(dirname "$REPORT")"
 SUITE_LOG="$out_dir/gateway-api-${gwapi_version}.log"
 
-# Nothing of an earlier run may still listen in the Gateway address pool: Envoy could not bind
-# its listeners there, and the suite would talk to the old one.
+# Envoy binds the suite's listener ports on the Gateways' addresses: nothing may hold them
+# there already (an earlier run's Envoy) or on every address (0.0.0.0, [::]).
+SUITE_PORTS="80 443 5300 6443 7443 8080 8090 8443 8883 9300 9301 9302 9310 9311 9312 9313 9320 9321"
 pool_prefix="${GATEWAY_ADDRESSES%.*}."
-if [[ "$GATEWAY_ADDRESSES" == */24 ]] && ss -Hltn 2>/dev/null | awk '{print $4}' | grep -q "^${pool_prefix//./\\.}"; then
-	e2e_log "something already listens in $GATEWAY_ADDRESSES (an earlier run's Envoy?):"
-	ss -Hltnp 2>/dev/null | grep "${pool_prefix}" >&2 || true
+busy="$(ss -Hltnp 2>/dev/null | awk -v ports=" $SUITE_PORTS " -v pool="$pool_prefix" '{
+	addr = $4; port = addr; sub(/.*:/, "", port); host = substr(addr, 1, length(addr) - length(port) - 1)
+	if (index(ports, " " port " ") && (host == "0.0.0.0" || host == "*" || host == "[::]" || index(host, pool) == 1)) print
+}')"
+if [[ -n "$busy" ]]; then
+	e2e_log "these listeners hold ports the Gateways' listeners need (in $GATEWAY_ADDRESSES or on every address):"
+	echo "$busy" >&2
 	exit 1
 fi
 
