@@ -453,3 +453,114 @@ spec:
     env.kubectl_ok(&["delete", "gateway", "-n", &ns, "data"]);
     env.kubectl_ok(&["delete", "gatewayclass", &class]);
 }
+
+/// A Gateway `ns/name` of `class` with one HTTP listener on `port`, and an HTTPRoute `ns/app` on
+/// it for `host` to Service `ns/web`.
+fn team_objects(ns: &str, name: &str, class: &str, port: u16, host: &str) -> String {
+    format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  listeners: [{{name: http, protocol: HTTP, port: {port}}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: app, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: {name}}}]
+  hostnames: [{host}]
+  rules:
+  - backendRefs: [{{name: web, port: 80}}]
+"#
+    )
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn two_gateways_in_two_namespaces_serve_one_hostname_each_at_its_own_address() {
+    let env = env();
+    env.install_gateway_api_crds();
+    let ns_a = env.namespace("e2e-gw-team-a");
+    let ns_b = env.namespace("e2e-gw-team-b");
+    let class = format!("{ns_a}-own");
+    let host = "app.example.com";
+    let ports = Ports::new();
+    // The listeners' port, free on 127.0.0.1 (what other tests bind), at addresses of a
+    // loopback network no other test uses.
+    let port = crate::support::free_port();
+    let mut flags = ports.serve_flags();
+    flags.extend([
+        "--gateway-addresses".to_string(),
+        "127.0.89.0/29".to_string(),
+    ]);
+    let _sluice = Sluice::start(&env, "gateway-addresses", &flags);
+    let envoy = Envoy::start(&env, &ports, "gateway-addresses");
+    env.apply_ok(&env.backend_service(&ns_a, "web", env.backend_ports[0]));
+    env.apply_ok(&env.backend_service(&ns_b, "web", env.backend_ports[1]));
+    env.apply_ok(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: {class}}}\nspec: {{controllerName: sluice.dev/gateway-controller}}\n"
+    ));
+    env.apply_ok(&team_objects(&ns_a, "ga", &class, port, host));
+    env.apply_ok(&team_objects(&ns_b, "gb", &class, port, host));
+
+    let mut addresses = Vec::new();
+    for (ns, gw, backend) in [(&ns_a, "ga", 0), (&ns_b, "gb", 1)] {
+        let o = wait_object(&env, "gateways", ns, gw, "Programmed at an address", |o| {
+            let s = &o["status"];
+            holds(o, &s["conditions"], "Programmed", "True", "Programmed")
+                && s["addresses"][0]["type"] == "IPAddress"
+                && s["listeners"][0]["attachedRoutes"] == 1
+        });
+        let ip = o["status"]["addresses"][0]["value"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(ip.starts_with("127.0.89."), "{ip}");
+        wait_object(&env, "httproutes", ns, "app", "Accepted", |o| {
+            let parent = &o["status"]["parents"][0];
+            holds(o, &parent["conditions"], "Accepted", "True", "Accepted")
+        });
+        let url = format!("http://{ip}:{port}/");
+        let want = format!("backend-{}", env.backend_ports[backend]);
+        wait_for(
+            Duration::from_secs(30),
+            &format!("{url} → {want}"),
+            || {
+                let (code, body) = crate::support::curl_get(&url, &[format!("Host: {host}")]);
+                if code == 200 && body.contains(&want) {
+                    Ok(())
+                } else {
+                    Err(format!("{code} {body}"))
+                }
+            },
+        );
+        addresses.push(ip);
+    }
+    assert_ne!(addresses[0], addresses[1], "each Gateway its own address");
+    // Nothing of theirs on Envoy's shared listener.
+    assert_eq!(envoy.get(host, "/").0, 404);
+
+    // Team a's Gateway deleted: its address stops answering; team b's keeps serving.
+    env.kubectl_ok(&["delete", "gateway", "-n", &ns_a, "ga"]);
+    let gone = format!("http://{}:{port}/", addresses[0]);
+    wait_for(
+        Duration::from_secs(30),
+        "team a's address closed",
+        || match crate::support::curl_get(&gone, &[format!("Host: {host}")]) {
+            (0, _) => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        },
+    );
+    let url = format!("http://{}:{port}/", addresses[1]);
+    let (code, body) = crate::support::curl_get(&url, &[format!("Host: {host}")]);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains(&format!("backend-{}", env.backend_ports[1])),
+        "{body}"
+    );
+    env.kubectl_ok(&["delete", "namespace", &ns_a, &ns_b, "--wait=false"]);
+    env.kubectl_ok(&["delete", "gatewayclass", &class]);
+}
