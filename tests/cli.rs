@@ -470,3 +470,40 @@ spec: {ports: [{port: 5432}]}
         "{route}"
     );
 }
+
+#[test]
+fn with_gateway_addresses_two_gateways_serve_one_hostname_and_routes_shows_each_at_its_address() {
+    let input = "tests/fixtures/gateway-addresses/two-teams.yaml";
+    let pool = ["--gateway-addresses", "127.0.1.0/24"];
+    let out = sluice(
+        &[&["validate", "-o", "json", "-f", input], &pool[..]].concat(),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let lines = json_lines(&out);
+    for (ns, name) in [("team-a", "ra"), ("team-b", "rb")] {
+        assert_eq!(find(&lines, "HTTPRoute", ns, name)["status"], "valid");
+    }
+    let out = sluice(&[&["routes", "-f", input], &pool[..]].concat(), None);
+    assert!(out.status.success());
+    let table = String::from_utf8_lossy(&out.stdout);
+    for (gateway, backend) in [("team-a/ga", "team-a/a/80"), ("team-b/gb", "team-b/b/80")] {
+        let row = (table.lines())
+            .find(|l| l.contains(&format!("[Gateway {gateway} at 127.0.1.")))
+            .unwrap_or_else(|| panic!("no row of {gateway}:\n{table}"));
+        assert!(
+            row.starts_with("app.example.com") && row.contains(backend),
+            "{row}"
+        );
+    }
+
+    // Without addresses of their own the two Gateways share Envoy's listener: one route loses.
+    let out = sluice(&["validate", "-o", "json", "-f", input], None);
+    assert_eq!(out.status.code(), Some(1));
+    let rb = find(&json_lines(&out), "HTTPRoute", "team-b", "rb").clone();
+    assert_eq!(rb["status"], "invalid", "{rb}");
+}
