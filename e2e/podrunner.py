@@ -308,8 +308,16 @@ class PodRun:
             self.write_logs_object()
             for c in runs:
                 self.start(c)
-            self.announce(runs)
+            # Beside supervise: a container that exits before its port answers is restarted.
+            threading.Thread(target=self.guard, args=(self.announce, runs), daemon=True).start()
             self.supervise(runs)
+        except Exception as e:  # noqa: BLE001
+            if not self.stopping.is_set():
+                log(f"{self.key}: {type(e).__name__}: {e}")
+
+    def guard(self, f, *args):
+        try:
+            f(*args)
         except Exception as e:  # noqa: BLE001
             if not self.stopping.is_set():
                 log(f"{self.key}: {type(e).__name__}: {e}")
