@@ -561,6 +561,10 @@ fn two_gateways_in_two_namespaces_serve_one_hostname_each_at_its_own_address() {
         body.contains(&format!("backend-{}", env.backend_ports[1])),
         "{body}"
     );
+    // The route of the deleted Gateway no longer claims to be attached.
+    wait_object(&env, "httproutes", &ns_a, "app", "no parents", |o| {
+        o["status"]["parents"] == serde_json::json!([])
+    });
     env.kubectl_ok(&["delete", "namespace", &ns_a, &ns_b, "--wait=false"]);
     env.kubectl_ok(&["delete", "gatewayclass", &class]);
 }

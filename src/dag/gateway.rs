@@ -245,6 +245,8 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             kind: Kind::GatewayClass,
             key: key.clone(),
         };
+        // Tracked also when not sluice's: see `sluices_parents`.
+        b.track_generation_of(&obj, class.metadata.generation);
         if class.spec.controller_name != controller {
             b.set_ignored(
                 &obj,
@@ -255,7 +257,6 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             );
             continue;
         }
-        b.track_generation_of(&obj, class.metadata.generation);
         classes.insert(key.name.to_string());
         let accepted = match &class.spec.parameters_ref {
             Some(p) => condition(
@@ -307,6 +308,7 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             key: key.clone(),
         };
         if !classes.contains(&gw.spec.gateway_class_name) {
+            b.track_generation_of(&obj, gw.metadata.generation);
             b.set_ignored(
                 &obj,
                 format!(
@@ -432,10 +434,28 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                         "listeners {} are not accepted (see status.listeners)",
                         bad.join(", ")
                     );
-                    vec![
-                        condition(cond::ACCEPTED, true, cond::LISTENERS_NOT_VALID, why.clone()),
-                        condition(cond::PROGRAMMED, true, cond::PROGRAMMED, why),
-                    ]
+                    // Not one listener accepted: the Gateway is not either. Listeners accepted
+                    // but not programmed (a certificate that does not resolve) leave it
+                    // accepted and programmed with the rest, as the Gateway API asks.
+                    let rejected = |s: &ListenerStatus| {
+                        (s.conditions.iter()).any(|c| c.type_ == cond::ACCEPTED && !c.status)
+                    };
+                    if gw.listener_status.iter().all(rejected) {
+                        vec![
+                            condition(
+                                cond::ACCEPTED,
+                                false,
+                                cond::LISTENERS_NOT_VALID,
+                                why.clone(),
+                            ),
+                            condition(cond::PROGRAMMED, false, cond::INVALID, why),
+                        ]
+                    } else {
+                        vec![
+                            condition(cond::ACCEPTED, true, cond::LISTENERS_NOT_VALID, why.clone()),
+                            condition(cond::PROGRAMMED, true, cond::PROGRAMMED, why),
+                        ]
+                    }
                 }
             },
         };

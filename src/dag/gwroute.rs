@@ -648,11 +648,13 @@ pub(super) fn sluices_parents<'p, 'r>(
         })
         .filter(|(_, _, k)| gateways.contains_key(k))
         .collect();
+    // The generation, also of a route that is not sluice's: the status writer releases what it
+    // wrote on one that was, and writes nothing older than what the cluster holds.
+    b.track_generation_of(obj, generation);
     if ours.is_empty() {
         b.set_ignored(obj, "no parent is a Gateway of sluice's");
         return None;
     }
-    b.track_generation_of(obj, generation);
     Some(ours)
 }
 

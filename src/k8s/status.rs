@@ -140,8 +140,27 @@ pub fn plan(
     match desired {
         Some(d) if same(&d, observed.status.as_ref(), kind) => Plan::Keep,
         Some(d) => Plan::Apply(d),
-        None if observed.sluice_owns_status => Plan::Apply(json!({})),
+        None if observed.sluice_owns_status => {
+            let release = released(kind);
+            match same(&release, observed.status.as_ref(), kind) {
+                true => Plan::Keep,
+                false => Plan::Apply(release),
+            }
+        }
         None => Plan::Keep,
+    }
+}
+
+/// What releases the status fields sluice wrote on an object that is no longer sluice's (an
+/// empty apply removes exactly the fields sluice owns). A Gateway API route's status must keep
+/// `parents` (the CRD requires it), so a route no longer attached to a Gateway of sluice's (its
+/// Gateway deleted, say) gets an empty list of parents.
+fn released(kind: Kind) -> Value {
+    match kind {
+        Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute | Kind::TlsRoute => {
+            json!({ "parents": [] })
+        }
+        _ => json!({}),
     }
 }
 

@@ -494,3 +494,31 @@ fn a_gateway_gets_its_conditions_listeners_and_addresses() {
         Plan::Apply(json!({}))
     );
 }
+
+#[test]
+fn a_route_whose_gateway_is_gone_gets_an_empty_list_of_parents_once() {
+    // The CRD requires status.parents: releasing a route's status writes an empty list.
+    let ignored = ObjectStatus {
+        gateway: None,
+        ..mk_status(State::Ignored, 1)
+    };
+    let stored = json!({"parents": [{"controllerName": "sluice.dev/gateway-controller",
+        "parentRef": {"name": "gone"}, "conditions": []}]});
+    let owned = Observed {
+        sluice_owns_status: true,
+        ..observed(Some(stored))
+    };
+    assert_eq!(
+        plan(Kind::HttpRoute, Verdict::Dag(&ignored), &owned, None, T1),
+        Plan::Apply(json!({"parents": []}))
+    );
+    let released = Observed {
+        sluice_owns_status: true,
+        ..observed(Some(json!({"parents": []})))
+    };
+    assert_eq!(
+        plan(Kind::HttpRoute, Verdict::Dag(&ignored), &released, None, T1),
+        Plan::Keep,
+        "written once"
+    );
+}

@@ -207,7 +207,8 @@ fn the_oldest_gateway_keeps_a_port_two_gateways_listen_on() {
     );
     let gw = status(&dag, Kind::Gateway, "shop", "another");
     let g = gw.gateway.as_ref().unwrap();
-    assert_eq!(conds(&g.conditions)[0], "Accepted=true/ListenersNotValid");
+    // Its one listener is not accepted: neither is the Gateway.
+    assert_eq!(conds(&g.conditions)[0], "Accepted=false/ListenersNotValid");
     // The route is attached through the older Gateway and has nowhere to go on the other.
     let s = status(&dag, Kind::TcpRoute, "shop", "pg");
     let parents = &s.gateway.as_ref().unwrap().parents;
