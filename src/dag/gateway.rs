@@ -157,6 +157,9 @@ pub(super) struct Listener {
     pub(super) tcp: bool,
     /// The TCPRoute attached to a TCP listener (the oldest that asked).
     pub(super) tcp_route: Option<ObjectRef>,
+    /// Whether Envoy serves it: false for a listener whose certificate does not resolve, which
+    /// routes still attach to (and are counted on) while it serves nothing.
+    pub(super) programmed: bool,
 }
 
 pub(super) enum Namespaces {
@@ -373,7 +376,9 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 }
             }
         }
-        let listeners_ok = gw.listeners.iter().all(Option::is_some);
+        // Every listener accepted, programmed and resolved.
+        let listener_ok = |s: &ListenerStatus| s.conditions.iter().all(|c| c.status);
+        let listeners_ok = gw.listener_status.iter().all(listener_ok);
         if let Served::At(ip) = &gw.served {
             for (l, status) in gw.listeners.iter().zip(&mut gw.listener_status) {
                 let Some(l) = l else { continue };
@@ -426,12 +431,11 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 ],
                 None => {
                     let bad: Vec<&str> = (gw.listener_status.iter())
-                        .zip(&gw.listeners)
-                        .filter(|(_, l)| l.is_none())
-                        .map(|(s, _)| s.name.as_str())
+                        .filter(|s| !listener_ok(s))
+                        .map(|s| s.name.as_str())
                         .collect();
                     let why = format!(
-                        "listeners {} are not accepted (see status.listeners)",
+                        "listeners {} are not accepted, programmed or resolved (see status.listeners)",
                         bad.join(", ")
                     );
                     // Not one listener accepted: the Gateway is not either. Listeners accepted
@@ -522,7 +526,7 @@ fn open_entries(b: &mut Builder<'_>, gateways: &BTreeMap<ObjKey, GatewayAcc>) {
         if gw.invalid.is_some() {
             continue;
         }
-        for l in gw.listeners.iter().flatten() {
+        for l in gw.listeners.iter().flatten().filter(|l| l.programmed) {
             let Some(Some(key)) = gw.scope(l.port) else {
                 continue;
             };
@@ -629,7 +633,7 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         listener_status.push(status);
     }
     let http_hostnames = (listeners.iter().flatten())
-        .filter(|l| l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
+        .filter(|l| l.programmed && l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
         .map(|l| (l.port, l.hostname.clone()))
         .collect();
     GatewayAcc {
@@ -765,18 +769,40 @@ fn not_accepted(
     (None, status)
 }
 
-/// A listener whose references do not resolve, for `reason`: accepted, not programmed.
-fn unresolved(
-    mut status: ListenerStatus,
-    reason: &'static str,
-    message: String,
-) -> (Option<Listener>, ListenerStatus) {
-    status.conditions = vec![
-        condition(cond::ACCEPTED, true, cond::ACCEPTED, "listener accepted"),
-        condition(cond::PROGRAMMED, false, cond::INVALID, message.clone()),
-        condition(cond::RESOLVED_REFS, false, reason, message),
-    ];
-    (None, status)
+/// The route kinds of `offered` that `allowedRoutes.kinds` of listener `l` (`field`) allows (all
+/// of them without it), and the error when it names a kind the listener does not take
+/// (`InvalidRouteKinds`): the listener then takes the others.
+fn route_kinds(
+    field: &str,
+    l: &GatewayListeners,
+    offered: &'static [&'static str],
+) -> (Vec<&'static str>, Option<FieldError>) {
+    let Some(kinds) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()) else {
+        return (offered.to_vec(), None);
+    };
+    let allowed = match allowed_kinds(field, l, offered) {
+        Ok(allowed) => allowed,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let others: Vec<&str> = (kinds.iter())
+        .filter(|k| {
+            k.group.as_deref().unwrap_or(GROUP) != GROUP || !allowed.contains(&k.kind.as_str())
+        })
+        .map(|k| k.kind.as_str())
+        .collect();
+    let problem = (!others.is_empty()).then(|| {
+        FieldError::new(
+            format!("{field}.allowedRoutes.kinds"),
+            cond::INVALID_ROUTE_KINDS,
+            format!(
+                "sluice attaches {} to {} listeners, not {}",
+                offered.join(" and "),
+                l.protocol,
+                others.join(", ")
+            ),
+        )
+    });
+    (allowed, problem)
 }
 
 fn listener(
@@ -814,11 +840,11 @@ fn listener(
         );
         return not_accepted(status, cond::PORT_UNAVAILABLE, message);
     }
-    // Route kinds.
-    match allowed_kinds(&field, l, how.kinds()) {
-        Ok(kinds) => status.supported_kinds = kinds,
-        Err(e) => return unresolved(status, e.reason, e.to_string()),
-    }
+    // Route kinds: a kind the listener does not take is a reference that does not resolve.
+    let (kinds, kinds_problem) = route_kinds(&field, l, how.kinds());
+    status.supported_kinds = kinds;
+    let mut unresolved: Option<(&'static str, String)> =
+        kinds_problem.map(|e| (e.reason, e.to_string()));
     let from = match l
         .allowed_routes
         .as_ref()
@@ -840,72 +866,44 @@ fn listener(
     };
     let mut tls = None;
     if https || tls_terminate {
-        let t = l.tls.as_ref();
-        let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
-        let Some(cert) = refs.first() else {
-            return unresolved(
-                status,
-                cond::INVALID_CERTIFICATE_REF,
-                format!(
-                    "{field}.tls.certificateRefs: a listener that terminates TLS needs a certificate (a kubernetes.io/tls Secret)"
-                ),
-            );
-        };
-        let cert_field = format!("{field}.tls.certificateRefs[0]");
-        if !cert.group.as_deref().unwrap_or("").is_empty()
-            || cert.kind.as_deref().unwrap_or("Secret") != "Secret"
-        {
-            return unresolved(
-                status,
-                cond::INVALID_CERTIFICATE_REF,
-                format!(
-                    "{cert_field}: sluice reads certificates from Secrets (group \"\", kind Secret)"
-                ),
-            );
-        }
-        let cert_ns = cert.namespace.as_deref().unwrap_or(ns);
-        if cert_ns != ns && !granted(snapshot, "Gateway", ns, "Secret", cert_ns, &cert.name) {
-            return unresolved(
-                status,
-                cond::REF_NOT_PERMITTED,
-                format!(
-                    "{cert_field}: Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {ns:?} use it",
-                    cert.name
-                ),
-            );
-        }
-        match b.tls_secret(cert_ns, &cert.name) {
+        match certificate(b, snapshot, ns, &field, l) {
             Ok(id) => tls = Some(id),
-            Err(m) => {
-                return unresolved(
-                    status,
-                    cond::INVALID_CERTIFICATE_REF,
-                    format!("{cert_field}: {}", m.message),
-                );
-            }
+            Err(problem) => unresolved = Some(problem),
         }
     }
+    // Served when its certificate (if it needs one) resolved and it takes some route kind.
+    let programmed =
+        !status.supported_kinds.is_empty() && (tls.is_some() || !(https || tls_terminate));
+    let serving = match (https, tcp, passthrough, tls_terminate) {
+        (true, ..) => "served on sluice's HTTPS listener".to_string(),
+        (_, true, ..) => format!("Envoy listens on port {} for it", l.port),
+        (_, _, true, _) => {
+            "served on sluice's HTTPS listener, its connections passed through by SNI".to_string()
+        }
+        (.., true) => {
+            "served on sluice's HTTPS listener, TLS terminated and each connection's stream forwarded by SNI"
+                .to_string()
+        }
+        _ => "served on sluice's HTTP listener".to_string(),
+    };
+    let programmed_condition = match (&unresolved, programmed) {
+        (_, true) => condition(cond::PROGRAMMED, true, cond::PROGRAMMED, serving),
+        (Some((_, why)), false) => condition(cond::PROGRAMMED, false, cond::INVALID, why.clone()),
+        (None, false) => condition(
+            cond::PROGRAMMED,
+            false,
+            cond::INVALID,
+            "it takes no route kind sluice attaches",
+        ),
+    };
+    let resolved = match &unresolved {
+        Some((reason, why)) => condition(cond::RESOLVED_REFS, false, reason, why.clone()),
+        None => refs_resolved(),
+    };
     status.conditions = vec![
         condition(cond::ACCEPTED, true, cond::ACCEPTED, "listener accepted"),
-        condition(
-            cond::PROGRAMMED,
-            true,
-            cond::PROGRAMMED,
-            match (https, tcp, passthrough, tls_terminate) {
-                (true, ..) => "served on sluice's HTTPS listener".to_string(),
-                (_, true, ..) => format!("Envoy listens on port {} for it", l.port),
-                (_, _, true, _) => {
-                    "served on sluice's HTTPS listener, its connections passed through by SNI"
-                        .to_string()
-                }
-                (.., true) => {
-                    "served on sluice's HTTPS listener, TLS terminated and each connection's stream forwarded by SNI"
-                        .to_string()
-                }
-                _ => "served on sluice's HTTP listener".to_string(),
-            },
-        ),
-        refs_resolved(),
+        programmed_condition,
+        resolved,
     ];
     let listener = Listener {
         name: l.name.clone(),
@@ -921,6 +919,55 @@ fn listener(
         attached: 0,
         tcp,
         tcp_route: None,
+        programmed,
     };
     (Some(listener), status)
+}
+
+/// The Secret id of the certificate of a listener that terminates TLS (`field` names it), or why
+/// it does not resolve (the reason and message of its `ResolvedRefs=False`).
+fn certificate(
+    b: &mut Builder<'_>,
+    snapshot: &Snapshot,
+    ns: &str,
+    field: &str,
+    l: &GatewayListeners,
+) -> Result<String, (&'static str, String)> {
+    let t = l.tls.as_ref();
+    let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
+    let Some(cert) = refs.first() else {
+        return Err((
+            cond::INVALID_CERTIFICATE_REF,
+            format!(
+                "{field}.tls.certificateRefs: a listener that terminates TLS needs a certificate (a kubernetes.io/tls Secret)"
+            ),
+        ));
+    };
+    let cert_field = format!("{field}.tls.certificateRefs[0]");
+    if !cert.group.as_deref().unwrap_or("").is_empty()
+        || cert.kind.as_deref().unwrap_or("Secret") != "Secret"
+    {
+        return Err((
+            cond::INVALID_CERTIFICATE_REF,
+            format!(
+                "{cert_field}: sluice reads certificates from Secrets (group \"\", kind Secret)"
+            ),
+        ));
+    }
+    let cert_ns = cert.namespace.as_deref().unwrap_or(ns);
+    if cert_ns != ns && !granted(snapshot, "Gateway", ns, "Secret", cert_ns, &cert.name) {
+        return Err((
+            cond::REF_NOT_PERMITTED,
+            format!(
+                "{cert_field}: Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {ns:?} use it",
+                cert.name
+            ),
+        ));
+    }
+    b.tls_secret(cert_ns, &cert.name).map_err(|m| {
+        (
+            cond::INVALID_CERTIFICATE_REF,
+            format!("{cert_field}: {}", m.message),
+        )
+    })
 }

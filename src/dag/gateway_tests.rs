@@ -937,6 +937,7 @@ mod backend_filters;
 mod backends;
 mod cors;
 mod isolation;
+mod listeners;
 mod matches;
 mod mirror;
 mod namespaces;

@@ -67,7 +67,11 @@ pub(super) fn tcp_route(
             }
             match &l.tcp_route {
                 Some(other) if *other != obj => {
-                    taken.push(format!("listener {:?} carries {other}", l.name));
+                    // Attached and counted, as the Gateway API asks; the listener forwards to
+                    // the older route's backends only.
+                    l.attached += 1;
+                    attached += 1;
+                    taken.push(format!("listener {:?} forwards to {other}", l.name));
                 }
                 Some(_) => {}
                 None => {
@@ -97,16 +101,13 @@ pub(super) fn tcp_route(
             )
         } else if let Some(no) = tally.refusal(&field, gw_key, &key.namespace, "TCPRoute") {
             no
-        } else if attached == 0 && !taken.is_empty() {
-            condition(
-                cond::ACCEPTED,
-                false,
-                cond::NOT_ALLOWED_BY_LISTENERS,
-                format!(
-                    "{field}: {} of Gateway {gw_key}, an older route; a TCP listener forwards its connections to one route's backends, so attach this route to another listener (sectionName)",
-                    taken.join(", ")
-                ),
-            )
+        } else if !taken.is_empty() {
+            let mut accepted = attached_to_gateway();
+            accepted.message = format!(
+                "attached to Gateway; not forwarded to: {} of Gateway {gw_key}, an older route (a TCP listener forwards its connections to one route's backends; attach this route to another listener, sectionName, to have them)",
+                taken.join(", ")
+            );
+            accepted
         } else {
             attached_to_gateway()
         };

@@ -84,8 +84,9 @@ pub(super) fn tls_route(
                 continue;
             }
             l.attached += 1;
-            // A Gateway without an address serves its routes nowhere (its status says why).
-            let Some(scope) = scope else {
+            // A Gateway without an address, or a listener whose certificate does not resolve,
+            // serves its routes nowhere (their statuses say why).
+            let Some(scope) = scope.filter(|_| l.programmed) else {
                 continue;
             };
             for h in named {

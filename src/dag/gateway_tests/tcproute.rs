@@ -170,12 +170,14 @@ fn the_oldest_route_keeps_a_listener_two_routes_name() {
     let dag = dag_of(&[CLASS, &gw, DATABASES, &newer, &older]);
 
     assert!(tcp_forwards(&dag, 5432)[0].starts_with("shop/db/5432"));
-    assert_eq!(listener_of(&dag, "edge", "pg").attached_routes, 1);
+    // Both attached and counted; connections go to the older route's backends only.
+    assert_eq!(listener_of(&dag, "edge", "pg").attached_routes, 2);
+    assert_eq!(tcp_forwards(&dag, 5432).len(), 1);
     let parent = route_parent_of(&dag, Kind::TcpRoute, "shop", "a-replica");
-    assert_eq!(parent.conditions[0].reason, "NotAllowedByListeners");
+    assert_eq!(conds(&parent.conditions)[0], "Accepted=true/Accepted");
     let message = &parent.conditions[0].message;
     assert!(
-        message.contains("listener \"pg\" carries TCPRoute shop/pg"),
+        message.contains("listener \"pg\" forwards to TCPRoute shop/pg"),
         "{message}"
     );
     assert!(message.contains("sectionName"), "{message}");
