@@ -101,3 +101,126 @@ async fn each_gateway_answers_at_its_own_address_with_its_own_routes() {
     }
     assert_eq!(h.get_at(at(ip_b), "app.example.com", "/").await, "team-b/b");
 }
+
+/// An HTTPS request to Envoy at `addr` with SNI `sni` (none when empty) and Host `host`: the
+/// answer's status and body, or the error.
+async fn get_tls_at(addr: SocketAddr, sni: &str, host: &str) -> String {
+    let name = if sni.is_empty() { "localhost" } else { sni };
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .danger_accept_invalid_certs(true)
+        .tls_sni(!sni.is_empty())
+        .timeout(std::time::Duration::from_secs(5))
+        .resolve(name, addr)
+        .build()
+        .expect("client");
+    let url = format!("https://{name}:{}/", addr.port());
+    match client.get(&url).header("host", host).send().await {
+        Ok(r) => {
+            let code = r.status().as_u16();
+            format!("{code} {}", r.text().await.unwrap_or_default())
+        }
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// Whether a connection to `addr` is accepted and then closed by the server without a byte
+/// (a port listened on with nowhere to send it), rather than refused.
+async fn accepted_then_closed(addr: SocketAddr) -> bool {
+    use tokio::io::AsyncReadExt;
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+        return false;
+    };
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut buf));
+    matches!(read.await, Ok(Ok(0)) | Ok(Err(_)))
+}
+
+#[tokio::test]
+async fn a_gateways_tls_ports_answer_every_sni_and_ports_with_nowhere_to_go_close() {
+    let web = Backend::start("gw/web").await;
+    let cert = rcgen::generate_simple_self_signed(vec!["example.org".to_string()]).unwrap();
+    let b64 = |s: String| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    let (https, passthrough, tcp) = (free_port(), free_port(), free_port());
+    let ip = "127.0.88.9";
+    let gateway = format!(
+        "{CLASS}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: gw}}
+spec:
+  gatewayClassName: sluice
+  addresses: [{{value: {ip}}}]
+  listeners:
+  - name: https
+    protocol: HTTPS
+    port: {https}
+    tls: {{certificateRefs: [{{name: cert}}]}}
+  - name: pass
+    protocol: TLS
+    port: {passthrough}
+    tls: {{mode: Passthrough}}
+  - {{name: tcp, protocol: TCP, port: {tcp}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: cert, namespace: gw}}
+type: kubernetes.io/tls
+data:
+  tls.crt: {}
+  tls.key: {}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: web, namespace: gw}}
+spec:
+  parentRefs: [{{name: edge, sectionName: https}}]
+  rules:
+  - backendRefs: [{{name: web, port: 80}}]
+",
+        b64(cert.cert.pem()),
+        b64(cert.signing_key.serialize_pem()),
+    );
+    let files = [
+        ("gateway.yaml", gateway),
+        ("web.yaml", services("gw", &[&web])),
+    ];
+    let options = sluice::dag::Options {
+        gateway_addresses: Some("127.0.88.8/29".parse().unwrap()),
+        ..sluice::dag::Options::default()
+    };
+    let h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
+    let at = |port| SocketAddr::new(ip.parse().unwrap(), port);
+
+    // A route without hostnames on an HTTPS listener without one: served whatever the SNI (the
+    // port's default filter chain, the listener's certificate), with none too.
+    let deadline = std::time::Instant::now() + envoy_support::harness::CONVERGE;
+    for (sni, host) in [
+        ("example.org", "example.org"),
+        ("unknown.example.net", "unknown.example.net"),
+        ("", "plain"),
+    ] {
+        loop {
+            let got = get_tls_at(at(https), sni, host).await;
+            if got == "200 gw/web" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "SNI {sni:?}: {got}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    // A TLS passthrough port with no route and a TCP port with no route: listened on, each
+    // connection accepted and closed.
+    // (The TLS port reads a ClientHello first: a TLS client sees its handshake cut off.)
+    assert!(
+        tokio::net::TcpStream::connect(at(passthrough))
+            .await
+            .is_ok()
+    );
+    let got = get_tls_at(at(passthrough), "abc.example.com", "abc.example.com").await;
+    assert!(got.starts_with("error"), "{got}");
+    assert!(accepted_then_closed(at(tcp)).await);
+}

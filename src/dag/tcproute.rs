@@ -56,7 +56,6 @@ pub(super) fn tcp_route(
         };
         let mut tally = Tally::default();
         let mut taken: Vec<String> = Vec::new();
-        let mut attached = 0;
         let scopes: Vec<Option<Option<EntryKey>>> = (gw.listeners.iter())
             .map(|l| l.as_ref().and_then(|l| gw.scope(l.port)))
             .collect();
@@ -70,7 +69,6 @@ pub(super) fn tcp_route(
                     // Attached and counted, as the Gateway API asks; the listener forwards to
                     // the older route's backends only.
                     l.attached += 1;
-                    attached += 1;
                     taken.push(format!("listener {:?} forwards to {other}", l.name));
                 }
                 Some(_) => {}
@@ -80,7 +78,6 @@ pub(super) fn tcp_route(
                     };
                     l.tcp_route = Some(obj.clone());
                     l.attached += 1;
-                    attached += 1;
                     // A Gateway without an address serves its routes nowhere.
                     if let Some(scope) = scope {
                         let at = (scope, port);

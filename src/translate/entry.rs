@@ -14,8 +14,9 @@ use envoy_types::pb::envoy::config::listener::v3::{FilterChain, Listener};
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 
 use super::listener::{
-    HttpsHcm, PER_CONNECTION_BUFFER_LIMIT, Shared, build_tls_filter_chain, default_tls_chain,
-    hcm_filter, listener_filters, passthrough_filter_chain, rds, tcp_proxy_filter,
+    HttpsHcm, PER_CONNECTION_BUFFER_LIMIT, Shared, build_tls_filter_chain, closing_filter,
+    default_tls_chain, hcm_filter, listener_filters, passthrough_filter_chain, rds,
+    tcp_proxy_filter,
 };
 use super::{Options, route, u32v};
 use crate::dag::{Dag, Entry, EntryKey, EntryProtocol, VirtualHost};
@@ -41,8 +42,10 @@ fn host_route_config_name(key: &EntryKey, host: &str) -> String {
     format!("{}/{host}", key.name())
 }
 
-/// The listener of one port of a Gateway's address; None when Envoy would refuse it (a TLS port
-/// with neither a host nor a certificate, a TCP port without a route).
+/// The listener of one port of a Gateway's address. A port with nowhere to send a connection
+/// (a TCP port without a route, a TLS connection whose SNI names no host on a port without an
+/// HTTPS certificate) accepts it and closes it. Always Some today; an Option for the caller's
+/// sake, as a listener Envoy would refuse must not be sent.
 pub fn build_entry_listener(
     key: &EntryKey,
     e: &Entry,
@@ -66,10 +69,13 @@ pub fn build_entry_listener(
             }];
         }
         EntryProtocol::Tcp => {
-            let (clusters, _) = e.tcp.as_ref()?;
+            // No route, or no backend with a weight: connections are accepted and closed.
+            let filter = (e.tcp.as_ref())
+                .and_then(|(clusters, _)| tcp_proxy_filter(&shared, &name, clusters))
+                .unwrap_or_else(|| closing_filter(&shared, &name));
             listener.listener_filters = listener_filters(options, false);
             listener.filter_chains = vec![FilterChain {
-                filters: vec![tcp_proxy_filter(&shared, &name, clusters)?],
+                filters: vec![filter],
                 ..Default::default()
             }];
         }
@@ -88,12 +94,18 @@ pub fn build_entry_listener(
                     build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version, &routes)
                 })
                 .collect();
-            listener.default_filter_chain = (e.default_secret.as_ref())
-                .filter(|s| dag.secrets.get(*s).is_some())
-                .map(|secret| default_tls_chain(&hcm, secret, &name));
-            if listener.filter_chains.is_empty() && listener.default_filter_chain.is_none() {
-                return None;
-            }
+            // A connection whose SNI names no host here: the port's certificate and every
+            // HTTPS host's routes, or, without a certificate, accepted and closed.
+            listener.default_filter_chain = Some(
+                match (e.default_secret.as_ref()).filter(|s| dag.secrets.get(*s).is_some()) {
+                    Some(secret) => default_tls_chain(&hcm, secret, &name),
+                    None => FilterChain {
+                        name: "default".to_string(),
+                        filters: vec![closing_filter(&shared, &name)],
+                        ..Default::default()
+                    },
+                },
+            );
         }
     }
     Some(listener)

@@ -519,6 +519,24 @@ pub(super) fn passthrough_filter_chain(
     })
 }
 
+/// A filter that closes every connection it gets (a TCP proxy to a cluster no model has): a
+/// port that is listened on but has nowhere to send a connection accepts it and closes it, as the
+/// Gateway API asks (a refused connection would say the port is not served).
+pub(super) fn closing_filter(shared: &Shared<'_>, stat: &str) -> Filter {
+    let proxy = TcpProxy {
+        stat_prefix: format!("tcp/{stat}"),
+        cluster_specifier: Some(TcpClusterSpecifier::Cluster(
+            crate::dag::INVALID_BACKEND_CLUSTER.to_string(),
+        )),
+        access_log: shared.access_log.clone(),
+        ..Default::default()
+    };
+    Filter {
+        name: "envoy.filters.network.tcp_proxy".to_string(),
+        config_type: Some(filter::ConfigType::TypedConfig(any(&proxy))),
+    }
+}
+
 pub(super) fn tcp_proxy_filter(
     shared: &Shared<'_>,
     host: &str,

@@ -67,7 +67,11 @@ pub fn build_static_bootstrap(resources: &Resources) -> Result<Bootstrap, Static
     let mut listeners = Vec::new();
     for l in &resources.listeners {
         let mut l = l.clone();
-        for chain in &mut l.filter_chains {
+        for chain in l
+            .filter_chains
+            .iter_mut()
+            .chain(&mut l.default_filter_chain)
+        {
             make_chain_static(chain, &resources.routes, &resources.scoped_routes)?;
         }
         listeners.push(l);
