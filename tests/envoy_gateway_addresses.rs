@@ -192,7 +192,7 @@ spec:
         gateway_addresses: Some("127.0.88.8/29".parse().unwrap()),
         ..sluice::dag::Options::default()
     };
-    let h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
+    let _h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
     let at = |port| SocketAddr::new(ip.parse().unwrap(), port);
 
     // A route without hostnames on an HTTPS listener without one: served whatever the SNI (the
