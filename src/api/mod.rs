@@ -72,7 +72,7 @@ impl Kind {
             | Kind::GrpcRoute
             | Kind::TlsRoute
             | Kind::ReferenceGrant => "gateway.networking.k8s.io/v1",
-            Kind::TcpRoute => "gateway.networking.k8s.io/v1alpha2",
+            Kind::TcpRoute => "gateway.networking.k8s.io/v1",
         }
     }
 

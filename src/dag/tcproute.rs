@@ -1,4 +1,4 @@
-//! TCPRoutes (`gateway.networking.k8s.io/v1alpha2`) attached to the `TCP` listeners of sluice's
+//! TCPRoutes (`gateway.networking.k8s.io/v1`; v1alpha2 is read the same) attached to the `TCP` listeners of sluice's
 //! Gateways ([`super::gateway`]). Envoy listens on a TCP listener's port itself and forwards
 //! every connection to the backends of the one route attached to it (weighted; a TCP stream
 //! carries no host or path to choose by). The rules are written down in `docs/gateway-api.md`.

@@ -116,7 +116,7 @@ mod tests {
         let gvk = wanted(Kind::TcpRoute);
         assert_eq!(
             (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()),
-            ("gateway.networking.k8s.io", "v1alpha2", "TCPRoute")
+            ("gateway.networking.k8s.io", "v1", "TCPRoute")
         );
     }
 
