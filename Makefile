@@ -7,7 +7,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build test lint test-rust fuzz e2e run bench crds envoy tools
+.PHONY: all build test lint test-rust fuzz e2e conformance run bench crds envoy tools
 
 all: build
 
@@ -35,6 +35,12 @@ fuzz:
 # e2e/.cache on first use), real Envoy, backends in a network namespace. Needs root.
 e2e:
 	e2e/run.sh
+
+# The upstream Gateway API conformance suite (v1.6.1, unmodified) against sluice and a real Envoy,
+# its backends run as Pods without a container runtime; writes the report under docs/conformance/
+# (docs/conformance.md). Needs root, like make e2e.
+conformance:
+	e2e/conformance.sh
 
 # The demo: sluice standalone on examples/demo/, Envoy, sample backends; Ctrl-C stops everything.
 run:
