@@ -276,18 +276,24 @@ suite_args+=("$@")
 e2e_log "conformance.test ${suite_args[*]}"
 e2e_log "the suite's whole log: $SUITE_LOG"
 cd "$E2E_WORK"
-# The suite in the background and `wait`, so SIGINT/SIGTERM tear down at once; its results
-# stream to the terminal (the whole log is in $SUITE_LOG).
+# The suite in the background and `wait`, so SIGINT/SIGTERM tear down at once. The terminal
+# gets the tests as they start and, at the end, those that passed or failed (Go prints the
+# subtests' results when TestConformance ends); the whole log is in $SUITE_LOG, the summary
+# counts the skipped ones. The log is emptied first, so the tail never shows an earlier run's.
+: >"$SUITE_LOG"
 env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY -u all_proxy \
-	"$GWAPI/conformance.test" "${suite_args[@]}" >"$SUITE_LOG" 2>&1 &
+	"$GWAPI/conformance.test" "${suite_args[@]}" >>"$SUITE_LOG" 2>&1 &
 suite_pid=$!
 E2E_PIDS+=("$suite_pid")
-tail -n +1 -F --pid="$suite_pid" "$SUITE_LOG" 2>/dev/null |
-	grep --line-buffered -E '^ {0,4}--- (PASS|FAIL|SKIP): TestConformance|Test Setup:|^(FAIL|PASS|ok|panic)\b' >&2 &
-E2E_PIDS+=("$!")
+tail -n +1 -F --pid="$suite_pid" "$SUITE_LOG" 2>/dev/null | awk '
+	/: Running [A-Za-z0-9]+, relying on the following features/ {
+		sub(/.*: Running /, ""); sub(/, relying on the following features: /, " ("); print "running " $0 ")"; fflush(); next }
+	/^(    )?--- (PASS|FAIL): TestConformance|Test Setup:|^(FAIL|PASS|ok|panic)/ { print; fflush() }' >&2 &
+stream_pid=$!
+E2E_PIDS+=("$stream_pid")
 status=0
 wait "$suite_pid" || status=$?
-sleep 0.5
+wait "$stream_pid" || true # tail sees the suite gone within a second and ends the stream
 e2e_log "conformance.test exited $status after $(( $(date +%s) - t0 ))s in all"
 
 for f in sluice envoy podrunner; do
