@@ -349,6 +349,12 @@ class PodRun:
         sh("ip", "link", "set", h, "master", self.mgr.bridge)
         sh("ip", "link", "set", h, "up")
         sh("ip", "-n", ns, "addr", "add", f"{self.ip}/{self.mgr.prefix_len}", "dev", p)
+        # kwok hands a deleted Pod's address to the next Pod: neighbours on the bridge (the host,
+        # other Pods) may still hold the old Pod's MAC for it and would not reach this one for
+        # half a minute. A gratuitous ARP when the link comes up (arp_notify) updates theirs;
+        # the host's entry goes for good measure.
+        sh("ip", "netns", "exec", ns, "sh", "-c", f"echo 1 > /proc/sys/net/ipv4/conf/{p}/arp_notify")
+        sh("ip", "neigh", "del", self.ip, "dev", self.mgr.bridge, check=False)
         sh("ip", "-n", ns, "link", "set", p, "up")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "-n", ns, "route", "add", "default", "via", self.mgr.gateway)
