@@ -7,6 +7,12 @@
 
 e2e_log() { echo "e2e: $*" >&2; }
 
+# The apiserver's --service-cluster-ip-range, and its first address: the ClusterIP of the Service
+# default/kubernetes, which Pods reach the apiserver at (KUBERNETES_SERVICE_HOST), so its serving
+# certificate names it.
+E2E_SERVICE_CIDR="${E2E_SERVICE_CIDR:-10.96.0.0/16}"
+E2E_APISERVER_SERVICE_IP="$(python3 -c 'import ipaddress, sys; print(next(ipaddress.ip_network(sys.argv[1]).hosts()))' "$E2E_SERVICE_CIDR")"
+
 # A free TCP port on 127.0.0.1.
 e2e_free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -32,10 +38,11 @@ e2e_certs() {
 		cd "$d"
 		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=sluice-e2e-ca" \
 			-keyout ca.key -out ca.crt 2>/dev/null
-		# kube-apiserver serving certificate.
+		# kube-apiserver serving certificate: for loopback, and for the Service default/kubernetes
+		# (its ClusterIP and names), where Pods reach it.
 		openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
 			-keyout apiserver.key -out apiserver.csr 2>/dev/null
-		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' > apiserver.ext
+		printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n' "$E2E_APISERVER_SERVICE_IP" > apiserver.ext
 		openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
 			-extfile apiserver.ext -out apiserver.crt 2>/dev/null
 		# Admin client certificate (group system:masters).
@@ -86,6 +93,11 @@ e2e_apiserver() {
 	local port d="$E2E_WORK/pki"
 	port=$(e2e_free_port)
 	# No --advertise-address=127.0.0.1: the apiserver refuses loopback for its own endpoints.
+	# The ServiceAccount admission plugin is on, as in a cluster: a Pod gets its ServiceAccount
+	# (default) and the projected kube-api-access volume, which e2e/podrunner.py fills.
+	# --enable-aggregator-routing: the apiserver calls a webhook's (or an aggregated API's)
+	# Service at an endpoint's address (a Pod IP on the Pods' bridge), not at its ClusterIP,
+	# which nothing routes on the host (no kube-proxy; the host would send it off the machine).
 	e2e_start kube-apiserver "$E2E_BIN/kube-apiserver" \
 		--etcd-servers "$E2E_ETCD" \
 		--bind-address 127.0.0.1 \
@@ -96,9 +108,9 @@ e2e_apiserver() {
 		--service-account-issuer https://kubernetes.default.svc \
 		--service-account-key-file "$d/sa.pub" \
 		--service-account-signing-key-file "$d/sa.key" \
-		--service-cluster-ip-range 10.96.0.0/16 \
+		--service-cluster-ip-range "$E2E_SERVICE_CIDR" \
+		--enable-aggregator-routing=true \
 		--authorization-mode RBAC \
-		--disable-admission-plugins ServiceAccount \
 		--enable-priority-and-fairness=false \
 		--v 1
 	E2E_APISERVER="https://127.0.0.1:$port"
