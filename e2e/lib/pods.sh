@@ -3,8 +3,10 @@
 # conformance runner: kube-controller-manager and kube-scheduler next to the apiserver of
 # controlplane.sh, kwok playing the kubelet of one Node (kwok-node-0), and e2e/podrunner.py,
 # which runs the Pods' containers as local processes, each Pod in a network namespace on a
-# host bridge, and gives Services of type LoadBalancer a loopback address. See docs/e2e.md,
-# "Pods".
+# host bridge and each container in a mount namespace with its volumes, makes the Services'
+# ClusterIPs answer inside the Pods (a namespace of their own on the bridge) and their names
+# resolve (each Pod's /etc/hosts), and gives Services of type LoadBalancer a loopback address.
+# See docs/e2e.md, "Pods".
 #
 # Sourced after controlplane.sh (it needs E2E_ROOT, E2E_BIN, E2E_WORK, E2E_PIDS, E2E_APISERVER,
 # KUBECONFIG and e2e_start); e2e_pods_up once the apiserver is up. Every process goes through
@@ -13,8 +15,10 @@
 #
 # Two runs on one machine (an e2e run and a conformance run, say) each take a slot, the first
 # free one, and never share an address:
-#   slot 0: bridge sluice-br0 198.18.0.1/16, Pods 198.18.1.0/24, LoadBalancers 127.0.2.0/24
-#   slot 1: bridge sluice-br1 198.19.0.1/16, Pods 198.19.1.0/24, LoadBalancers 127.0.3.0/24
+#   slot 0: bridge sluice-br0 198.18.0.1/16, Pods 198.18.1.0/24, LoadBalancers 127.0.2.0/24,
+#           the Services' namespace sp-svc0 at 198.18.0.2
+#   slot 1: bridge sluice-br1 198.19.0.1/16, Pods 198.19.1.0/24, LoadBalancers 127.0.3.0/24,
+#           the Services' namespace sp-svc1 at 198.19.0.2
 # (198.18.0.0/15 is the benchmarking range: nothing real lives there.) A slot is a directory
 # /run/sluice-e2e-pods/SLOT holding its owner (pid and start time) and the namespaces its runner
 # made, so a run killed before its teardown is reaped by the next one.
@@ -103,6 +107,8 @@ e2e_pods_take_slot() {
 		E2E_PODS_SLOT="$slot"
 		E2E_PODS_BRIDGE="sluice-br$slot"
 		E2E_PODS_GATEWAY="198.$(( 18 + slot )).0.1"
+		E2E_PODS_SVC_ADDR="198.$(( 18 + slot )).0.2"
+		E2E_PODS_SVC_NETNS="sp-svc$slot"
 		E2E_PODS_CIDR="198.$(( 18 + slot )).1.0/24"
 		E2E_PODS_LB_POOL="127.0.$(( 2 + slot )).0/24"
 		return 0
@@ -144,6 +150,21 @@ e2e_pods_up() {
 	ip link add "$E2E_PODS_BRIDGE" type bridge
 	ip addr add "$E2E_PODS_GATEWAY/16" dev "$E2E_PODS_BRIDGE"
 	ip link set "$E2E_PODS_BRIDGE" up
+
+	# The Services' namespace: every address of the service range is local in it, the Pods
+	# route the range to its address on the bridge, and the pod runner listens there on each
+	# ClusterIP's ports (docs/e2e.md, "Services"). Recorded like a Pod's namespace (its veth is
+	# vh<name without sp->), so the teardown and a later run's reaping remove it.
+	touch "$E2E_PODS_STATE/$E2E_PODS_SLOT/netns/$E2E_PODS_SVC_NETNS"
+	ip netns add "$E2E_PODS_SVC_NETNS"
+	ip link add "vh${E2E_PODS_SVC_NETNS#sp-}" type veth peer name "vp${E2E_PODS_SVC_NETNS#sp-}"
+	ip link set "vp${E2E_PODS_SVC_NETNS#sp-}" netns "$E2E_PODS_SVC_NETNS"
+	ip link set "vh${E2E_PODS_SVC_NETNS#sp-}" master "$E2E_PODS_BRIDGE"
+	ip link set "vh${E2E_PODS_SVC_NETNS#sp-}" up
+	ip -n "$E2E_PODS_SVC_NETNS" addr add "$E2E_PODS_SVC_ADDR/16" dev "vp${E2E_PODS_SVC_NETNS#sp-}"
+	ip -n "$E2E_PODS_SVC_NETNS" link set "vp${E2E_PODS_SVC_NETNS#sp-}" up
+	ip -n "$E2E_PODS_SVC_NETNS" link set lo up
+	ip -n "$E2E_PODS_SVC_NETNS" route add local "$E2E_SERVICE_CIDR" dev lo
 
 	# The job and cronjob controllers are off: the e2e tests play the Job controller themselves
 	# (e2e/tests/certgen.rs runs Helm's hook Job), E2E_KCM_CONTROLLERS overrides.
@@ -203,7 +224,9 @@ NODE
 		--server "$E2E_APISERVER" --ca "$d/ca.crt" --cert "$d/admin.crt" --key "$d/admin.key" \
 		--bridge "$E2E_PODS_BRIDGE" --gateway "$E2E_PODS_GATEWAY" --prefix-len 16 \
 		--run-dir "$E2E_PODS_DIR" --state-dir "$E2E_PODS_STATE/$E2E_PODS_SLOT" \
-		--images "${SLUICE_E2E_IMAGES:-}" --lb-pool "$E2E_PODS_LB_POOL"
+		--images "${SLUICE_E2E_IMAGES:-}" --lb-pool "$E2E_PODS_LB_POOL" \
+		--service-cidr "$E2E_SERVICE_CIDR" --service-netns "$E2E_PODS_SVC_NETNS" \
+		--service-addr "$E2E_PODS_SVC_ADDR"
 
 	# Ready, and untainted: the node-lifecycle controller lifts the not-ready taint the
 	# apiserver put on the new Node.
@@ -225,6 +248,7 @@ NODE
 	export SLUICE_E2E_POD_BRIDGE="$E2E_PODS_BRIDGE"
 	export SLUICE_E2E_POD_DIR="$E2E_PODS_DIR"
 	export SLUICE_E2E_LB_POOL="$E2E_PODS_LB_POOL"
+	export SLUICE_E2E_SERVICE_CIDR="$E2E_SERVICE_CIDR"
 	export SLUICE_E2E_IMAGES="${SLUICE_E2E_IMAGES:-}"
 	e2e_log "pods up in $(( $(date +%s) - t0 ))s: node $E2E_PODS_NODE, Pods $E2E_PODS_CIDR on $E2E_PODS_BRIDGE ($E2E_PODS_GATEWAY), LoadBalancers $E2E_PODS_LB_POOL"
 }
