@@ -224,6 +224,65 @@ pub struct PodNet {
     pub cidr: String,
     /// The addresses Services of type LoadBalancer get (127.0.2.0/24, or 127.0.3.0/24).
     pub lb_pool: String,
+    /// Where the pod runner keeps each Pod's volumes, logs and pid files (`<uid>/...`).
+    pub dir: PathBuf,
+}
+
+/// A container's process as the pod runner started it.
+#[allow(dead_code)] // not used by the benchmarks
+pub struct PodProcess {
+    pub pid: u32,
+    pub argv: Vec<String>,
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The real user id.
+    pub uid: u32,
+}
+
+#[allow(dead_code)] // not used by the benchmarks
+impl PodNet {
+    /// The host directory of a Pod (`pod`: the Pod's JSON).
+    pub fn pod_dir(&self, pod: &Value) -> PathBuf {
+        self.dir
+            .join(pod["metadata"]["uid"].as_str().expect("a Pod's uid"))
+    }
+
+    /// The running process of a Pod's container: its pid file, /proc.
+    pub fn process(&self, pod: &Value, container: &str) -> PodProcess {
+        let pid_file = self.pod_dir(pod).join(format!("{container}.pid"));
+        let pid: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()))
+            .trim()
+            .parse()
+            .unwrap();
+        let nul_separated = |file: &str| -> Vec<String> {
+            let raw = std::fs::read(format!("/proc/{pid}/{file}"))
+                .unwrap_or_else(|e| panic!("/proc/{pid}/{file} of {container}: {e}"));
+            raw.split(|b| *b == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        };
+        let argv = nul_separated("cmdline");
+        let env = nul_separated("environ")
+            .into_iter()
+            .filter_map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+            })
+            .collect();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let uid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("a Uid line");
+        PodProcess {
+            pid,
+            argv,
+            env,
+            uid,
+        }
+    }
 }
 
 /// The Pod network; panics when e2e/run.sh brought up no Pods (`E2E_PODS=0`).
@@ -237,6 +296,7 @@ pub fn pods() -> PodNet {
     PodNet {
         cidr: var("SLUICE_E2E_POD_CIDR"),
         lb_pool: var("SLUICE_E2E_LB_POOL"),
+        dir: var("SLUICE_E2E_POD_DIR").into(),
     }
 }
 
@@ -415,6 +475,7 @@ impl Sluice {
     }
 
     /// The process id while it runs.
+    #[allow(dead_code)] // used by benches/cluster.rs and benches/contour.rs
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())
     }
