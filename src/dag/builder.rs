@@ -919,8 +919,20 @@ pub fn route_precedence(a: &Route, b: &Route) -> std::cmp::Ordering {
             Reverse(r.query().len()),
         )
     }
-    rank(a)
-        .cmp(&rank(b))
+    let by_rank = rank(a).cmp(&rank(b));
+    // Between Gateway API routes a tie goes to the older route, then to its earlier rule, as the
+    // Gateway API says: the order they were added in (routes oldest first, rules in order), which
+    // the stable sort keeps.
+    let gateway_api = |r: &Route| {
+        matches!(
+            r.source.kind,
+            Kind::HttpRoute | Kind::GrpcRoute | Kind::TlsRoute | Kind::TcpRoute
+        )
+    };
+    if by_rank.is_eq() && gateway_api(a) && gateway_api(b) {
+        return by_rank;
+    }
+    by_rank
         .then_with(|| a.path.cmp(&b.path))
         .then_with(|| a.headers.cmp(&b.headers))
         .then_with(|| a.query().cmp(b.query()))

@@ -201,6 +201,9 @@ pub(super) struct GatewayAcc {
     pub(super) listener_status: Vec<ListenerStatus>,
     /// The Gateway's own problems (None: accepted).
     pub(super) invalid: Option<String>,
+    /// The reason of `invalid`'s `Accepted=False`: `Invalid`, or `InvalidParameters` for a
+    /// `spec.infrastructure.parametersRef`.
+    pub(super) invalid_reason: &'static str,
     /// The port and hostname of each accepted listener that takes HTTP routes, as listener
     /// isolation reads them ([`super::gwroute::taken_by_narrower_listener`]).
     pub(super) http_hostnames: Vec<(i32, Option<String>)>,
@@ -412,7 +415,7 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             ],
             (invalid, _) => match invalid {
                 Some(why) => vec![
-                    condition(cond::ACCEPTED, false, cond::INVALID, why.clone()),
+                    condition(cond::ACCEPTED, false, gw.invalid_reason, why.clone()),
                     condition(cond::PROGRAMMED, false, cond::INVALID, why.clone()),
                 ],
                 None if listeners_ok => vec![
@@ -621,10 +624,19 @@ pub(super) fn granted(
 fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gateway) -> GatewayAcc {
     let ns = obj.key.namespace.to_string();
     let verdict = validate_gateway(gw);
-    let invalid = (!verdict.errors.is_empty()).then(|| {
+    let mut invalid = (!verdict.errors.is_empty()).then(|| {
         let all: Vec<String> = verdict.errors.iter().map(ToString::to_string).collect();
         all.join("; ")
     });
+    let mut invalid_reason = cond::INVALID;
+    let parameters = (gw.spec.infrastructure.as_ref()).and_then(|i| i.parameters_ref.as_ref());
+    if let (None, Some(p)) = (&invalid, parameters) {
+        invalid = Some(format!(
+            "spec.infrastructure.parametersRef: sluice takes no parameters ({} {:?} of group {:?}); remove it",
+            p.kind, p.name, p.group
+        ));
+        invalid_reason = cond::INVALID_PARAMETERS;
+    }
     let mut listeners = Vec::new();
     let mut listener_status = Vec::new();
     for (i, l) in gw.spec.listeners.iter().enumerate() {
@@ -642,6 +654,7 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         listeners,
         listener_status,
         invalid,
+        invalid_reason,
         http_hostnames,
         served: Served::Shared,
     }

@@ -52,7 +52,7 @@ pub fn build_entry_listener(
     dag: &Dag,
     options: &Options,
 ) -> Option<Listener> {
-    let shared = Shared::new(options);
+    let shared = Shared::for_gateway(options);
     let name = key.name();
     let mut listener = Listener {
         name: name.clone(),
@@ -125,6 +125,7 @@ pub fn build_entry_route_configs(key: &EntryKey, e: &Entry) -> Vec<RouteConfigur
             vec![RouteConfiguration {
                 name,
                 virtual_hosts,
+                ignore_port_in_host_matching: true,
                 ..Default::default()
             }]
         }
@@ -133,6 +134,7 @@ pub fn build_entry_route_configs(key: &EntryKey, e: &Entry) -> Vec<RouteConfigur
             let mut all = Vec::new();
             for v in e.vhosts.values().filter(|v| routes_https(v)) {
                 let mut config = route::build_https_route_config(v);
+                config.ignore_port_in_host_matching = true;
                 all.extend(config.virtual_hosts.iter().cloned());
                 // The catch-all host is the default chain's only.
                 if v.host != "*" {
@@ -144,6 +146,7 @@ pub fn build_entry_route_configs(key: &EntryKey, e: &Entry) -> Vec<RouteConfigur
             out.push(RouteConfiguration {
                 name,
                 virtual_hosts: all,
+                ignore_port_in_host_matching: true,
                 ..Default::default()
             });
             out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -90,6 +90,10 @@ pub(super) struct Shared<'a> {
     options: &'a Options,
     access_log: Vec<EnvoyAccessLog>,
     tracing: Option<HcmTracing>,
+    /// Forward the `Host` header with its port, as the client sent it (a Gateway's own ports:
+    /// the Gateway API passes the header on unchanged; hosts are matched without the port by
+    /// the route configuration instead). Envoy's shared listeners strip the port.
+    keep_host_port: bool,
 }
 
 impl<'a> Shared<'a> {
@@ -98,6 +102,15 @@ impl<'a> Shared<'a> {
             options,
             access_log: access_logs(&options.access_log),
             tracing: options.tracing.as_ref().map(hcm_tracing),
+            keep_host_port: false,
+        }
+    }
+
+    /// [`Shared::new`] for the listeners of a Gateway's own address.
+    pub(super) fn for_gateway(options: &'a Options) -> Shared<'a> {
+        Shared {
+            keep_host_port: true,
+            ..Shared::new(options)
         }
     }
 }
@@ -303,7 +316,7 @@ fn hcm(
         xff_num_trusted_hops: options.num_trusted_hops,
         normalize_path: Some(boolv(true)),
         merge_slashes: true,
-        strip_port_mode: Some(StripPortMode::StripAnyHostPort(true)),
+        strip_port_mode: (!shared.keep_host_port).then_some(StripPortMode::StripAnyHostPort(true)),
         // Envoy's recommendations for an edge proxy: bounds on what a slow or greedy client can
         // hold (docs/xds.md, "Limits on clients").
         request_headers_timeout: Some(duration(REQUEST_HEADERS_TIMEOUT)),

@@ -193,3 +193,23 @@ fn a_grpc_regular_expression_method_match_takes_whole_paths() {
         assert_eq!(takes(path) == api, to_api, "{path}: {:?}", takes(path));
     }
 }
+
+#[test]
+fn a_tie_between_rules_goes_to_the_earlier_rule_whatever_the_headers_say() {
+    // Gateway API precedence: as many header matches, so the first rule in list order wins.
+    let rules = "  - matches: [{headers: [{name: version, value: two}]}]
+    backendRefs: [{name: api, port: 8080}]
+  - matches: [{headers: [{name: color, value: blue}]}]
+    backendRefs: [{name: web, port: 80}]
+";
+    let r = route("shop", "store", &["shop.example.com"], rules);
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    let v = &dag.vhosts["shop.example.com"];
+    let first: Vec<&str> = v.routes[0]
+        .headers
+        .iter()
+        .map(|h| h.name.as_str())
+        .collect();
+    assert_eq!(first, ["version"], "{:?}", v.routes);
+    assert_eq!(forwards_to(&v.routes[0]), ["shop/api/8080*1"]);
+}
