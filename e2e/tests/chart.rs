@@ -521,6 +521,8 @@ pub fn serve_as_installed(env: &Env, rel: &Rel, ns: &str, _dir: &Path, certs: &C
             Some(p.uid as u64),
             spec["securityContext"]["runAsUser"].as_u64()
         );
+        // allowPrivilegeEscalation: false, readOnlyRootFilesystem: true.
+        assert!(p.no_new_privs && p.read_only_root, "{}", pod_name(pod));
         for (k, v) in &literal_env {
             assert_eq!(p.env.get(k), Some(v), "{k} of {}", pod_name(pod));
         }
@@ -647,6 +649,7 @@ pub fn serve_as_installed(env: &Env, rel: &Rel, ns: &str, _dir: &Path, certs: &C
             Some(p.uid as u64),
             espec["securityContext"]["runAsUser"].as_u64()
         );
+        assert!(p.no_new_privs && p.read_only_root, "{}", pod_name(pod));
         same_files(&net.pod_dir(pod).join("volumes/xds-tls"), &certs.client_dir);
         // automountServiceAccountToken: false.
         assert!(

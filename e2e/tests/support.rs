@@ -236,6 +236,10 @@ pub struct PodProcess {
     pub env: std::collections::BTreeMap<String, String>,
     /// The real user id.
     pub uid: u32,
+    /// Whether it runs with no_new_privs (`allowPrivilegeEscalation: false`).
+    pub no_new_privs: bool,
+    /// Whether `/` is read-only in its mount namespace (`readOnlyRootFilesystem`).
+    pub read_only_root: bool,
 }
 
 #[allow(dead_code)] // not used by the benchmarks
@@ -276,11 +280,22 @@ impl PodNet {
             .find_map(|l| l.strip_prefix("Uid:"))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .expect("a Uid line");
+        let no_new_privs = status
+            .lines()
+            .any(|l| l.split_whitespace().eq(["NoNewPrivs:", "1"]));
+        // mountinfo: ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS ...; the last mount on `/` wins.
+        let mountinfo = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        let read_only_root = (mountinfo.lines())
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .rfind(|f| f.len() > 5 && f[4] == "/")
+            .is_some_and(|f| f[5].split(',').any(|o| o == "ro"));
         PodProcess {
             pid,
             argv,
             env,
             uid,
+            no_new_privs,
+            read_only_root,
         }
     }
 }
