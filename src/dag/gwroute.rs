@@ -535,8 +535,13 @@ pub(super) fn attach_route(
     let mut resolved = refs_resolved();
     let mut host_conflicts = Vec::new();
     let mut route_conflicts = Vec::new();
-    if !attachment.hosts.is_empty() {
-        let built = build_rules(b, &mut resolved);
+    // The rules' references are resolved (for ResolvedRefs) even where the route serves no
+    // host: its listener's certificate may not resolve, say.
+    let built = match refused {
+        None => build_rules(b, &mut resolved),
+        Some(_) => Vec::new(),
+    };
+    {
         for ((scope, host), (tls, insecure, isolated)) in &attachment.hosts {
             let scope = scope.as_ref();
             if let Some(owner) = b.host_owner_in(scope, host) {

@@ -113,7 +113,8 @@ pub(super) fn tcp_route(
 
     let mut resolved = refs_resolved();
     // Ports are taken only by a route of one rule (see `refused`).
-    if let Some(rule) = route.spec.rules.first().filter(|_| !ports.is_empty()) {
+    // Resolved also where the route has no port (for ResolvedRefs).
+    if let Some(rule) = route.spec.rules.first().filter(|_| refused.is_empty()) {
         let ns = &*key.namespace;
         let clusters = rule_connections!(b, snapshot, "TCPRoute", ns, rule, &mut resolved);
         // No backend to forward to: no listener, so its port refuses connections.

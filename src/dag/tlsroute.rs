@@ -129,7 +129,8 @@ pub(super) fn tls_route(
     let mut host_conflicts: Vec<String> = Vec::new();
     let mut conflicts: Vec<String> = Vec::new();
     // Hosts are attached only by a route of one rule (see `refused`).
-    if let Some(rule) = route.spec.rules.first().filter(|_| !hosts.is_empty()) {
+    // Resolved also where the route is attached on no host (for ResolvedRefs).
+    if let Some(rule) = route.spec.rules.first().filter(|_| refused.is_empty()) {
         let ns = &*key.namespace;
         let clusters = rule_connections!(b, snapshot, "TLSRoute", ns, rule, &mut resolved);
         for (scope, host, terminate) in &hosts {

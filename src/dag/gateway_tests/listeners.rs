@@ -51,8 +51,15 @@ fn a_listener_whose_certificate_does_not_resolve_counts_its_routes_and_serves_no
     tls: {certificateRefs: [{name: does-not-exist}]}
 ",
     );
-    let r = route("shop", "store", &["shop.example.com"], TO_WEB);
+    let missing = "  - backendRefs: [{name: does-not-exist, port: 8080}]\n";
+    let r = route("shop", "store", &["shop.example.com"], missing);
     let dag = dag_of(&[CLASS, &gw, SERVICES, &r]);
+    // The route's references are resolved though it serves nothing.
+    let parent = route_parent(&dag, "shop", "store");
+    assert_eq!(
+        conds(&parent.conditions)[1],
+        "ResolvedRefs=false/BackendNotFound"
+    );
     let l = listener_status(&dag, "tls");
     assert_eq!(
         conds(&l.conditions),
