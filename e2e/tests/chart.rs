@@ -487,7 +487,8 @@ spec:
 /// into the emptyDir, Envoy's arguments, the client Secret, its probe); then the apiserver calls
 /// the chart's webhook in those Pods, and routing objects of another namespace reach backend Pods
 /// through the Envoy Service, Envoy configured by sluice over mutual TLS xDS through sluice's
-/// Service (`certs`: the release's certificates, for the TLS checks; `dir`: unused files).
+/// Service. `certs`: the release's certificates as the test read them from its Secrets, which
+/// the Pods' volumes must hold; `_dir`: the test's folder (the Pods need none of it).
 pub fn serve_as_installed(env: &Env, rel: &Rel, ns: &str, _dir: &Path, certs: &Certs) {
     let net: PodNet = pods();
     let fullname = rel.fullname;
