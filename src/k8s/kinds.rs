@@ -89,9 +89,17 @@ pub async fn discover(
                 .find(|(ar, _)| ar.kind == want.kind);
             let chosen = match exact {
                 Some((ar, _)) => Some(ar),
-                None if accepts_any_version(kind) => {
-                    api_group.recommended_kind(&want.kind).map(|(ar, _)| ar)
-                }
+                // The group's preferred version first, then the others in the order served (a
+                // kind need not be served at the group's preferred version: TCPRoute of Gateway
+                // API v1.5 is served at v1alpha2 only).
+                None if accepts_any_version(kind) => (api_group.recommended_kind(&want.kind))
+                    .map(|(ar, _)| ar)
+                    .or_else(|| {
+                        (api_group.versions())
+                            .flat_map(|v| api_group.versioned_resources(v))
+                            .find(|(ar, _)| ar.kind == want.kind)
+                            .map(|(ar, _)| ar)
+                    }),
                 None => None,
             };
             if let Some(ar) = chosen {
