@@ -82,6 +82,26 @@ pub const SUPPORTED_FEATURES: [&str; 31] = [
     "TLSRouteModeTerminate",
 ];
 
+/// The features sluice serves when Gateways have addresses of their own (`--gateway-addresses`):
+/// a Gateway asks for one (`spec.addresses`, with or without a value), and a listener on port
+/// 8080 is a port Envoy listens on at the Gateway's address.
+pub const OWN_ADDRESS_FEATURES: [&str; 3] = [
+    "GatewayAddressEmpty",
+    "GatewayPort8080",
+    "GatewayStaticAddresses",
+];
+
+/// What an accepted GatewayClass's `status.supportedFeatures` lists with these options, in
+/// alphabetical order.
+pub fn supported_features(options: &super::Options) -> Vec<&'static str> {
+    let mut all = SUPPORTED_FEATURES.to_vec();
+    if options.gateway_addresses.is_some() {
+        all.extend(OWN_ADDRESS_FEATURES);
+        all.sort_unstable();
+    }
+    all
+}
+
 /// Minimum TLS version of hosts served from Gateway HTTPS listeners.
 pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
 
@@ -291,7 +311,7 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             );
         }
         let supported_features = match accepted.status {
-            true => SUPPORTED_FEATURES.to_vec(),
+            true => supported_features(b.options),
             false => Vec::new(),
         };
         b.set_gateway_status(

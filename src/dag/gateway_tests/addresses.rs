@@ -244,3 +244,20 @@ stringData:
     assert_eq!(v.tls.as_ref().map(|t| t.secret.as_str()), Some("shop/cert"));
     assert!(dag.secrets.get("shop/cert").is_some());
 }
+
+#[test]
+fn the_class_lists_the_address_features_only_with_a_pool() {
+    let features = |options: &Options| {
+        let dag = build(&snapshot(&[CLASS]), options);
+        let s = status(&dag, Kind::GatewayClass, "", "sluice");
+        s.gateway.as_ref().unwrap().supported_features.clone()
+    };
+    let with = features(&own_addresses("127.0.1.0/24"));
+    let without = features(&Options::default());
+    for f in super::super::gateway::OWN_ADDRESS_FEATURES {
+        assert!(with.contains(&f) && !without.contains(&f), "{f}");
+    }
+    let mut sorted = with.clone();
+    sorted.sort_unstable();
+    assert_eq!(with, sorted);
+}
