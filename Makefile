@@ -1,8 +1,9 @@
 # sluice — the two commands a newcomer runs:
 #   make run    the demo: sluice standalone + a real Envoy + sample backends
 #   make test   every test tier: lint, unit, golden, CLI, webhook (router, HTTPS, fuzz), real Envoy,
-#               benchmark smoke runs, cargo-fuzz (bounded), and the e2e against a real kube-apiserver
-#               (with the smoke runs of the cluster and side-by-side benchmarks)
+#               benchmark smoke runs, cargo-fuzz (bounded), the e2e against a real kube-apiserver
+#               (with the smoke runs of the cluster and side-by-side benchmarks), and the upstream
+#               Gateway API conformance suite
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -14,7 +15,7 @@ all: build
 build:
 	$(CARGO) build --release --bin sluice
 
-test: lint test-rust fuzz e2e
+test: lint test-rust fuzz e2e conformance
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -1,4 +1,5 @@
 use super::*;
+use crate::dag::hosts::INDEX_ROUTES_FROM;
 
 #[test]
 fn weights() {

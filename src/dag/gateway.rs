@@ -28,8 +28,8 @@ use gateway_api::apis::standard::gateways::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
-use super::addresses::{NoAddress, Wanted};
-use super::model::{EntryKey, EntryProtocol, GatewayApiStatus, GatewayCondition, ListenerStatus};
+use super::addresses::NoAddress;
+use super::model::{EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -348,8 +348,8 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
     }
     match b.options.gateway_addresses.clone() {
         Some(pool) => {
-            own_addresses(snapshot, &pool, &mut gateways);
-            open_entries(b, &gateways);
+            super::gateway_addresses::own_addresses(snapshot, &pool, &mut gateways);
+            super::gateway_addresses::open_entries(b, &gateways);
         }
         None => tcp_ports(snapshot, &mut gateways),
     }
@@ -508,62 +508,6 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 ..Default::default()
             },
         );
-    }
-}
-
-/// Deals each Gateway an address of its own from `pool` ([`super::addresses::deal`]): oldest
-/// first, so an older Gateway keeps an address two ask for.
-fn own_addresses(
-    snapshot: &Snapshot,
-    pool: &super::addresses::AddressPool,
-    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
-) {
-    let wanted: Vec<(ObjKey, Wanted)> = oldest_first(&snapshot.gateways, |g| &g.metadata)
-        .into_iter()
-        .filter(|(key, _)| gateways.contains_key(*key))
-        .map(|(key, gw)| {
-            let requested = (gw.spec.addresses.iter().flatten())
-                .map(|a| (a.r#type.clone(), a.value.clone()))
-                .collect();
-            (key.clone(), Wanted { requested })
-        })
-        .collect();
-    for (key, dealt) in super::addresses::deal(pool, &wanted) {
-        if let Some(gw) = gateways.get_mut(&key) {
-            gw.served = match dealt {
-                Ok(ip) => Served::At(ip),
-                Err(why) => Served::Nowhere(why),
-            };
-        }
-    }
-}
-
-/// Opens the ports of the accepted listeners of every Gateway that has an address: Envoy
-/// listens there, whether or not a route is attached (a request then gets 404, a TLS client the
-/// certificate of the port's first HTTPS listener).
-fn open_entries(b: &mut Builder<'_>, gateways: &BTreeMap<ObjKey, GatewayAcc>) {
-    for gw in gateways.values() {
-        let Served::At(address) = gw.served else {
-            continue;
-        };
-        if gw.invalid.is_some() {
-            continue;
-        }
-        for l in gw.listeners.iter().flatten().filter(|l| l.programmed) {
-            let Some(Some(key)) = gw.scope(l.port) else {
-                continue;
-            };
-            let protocol = match (l.tcp, l.kinds.first()) {
-                (true, _) => EntryProtocol::Tcp,
-                (_, Some(&"TLSRoute")) => EntryProtocol::Tls,
-                _ if l.tls.is_some() => EntryProtocol::Tls,
-                _ => EntryProtocol::Http,
-            };
-            let https =
-                l.tls.is_some() && protocol == EntryProtocol::Tls && !l.kinds.contains(&"TLSRoute");
-            let secret = l.tls.as_deref().filter(|_| https);
-            b.open_entry(&key, address, protocol, secret, l.hostname.is_none());
-        }
     }
 }
 

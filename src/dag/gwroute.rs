@@ -570,11 +570,12 @@ pub(super) fn attach_route(
                 }
             }
             for rule in &built {
+                let action = listener_port_redirect(&rule.action, scope, tls.is_some());
                 for m in &rule.matches {
                     let r = Route {
                         path: m.path.clone(),
                         headers: m.headers.clone(),
-                        action: rule.action.clone(),
+                        action: action.clone(),
                         permit_insecure: *insecure,
                         timeout: rule.timeout,
                         retry: rule.retry.clone(),
@@ -632,6 +633,29 @@ pub(super) fn attach_route(
         resolved,
         route_conflicts,
     );
+}
+
+/// A redirect naming neither scheme nor port keeps the port of the listener the request came in
+/// on, as the Gateway API says: at a Gateway's own address that is the port Envoy listens on
+/// (written when it is not the scheme's own port, which a URL leaves out). On Envoy's shared
+/// listeners the port the client used is not known, and the redirect names none.
+fn listener_port_redirect(
+    action: &RouteAction,
+    scope: Option<&EntryKey>,
+    tls: bool,
+) -> RouteAction {
+    match (action, scope) {
+        (RouteAction::Redirect(r), Some(key)) if r.scheme.is_none() && r.port.is_none() => {
+            let default = if tls { 443 } else { 80 };
+            if key.port == default {
+                return action.clone();
+            }
+            let mut r = r.clone();
+            r.port = Some(u32::from(key.port));
+            RouteAction::Redirect(r)
+        }
+        _ => action.clone(),
+    }
 }
 
 /// The parents of a route (`obj`) that are Gateways of sluice's, each with its index in

@@ -261,3 +261,33 @@ fn the_class_lists_the_address_features_only_with_a_pool() {
     sorted.sort_unstable();
     assert_eq!(with, sorted);
 }
+
+#[test]
+fn a_redirect_without_scheme_or_port_keeps_the_port_of_the_gateways_listener() {
+    let gw = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: shop, generation: 1}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: http, protocol: HTTP, port: 80}
+  - {name: alt, protocol: HTTP, port: 8090}
+";
+    let redirect =
+        "  - filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org}}]\n";
+    let r = route("shop", "store", &["shop.example.com"], redirect);
+    let dag = build(&snapshot(&[CLASS, gw, &r]), &own_addresses("127.0.1.0/24"));
+    let port_of = |port| {
+        let v = &entry(&dag, "shop", "edge", port).vhosts["shop.example.com"];
+        match &v.routes[0].action {
+            RouteAction::Redirect(r) => r.port,
+            other => panic!("not a redirect: {other:?}"),
+        }
+    };
+    assert_eq!(port_of(8090), Some(8090));
+    assert_eq!(
+        port_of(80),
+        None,
+        "the scheme's own port is left out of the URL"
+    );
+}
