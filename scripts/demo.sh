@@ -69,7 +69,7 @@ pids+=($!)
 echo "==> Starting sluice (standalone mode on examples/demo/)"
 RUST_LOG="${RUST_LOG:-info}" "$sluice" serve --manifests "$root/examples/demo" \
     --xds-address "127.0.0.1:$XDS_PORT" --listen-address 127.0.0.1 \
-    --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" \
+    --http-port "$HTTP_PORT" --https-port "$HTTPS_PORT" --gateway-addresses 127.0.1.0/24 \
     --access-log-path "$run_dir/access.log" >"$run_dir/sluice.log" 2>&1 &
 pids+=($!)
 
@@ -119,9 +119,9 @@ sluice is serving examples/demo/ to Envoy. Try (each backend answers with its ow
   curl -H 'Host: api.example.com' -H 'x-api-version: v2' $H/
 
   # Gateway API (HTTPRoute): /api goes to api, x-beta: 1 to api-v2, everything else to web
-  curl -H 'Host: gateway.example.com' $H/api/orders
-  curl -H 'Host: gateway.example.com' -H 'x-beta: 1' $H/
-  curl -H 'Host: gateway.example.com' $H/
+  curl -H 'Host: gateway.example.com' http://127.0.1.10:8088/api/orders
+  curl -H 'Host: gateway.example.com' -H 'x-beta: 1' http://127.0.1.10:8088/
+  curl -H 'Host: gateway.example.com' http://127.0.1.10:8088/
 
   # Weight: about 80% stable, 20% canary
   for i in \$(seq 20); do curl -s -H 'Host: canary.example.com' $H/; done | sort | uniq -c
