@@ -703,16 +703,7 @@ fn allowed_kinds(
         .collect();
     if allowed.is_empty() {
         let asked: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
-        return Err(FieldError::new(
-            format!("{field}.allowedRoutes.kinds"),
-            cond::INVALID_ROUTE_KINDS,
-            format!(
-                "sluice attaches {} to {} listeners, not {}",
-                offered.join(" and "),
-                l.protocol,
-                asked.join(", ")
-            ),
-        ));
+        return Err(kinds_error(field, l, offered, &asked));
     }
     Ok(allowed)
 }
@@ -767,19 +758,28 @@ fn route_kinds(
         })
         .map(|k| k.kind.as_str())
         .collect();
-    let problem = (!others.is_empty()).then(|| {
-        FieldError::new(
-            format!("{field}.allowedRoutes.kinds"),
-            cond::INVALID_ROUTE_KINDS,
-            format!(
-                "sluice attaches {} to {} listeners, not {}",
-                offered.join(" and "),
-                l.protocol,
-                others.join(", ")
-            ),
-        )
-    });
+    let problem = (!others.is_empty()).then(|| kinds_error(field, l, offered, &others));
     (allowed, problem)
+}
+
+/// `allowedRoutes.kinds` of listener `l` (`field`) names `refused`, kinds it does not take
+/// (`InvalidRouteKinds`).
+fn kinds_error(
+    field: &str,
+    l: &GatewayListeners,
+    offered: &[&str],
+    refused: &[&str],
+) -> FieldError {
+    FieldError::new(
+        format!("{field}.allowedRoutes.kinds"),
+        cond::INVALID_ROUTE_KINDS,
+        format!(
+            "sluice attaches {} to {} listeners, not {}",
+            offered.join(" and "),
+            l.protocol,
+            refused.join(", ")
+        ),
+    )
 }
 
 fn listener(

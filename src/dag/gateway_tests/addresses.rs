@@ -206,18 +206,15 @@ fn a_used_up_pool_leaves_the_youngest_gateway_unprogrammed() {
 fn an_https_port_gets_its_hosts_by_sni_and_its_certificate_for_the_rest() {
     let cert = rcgen::generate_simple_self_signed(vec!["shop.example.com".into()]).unwrap();
     let indent = |pem: String| pem.replace('\n', "\n      ");
-    let gw = format!(
-        "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: edge, namespace: shop, generation: 1}}
-spec:
-  gatewayClassName: sluice
-  listeners:
-  - name: https
+    let listeners = gateway_with(
+        "  - name: https
     protocol: HTTPS
     port: 443
-    tls: {{certificateRefs: [{{name: cert}}]}}
----
+    tls: {certificateRefs: [{name: cert}]}
+",
+    );
+    let gw = format!(
+        "{listeners}---
 apiVersion: v1
 kind: Secret
 metadata: {{name: cert, namespace: shop}}
@@ -264,15 +261,9 @@ fn the_class_lists_the_address_features_only_with_a_pool() {
 
 #[test]
 fn a_redirect_without_scheme_or_port_keeps_the_port_of_the_gateways_listener() {
-    let gw = "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: edge, namespace: shop, generation: 1}
-spec:
-  gatewayClassName: sluice
-  listeners:
-  - {name: http, protocol: HTTP, port: 80}
-  - {name: alt, protocol: HTTP, port: 8090}
-";
+    let gw = &gateway_with(
+        "  - {name: http, protocol: HTTP, port: 80}\n  - {name: alt, protocol: HTTP, port: 8090}\n",
+    );
     let redirect =
         "  - filters: [{type: RequestRedirect, requestRedirect: {hostname: example.org}}]\n";
     let r = route("shop", "store", &["shop.example.com"], redirect);
