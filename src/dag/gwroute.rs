@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use super::gateway::{
-    GATEWAY_MIN_TLS, GROUP, GatewayAcc, Listener, Namespaces, attached_to_gateway, cond, condition,
-    granted, refs_resolved,
+    GATEWAY_MIN_TLS, GROUP, GatewayAcc, attached_to_gateway, cond, condition, granted,
+    refs_resolved,
 };
 use super::model::{
     ClusterName, Clusters, Cors, EntryKey, GatewayApiStatus, GatewayCondition, HeaderEdits,
@@ -16,6 +16,7 @@ use super::model::{
     Route, RouteAction, RouteExtras, UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, VhostTls,
     WeightedCluster,
 };
+pub(super) use super::tally::Tally;
 use super::{BackendRef, Builder, PortRef};
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef};
 use crate::store::{APP_PROTOCOL_WSS, AppProtocol, Snapshot};
@@ -686,94 +687,6 @@ pub(super) fn sluices_parents<'p, 'r>(
         return None;
     }
     Some(ours)
-}
-
-/// How the listeners of one parent Gateway met a route: how many the parent selects, allow the
-/// route's namespace and take its kind.
-#[derive(Default)]
-pub(super) struct Tally {
-    selected: u32,
-    by_selector: bool,
-    namespace_allowed: u32,
-    allowed: u32,
-}
-
-impl Tally {
-    /// Whether listener `l` of Gateway `gw_key` is selected by parent `p` and takes a route of
-    /// `kind` in the namespace of `route`; counted either way.
-    pub(super) fn takes(
-        &mut self,
-        snapshot: &Snapshot,
-        p: &ParentIn<'_>,
-        gw_key: &ObjKey,
-        l: &Listener,
-        route: &ObjKey,
-        kind: &str,
-    ) -> bool {
-        if p.section_name.is_some_and(|s| s != l.name) || p.port.is_some_and(|port| port != l.port)
-        {
-            return false;
-        }
-        self.selected += 1;
-        if !(l.from).allow(snapshot, &gw_key.namespace, &route.namespace) {
-            self.by_selector |= matches!(l.from, Namespaces::Selector(_));
-            return false;
-        }
-        self.namespace_allowed += 1;
-        if !l.kinds.contains(&kind) {
-            return false;
-        }
-        self.allowed += 1;
-        true
-    }
-
-    /// The `Accepted=False` condition of a parent (`field`) no listener of which takes the
-    /// route, naming the setting to change; None when some listener takes it.
-    pub(super) fn refusal(
-        &self,
-        field: &str,
-        gw_key: &ObjKey,
-        route_ns: &str,
-        kind: &str,
-    ) -> Option<GatewayCondition> {
-        let (reason, message) = if self.selected == 0 {
-            (
-                cond::NO_MATCHING_PARENT,
-                format!(
-                    "{field}: Gateway {gw_key} has no accepted listener with this sectionName and port"
-                ),
-            )
-        } else if self.namespace_allowed == 0 && self.by_selector {
-            (
-                cond::NOT_ALLOWED_BY_LISTENERS,
-                format!(
-                    "{field}: the listeners of Gateway {gw_key} take routes of the namespaces their allowedRoutes.namespaces.selector matches, and the labels of namespace {route_ns:?} do not match it; label the namespace or widen the selector to take this route"
-                ),
-            )
-        } else if self.namespace_allowed == 0 {
-            (
-                cond::NOT_ALLOWED_BY_LISTENERS,
-                format!(
-                    "{field}: the listeners of Gateway {gw_key} take routes of namespace {:?} only (allowedRoutes.namespaces.from: Same); set it to All to take this route",
-                    &*gw_key.namespace
-                ),
-            )
-        } else if self.allowed == 0 {
-            let which = match kind {
-                "TCPRoute" => "a listener of protocol TCP takes them".to_string(),
-                _ => format!("add {kind} there to take this route"),
-            };
-            (
-                cond::NOT_ALLOWED_BY_LISTENERS,
-                format!(
-                    "{field}: no accepted listener of Gateway {gw_key} takes {kind}s (allowedRoutes.kinds; a listener not accepted says why in the Gateway's status); {which}"
-                ),
-            )
-        } else {
-            return None;
-        };
-        Some(condition(cond::ACCEPTED, false, reason, message))
-    }
 }
 
 /// Records a route's status: for each parent its `Accepted` condition and the route's

@@ -30,6 +30,7 @@ pub mod route;
 mod slots;
 mod sort;
 pub mod table;
+mod tally;
 pub mod tcproute;
 pub mod tlsroute;
 
