@@ -433,15 +433,28 @@ impl Harness {
     /// Waits until [`Harness::get_at`] answers `want`; panics after [`CONVERGE`] naming the
     /// last answer.
     pub async fn expect_at(&self, addr: std::net::SocketAddr, host: &str, path: &str, want: &str) {
+        let what = format!("GET http://{addr}{path} (Host {host})");
+        self.converge(&what, want, || self.get_at(addr, host, path))
+            .await
+    }
+
+    /// Asks `ask` every 100 ms until it answers `want`; panics after [`CONVERGE`] naming `what`,
+    /// the last answer and the tail of Envoy's log.
+    async fn converge<F: std::future::Future<Output = Answer>>(
+        &self,
+        what: &str,
+        want: &str,
+        mut ask: impl FnMut() -> F,
+    ) {
         let deadline = Instant::now() + CONVERGE;
         loop {
-            let got = self.get_at(addr, host, path).await;
+            let got = ask().await;
             if got == want {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "GET http://{addr}{path} (Host {host}): want {want:?}, still {got:?} after {CONVERGE:?}; Envoy log:\n{}",
+                "{what}: want {want:?}, still {got:?} after {CONVERGE:?}; Envoy log:\n{}",
                 self.envoy_log_tail()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -474,36 +487,16 @@ impl Harness {
     /// Waits until `host` + `path` (+ headers) answers `want`, then returns; panics after
     /// [`CONVERGE`] naming the last answer.
     pub async fn expect(&self, host: &str, path: &str, headers: &[(&str, &str)], want: &str) {
-        let deadline = Instant::now() + CONVERGE;
-        loop {
-            let got = self.get(host, path, headers).await;
-            if got == want {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "GET http://{host}{path} {headers:?}: want {want:?}, still {got:?} after {CONVERGE:?}; Envoy log:\n{}",
-                self.envoy_log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let what = format!("GET http://{host}{path} {headers:?}");
+        self.converge(&what, want, || self.get(host, path, headers))
+            .await
     }
 
     /// Like [`Harness::expect`] over HTTPS.
     pub async fn expect_tls(&self, host: &str, path: &str, want: &str) {
-        let deadline = Instant::now() + CONVERGE;
-        loop {
-            let (got, _) = self.get_tls(host, path).await;
-            if got == want {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "GET https://{host}{path}: want {want:?}, still {got:?} after {CONVERGE:?}; Envoy log:\n{}",
-                self.envoy_log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let what = format!("GET https://{host}{path}");
+        let ask = || async { self.get_tls(host, path).await.0 };
+        self.converge(&what, want, ask).await
     }
 }
 
