@@ -295,19 +295,107 @@ async fn an_ingress_for_another_class_is_not_sluices_to_refuse() {
 
 #[tokio::test]
 async fn a_new_ingress_may_not_set_both_class_annotation_and_field() {
-    let reply = post_fixture(
-        &mk_state(),
-        "/validate",
-        "ingress_class_annotation_and_field",
-    )
-    .await;
+    let state = mk_state();
+    let reply = post_fixture(&state, "/validate", "ingress_class_annotation_and_field").await;
     reply.assert_denied(422);
     assert!(
         reply.message().contains(
-            r#"metadata.annotations["kubernetes.io/ingress.class"]: set together with spec.ingressClassName; use only spec.ingressClassName"#
+            r#"metadata.annotations["kubernetes.io/ingress.class"]: "sluice" is set together with spec.ingressClassName "sluice"; a new Ingress names its class in spec.ingressClassName alone: remove the annotation"#
         ),
         "{reply}"
     );
+    // Seed 001: an error only when the Ingress is created. An Ingress stored with both is updated
+    // with a warning, and the annotation decides its class.
+    let mut review = fixture("ingress_class_annotation_and_field");
+    review["request"]["operation"] = json!("UPDATE");
+    review["request"]["oldObject"] = review["request"]["object"].clone();
+    review["request"]["object"]["spec"]["ingressClassName"] = json!("edge");
+    let reply = post(&state, "/validate", serde_json::to_vec(&review).unwrap()).await;
+    reply.assert_allowed();
+    assert!(
+        reply.warnings().iter().any(|w| w.starts_with(
+            r#"metadata.annotations["kubernetes.io/ingress.class"] "sluice" and spec.ingressClassName "edge" disagree; the annotation takes priority"#
+        )),
+        "{reply}"
+    );
+}
+
+/// The `ingress_no_class` review with `spec.ingressClassName` set to `class`.
+fn ingress_naming(class: &str) -> Vec<u8> {
+    let mut review = fixture("ingress_no_class");
+    review["request"]["object"]["spec"]["ingressClassName"] = json!(class);
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// A state of a sluice serving ingress class `class` over the fixture index (which defines only
+/// IngressClass "sluice").
+fn state_of_class(class: &str) -> State {
+    let options = Options {
+        ingress_class_name: class.to_string(),
+        ..Options::default()
+    };
+    mk_state_with("index.yaml", options)
+}
+
+#[tokio::test]
+async fn a_new_ingress_naming_an_ingress_class_that_does_not_exist_is_denied() {
+    let edge = state_of_class("edge");
+    let reply = post(&edge, "/validate", ingress_naming("edge")).await;
+    reply.assert_denied(422);
+    assert!(
+        reply.message().contains(
+            r#"spec.ingressClassName: IngressClass "edge" does not exist; create it first, or name an existing IngressClass"#
+        ),
+        "{reply}"
+    );
+    // The class exists: allowed. Another controller's class is its own business. An update of an
+    // Ingress whose class was deleted since is not refused (the rule is the creation's).
+    post(&mk_state(), "/validate", ingress_naming("sluice"))
+        .await
+        .assert_allowed();
+    post(&mk_state(), "/validate", ingress_naming("missing"))
+        .await
+        .assert_allowed();
+    let mut update: Value = serde_json::from_slice(&ingress_naming("edge")).unwrap();
+    update["request"]["operation"] = json!("UPDATE");
+    update["request"]["oldObject"] = update["request"]["object"].clone();
+    post(&edge, "/validate", serde_json::to_vec(&update).unwrap())
+        .await
+        .assert_allowed();
+}
+
+#[tokio::test]
+async fn an_ingress_class_created_just_before_its_first_ingress_is_waited_for() {
+    // `kubectl apply` of a file with an IngressClass and an Ingress naming it: the webhook's
+    // index may not have seen the class yet when the Ingress arrives. The denial waits for the
+    // index to move on and answers from the new one.
+    let state = state_of_class("late");
+    let late = state.index.clone();
+    let arrives = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let mut snapshot = mk_snapshot("index.yaml");
+        let class = sluice::manifest::decode_value(json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+            "metadata": {"name": "late"}, "spec": {"controller": "sluice.example/ingress"}}))
+        .unwrap();
+        let sluice::manifest::Document::Object(class) = class else {
+            panic!("an IngressClass decodes");
+        };
+        snapshot.insert(class);
+        late.replace(&snapshot);
+    });
+    post(&state, "/validate", ingress_naming("late"))
+        .await
+        .assert_allowed();
+    arrives.await.unwrap();
+    // A class that never comes: denied once the wait is over.
+    post(
+        &state_of_class("never"),
+        "/validate",
+        ingress_naming("never"),
+    )
+    .await
+    .assert_denied(422);
 }
 
 #[tokio::test]

@@ -402,3 +402,85 @@ fn gateway_api_objects_of_sluices_controller_are_checked_and_others_left_alone()
     env.apply_ok(&conflicting_gateway(&ns, "while-down", &theirs));
     env.kubectl_ok(&["delete", "gatewayclass", &ours, &theirs]);
 }
+
+/// An Ingress of class `class` named `name` in `ns`, with the class annotation when `annotation`.
+fn classed_ingress(ns: &str, name: &str, class: &str, annotation: Option<&str>) -> String {
+    let annotations = annotation
+        .map(|a| format!("\n  annotations: {{kubernetes.io/ingress.class: {a}}}"))
+        .unwrap_or_default();
+    format!(
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: {name}
+  namespace: {ns}{annotations}
+spec:
+  ingressClassName: {class}
+  rules:
+    - host: {name}.example.com
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend: {{service: {{name: web, port: {{number: 80}}}}}}
+"#
+    )
+}
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn a_new_ingress_with_class_annotation_and_field_or_an_unknown_class_is_refused() {
+    let env = env();
+    let ns = env.namespace("e2e-ingress-class");
+    // A sluice serving class "edge", which no IngressClass defines yet.
+    let hooks = Webhooks::for_class(&env, "edge");
+    let mut flags = hooks.serve_flags();
+    flags.extend(["--ingress-class-name".into(), "edge".into()]);
+    let _sluice = Sluice::start(&env, "ingress-class", &flags);
+    hooks.install();
+    let ingresses = "ingresses.networking.k8s.io";
+
+    // Seed 001: a new Ingress naming its class in the annotation and the field is refused,
+    // with the fix. The apiserver alone takes it (the refusal is sluice's).
+    let both = classed_ingress(&ns, "both", "edge", Some("edge"));
+    let out = env.apply(&both);
+    assert!(!out.ok, "an Ingress with annotation and field was accepted");
+    assert!(
+        out.stderr.contains(r#"metadata.annotations["kubernetes.io/ingress.class"]: "edge" is set together with spec.ingressClassName "edge"; a new Ingress names its class in spec.ingressClassName alone: remove the annotation"#),
+        "{}",
+        out.stderr
+    );
+    assert!(env.get(ingresses, &ns, "both").is_none(), "stored");
+
+    // Seed 001: a new Ingress naming an IngressClass that does not exist is refused.
+    let unknown = classed_ingress(&ns, "unknown", "edge", None);
+    let out = env.apply(&unknown);
+    assert!(
+        !out.ok,
+        "an Ingress of a class that does not exist was accepted"
+    );
+    assert!(
+        out.stderr.contains(r#"spec.ingressClassName: IngressClass "edge" does not exist; create it first, or name an existing IngressClass"#),
+        "{}",
+        out.stderr
+    );
+    assert!(env.get(ingresses, &ns, "unknown").is_none(), "stored");
+
+    // The IngressClass and the Ingress in one apply, the class first: accepted (the webhook
+    // waits for its index to see the class), and the annotation-free Ingress is stored.
+    let class = r#"
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: edge}
+spec: {controller: sluice.dev/ingress-controller}
+"#;
+    let out = env.apply(&format!("{class}---{unknown}"));
+    env.kubectl_ok(&["delete", "ingressclass", "edge"]);
+    assert!(
+        out.ok,
+        "IngressClass then Ingress in one apply: {}",
+        out.stderr
+    );
+    assert!(env.get(ingresses, &ns, "unknown").is_some(), "not stored");
+}

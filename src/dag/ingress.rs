@@ -19,7 +19,9 @@ use crate::api::status::reason;
 use crate::api::{Kind, LbStrategy, ObjKey, ObjectRef, TlsVersion};
 use crate::store::{Prepare, Prepared};
 use crate::validate::FieldError;
-use crate::validate::ingress::{PathType, ingress_class, is_default_class, validate_ingress};
+use crate::validate::ingress::{
+    PathType, class_conflict, ingress_class, is_default_class, validate_ingress,
+};
 
 /// The virtual host of rules without a host, and of every Ingress's defaultBackend.
 pub const CATCH_ALL_HOST: &str = "*";
@@ -40,6 +42,8 @@ pub struct ReadyIngress {
     created: Option<Time>,
     /// Its ingress class, from the annotation or `spec.ingressClassName`.
     class: Option<Box<str>>,
+    /// Set when the class annotation and `spec.ingressClassName` disagree: the status warning.
+    class_conflict: Option<Box<str>>,
     /// The hashes of its links (`LinkRef::hash`), each once.
     link_hashes: smallvec::SmallVec<[u64; 2]>,
 }
@@ -64,6 +68,7 @@ impl Prepare for Ingress {
             generation: o.metadata.generation,
             created: o.metadata.creation_timestamp.clone(),
             class: ingress_class(o).map(Box::from),
+            class_conflict: class_conflict(o).map(Box::from),
             link_hashes,
         }
     }
@@ -106,9 +111,20 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
         let ready = ing.ready();
         b.track_generation(slot, ready.generation);
         match ready.class.as_deref() {
-            Some(class) if class == ours => {}
+            Some(class) if class == ours => {
+                if let Some(conflict) = &ready.class_conflict {
+                    b.add_warning(slot, reason::INGRESS_CLASS_CONFLICT, conflict.to_string());
+                }
+            }
             Some(class) => {
-                b.set_ignored(slot, format!("ingress class {class:?} is not {ours:?}"));
+                let why = match &ready.class_conflict {
+                    // The field names sluice's class, but the annotation decides (seed 001).
+                    Some(conflict) => {
+                        format!("ingress class {class:?} is not {ours:?}: {conflict}")
+                    }
+                    None => format!("ingress class {class:?} is not {ours:?}"),
+                };
+                b.set_ignored(slot, why);
                 continue;
             }
             None if default_class => {}
@@ -434,7 +450,7 @@ mod tests {
     fn hosts_owned_by_a_root_are_not_merged() {
         let dag = mk_dag(
             &format!(
-                "{SERVICE}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: a, namespace: ns}}\nspec:\n  ingressClassName: sluice\n  rules:\n  - host: Foo.com\n    http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n  - host: bar.com\n    http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n"
+                "{SERVICE}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: a, namespace: ns}}\nspec:\n  ingressClassName: sluice\n  rules:\n  - host: foo.com\n    http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n  - host: bar.com\n    http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n"
             ),
             &[("foo.com", "prod/google")],
         );
@@ -475,7 +491,7 @@ mod tests {
         use crate::store::AnyObject;
         let ingress = |class: &str, path: &str| {
             format!(
-                "{SERVICE}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: a, namespace: ns, generation: 4, creationTimestamp: \"2026-01-02T03:04:05Z\"}}\nspec:\n  ingressClassName: {class}\n  tls: [{{hosts: [Foo.com], secretName: s}}]\n  rules:\n  - host: foo.com\n    http: {{paths: [{{path: {path}, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n  - http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n"
+                "{SERVICE}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: a, namespace: ns, generation: 4, creationTimestamp: \"2026-01-02T03:04:05Z\"}}\nspec:\n  ingressClassName: {class}\n  tls: [{{hosts: [foo.com], secretName: s}}]\n  rules:\n  - host: foo.com\n    http: {{paths: [{{path: {path}, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n  - http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}\n"
             )
         };
         let mut snap = mk_snapshot(&ingress("sluice", "/app"));

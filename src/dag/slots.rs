@@ -44,8 +44,10 @@ pub(super) struct StatusAcc {
     pub state: Option<State>,
     pub description: Option<Cow<'static, str>>,
     pub messages: Vec<StatusMessage>,
+    pub warnings: Vec<StatusMessage>,
     pub generation: Option<i64>,
     pub gateway: Option<Box<super::model::GatewayApiStatus>>,
+    pub condition: Option<std::sync::Arc<super::model::GatewayCondition>>,
 }
 
 impl StatusAcc {
@@ -72,8 +74,10 @@ impl StatusAcc {
             state,
             description,
             messages: acc.messages,
+            warnings: acc.warnings,
             generation: acc.generation,
             gateway: acc.gateway,
+            condition: acc.condition,
         }
     }
 }

@@ -63,6 +63,8 @@ pub struct TableStatus {
     pub description: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The route table of a model, hosts sorted by name, routes in precedence order, then the
@@ -227,6 +229,11 @@ pub fn status_table(dag: &Dag) -> Vec<TableStatus> {
             description: s.description.to_string(),
             messages: s
                 .messages
+                .iter()
+                .map(|m| format!("[{}] {}", m.reason, m.message))
+                .collect(),
+            warnings: s
+                .warnings
                 .iter()
                 .map(|m| format!("[{}] {}", m.reason, m.message))
                 .collect(),

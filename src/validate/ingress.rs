@@ -68,7 +68,8 @@ fn class_annotation(o: &Ingress) -> Option<&str> {
     non_empty(o.metadata.annotations.as_ref()?.get(CLASS_ANNOTATION))
 }
 
-fn class_field(o: &Ingress) -> Option<&str> {
+/// `spec.ingressClassName`, when set and not empty.
+pub fn class_field(o: &Ingress) -> Option<&str> {
     non_empty(o.spec.as_ref()?.ingress_class_name.as_ref())
 }
 
@@ -87,21 +88,57 @@ pub fn is_default_class(c: &IngressClass) -> bool {
         .is_some_and(|v| v == "true")
 }
 
+/// When an Ingress's class annotation and `spec.ingressClassName` name different classes: what
+/// its status warns (seed 001: the annotation takes priority; a controller may warn).
+pub fn class_conflict(o: &Ingress) -> Option<String> {
+    match (class_annotation(o), class_field(o)) {
+        (Some(annotation), Some(field)) if annotation != field => Some(format!(
+            "metadata.annotations[{CLASS_ANNOTATION:?}] {} and spec.ingressClassName {} disagree; the annotation takes priority, so IngressClass {} decides this Ingress; remove the annotation and keep the class you mean in spec.ingressClassName",
+            quote(annotation),
+            quote(field),
+            quote(annotation),
+        )),
+        _ => None,
+    }
+}
+
+/// The rules an Ingress meets only when it is created (seed 001): it names its class in
+/// `spec.ingressClassName` alone, not also in the deprecated annotation. Stored Ingresses with
+/// both keep being served, by the annotation's class ([`class_conflict`] warns when they differ).
+pub fn validate_new_ingress(o: &Ingress) -> Vec<FieldError> {
+    match (class_annotation(o), class_field(o)) {
+        (Some(annotation), Some(field)) => vec![FieldError::spec(
+            format!("metadata.annotations[{CLASS_ANNOTATION:?}]"),
+            format!(
+                "{} is set together with spec.ingressClassName {}; a new Ingress names its class in spec.ingressClassName alone: remove the annotation",
+                quote(annotation),
+                quote(field),
+            ),
+        )],
+        _ => Vec::new(),
+    }
+}
+
 /// The single-object rules of an Ingress.
 pub fn validate_ingress(o: &Ingress) -> Verdict {
     let mut v = Verdict::default();
-    let annotation_path = format_args!("metadata.annotations[{CLASS_ANNOTATION:?}]");
-    match (class_annotation(o), class_field(o)) {
-        (Some(_), Some(_)) => v.error(FieldError::spec(
-            annotation_path.to_string(),
-            "set together with spec.ingressClassName; use only spec.ingressClassName",
-        )),
-        (Some(_), None) => v.warn(CLASS_ANNOTATION_DEPRECATED),
-        (None, Some(class)) => push(
+    if let Some(name) = o.metadata.name.as_deref() {
+        push(
+            &mut v,
+            validate_dns1123_subdomain("metadata.name", name, "Ingress"),
+        );
+    }
+    if class_annotation(o).is_some() {
+        match class_conflict(o) {
+            Some(conflict) => v.warn(conflict),
+            None => v.warn(CLASS_ANNOTATION_DEPRECATED),
+        }
+    }
+    if let Some(class) = class_field(o) {
+        push(
             &mut v,
             validate_dns1123_subdomain("spec.ingressClassName", class, "IngressClass"),
-        ),
-        (None, None) => {}
+        );
     }
 
     let spec = o.spec.as_ref();
@@ -120,7 +157,7 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
         if let Some(host) = non_empty(rule.host.as_ref()) {
             push(
                 &mut v,
-                validate_hostname(format_args!("spec.rules[{i}].host"), host, true),
+                validate_ingress_host(format_args!("spec.rules[{i}].host"), host),
             );
         }
         match &rule.http {
@@ -156,7 +193,7 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
         for (j, host) in hosts.iter().enumerate() {
             push(
                 &mut v,
-                validate_hostname(format_args!("spec.tls[{i}].hosts[{j}]"), host, true),
+                validate_ingress_host(format_args!("spec.tls[{i}].hosts[{j}]"), host),
             );
         }
         let path = format_args!("spec.tls[{i}].secretName");
@@ -169,6 +206,21 @@ pub fn validate_ingress(o: &Ingress) -> Verdict {
         }
     }
     v
+}
+
+/// An Ingress host, as the API server checks it: a lower-case DNS-1123 subdomain, optionally
+/// behind a leading `*.`, not an IP address.
+fn validate_ingress_host(path: impl fmt::Display, host: &str) -> Result<(), FieldError> {
+    validate_hostname(&path, host, true)?;
+    FieldError::unless(
+        !host.bytes().any(|b| b.is_ascii_uppercase()),
+        path,
+        host,
+        format_args!(
+            "must be in lower case, as the API server requires of an Ingress host: {}",
+            quote(&host.to_ascii_lowercase())
+        ),
+    )
 }
 
 fn push(v: &mut Verdict, r: Result<(), FieldError>) {
@@ -570,17 +622,43 @@ mod tests {
     }
 
     #[test]
-    fn class_annotation_and_field_together_are_refused() {
-        let v = validate_ingress(&mk_ingress(&format!(
-            "metadata:\n  name: x\n  annotations: {{kubernetes.io/ingress.class: sluice}}\nspec:\n  ingressClassName: sluice\n  defaultBackend: {SVC}\n"
-        )));
+    fn class_annotation_and_field_together_are_refused_only_when_created() {
+        let both = |annotation: &str, field: &str| {
+            mk_ingress(&format!(
+                "metadata:\n  name: x\n  annotations: {{kubernetes.io/ingress.class: {annotation}}}\nspec:\n  ingressClassName: {field}\n  defaultBackend: {SVC}\n"
+            ))
+        };
+        // A new Ingress: refused, saying to keep the field alone.
+        let created = validate_new_ingress(&both("sluice", "sluice"));
         assert_eq!(
-            errors(&v),
+            created.iter().map(ToString::to_string).collect::<Vec<_>>(),
             vec![
-                "metadata.annotations[\"kubernetes.io/ingress.class\"]: set together with spec.ingressClassName; use only spec.ingressClassName"
+                "metadata.annotations[\"kubernetes.io/ingress.class\"]: \"sluice\" is set together with spec.ingressClassName \"sluice\"; a new Ingress names its class in spec.ingressClassName alone: remove the annotation"
             ]
         );
-        assert_eq!(v.errors[0].reason, reason::INVALID_SPEC);
+        assert_eq!(created[0].reason, reason::INVALID_SPEC);
+        // A stored one: valid (served by the annotation's class), with a warning.
+        let same = validate_ingress(&both("sluice", "sluice"));
+        assert_eq!(errors(&same), Vec::<String>::new());
+        assert_eq!(same.warnings, vec![CLASS_ANNOTATION_DEPRECATED]);
+        assert_eq!(class_conflict(&both("sluice", "sluice")), None);
+        let differ = validate_ingress(&both("sluice", "nginx"));
+        assert_eq!(errors(&differ), Vec::<String>::new());
+        let conflict = class_conflict(&both("sluice", "nginx")).unwrap();
+        assert_eq!(differ.warnings, vec![conflict.clone()]);
+        assert!(
+            conflict.starts_with(
+                "metadata.annotations[\"kubernetes.io/ingress.class\"] \"sluice\" and spec.ingressClassName \"nginx\" disagree; the annotation takes priority"
+            ),
+            "{conflict}"
+        );
+        // Only the annotation, or only the field: nothing to refuse.
+        assert!(
+            validate_new_ingress(&mk_spec(&format!(
+                "  ingressClassName: sluice\n  defaultBackend: {SVC}\n"
+            )))
+            .is_empty()
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod ingressroute;
 pub mod label_selector;
 pub mod re2;
 pub mod route;
+pub mod service;
 
 use std::fmt;
 
@@ -159,8 +160,8 @@ pub fn validate_object(obj: &AnyObject) -> Verdict {
         | AnyObject::TlsRoute(_)
         | AnyObject::TcpRoute(_)
         | AnyObject::ReferenceGrant(_) => gateway::validate_gateway_object(obj),
-        AnyObject::Service(_)
-        | AnyObject::EndpointSlice(_)
+        AnyObject::Service(o) => service::validate_service(o),
+        AnyObject::EndpointSlice(_)
         | AnyObject::Secret(_)
         | AnyObject::Namespace(_) => Verdict::default(),
     }

@@ -12,7 +12,9 @@ use crate::api::{Kind, ObjKey};
 use crate::dag::Options;
 use crate::manifest::{Document, decode_value};
 use crate::store::AnyObject;
-use crate::validate::ingress::{DEFAULT_CLASS_ANNOTATION, ingress_class, is_default_class};
+use crate::validate::ingress::{
+    DEFAULT_CLASS_ANNOTATION, class_field, ingress_class, is_default_class, validate_new_ingress,
+};
 use crate::validate::{FieldError, Verdict, quote, validate_object_for_class};
 
 /// A route's parents as `(group, kind, namespace, name)`, whatever the route's kind.
@@ -260,8 +262,30 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
                 v.error(e);
             }
         }
-        // The annotation-and-field rule of seed 001 is a single-object rule (validate::ingress).
+        // Seed 001's rules for a new Ingress: the class in spec.ingressClassName alone, and an
+        // IngressClass of that name exists. They concern Ingresses of sluice's class (another
+        // controller's Ingresses are its own to refuse).
         AnyObject::Ingress(ing) if creating => {
+            let ours = cx.options.ingress_class_name.as_str();
+            let field = class_field(ing);
+            if ingress_class(ing) == Some(ours) || field == Some(ours) {
+                for e in validate_new_ingress(ing) {
+                    v.error(e);
+                }
+            }
+            if let Some(class) = field
+                && ingress_class(ing) == Some(ours)
+                && !cx.index.has_ingress_class(class)
+            {
+                v.error(FieldError::new(
+                    "spec.ingressClassName",
+                    reason::INGRESS_CLASS_NOT_FOUND,
+                    format!(
+                        "IngressClass {} does not exist; create it first, or name an existing IngressClass",
+                        quote(class)
+                    ),
+                ));
+            }
             let defaults = cx.index.default_ingress_classes();
             if ingress_class(ing).is_none() && defaults.len() > 1 {
                 let names: Vec<String> = defaults.iter().map(|n| quote(n)).collect();

@@ -41,6 +41,8 @@ pub struct Index {
     claims: HashMap<String, Vec<Claim>>,
     /// Names of the IngressClasses marked default, sorted.
     default_classes: Vec<String>,
+    /// Names of every IngressClass, sorted.
+    ingress_classes: Vec<String>,
     /// GatewayClass name → controllerName.
     gateway_class_controllers: HashMap<String, String>,
     /// Gateway namespace/name → gatewayClassName.
@@ -149,6 +151,10 @@ impl Index {
             .map(|(k, _)| k.name.to_string())
             .collect();
         default_classes.sort();
+        let mut ingress_classes: Vec<String> = (snapshot.ingress_classes.keys())
+            .map(|k| k.name.to_string())
+            .collect();
+        ingress_classes.sort();
 
         let gateway_class_controllers = snapshot
             .gateway_classes
@@ -162,6 +168,7 @@ impl Index {
             .collect();
 
         self.default_classes = default_classes;
+        self.ingress_classes = ingress_classes;
         self.gateway_class_controllers = gateway_class_controllers;
         self.gateway_classes = gateway_classes;
         self.objects = snapshot.len();
@@ -180,6 +187,13 @@ impl Index {
     /// Names of the IngressClasses marked default, sorted.
     pub fn default_ingress_classes(&self) -> &[String] {
         &self.default_classes
+    }
+
+    /// Whether an IngressClass of this name exists.
+    pub fn has_ingress_class(&self, name: &str) -> bool {
+        (self.ingress_classes)
+            .binary_search_by(|c| c.as_str().cmp(name))
+            .is_ok()
     }
 
     /// The controllerName of a GatewayClass, when the class is known.

@@ -43,6 +43,10 @@ pub use crate::validate::ingress::{CLASS_ANNOTATION as INGRESS_CLASS_ANNOTATION,
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Bodies larger than this are decoded on the blocking pool so they do not stall other requests.
 const OFFLOAD_BYTES: usize = 256 * 1024;
+/// How long a denial the index may be behind on ([`review::Answer::recheck`]) waits for the index
+/// to catch up, and how often it looks: longer than the rebuild loop's debounce window.
+const RECHECK_FOR: Duration = Duration::from_millis(1500);
+const RECHECK_EVERY: Duration = Duration::from_millis(50);
 
 /// The Gateway API controllerName sluice's GatewayClasses carry (`--gateway-controller-name`), in
 /// the form of the IngressClass controller `sluice.dev/ingress-controller`.
@@ -154,11 +158,21 @@ async fn handle(endpoint: Endpoint, state: State, body: Result<Bytes, BytesRejec
                     review::answer(endpoint, &body, &st)
                 }))
             };
-            let result = if large {
-                tokio::task::spawn_blocking(run).await.ok()
+            let mut result = if large {
+                tokio::task::spawn_blocking(run.clone()).await.ok()
             } else {
                 Some(run())
             };
+            // A denial the index may be behind on (it follows the cluster through a debounced
+            // watch): asked again as the index moves, for a bounded time.
+            let deadline = Instant::now() + RECHECK_FOR;
+            while matches!(&result, Some(Ok(a)) if a.recheck) && Instant::now() < deadline {
+                let seen = state.index.load();
+                tokio::time::sleep(RECHECK_EVERY).await;
+                if !Arc::ptr_eq(&seen, &state.index.load()) {
+                    result = Some(run());
+                }
+            }
             match result {
                 Some(Ok(answer)) => Ok(answer),
                 _ => Err(failure(

@@ -13,6 +13,7 @@ use super::State;
 use super::admit::{Context, Decision, Endpoint, Request, decide};
 use super::metrics::{RequestLabels, kind_label};
 use crate::api::Kind;
+use crate::api::status::reason;
 
 pub const API_VERSION_V1: &str = "admission.k8s.io/v1";
 pub const API_VERSION_V1BETA1: &str = "admission.k8s.io/v1beta1";
@@ -32,6 +33,9 @@ pub struct Answer {
     pub status: StatusCode,
     pub body: Vec<u8>,
     pub labels: RequestLabels,
+    /// A denial that rests on an object the index may not have seen yet (an IngressClass created
+    /// just before the Ingress naming it): worth asking again once the index moves on.
+    pub recheck: bool,
 }
 
 fn labels(
@@ -59,6 +63,7 @@ pub fn answer(endpoint: Endpoint, body: &[u8], state: &State) -> Answer {
             operation: "unknown",
             verdict: "bad_request",
         },
+        recheck: false,
     };
     let value: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
@@ -115,6 +120,7 @@ pub fn answer(endpoint: Endpoint, body: &[u8], state: &State) -> Answer {
             status: StatusCode::OK,
             body: encode_decision(&uid, API_VERSION_V1BETA1, &d),
             labels: labels(endpoint, None, "unknown", "denied"),
+            recheck: false,
         };
     }
     let Some(Value::Object(mut request)) = review.remove("request") else {
@@ -173,10 +179,12 @@ pub fn answer(endpoint: Endpoint, body: &[u8], state: &State) -> Answer {
         kube::core::admission::Operation::Delete => "DELETE",
         kube::core::admission::Operation::Connect => "CONNECT",
     };
+    let recheck = (d.errors.iter()).any(|e| e.reason == reason::INGRESS_CLASS_NOT_FOUND);
     Answer {
         status: StatusCode::OK,
         body: encode_decision(&req.uid, API_VERSION_V1, &d),
         labels: labels(endpoint, d.kind, operation, verdict),
+        recheck,
     }
 }
 
