@@ -12,4 +12,5 @@ mod leader;
 mod pods;
 mod status;
 mod traffic;
+mod validate;
 mod webhook;

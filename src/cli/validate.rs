@@ -131,6 +131,11 @@ pub fn validate_documents(loaded: Loaded, options: &dag::Options) -> Vec<ObjectR
                         report.messages.push(m.message.clone());
                     }
                 }
+                for w in &status.warnings {
+                    if !report.warnings.contains(&w.message) {
+                        report.warnings.push(w.message.clone());
+                    }
+                }
                 if status.state != State::Valid
                     && status.messages.is_empty()
                     && !report.messages.iter().any(|m| *m == status.description)
