@@ -414,6 +414,17 @@ fn upstream_protocol(p: BackendProtocol) -> UpstreamProtocol {
     }
 }
 
+/// Consecutive 5xx answers that eject a host when a failure policy names no (or a zero)
+/// `count`: Envoy's own default.
+pub const DEFAULT_CONSECUTIVE_5XX: u32 = 5;
+
+/// The consecutive 5xx answers that eject a host under a failure policy of `count`: the count
+/// itself, or [`DEFAULT_CONSECUTIVE_5XX`] when it is absent or 0. `count: 0` turns retries off;
+/// it does not make a single 5xx eject a host.
+fn ejection_threshold(count: Option<u32>) -> u32 {
+    count.filter(|c| *c > 0).unwrap_or(DEFAULT_CONSECUTIVE_5XX)
+}
+
 fn duration(path: &str, value: Option<&str>) -> Option<Timeout> {
     value.and_then(|v| parse_timeout(path, v).ok())
 }
@@ -486,7 +497,7 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
                         f.passive_health_check_enabled
                             .unwrap_or(true)
                             .then(|| OutlierDetection {
-                                consecutive_5xx: f.count.unwrap_or(5).max(1),
+                                consecutive_5xx: ejection_threshold(f.count),
                             });
                     (retry, outlier)
                 }

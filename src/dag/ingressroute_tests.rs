@@ -149,6 +149,59 @@ spec:
     );
 }
 
+/// `failurePolicy.count: 0` means no retries; the ejection threshold stays Envoy's default
+/// (a single 5xx does not eject a host), with or without retries turned off.
+#[test]
+fn a_zero_failure_count_turns_retries_off_and_keeps_the_default_ejection_threshold() {
+    let d = mk_dag(&format!(
+        "
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: r, namespace: a}}
+spec:
+  virtualhost: {{fqdn: z.example.com}}
+  routes:
+  - match: {{path: /}}
+    failurePolicy: {{count: 0, perTryTimeout: 150ms}}
+    services: [{{http: app, port: 80}}]
+  - match: {{path: /no-retry}}
+    failurePolicy: {{count: 0, retryPolicyEnabled: false}}
+    services: [{{http: app, port: 80, strategy: Random}}]
+  - match: {{path: /one}}
+    failurePolicy: {{count: 1}}
+    services: [{{http: app, port: 80, strategy: WeightedLeastRequest}}]
+{SVC}"
+    ));
+    let routes = &d.vhosts["z.example.com"].routes;
+    let by_path = |p: &str| routes.iter().find(|r| r.path.value() == p).unwrap();
+    let outlier = |r: &Route| {
+        let RouteAction::Forward(cs) = &r.action else {
+            panic!("forward expected")
+        };
+        d.clusters[&cs[0].cluster].outlier_detection.clone()
+    };
+    let zero = by_path("/");
+    assert_eq!(
+        zero.retry,
+        Some(RetryPolicy {
+            count: 0,
+            per_try_timeout: Some(Duration::from_millis(150))
+        })
+    );
+    let default = Some(OutlierDetection {
+        consecutive_5xx: DEFAULT_CONSECUTIVE_5XX,
+    });
+    assert_eq!(DEFAULT_CONSECUTIVE_5XX, 5);
+    assert_eq!(outlier(zero), default);
+    let off = by_path("/no-retry");
+    assert_eq!(off.retry, None);
+    assert_eq!(outlier(off), default);
+    // A count of 1 is both one retry and ejection after one 5xx.
+    let one = by_path("/one");
+    assert_eq!(one.retry.as_ref().map(|r| r.count), Some(1));
+    assert_eq!(outlier(one), Some(OutlierDetection { consecutive_5xx: 1 }));
+}
+
 #[test]
 fn strategy_and_health_check_fall_back_to_the_spec() {
     let d = mk_dag(&format!(
