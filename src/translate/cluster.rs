@@ -38,6 +38,9 @@ use crate::xds::wire::{bytes_len, put_bytes, put_string, string_len};
 /// How long Envoy waits for a TCP connection to an upstream host.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The largest share of a cluster's hosts (percent) passive health checking may eject at once.
+pub const MAX_EJECTION_PERCENT: u32 = 50;
+
 const HTTP_PROTOCOL_OPTIONS: &str = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions";
 
 pub fn build_cluster(c: &Cluster) -> EnvoyCluster {
@@ -146,8 +149,14 @@ fn build_cluster_settings(c: &ClusterSettings) -> EnvoyCluster {
             ..Default::default()
         })
         .collect();
+    // Passive health checking is exactly "eject after this many consecutive 5xx": Envoy's
+    // success-rate ejection (on by default) is turned off, and up to half the hosts may be
+    // ejected (Envoy's default of 10% ejects none in a cluster of fewer than 10 hosts; past
+    // half, its panic threshold of 50% would send traffic to every host anyway).
     let outlier_detection = c.outlier_detection.as_ref().map(|o| EnvoyOutlier {
         consecutive_5xx: Some(u32v(o.consecutive_5xx)),
+        max_ejection_percent: Some(u32v(MAX_EJECTION_PERCENT)),
+        enforcing_success_rate: Some(u32v(0)),
         ..Default::default()
     });
     let transport_socket = match c.protocol {
@@ -440,6 +449,24 @@ mod tests {
             push_ip(&mut out, ip);
             assert_eq!(out, v6);
         }
+    }
+
+    /// Passive health checking ejects after the consecutive 5xx only (no success-rate
+    /// ejection), and may eject one host of two (Envoy's default cap of 10% ejects none of
+    /// fewer than 10 hosts).
+    #[test]
+    fn outlier_detection_is_consecutive_5xx_and_may_eject_half_the_hosts() {
+        let mut c = crate::translate::tests::mk_cluster("svc", 80);
+        c.outlier_detection = Some(OutlierDetection { consecutive_5xx: 3 });
+        let o = build_cluster(&c).outlier_detection.unwrap();
+        assert_eq!(o.consecutive_5xx.map(|v| v.value), Some(3));
+        assert_eq!(o.max_ejection_percent.map(|v| v.value), Some(50));
+        assert_eq!(o.enforcing_success_rate.map(|v| v.value), Some(0));
+        // Envoy's defaults otherwise: every threshold reached ejects, for 30 s at first.
+        assert_eq!(o.enforcing_consecutive_5xx, None);
+        assert_eq!(o.base_ejection_time, None);
+        c.outlier_detection = None;
+        assert_eq!(build_cluster(&c).outlier_detection, None);
     }
 
     fn health_check(path: &str) -> HealthCheckPolicy {
