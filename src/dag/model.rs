@@ -841,6 +841,10 @@ pub struct ObjectStatus {
     /// conditions, listeners and parents as the Gateway API defines them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Box<GatewayApiStatus>>,
+    /// A condition of an IngressRoute besides `Valid` and `Ready`, worked out from its spec when
+    /// it was stored and shared, not copied: `BackendTLSVerified`, on one with TLS backends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<Arc<GatewayCondition>>,
 }
 
 /// The Gateway API status of one object ([`ObjectStatus::gateway`]). Which parts are set

@@ -223,7 +223,7 @@ fn routing_status(
     if let Some(g) = s.generation {
         status.insert("observedGeneration".into(), json!(g));
     }
-    let conditions = vec![
+    let mut conditions = vec![
         condition(
             COND_VALID,
             valid,
@@ -243,6 +243,14 @@ fn routing_status(
             now,
         ),
     ];
+    // An IngressRoute's BackendTLSVerified, beside them.
+    if let Verdict::Dag(d) = verdict
+        && let Some(c) = &d.condition
+    {
+        let (type_, ok, reason, message) = (c.type_, c.status, c.reason, &c.message);
+        let c = condition(type_, ok, reason, message, s.generation, observed, now);
+        conditions.push(c);
+    }
     status.insert("conditions".into(), Value::Array(conditions));
     if kind == Kind::RouteV1alpha1 {
         if !s.errors.is_empty() {

@@ -27,6 +27,7 @@ fn mk_status(state: State, generation: i64) -> ObjectStatus {
         messages,
         generation: Some(generation),
         gateway: None,
+        condition: None,
     }
 }
 
@@ -339,6 +340,7 @@ fn gateway_verdict(kind_status: crate::dag::GatewayApiStatus, state: State) -> O
         messages: Vec::new(),
         generation: Some(4),
         gateway: Some(Box::new(kind_status)),
+        condition: None,
     }
 }
 

@@ -669,6 +669,7 @@ mod tests {
             messages: Vec::new(),
             generation: Some(1),
             gateway: None,
+            condition: None,
         };
         let mut dag = Dag::default();
         for i in 0..1000 {
