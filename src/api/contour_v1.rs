@@ -147,6 +147,7 @@ pub struct HeaderCondition {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("(has(self.http) ? 1 : 0) + (has(self.https) ? 1 : 0) + (has(self.http2) ? 1 : 0) + (has(self.h2c) ? 1 : 0) + (has(self.https2) ? 1 : 0) + (has(self.h2) ? 1 : 0) + (has(self.tcp) ? 1 : 0) == 1").message("a backend names its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp"))]
+#[x_kube(validation = Rule::new("!has(self.validation) || has(self.https) || has(self.https2) || has(self.h2)").message("validation is for TLS backends only: name the Service under https, https2 or h2"))]
 pub struct Backend {
     /// Service spoken to over HTTP/1.1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,6 +183,25 @@ pub struct Backend {
     /// Active health check; overrides spec.healthCheck.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
+    /// TLS backends (`https`, `https2`/`h2`) only: verify the backend's certificate against a CA
+    /// and a subject name, which is also sent as SNI. Without it, Envoy sends SNI
+    /// `<service>.<namespace>.svc` and accepts any certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<UpstreamValidation>,
+}
+
+/// How Envoy verifies a TLS backend's certificate.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamValidation {
+    /// Name of a Secret in the IngressRoute's own namespace whose `ca.crt` holds the PEM
+    /// certificates of the CA(s) the backend's certificate must chain to.
+    #[schemars(length(min = 1, max = 253))]
+    pub ca_secret: String,
+    /// The DNS name the backend's certificate must carry as a subject alternative name; also
+    /// the SNI Envoy sends.
+    #[schemars(length(min = 1, max = 253))]
+    pub subject_name: String,
 }
 
 /// The protocol spoken to a backend.
@@ -193,6 +213,13 @@ pub enum BackendProtocol {
     H2c,
     H2,
     Tcp,
+}
+
+impl BackendProtocol {
+    /// Whether Envoy speaks TLS to such a backend (HTTP over TLS: `https`, `https2`).
+    pub fn is_tls(self) -> bool {
+        matches!(self, BackendProtocol::Https | BackendProtocol::H2)
+    }
 }
 
 impl Backend {

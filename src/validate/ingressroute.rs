@@ -512,13 +512,22 @@ pub fn v1_backends_field(r: &contour_v1::Route) -> &'static str {
     }
 }
 
-fn validate_backend(v: &mut Verdict, path: impl fmt::Display + Copy, b: &Backend) {
+/// One v1 backend; `ns`: the IngressRoute's namespace, when it names one.
+fn validate_backend(
+    v: &mut Verdict,
+    path: impl fmt::Display + Copy,
+    b: &Backend,
+    ns: Option<&str>,
+) {
     let keys = protocol_keys(b);
     match keys.as_slice() {
-        [(key, name)] => check(
-            v,
-            validate_dns1035_label(format_args!("{path}.{key}"), name, "Service"),
-        ),
+        [(key, name)] => {
+            check(
+                v,
+                validate_dns1035_label(format_args!("{path}.{key}"), name, "Service"),
+            );
+            validate_backend_tls(v, path, (key, name), b, ns);
+        }
         _ => {
             let names: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
             v.error(FieldError::spec(
@@ -534,6 +543,57 @@ fn validate_backend(v: &mut Verdict, path: impl fmt::Display + Copy, b: &Backend
     validate_weight(v, path, b.weight);
     if let Some(h) = &b.health_check {
         validate_health_check(v, &format!("{path}.healthCheck"), h);
+    }
+}
+
+/// A backend's `validation` (docs/ingressroute.md, "Secure backends"): on TLS backends only, a
+/// CA Secret of the IngressRoute's own namespace and a DNS subject name. A TLS backend without
+/// it gets an admission warning: its certificate is not verified.
+fn validate_backend_tls(
+    v: &mut Verdict,
+    path: impl fmt::Display + Copy,
+    (key, name): (&str, &str),
+    b: &Backend,
+    ns: Option<&str>,
+) {
+    let tls = b.protocol_and_name().is_some_and(|(p, _)| p.is_tls());
+    let Some(val) = &b.validation else {
+        if tls {
+            let ns = ns.filter(|n| !n.is_empty()).unwrap_or("<namespace>");
+            v.warn(format!(
+                "{path}: the certificate of {key} backend {} is not verified (Envoy sends SNI {name}.{ns}.svc and accepts any certificate); add validation: {{caSecret, subjectName}} to verify it",
+                quote(name)
+            ));
+        }
+        return;
+    };
+    if !tls {
+        v.error(FieldError::spec(
+            format!("{path}.validation"),
+            format!(
+                "is for TLS backends only, and {key} backend {} is reached without TLS; name the Service under https or https2 to verify its certificate, or remove validation",
+                quote(name)
+            ),
+        ));
+        return;
+    }
+    let ca = format!("{path}.validation.caSecret");
+    if val.ca_secret.contains('/') {
+        v.error(FieldError::invalid(
+            ca,
+            &val.ca_secret,
+            "must name a Secret in the IngressRoute's own namespace (no namespace/ prefix): copy the CA's ca.crt into a Secret of this namespace",
+        ));
+    } else {
+        check(v, validate_dns1123_subdomain(ca, &val.ca_secret, "Secret"));
+    }
+    let subject = format!("{path}.validation.subjectName");
+    if validate_hostname(&subject, &val.subject_name, false).is_err() {
+        v.error(FieldError::invalid(
+            subject,
+            &val.subject_name,
+            "must be the DNS name the backend's certificate carries, like \"api.web.svc\" (letters, digits, '-' and '.'; no wildcard, no port, no IP address: it is also sent as SNI)",
+        ));
     }
 }
 
@@ -650,7 +710,8 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
         let field = v1_backends_field(r);
         check_service_count(&mut v, format_args!("{at}.{field}"), list.len());
         for (j, b) in list.iter().enumerate() {
-            validate_backend(&mut v, format_args!("{at}.{field}[{j}]"), b);
+            let ns = o.metadata.namespace.as_deref();
+            validate_backend(&mut v, format_args!("{at}.{field}[{j}]"), b, ns);
         }
         validate_tcp_route(&mut v, o, i);
         if let Some(d) = &r.delegate {

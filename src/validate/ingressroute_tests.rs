@@ -578,3 +578,76 @@ fn a_regex_envoy_reads_byte_by_byte_gets_a_warning() {
     assert_eq!(warnings("café").len(), 1);
     assert!(warnings("v[0-9]+").is_empty());
 }
+
+/// A v1 spec whose one route has this backend (a YAML flow mapping).
+fn v1_backend(backend: &str) -> String {
+    format!("routes:\n- services: [{backend}]\n")
+}
+
+#[test]
+fn a_tls_backend_may_ask_for_its_certificate_to_be_verified() {
+    let ok = v1_backend(
+        "{https: api, port: 443, validation: {caSecret: api-ca, subjectName: api.web.svc}}",
+    );
+    let v = validate_v1(&mk_v1(&ok));
+    assert_eq!((v.errors, v.warnings), (vec![], Vec::<String>::new()));
+    let h2 = v1_backend("{https2: api, port: 443, validation: {caSecret: ca, subjectName: a.b}}");
+    assert_eq!(v1_errors(&h2), Vec::<String>::new());
+    assert_eq!(
+        v1_errors(&v1_backend(
+            "{h2: api, port: 443, validation: {caSecret: other/ca, subjectName: api.web.svc}}"
+        )),
+        vec![
+            "spec.routes[0].services[0].validation.caSecret: \"other/ca\" must name a Secret in the IngressRoute's own namespace (no namespace/ prefix): copy the CA's ca.crt into a Secret of this namespace"
+        ]
+    );
+    assert_eq!(
+        v1_errors(&v1_backend(
+            "{https: api, port: 443, validation: {caSecret: Api_CA, subjectName: \"*.web.svc\"}}"
+        )),
+        vec![
+            "spec.routes[0].services[0].validation.caSecret: \"Api_CA\" must be a valid Secret name: lowercase letters, digits, '-' and '.', at most 253 characters",
+            "spec.routes[0].services[0].validation.subjectName: \"*.web.svc\" must be the DNS name the backend's certificate carries, like \"api.web.svc\" (letters, digits, '-' and '.'; no wildcard, no port, no IP address: it is also sent as SNI)",
+        ]
+    );
+    for bad in ["", "10.0.0.1", "api.web.svc:443"] {
+        let e = v1_errors(&v1_backend(&format!(
+            "{{https: api, port: 443, validation: {{caSecret: ca, subjectName: \"{bad}\"}}}}"
+        )));
+        assert_eq!(e.len(), 1, "{bad:?}: {e:?}");
+        assert!(
+            e[0].starts_with("spec.routes[0].services[0].validation.subjectName: "),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
+fn validation_on_a_backend_reached_without_tls_is_refused() {
+    for key in ["http", "http2", "h2c", "tcp"] {
+        let e = v1_errors(&v1_backend(&format!(
+            "{{{key}: api, port: 80, validation: {{caSecret: ca, subjectName: api.web.svc}}}}"
+        )));
+        assert!(
+            e.contains(&format!("spec.routes[0].services[0].validation: is for TLS backends only, and {key} backend \"api\" is reached without TLS; name the Service under https or https2 to verify its certificate, or remove validation")),
+            "{key}: {e:?}"
+        );
+    }
+}
+
+#[test]
+fn a_tls_backend_without_validation_gets_a_warning() {
+    let mut o = mk_v1(&v1_backend("{https: api, port: 443}"));
+    let v = validate_v1(&o);
+    assert_eq!(v.errors, vec![]);
+    assert_eq!(
+        v.warnings,
+        vec![
+            "spec.routes[0].services[0]: the certificate of https backend \"api\" is not verified (Envoy sends SNI api.<namespace>.svc and accepts any certificate); add validation: {caSecret, subjectName} to verify it"
+        ]
+    );
+    o.metadata.namespace = Some("web".into());
+    assert!(validate_v1(&o).warnings[0].contains("SNI api.web.svc"));
+    let plain = validate_v1(&mk_v1(&v1_backend("{http: api, port: 80}")));
+    assert!(plain.warnings.is_empty());
+}
