@@ -95,9 +95,9 @@ pub struct Snapshot {
     endpoint_slices: Objects<SliceEndpoints>,
     /// The Services and their EndpointSlices by Service name (see [`ServiceIndex`]).
     service_index: ServiceIndex,
-    /// What routing reads of each Secret (see [`TlsSecretData`]); cluster mode watches only
+    /// What routing reads of each Secret (see [`SecretData`]); cluster mode watches only
     /// `kubernetes.io/tls` Secrets.
-    pub secrets: Objects<TlsSecretData>,
+    pub secrets: Objects<SecretData>,
     pub gateway_classes: Objects<GatewayClass>,
     pub gateways: Objects<Gateway>,
     /// HTTPRoutes and GRPCRoutes with their single-object verdicts ([`Prepared`]).
@@ -292,23 +292,89 @@ pub enum TlsSecretData {
     Unusable(&'static str),
 }
 
+/// What routing reads of a Secret: the certificate and key it terminates TLS with
+/// (`tls.crt`, `tls.key`), and the CA certificates it verifies TLS backends with (`ca.crt`),
+/// each checked once, when the Secret is stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretData {
+    pub tls: TlsSecretData,
+    pub ca: CaBundle,
+}
+
+/// A Secret's `ca.crt`: the CA certificates a backend's certificate must chain to
+/// (docs/ingressroute.md, "Secure backends").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CaBundle {
+    /// PEM certificates, each of which parses as X.509 (the text as stored, shared with the
+    /// models built from it).
+    Usable(Arc<str>),
+    /// Missing, or what is wrong with it, for the status of the objects that name the Secret.
+    Unusable(&'static str),
+}
+
+impl From<&Secret> for SecretData {
+    fn from(secret: &Secret) -> Self {
+        SecretData {
+            tls: TlsSecretData::from(secret),
+            ca: CaBundle::from(secret),
+        }
+    }
+}
+
+/// The text of a Secret's key, from `data` or else `stringData`; None when absent or not UTF-8.
+fn secret_text(secret: &Secret, k: &str) -> Option<String> {
+    let data = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(k))
+        .map(|b| &b.0[..]);
+    let string_data = secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get(k))
+        .map(|s| s.as_bytes());
+    data.or(string_data)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .map(str::to_string)
+}
+
+impl From<&Secret> for CaBundle {
+    fn from(secret: &Secret) -> Self {
+        let Some(pem) = secret_text(secret, "ca.crt") else {
+            return CaBundle::Unusable("it has no ca.crt");
+        };
+        match check_ca_bundle(&pem) {
+            Ok(()) => CaBundle::Usable(pem.into()),
+            Err(what) => CaBundle::Unusable(what),
+        }
+    }
+}
+
+/// Whether a PEM text holds CA certificates Envoy can load: at least one PEM certificate, and
+/// nothing in a certificate block that does not parse as X.509 (Envoy refuses the whole
+/// validation context for one bad certificate).
+fn check_ca_bundle(pem: &str) -> Result<(), &'static str> {
+    use rustls::pki_types::CertificateDer;
+    let mut found = false;
+    for cert in rustls_pemfile::certs(&mut pem.as_bytes()) {
+        let Ok(cert): Result<CertificateDer<'static>, _> = cert else {
+            return Err("ca.crt holds a PEM certificate block that does not decode");
+        };
+        if rustls::server::ParsedCertificate::try_from(&cert).is_err() {
+            return Err("ca.crt holds a certificate that is not a valid X.509 certificate");
+        }
+        found = true;
+    }
+    if found {
+        Ok(())
+    } else {
+        Err("ca.crt holds no PEM certificate")
+    }
+}
+
 impl From<&Secret> for TlsSecretData {
     fn from(secret: &Secret) -> Self {
-        let field = |k: &str| -> Option<String> {
-            let data = secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get(k))
-                .map(|b| &b.0[..]);
-            let string_data = secret
-                .string_data
-                .as_ref()
-                .and_then(|d| d.get(k))
-                .map(|s| s.as_bytes());
-            data.or(string_data)
-                .and_then(|b| std::str::from_utf8(b).ok())
-                .map(str::to_string)
-        };
+        let field = |k: &str| secret_text(secret, k);
         let Some(cert_pem) = field("tls.crt") else {
             return TlsSecretData::Unusable("it has no tls.crt");
         };
@@ -499,7 +565,7 @@ impl Snapshot {
             AnyObject::EndpointSlice(o) => {
                 self.put_endpoint_slice(key, Arc::new(SliceEndpoints::from(&*o)))
             }
-            AnyObject::Secret(o) => put(&mut self.secrets, key, Arc::new(TlsSecretData::from(&*o))),
+            AnyObject::Secret(o) => put(&mut self.secrets, key, Arc::new(SecretData::from(&*o))),
             AnyObject::GatewayClass(o) => put(&mut self.gateway_classes, key, o),
             AnyObject::Gateway(o) => put(&mut self.gateways, key, o),
             AnyObject::HttpRoute(o) => put_prepared(&mut self.http_routes, key, o),
@@ -804,6 +870,39 @@ mod tests {
         let bare = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": "IPv4",
                                                        "endpoints": []})));
         assert_eq!(bare, SliceEndpoints::default());
+    }
+
+    #[test]
+    fn a_ca_bundle_is_kept_once_its_certificates_parse() {
+        let secret = |data: serde_json::Value| -> SecretData {
+            let s: Secret = serde_json::from_value(json!({
+                "metadata": {"name": "ca", "namespace": "web"},
+                "stringData": data,
+            }))
+            .unwrap();
+            SecretData::from(&s)
+        };
+        let a = rcgen::generate_simple_self_signed(vec!["a.example.com".into()]).unwrap();
+        let b = rcgen::generate_simple_self_signed(vec!["b.example.com".into()]).unwrap();
+        let two = format!("{}{}", a.cert.pem(), b.cert.pem());
+        let kept = secret(json!({"ca.crt": two}));
+        assert_eq!(kept.ca, CaBundle::Usable(two.clone().into()));
+        // A CA-only Secret has no certificate to serve, and needs none.
+        assert_eq!(kept.tls, TlsSecretData::Unusable("it has no tls.crt"));
+        let framed = "-----BEGIN CERTIFICATE-----\nAAECAwQF\n-----END CERTIFICATE-----\n";
+        for (ca, what) in [
+            (
+                format!("{}{framed}", a.cert.pem()),
+                "ca.crt holds a certificate that is not a valid X.509 certificate",
+            ),
+            ("no PEM here".to_string(), "ca.crt holds no PEM certificate"),
+        ] {
+            assert_eq!(secret(json!({"ca.crt": ca})).ca, CaBundle::Unusable(what));
+        }
+        assert_eq!(
+            secret(json!({"tls.crt": a.cert.pem()})).ca,
+            CaBundle::Unusable("it has no ca.crt")
+        );
     }
 
     #[test]

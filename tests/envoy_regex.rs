@@ -146,6 +146,7 @@ fn model(regexes: &[String], wildcard_host: &str) -> Dag {
             lb: LbStrategy::RoundRobin,
             health_check: None,
             outlier_detection: None,
+            upstream_tls: None,
             endpoints: vec![Endpoint {
                 address: std::net::Ipv4Addr::LOCALHOST.into(),
                 port: 9001,

@@ -44,6 +44,7 @@ fn cluster(name: &str, protocol: UpstreamProtocol, lb: LbStrategy) -> Cluster {
             ..Default::default()
         }))),
         outlier_detection: Some(OutlierDetection { consecutive_5xx: 5 }),
+        upstream_tls: None,
         endpoints: vec![
             Endpoint {
                 address: "127.0.0.1".parse().unwrap(),
@@ -91,10 +92,47 @@ fn full_model() -> Dag {
         dag.clusters
             .insert(name.into(), cluster(name, proto, lb).into());
     }
+    // TLS backends: SNI alone, and SNI with the certificate verified (CA secret by SDS).
+    let mut sni = cluster(
+        "default/d/443/tls",
+        UpstreamProtocol::Https,
+        LbStrategy::RoundRobin,
+    );
+    sni.upstream_tls = Some(
+        UpstreamTls {
+            sni: "d.default.svc".into(),
+            validation: None,
+        }
+        .into(),
+    );
+    dag.clusters.insert("default/d/443/tls".into(), sni.into());
+    let mut verified = cluster("default/e/443/ca", UpstreamProtocol::H2, LbStrategy::Random);
+    verified.upstream_tls = Some(
+        UpstreamTls {
+            sni: "e.example.com".into(),
+            validation: Some(UpstreamValidation {
+                ca_secret: "default/ca/ca.crt".into(),
+                subject_name: "e.example.com".into(),
+            }),
+        }
+        .into(),
+    );
+    dag.clusters
+        .insert("default/e/443/ca".into(), verified.into());
+    dag.secrets.insert(
+        "default/ca/ca.crt".into(),
+        TlsSecret {
+            name: "default/ca/ca.crt".into(),
+            kind: SecretKind::TrustedCa,
+            cert_pem: ck.cert.pem().into(),
+            key_pem: "".into(),
+        },
+    );
     dag.secrets.insert(
         "default/cert".into(),
         TlsSecret {
             name: "default/cert".into(),
+            kind: SecretKind::Certificate,
             cert_pem: ck.cert.pem().into(),
             key_pem: ck.signing_key.serialize_pem().into(),
         },
@@ -141,7 +179,7 @@ fn full_model() -> Dag {
     });
     let mut infinite = route(
         PathMatch::StringPrefix("/inf".into()),
-        &[("default/d/443/tls", 1)],
+        &[("default/d/443/tls", 1), ("default/e/443/ca", 1)],
     );
     infinite.timeout = Some(Timeout::Infinite);
     let mut gone = route(PathMatch::prefix("/gone"), &[]);

@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 /// Condition types.
 pub const COND_VALID: &str = "Valid";
 pub const COND_READY: &str = "Ready";
+/// On an IngressRoute with TLS backends (`https`, `https2`): True when Envoy verifies every one's
+/// certificate (`validation`), False (reason `NotVerified`) when it accepts any certificate from
+/// one of them. Its message names each backend's CA Secret and subject name, or that it is not
+/// verified. Valid and Ready do not depend on it.
+pub const COND_BACKEND_TLS_VERIFIED: &str = "BackendTLSVerified";
 
 /// Condition reasons.
 pub mod reason {
@@ -32,6 +37,10 @@ pub mod reason {
     pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
     pub const SECRET_INVALID: &str = "SecretInvalid";
     pub const UNSUPPORTED_BACKEND: &str = "UnsupportedBackend";
+    /// BackendTLSVerified: every TLS backend's certificate is verified.
+    pub const VERIFIED: &str = "Verified";
+    /// BackendTLSVerified: some TLS backend's certificate is not verified.
+    pub const NOT_VERIFIED: &str = "NotVerified";
     pub const IGNORED_CLASS: &str = "IgnoredClass";
 }
 

@@ -21,7 +21,7 @@ use super::slots::{ORPHANED, Of, Slot, SlotIndex, StatusSlots};
 use super::sort::sorted_entries;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
-use crate::store::{Objects, ServicePortRef, SliceEndpoints, Snapshot, TlsSecretData};
+use crate::store::{CaBundle, Objects, ServicePortRef, SliceEndpoints, Snapshot, TlsSecretData};
 
 pub use crate::store::SERVICE_NAME_LABEL;
 /// Host header of active health checks when the object names none.
@@ -89,8 +89,12 @@ pub struct Builder<'a> {
     /// The name of the cluster a backend resolves to, written here to look it up: a new
     /// cluster's name is copied from it once, a known one's not at all.
     cluster_name: String,
-    /// The TLS Secrets resolved so far, by id (`namespace/name`).
+    /// The TLS Secrets resolved so far, by id (`namespace/name`), and the CA certificates
+    /// (`namespace/name/ca.crt`, [`ca_secret_id`]).
     secrets: HashMap<String, TlsSecret>,
+    /// The clusters that verify their backends' certificates (few: their CA secrets are the
+    /// model's when they are used).
+    verifying: Vec<ClusterName>,
     statuses: StatusSlots<'a>,
     /// Each claimed host's first claimant, and any others (most hosts have one: no vector).
     /// Once [`Builder::settle_host_claims`] has run, the first is the host's owner and there
@@ -143,6 +147,7 @@ impl<'a> Builder<'a> {
             clusters: HashMap::with_capacity(backing.services().len().min(routing_objects)),
             cluster_name: String::new(),
             secrets: HashMap::new(),
+            verifying: Vec::new(),
             statuses,
             claims: HashMap::with_capacity(routing_objects),
             half,
@@ -232,6 +237,11 @@ impl<'a> Builder<'a> {
             reason,
             message: message.into(),
         });
+    }
+
+    /// Gives the object a condition besides Valid and Ready (see [`ObjectStatus::condition`]).
+    pub fn set_condition<'r>(&mut self, obj: impl Into<Of<'r>>, condition: Arc<GatewayCondition>) {
+        self.statuses.acc(obj.into()).condition = Some(condition);
     }
 
     /// Marks the object valid (unless already invalid), with the description to show.
@@ -484,6 +494,19 @@ impl<'a> Builder<'a> {
     /// Resolves a Service port to a cluster (created on first use, endpoints from EndpointSlices).
     /// The error is the status message for the referring object.
     pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, StatusMessage> {
+        self.cluster_verifying(b, None)
+    }
+
+    /// [`Builder::cluster_for`], whose TLS backend's certificate Envoy verifies with
+    /// `validation` (its CA secret resolved by [`Builder::ca_secret`]); without it, the
+    /// certificate of a TLS backend is not verified. Ignored for the other protocols.
+    pub fn cluster_verifying(
+        &mut self,
+        b: &BackendRef<'_>,
+        validation: Option<&UpstreamValidation>,
+    ) -> Result<ClusterName, StatusMessage> {
+        let tls = matches!(b.protocol, UpstreamProtocol::Https | UpstreamProtocol::H2);
+        let validation = validation.filter(|_| tls);
         let key = || ObjKey::new(b.namespace, b.service);
         let entry = self.backing.service_index().get(b.namespace, b.service);
         let Some((_, e)) = entry.filter(|(_, e)| e.service.is_some()) else {
@@ -545,12 +568,25 @@ impl<'a> Builder<'a> {
             sp.port,
             b,
             health_check.as_ref(),
+            validation,
         );
         // One hash of the name, whether the cluster is new or not.
         match self.clusters.raw_entry_mut().from_key(name.as_str()) {
             RawEntryMut::Occupied(e) => Ok(e.key().clone()),
             RawEntryMut::Vacant(e) => {
                 let name = ClusterName::from(name.as_str());
+                let upstream_tls = tls.then(|| {
+                    Arc::new(UpstreamTls {
+                        sni: match validation {
+                            Some(v) => v.subject_name.clone(),
+                            None => format!("{}.{}.svc", b.service, b.namespace),
+                        },
+                        validation: validation.cloned(),
+                    })
+                });
+                if validation.is_some() {
+                    self.verifying.push(name.clone());
+                }
                 let cluster = Cluster {
                     name: name.clone(),
                     service: ServiceSpan::new(b.namespace, b.service),
@@ -559,6 +595,7 @@ impl<'a> Builder<'a> {
                     lb: b.lb,
                     health_check: health_check.map(Box::new),
                     outlier_detection: b.outlier_detection.clone(),
+                    upstream_tls,
                     endpoints: sp.endpoints.clone(),
                 };
                 e.insert(name.clone(), (Arc::new(cluster), false));
@@ -587,7 +624,7 @@ impl<'a> Builder<'a> {
                 message: format!("TLS Secret {id:?} not found"),
             });
         };
-        let (cert, key_pem) = match &**secret {
+        let (cert, key_pem) = match &secret.tls {
             TlsSecretData::Usable { cert_pem, key_pem } => (cert_pem.clone(), key_pem.clone()),
             TlsSecretData::Unusable(what) => {
                 return Err(StatusMessage {
@@ -600,10 +637,50 @@ impl<'a> Builder<'a> {
             id.clone(),
             TlsSecret {
                 name: id.clone(),
+                kind: SecretKind::Certificate,
                 cert_pem: cert,
                 key_pem,
             },
         );
+        Ok(id)
+    }
+
+    /// Resolves the CA certificates (`ca.crt`) of a Secret to a key into the secrets table
+    /// ([`ca_secret_id`]). The error is the status message of the field naming the Secret.
+    pub fn ca_secret(&mut self, namespace: &str, name: &str) -> Result<String, StatusMessage> {
+        let id = ca_secret_id(namespace, name);
+        if self.secrets.contains_key(&id) {
+            return Ok(id);
+        }
+        let key = ObjKey::new(namespace, name);
+        let Some(secret) = self.backing.secrets.get(&key) else {
+            return Err(StatusMessage {
+                reason: reason::SECRET_NOT_FOUND,
+                message: format!(
+                    "CA Secret {:?} not found; create it in namespace {namespace:?} with the PEM certificates of the CA that signed the backend's certificate under ca.crt (in a cluster, sluice reads only Secrets of type kubernetes.io/tls, as cert-manager writes them)",
+                    key.to_string()
+                ),
+            });
+        };
+        let pem = match &secret.ca {
+            CaBundle::Usable(pem) => pem.clone(),
+            CaBundle::Unusable(what) => {
+                return Err(StatusMessage {
+                    reason: reason::SECRET_INVALID,
+                    message: format!(
+                        "Secret {:?} holds no usable CA certificates ({what}); put the PEM certificates of the CA that signed the backend's certificate under ca.crt",
+                        key.to_string()
+                    ),
+                });
+            }
+        };
+        let secret = TlsSecret {
+            name: id.clone(),
+            kind: SecretKind::TrustedCa,
+            cert_pem: pem,
+            key_pem: Arc::from(""),
+        };
+        self.secrets.insert(id.clone(), secret);
         Ok(id)
     }
 
@@ -656,7 +733,17 @@ impl<'a> Builder<'a> {
                 secrets.push((id.clone(), s.clone()));
             }
         }
-        // Hosts sharing a secret name it once.
+        // The CA certificates of the clusters that verify their backends, when a route uses
+        // them (of the routes above: a Gateway's TCP listener never verifies a backend).
+        for name in &self.verifying {
+            if let Some((c, true)) = clusters.get(name)
+                && let Some(v) = (c.upstream_tls.as_ref()).and_then(|t| t.validation.as_ref())
+                && let Some(s) = self.secrets.get(&v.ca_secret)
+            {
+                secrets.push((v.ca_secret.clone(), s.clone()));
+            }
+        }
+        // Hosts and clusters sharing a secret name it once.
         secrets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         secrets.dedup_by(|a, b| a.0 == b.0);
         let mut tcp_listeners = self.tcp_listeners;
@@ -816,6 +903,7 @@ fn write_cluster_name(
     port: i32,
     b: &BackendRef<'_>,
     hc: Option<&HealthCheckPolicy>,
+    validation: Option<&UpstreamValidation>,
 ) {
     out.clear();
     out.push_str(namespace);
@@ -830,10 +918,14 @@ fn write_cluster_name(
     if defaults {
         return;
     }
-    let canon = format!(
+    let mut canon = format!(
         "{:?}|{:?}|{:?}|{:?}",
         b.protocol, b.lb, hc, b.outlier_detection
     );
+    // Only with validation: the names of the clusters without it stay as they were.
+    if let Some(v) = validation {
+        let _ = write!(canon, "|{}|{}", v.ca_secret, v.subject_name);
+    }
     let digest = Sha256::digest(canon.as_bytes());
     out.push('/');
     for byte in &digest[..5] {

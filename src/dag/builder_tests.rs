@@ -20,6 +20,7 @@ fn clusters_of_a_service_are_found_by_name_prefix() {
             lb: LbStrategy::RoundRobin,
             health_check: None,
             outlier_detection: None,
+            upstream_tls: None,
             endpoints: Default::default(),
         };
         (ClusterName::from(name), Arc::new(c))

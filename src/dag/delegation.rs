@@ -111,6 +111,9 @@ pub(super) struct NodeBackend<'s> {
     pub protocol: UpstreamProtocol,
     pub lb: LbStrategy,
     pub health_check: Option<HealthCheckRef<'s>>,
+    /// A v1 TLS backend's `validation` (its subject name in lower case); boxed, as few
+    /// backends have one.
+    pub validation: Option<Box<crate::api::contour_v1::UpstreamValidation>>,
 }
 
 /// A backend's health check: borrowed from the object, or shared by the backends of a prepared
@@ -181,6 +184,25 @@ pub(super) fn forward(
     let mut reasons = Vec::new();
     for nb in backends {
         let weight = effective_weight(even, nb.weight);
+        // The CA certificates a TLS backend's certificate is verified with, in the object's
+        // namespace: without them the backend is not used (never reached unverified).
+        let validation = match nb.validation.as_deref() {
+            None => None,
+            Some(v) => match b.ca_secret(namespace, &v.ca_secret) {
+                Ok(ca_secret) => Some(UpstreamValidation {
+                    ca_secret,
+                    subject_name: v.subject_name.clone(),
+                }),
+                Err(m) => {
+                    reasons.push(m.message.clone());
+                    errors.push(StatusMessage {
+                        reason: m.reason,
+                        message: format!("{}.validation.caSecret: {}", nb.field, m.message),
+                    });
+                    continue;
+                }
+            },
+        };
         let r = BackendRef {
             namespace,
             service: &nb.name,
@@ -190,7 +212,7 @@ pub(super) fn forward(
             health_check: nb.health_check.as_ref().map(HealthCheckRef::get),
             outlier_detection: outlier.cloned(),
         };
-        match b.cluster_for(&r) {
+        match b.cluster_verifying(&r, validation.as_ref()) {
             Ok(cluster) => clusters.push(WeightedCluster { cluster, weight }),
             Err(m) => {
                 reasons.push(m.message.clone());

@@ -73,6 +73,9 @@ pub struct Incremental {
     /// How many virtual hosts use each cluster, and each secret.
     cluster_users: HashMap<ClusterName, u32>,
     secret_users: HashMap<String, u32>,
+    /// How many clusters of the model verify their backends with each CA secret (a cluster's
+    /// name says its validation, so a cluster keeps its CA secret as long as it lives).
+    ca_users: HashMap<String, u32>,
     /// Services whose EndpointSlices changed since the model was built.
     stale_endpoints: BTreeSet<ObjKey>,
     /// Whether the index describes the last build (false until a full build).
@@ -145,6 +148,19 @@ impl Incremental {
         }
         for e in dag.entries.values() {
             self.count_entry(e, 1, &mut Vec::new());
+        }
+        self.ca_users.clear();
+        // Clusters are looked at only when the model verifies some backend (few do).
+        if dag
+            .secrets
+            .values()
+            .any(|s| s.kind == SecretKind::TrustedCa)
+        {
+            for c in dag.clusters.values() {
+                if let Some(ca) = ca_secret_of(c) {
+                    count(&mut self.ca_users, &ca.to_string(), 1);
+                }
+            }
         }
         self.stale_endpoints.clear();
         self.ready = true;
@@ -403,13 +419,22 @@ impl Incremental {
                 if !self.secret_users.contains_key(&name) {
                     dag.secrets.remove(&name);
                 }
-            } else if !self.cluster_users.contains_key(name.as_str()) {
-                dag.clusters.remove(name.as_str());
+            } else if !self.cluster_users.contains_key(name.as_str())
+                && let Some(gone) = dag.clusters.remove(name.as_str())
+                && let Some(ca) = ca_secret_of(&gone)
+                && count(&mut self.ca_users, &ca.to_string(), -1)
+            {
+                // The last cluster verifying with it: the part's secrets bring it back when a
+                // cluster of the part still does.
+                dag.secrets.remove(ca);
             }
         }
         for (name, c) in part.clusters {
-            if dag.clusters.get(&name) != Some(&c) {
-                dag.clusters.insert(name, c);
+            if dag.clusters.get(&name) != Some(&c)
+                && dag.clusters.insert(name, c.clone()).is_none()
+                && let Some(ca) = ca_secret_of(&c)
+            {
+                count(&mut self.ca_users, &ca.to_string(), 1);
             }
         }
         for (name, s) in part.secrets {
@@ -497,6 +522,12 @@ impl Incremental {
             unused.push((tls.secret.clone(), true));
         }
     }
+}
+
+/// The CA secret (its key in [`Dag::secrets`]) a cluster verifies its backends with.
+fn ca_secret_of(c: &Cluster) -> Option<&str> {
+    let v = c.upstream_tls.as_ref()?.validation.as_ref()?;
+    Some(&v.ca_secret)
 }
 
 /// Counts one more or one less user of a name; true when it has none left. A name is copied
@@ -613,6 +644,9 @@ impl NamesOf for crate::api::contour_v1::IngressRoute {
                 .into_iter()
                 .flatten()
                 .for_each(|name| f(Named::Service(name)));
+                if let Some(v) = &b.validation {
+                    f(Named::Secret(&v.ca_secret));
+                }
             }
         }
         if let Some(name) = tls_secret_of(self.spec.virtualhost.as_ref()) {

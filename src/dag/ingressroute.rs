@@ -56,6 +56,9 @@ pub struct ReadyIngressRoute {
     routes: Box<[NodeRoute<'static>]>,
     /// The hashes of its links (`LinkRef::hash`): itself, what it delegates to, its host.
     link_hashes: smallvec::SmallVec<[u64; 2]>,
+    /// A v1 object's `BackendTLSVerified` condition, when it passes its rules and has TLS
+    /// backends ([`backend_tls_condition`]).
+    backend_tls: Option<Arc<GatewayCondition>>,
 }
 
 impl ReadyIngressRoute {
@@ -92,6 +95,7 @@ impl ReadyIngressRoute {
             virtualhost: virtualhost.cloned(),
             routes,
             link_hashes,
+            backend_tls: None,
         }
     }
 }
@@ -114,9 +118,14 @@ impl Prepare for contour_v1::IngressRoute {
     fn prepare(key: &ObjKey, o: &Self) -> ReadyIngressRoute {
         let vh = o.spec.virtualhost.as_ref();
         let delegates = o.spec.routes.iter().filter_map(|r| r.delegate.as_ref());
-        ReadyIngressRoute::new(key, &o.metadata, vh, delegates, validate_v1(o), || {
-            lower_v1(key, o)
-        })
+        let mut ready =
+            ReadyIngressRoute::new(key, &o.metadata, vh, delegates, validate_v1(o), || {
+                lower_v1(key, o)
+            });
+        if ready.allowed() {
+            ready.backend_tls = backend_tls_condition(key, o);
+        }
+        ready
     }
 }
 
@@ -144,6 +153,9 @@ fn claim(b: &mut Builder<'_>, slot: Slot, kind: Kind, key: &ObjKey, o: &ReadyIng
             b.set_invalid(slot, e.reason, e.to_string());
         }
         return;
+    }
+    if let Some(c) = &o.backend_tls {
+        b.set_condition(slot, c.clone());
     }
     let Some(vh) = &o.virtualhost else {
         return;
@@ -357,6 +369,7 @@ fn lower_v1beta1(key: &ObjKey, o: &heptio_v1beta1::IngressRoute) -> Vec<NodeRout
             protocol: UpstreamProtocol::Http,
             lb,
             health_check: health_check.map(HealthCheckRef::Shared),
+            validation: None,
         }
     };
     spec.routes
@@ -425,6 +438,18 @@ fn ejection_threshold(count: Option<u32>) -> u32 {
     count.filter(|c| *c > 0).unwrap_or(DEFAULT_CONSECUTIVE_5XX)
 }
 
+/// A TLS backend's `validation` as the walk reads it: its subject name in lower case.
+fn lower_validation(
+    be: &contour_v1::Backend,
+    protocol: BackendProtocol,
+) -> Option<Box<contour_v1::UpstreamValidation>> {
+    let v = be.validation.as_ref().filter(|_| protocol.is_tls())?;
+    Some(Box::new(contour_v1::UpstreamValidation {
+        ca_secret: v.ca_secret.clone(),
+        subject_name: v.subject_name.to_ascii_lowercase(),
+    }))
+}
+
 fn duration(path: &str, value: Option<&str>) -> Option<Timeout> {
     value.and_then(|v| parse_timeout(path, v).ok())
 }
@@ -460,6 +485,7 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
                             None => inherited.clone(),
                         }
                         .map(HealthCheckRef::Shared),
+                        validation: lower_validation(be, protocol),
                     })
                 })
                 .collect();
@@ -522,6 +548,76 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
         .collect()
 }
 
+/// Backends listed in full in a `BackendTLSVerified` message, of each kind (verified, not);
+/// more are counted.
+const LISTED_TLS_BACKENDS: usize = 8;
+
+/// The `BackendTLSVerified` condition of an IngressRoute v1 (that passes its rules): True when
+/// Envoy verifies the certificate of every one of its TLS backends (`https`, `https2`), False
+/// (`NotVerified`) when it accepts any certificate from one. The message names, for each
+/// backend, the CA Secret and subject name its certificate is checked against, or the SNI sent
+/// to it unverified. None without TLS backends.
+fn backend_tls_condition(
+    key: &ObjKey,
+    o: &contour_v1::IngressRoute,
+) -> Option<Arc<GatewayCondition>> {
+    use crate::api::status::COND_BACKEND_TLS_VERIFIED;
+    let ns = &*key.namespace;
+    let (mut verified, mut unverified) = (Vec::new(), Vec::new());
+    for (i, r) in o.spec.routes.iter().enumerate() {
+        let field = v1_backends_field(r);
+        for (j, be) in r.backend_list().iter().enumerate() {
+            let Some((_, name)) = be.protocol_and_name().filter(|(p, _)| p.is_tls()) else {
+                continue;
+            };
+            let at = format!("spec.routes[{i}].{field}[{j}]");
+            match &be.validation {
+                Some(v) => verified.push(format!(
+                    "{at} ({name}) against CA Secret {ns}/{} (ca.crt) and subject name {} (also its SNI)",
+                    v.ca_secret,
+                    v.subject_name.to_ascii_lowercase()
+                )),
+                None => unverified.push(format!("{at} ({name}, SNI {name}.{ns}.svc)")),
+            }
+        }
+    }
+    let list = |items: &[String]| {
+        let mut s = items[..items.len().min(LISTED_TLS_BACKENDS)].join("; ");
+        if items.len() > LISTED_TLS_BACKENDS {
+            s.push_str(&format!("; and {} more", items.len() - LISTED_TLS_BACKENDS));
+        }
+        s
+    };
+    let (status, reason, message) = match (verified.is_empty(), unverified.is_empty()) {
+        (true, true) => return None,
+        (false, true) => (
+            true,
+            reason::VERIFIED,
+            format!("backend certificates are verified: {}", list(&verified)),
+        ),
+        (_, false) => {
+            let mut m = format!(
+                "Envoy accepts any certificate from {}: add validation {{caSecret, subjectName}} to verify it",
+                list(&unverified)
+            );
+            if !verified.is_empty() {
+                m.push_str(&format!("; verified: {}", list(&verified)));
+            }
+            (false, reason::NOT_VERIFIED, m)
+        }
+    };
+    Some(Arc::new(GatewayCondition {
+        type_: COND_BACKEND_TLS_VERIFIED,
+        status,
+        reason,
+        message,
+    }))
+}
+
 #[cfg(test)]
 #[path = "ingressroute_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "secure_backends_tests.rs"]
+mod secure_backends_tests;

@@ -611,8 +611,49 @@ pub struct Cluster {
     pub health_check: Option<Box<HealthCheckPolicy>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outlier_detection: Option<OutlierDetection>,
+    /// TLS backends (`https`, `https2`): the SNI Envoy sends and how it verifies the backend's
+    /// certificate. None for the others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_tls: Option<Arc<UpstreamTls>>,
     /// Ready endpoints, sorted.
     pub endpoints: Endpoints,
+}
+
+/// What Envoy does on its TLS connections to a backend (docs/ingressroute.md, "Secure
+/// backends").
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamTls {
+    /// The server name sent: the validation's subject name, else the Service's in-cluster name
+    /// `<service>.<namespace>.svc`.
+    pub sni: String,
+    /// None: any certificate is accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<UpstreamValidation>,
+}
+
+/// How Envoy verifies a backend's certificate: it must chain to the CA certificates of a
+/// secret and carry a DNS subject alternative name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamValidation {
+    /// The secret of the CA certificates, a key into [`Dag::secrets`]
+    /// (`namespace/name/ca.crt`, see [`ca_secret_id`]).
+    pub ca_secret: String,
+    /// Lowercase.
+    pub subject_name: String,
+}
+
+/// The id of the CA certificates of the Secret `namespace/name` among [`Dag::secrets`]:
+/// `namespace/name/ca.crt`, apart from the id of its certificate and key (`namespace/name`; no
+/// Kubernetes name has a `/`).
+pub fn ca_secret_id(namespace: &str, name: &str) -> String {
+    let mut id = String::with_capacity(namespace.len() + name.len() + 8);
+    id.push_str(namespace);
+    id.push('/');
+    id.push_str(name);
+    id.push_str("/ca.crt");
+    id
 }
 
 /// The lengths of the namespace and the Service name a cluster's name begins with
@@ -806,15 +847,30 @@ impl Iterator for EndpointsIter<'_> {
 
 impl ExactSizeIterator for EndpointsIter<'_> {}
 
-/// A TLS certificate and key, PEM-encoded (the texts the store holds, shared rather than copied:
-/// a build of a thousand TLS hosts would otherwise copy about a megabyte).
+/// A secret Envoy gets by SDS: a TLS certificate and key, or CA certificates, PEM-encoded (the
+/// texts the store holds, shared rather than copied: a build of a thousand TLS hosts would
+/// otherwise copy about a megabyte).
 #[derive(Clone, PartialEq, Eq, Serialize)]
 pub struct TlsSecret {
     pub name: String,
+    pub kind: SecretKind,
+    /// The certificate chain; of a [`SecretKind::TrustedCa`], the CA certificates.
     #[serde(skip)]
     pub cert_pem: Arc<str>,
+    /// Empty for a [`SecretKind::TrustedCa`].
     #[serde(skip)]
     pub key_pem: Arc<str>,
+}
+
+/// What a [`TlsSecret`] holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SecretKind {
+    /// A certificate and key Envoy serves TLS with.
+    #[default]
+    Certificate,
+    /// CA certificates Envoy verifies a backend's certificate with (a Secret's `ca.crt`).
+    TrustedCa,
 }
 
 impl std::fmt::Debug for TlsSecret {

@@ -75,6 +75,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                     port: u.service_port,
                     weight: u.weight,
                     protocol: UpstreamProtocol::Http,
+                    validation: None,
                     lb: rule.strategy.or(spec.strategy).unwrap_or_default(),
                     health_check: u
                         .lb_health_check

@@ -18,7 +18,11 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
     lb_endpoint::HostIdentifier,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, Secret, TlsCertificate, UpstreamTlsContext, secret,
+    CertificateValidationContext, CommonTlsContext, SdsSecretConfig, Secret, SubjectAltNameMatcher,
+    TlsCertificate, UpstreamTlsContext,
+    common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
+    secret,
+    subject_alt_name_matcher::SanType,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     HttpProtocolOptions,
@@ -26,13 +30,17 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
         ExplicitHttpConfig, UpstreamProtocolOptions, explicit_http_config::ProtocolConfig,
     },
 };
+use envoy_types::pb::envoy::r#type::matcher::v3::{StringMatcher, string_matcher::MatchPattern};
 use envoy_types::pb::envoy::r#type::v3::CodecClientType;
 
 use prost::Message;
 
 use super::{ads_config_source, any, duration, u32v};
 use crate::api::LbStrategy;
-use crate::dag::{Cluster, HealthCheckPolicy, OutlierDetection, TlsSecret, UpstreamProtocol};
+use crate::dag::{
+    Cluster, HealthCheckPolicy, OutlierDetection, SecretKind, TlsSecret, UpstreamProtocol,
+    UpstreamTls,
+};
 use crate::xds::wire::{bytes_len, put_bytes, put_string, string_len};
 
 /// How long Envoy waits for a TCP connection to an upstream host.
@@ -60,6 +68,8 @@ struct ClusterSettings {
     protocol: UpstreamProtocol,
     health_check: Option<Box<HealthCheckPolicy>>,
     outlier_detection: Option<OutlierDetection>,
+    /// Shared with the cluster.
+    upstream_tls: Option<std::sync::Arc<UpstreamTls>>,
 }
 
 impl ClusterSettings {
@@ -69,6 +79,7 @@ impl ClusterSettings {
             protocol: c.protocol,
             health_check: c.health_check.clone(),
             outlier_detection: c.outlier_detection.clone(),
+            upstream_tls: c.upstream_tls.clone(),
         }
     }
 
@@ -78,6 +89,7 @@ impl ClusterSettings {
             && self.protocol == c.protocol
             && self.health_check == c.health_check
             && self.outlier_detection == c.outlier_detection
+            && self.upstream_tls == c.upstream_tls
     }
 }
 
@@ -166,13 +178,7 @@ fn build_cluster_settings(c: &ClusterSettings) -> EnvoyCluster {
             } else {
                 "http/1.1"
             };
-            let tls = UpstreamTlsContext {
-                common_tls_context: Some(CommonTlsContext {
-                    alpn_protocols: vec![alpn.to_string()],
-                    ..Default::default()
-                }),
-                ..Default::default()
-            };
+            let tls = upstream_tls_context(alpn, c.upstream_tls.as_deref());
             Some(TransportSocket {
                 name: "envoy.transport_sockets.tls".to_string(),
                 config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
@@ -207,6 +213,43 @@ fn build_cluster_settings(c: &ClusterSettings) -> EnvoyCluster {
         outlier_detection,
         transport_socket,
         typed_extension_protocol_options,
+        ..Default::default()
+    }
+}
+
+/// The TLS context of a connection to a TLS backend: ALPN `alpn`, the SNI of `tls` and, when it
+/// asks for validation, the backend's certificate verified against the CA certificates of its
+/// secret (by SDS: a CA Secret changed is a secret update, not a new cluster) and a DNS subject
+/// alternative name equal to the subject name.
+fn upstream_tls_context(alpn: &str, tls: Option<&UpstreamTls>) -> UpstreamTlsContext {
+    let validation = tls.and_then(|t| t.validation.as_ref()).map(|v| {
+        let san = SubjectAltNameMatcher {
+            san_type: SanType::Dns as i32,
+            matcher: Some(StringMatcher {
+                match_pattern: Some(MatchPattern::Exact(v.subject_name.clone())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+            default_validation_context: Some(CertificateValidationContext {
+                match_typed_subject_alt_names: vec![san],
+                ..Default::default()
+            }),
+            validation_context_sds_secret_config: Some(SdsSecretConfig {
+                name: v.ca_secret.clone(),
+                sds_config: Some(ads_config_source()),
+            }),
+            ..Default::default()
+        })
+    });
+    UpstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            alpn_protocols: vec![alpn.to_string()],
+            validation_context_type: validation,
+            ..Default::default()
+        }),
+        sni: tls.map(|t| t.sni.clone()).unwrap_or_default(),
         ..Default::default()
     }
 }
@@ -389,13 +432,20 @@ pub fn build_secret(s: &TlsSecret) -> Secret {
         specifier: Some(Specifier::InlineString(v.to_string())),
         ..Default::default()
     };
-    Secret {
-        name: s.name.clone(),
-        r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+    let secret = match s.kind {
+        SecretKind::Certificate => secret::Type::TlsCertificate(TlsCertificate {
             certificate_chain: Some(inline(&s.cert_pem)),
             private_key: Some(inline(&s.key_pem)),
             ..Default::default()
-        })),
+        }),
+        SecretKind::TrustedCa => secret::Type::ValidationContext(CertificateValidationContext {
+            trusted_ca: Some(inline(&s.cert_pem)),
+            ..Default::default()
+        }),
+    };
+    Secret {
+        name: s.name.clone(),
+        r#type: Some(secret),
     }
 }
 
@@ -480,6 +530,48 @@ mod tests {
         }
     }
 
+    /// TLS backends' settings (SNI, a verified certificate) are settings like the others: the
+    /// clusters of a Service with and without them encode as prost encodes them.
+    #[test]
+    fn cluster_bytes_of_tls_backends_are_prosts_encoding() {
+        use crate::dag::{UpstreamTls, UpstreamValidation};
+        let tls = |sni: &str, ca: Option<&str>| {
+            Some(std::sync::Arc::new(UpstreamTls {
+                sni: sni.into(),
+                validation: ca.map(|ca| UpstreamValidation {
+                    ca_secret: ca.into(),
+                    subject_name: sni.into(),
+                }),
+            }))
+        };
+        let mut clusters = Vec::new();
+        for protocol in [UpstreamProtocol::Https, UpstreamProtocol::H2] {
+            for upstream_tls in [
+                None,
+                tls("api.web.svc", None),
+                tls("api.example.com", Some("web/ca/ca.crt")),
+                tls("api.example.com", Some("web/other/ca.crt")),
+            ] {
+                clusters.push(Cluster {
+                    name: "web/api/443".into(),
+                    service: crate::dag::ServiceSpan::new("web", "api"),
+                    port: 443,
+                    protocol,
+                    lb: LbStrategy::RoundRobin,
+                    health_check: None,
+                    outlier_detection: None,
+                    upstream_tls,
+                    endpoints: Default::default(),
+                });
+            }
+        }
+        let mut bytes = ClusterBytes::default();
+        for c in clusters.iter().chain(clusters.iter().rev()) {
+            assert_eq!(bytes.encode(c), build_cluster(c).encode_to_vec(), "{c:?}");
+        }
+        assert_eq!(bytes.encoded.len(), clusters.len(), "one encoding each");
+    }
+
     /// Every combination of settings, under names whose length takes one or two bytes (and the
     /// empty name, which prost leaves out), encoded by one `ClusterBytes` in two orders: the
     /// bytes are prost's own encoding of `build_cluster`'s message each time.
@@ -510,6 +602,7 @@ mod tests {
                                 lb,
                                 health_check: health_check.clone().map(Box::new),
                                 outlier_detection: outlier_detection.clone(),
+                                upstream_tls: None,
                                 endpoints: vec![Endpoint {
                                     address: "10.0.0.1".parse().unwrap(),
                                     port: 8080,

@@ -50,9 +50,10 @@ pub fn build_static_bootstrap(resources: &Resources) -> Result<Bootstrap, Static
                 .iter()
                 .find(|e| e.cluster_name == c.name)
                 .cloned();
-            c
+            make_upstream_tls_static(&mut c)?;
+            Ok(c)
         })
-        .collect();
+        .collect::<Result<_, StaticConfigError>>()?;
     for name in [INVALID_BACKEND_CLUSTER, UNAVAILABLE_BACKEND_CLUSTER] {
         if routes_name_cluster(&resources.routes, name) {
             clusters.push(Cluster {
@@ -111,6 +112,29 @@ fn decode<T: Message + Name + Default>(a: &Any, what: &str) -> Result<T, StaticC
         what: what.to_string(),
         source,
     })
+}
+
+/// Points the SDS reference of a cluster's CA certificates (a TLS backend verified) at the
+/// static secrets.
+fn make_upstream_tls_static(c: &mut Cluster) -> Result<(), StaticConfigError> {
+    use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+        UpstreamTlsContext, common_tls_context::ValidationContextType,
+    };
+    if let Some(ts) = &mut c.transport_socket
+        && let Some(transport_socket::ConfigType::TypedConfig(a)) = &mut ts.config_type
+        && a.type_url == UpstreamTlsContext::type_url()
+    {
+        let mut tls: UpstreamTlsContext = decode(a, &ts.name)?;
+        if let Some(ValidationContextType::CombinedValidationContext(v)) = (tls.common_tls_context)
+            .as_mut()
+            .and_then(|common| common.validation_context_type.as_mut())
+            && let Some(sds) = &mut v.validation_context_sds_secret_config
+        {
+            sds.sds_config = None;
+            *a = any(&tls);
+        }
+    }
+    Ok(())
 }
 
 fn make_chain_static(

@@ -65,6 +65,7 @@ pub(crate) fn mk_cluster(name: &str, port: u16) -> DagCluster {
         lb: LbStrategy::RoundRobin,
         health_check: None,
         outlier_detection: None,
+        upstream_tls: None,
         endpoints: vec![Endpoint {
             address: "127.0.0.1".parse().unwrap(),
             port,
@@ -177,6 +178,7 @@ fn mk_tls_dag() -> Dag {
         "default/cert".to_string(),
         TlsSecret {
             name: "default/cert".to_string(),
+            kind: Default::default(),
             cert_pem: "CERT".into(),
             key_pem: "KEY".into(),
         },
