@@ -38,7 +38,7 @@ fn two_replicas_one_leader_writes_and_failover_within_15s() {
     });
     let follower = 1 - leader;
     env.apply_ok(&route(&ns, "/"));
-    wait_status(&env, ROUTE, &ns, "web", "valid");
+    wait_status(&env, ROUTE, &ns, "web", "Valid");
     std::thread::sleep(Duration::from_secs(1));
     assert!(replicas[leader].writes() >= 1);
     assert_eq!(replicas[follower].writes(), 0, "the follower wrote status");

@@ -412,7 +412,12 @@ pub fn wait_status(env: &Env, resource: &str, ns: &str, name: &str, current: &st
                 .ok_or_else(|| "not found".to_string())?;
             let generation = &obj["metadata"]["generation"];
             let status = &obj["status"];
-            let want = if current == "valid" { "True" } else { "False" };
+            // Route v1alpha1 spells the values with a capital (`Valid`), IngressRoute in lower case.
+            let want = if current.eq_ignore_ascii_case("valid") {
+                "True"
+            } else {
+                "False"
+            };
             let ok = status["currentStatus"] == current
                 && status["observedGeneration"] == *generation
                 && ["Valid", "Ready"].iter().all(|t| {

@@ -42,12 +42,20 @@ pub mod reason {
     /// BackendTLSVerified: some TLS backend's certificate is not verified.
     pub const NOT_VERIFIED: &str = "NotVerified";
     pub const IGNORED_CLASS: &str = "IgnoredClass";
+    /// An Ingress's class annotation and `spec.ingressClassName` name different classes.
+    pub const INGRESS_CLASS_CONFLICT: &str = "IngressClassConflict";
+    /// A new Ingress names an IngressClass that does not exist.
+    pub const INGRESS_CLASS_NOT_FOUND: &str = "IngressClassNotFound";
 }
 
 /// Seed `currentStatus` values.
 pub const STATUS_VALID: &str = "valid";
 pub const STATUS_INVALID: &str = "invalid";
 pub const STATUS_ORPHANED: &str = "orphaned";
+/// Route v1alpha1's `currentStatus` values, spelt as seed 004 spells them.
+pub const ROUTE_STATUS_VALID: &str = "Valid";
+pub const ROUTE_STATUS_INVALID: &str = "Invalid";
+pub const ROUTE_STATUS_ORPHANED: &str = "Orphaned";
 
 /// Status of an IngressRoute (both API versions).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -71,12 +79,13 @@ pub struct RoutingStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RouteStatus {
+    /// Valid or Invalid (seed 004's spelling).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// Every problem found in the object, one message each.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Every problem found in the object, one message each; an empty list when there are none.
+    #[serde(default)]
     pub errors: Vec<String>,
     /// When sluice last computed this status (RFC 3339). Only changes when the status does.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -25,7 +25,7 @@ use crate::store::{CaBundle, Objects, ServicePortRef, SliceEndpoints, Snapshot, 
 
 pub use crate::store::SERVICE_NAME_LABEL;
 /// Host header of active health checks when the object names none.
-pub const DEFAULT_HEALTH_CHECK_HOST: &str = "sluice-envoy-healthcheck";
+pub const DEFAULT_HEALTH_CHECK_HOST: &str = "contour-envoy-healthcheck";
 
 /// How a route names a Service port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +234,19 @@ impl<'a> Builder<'a> {
         }
         acc.state = Some(State::Invalid);
         acc.messages.push(StatusMessage {
+            reason,
+            message: message.into(),
+        });
+    }
+
+    /// Adds a warning to the object's status, whatever its state.
+    pub fn add_warning<'r>(
+        &mut self,
+        obj: impl Into<Of<'r>>,
+        reason: &'static str,
+        message: impl Into<String>,
+    ) {
+        self.statuses.acc(obj.into()).warnings.push(StatusMessage {
             reason,
             message: message.into(),
         });
@@ -876,7 +889,7 @@ pub(super) fn effective_weight(even: bool, weight: Option<u32>) -> u32 {
 }
 
 /// The health check policy with the seed defaults: 5 s interval, 2 s timeout, 3 unhealthy,
-/// 2 healthy, Host `sluice-envoy-healthcheck`.
+/// 2 healthy, Host `contour-envoy-healthcheck` (seed 000).
 pub fn health_check_policy(h: &HealthCheck) -> HealthCheckPolicy {
     use std::time::Duration;
     HealthCheckPolicy {

@@ -890,6 +890,10 @@ pub struct ObjectStatus {
     /// Every problem found (empty when valid).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<StatusMessage>,
+    /// What is served but not as the user may think (e.g. an Ingress whose class annotation and
+    /// field disagree); the state is unchanged by them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<StatusMessage>,
     /// metadata.generation of the object the status was computed from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,

@@ -20,7 +20,8 @@ use serde_json::{Map, Value, json};
 
 use crate::api::Kind;
 use crate::api::status::{
-    COND_READY, COND_VALID, STATUS_INVALID, STATUS_ORPHANED, STATUS_VALID, reason,
+    COND_READY, COND_VALID, ROUTE_STATUS_INVALID, ROUTE_STATUS_ORPHANED, ROUTE_STATUS_VALID,
+    STATUS_INVALID, STATUS_ORPHANED, STATUS_VALID, reason,
 };
 use crate::dag::gateway::GROUP;
 use crate::dag::{GatewayApiStatus, GatewayCondition, ObjectStatus, State};
@@ -218,7 +219,14 @@ fn routing_status(
         (s.reason, s.description.clone())
     };
     let mut status = Map::new();
-    status.insert("currentStatus".into(), json!(s.current));
+    // Route v1alpha1 spells its values as seed 004 does (`Valid`, `Invalid`); the IngressRoute
+    // seeds spell them in lower case.
+    let current = if kind == Kind::RouteV1alpha1 {
+        route_current_status(s.current)
+    } else {
+        s.current
+    };
+    status.insert("currentStatus".into(), json!(current));
     status.insert("description".into(), json!(s.description));
     if let Some(g) = s.generation {
         status.insert("observedGeneration".into(), json!(g));
@@ -253,9 +261,8 @@ fn routing_status(
     }
     status.insert("conditions".into(), Value::Array(conditions));
     if kind == Kind::RouteV1alpha1 {
-        if !s.errors.is_empty() {
-            status.insert("errors".into(), json!(s.errors));
-        }
+        // Always present, empty when there is nothing wrong (seed 004's `errors: []`).
+        status.insert("errors".into(), json!(s.errors));
         // lastProcessTime moves only when something else does.
         let mut value = Value::Object(status);
         let kept = observed
@@ -266,6 +273,15 @@ fn routing_status(
         return value;
     }
     Value::Object(status)
+}
+
+/// Route v1alpha1's spelling of a `currentStatus` value (seed 004: `currentStatus: Valid`).
+fn route_current_status(current: &str) -> &'static str {
+    match current {
+        STATUS_VALID => ROUTE_STATUS_VALID,
+        STATUS_ORPHANED => ROUTE_STATUS_ORPHANED,
+        _ => ROUTE_STATUS_INVALID,
+    }
 }
 
 /// The Gateway API status of a GatewayClass, Gateway or HTTPRoute.

@@ -25,6 +25,7 @@ fn mk_status(state: State, generation: i64) -> ObjectStatus {
         state,
         description: description.into(),
         messages,
+        warnings: vec![],
         generation: Some(generation),
         gateway: None,
         condition: None,
@@ -203,6 +204,7 @@ fn route_gets_errors_and_a_process_time_that_only_moves_with_the_status() {
         json!(["spec.routes[0].services[0]: Service \"web\" not found"])
     );
     assert_eq!(first["lastProcessTime"], json!(T0));
+    assert_eq!(first["currentStatus"], json!("Invalid"));
     assert_eq!(
         plan(
             Kind::RouteV1alpha1,
@@ -222,7 +224,9 @@ fn route_gets_errors_and_a_process_time_that_only_moves_with_the_status() {
         T1,
     ));
     assert_eq!(second["lastProcessTime"], json!(T1));
-    assert!(second.get("errors").is_none());
+    // Seed 004's spelling: `Valid`, and `errors: []` when nothing is wrong.
+    assert_eq!(second["currentStatus"], json!("Valid"));
+    assert_eq!(second["errors"], json!([]));
 }
 
 #[test]
@@ -241,7 +245,7 @@ fn rejected_object_is_invalid_with_the_decode_error() {
         None,
         T0,
     ));
-    assert_eq!(v["currentStatus"], json!("invalid"));
+    assert_eq!(v["currentStatus"], json!("Invalid"));
     assert_eq!(v["observedGeneration"], json!(7));
     assert_eq!(v["conditions"][0]["reason"], json!("InvalidSpec"));
     assert_eq!(v["description"], json!(r.error.to_string()));
@@ -338,6 +342,7 @@ fn gateway_verdict(kind_status: crate::dag::GatewayApiStatus, state: State) -> O
         state,
         description: "accepted HTTPRoute".into(),
         messages: Vec::new(),
+        warnings: Vec::new(),
         generation: Some(4),
         gateway: Some(Box::new(kind_status)),
         condition: None,

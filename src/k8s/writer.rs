@@ -667,6 +667,7 @@ mod tests {
             state: State::Valid,
             description: "valid IngressRoute".into(),
             messages: Vec::new(),
+            warnings: Vec::new(),
             generation: Some(1),
             gateway: None,
             condition: None,
