@@ -59,7 +59,7 @@ pub struct Tls {
     /// Name of a `kubernetes.io/tls` Secret in the IngressRoute's namespace.
     #[schemars(length(min = 1, max = 253))]
     pub secret_name: String,
-    /// Minimum TLS version negotiated (default 1.1).
+    /// Minimum TLS version negotiated (default 1.2; "1.1" also offers the CBC suites TLS 1.1 clients need).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minimum_protocol_version: Option<TlsVersion>,
 }

@@ -257,7 +257,7 @@ pub enum LbStrategy {
 pub struct HealthCheck {
     /// HTTP path probed on each upstream host; a 200 marks it healthy, a 503 unhealthy at once.
     pub path: String,
-    /// Host header of the probe; defaults to `sluice-envoy-healthcheck`.
+    /// Host header of the probe; defaults to `contour-envoy-healthcheck`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// Seconds between probes (default 5).

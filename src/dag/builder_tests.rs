@@ -111,6 +111,8 @@ fn health_check_defaults() {
     assert_eq!(p.timeout.as_secs(), 2);
     assert_eq!(p.unhealthy_threshold, 3);
     assert_eq!(p.healthy_threshold, 2);
+    // Seed 000: "If left empty (default value), the name "contour-envoy-healthcheck" will be used."
+    assert_eq!(p.host, "contour-envoy-healthcheck");
     assert_eq!(p.host, DEFAULT_HEALTH_CHECK_HOST);
 }
 

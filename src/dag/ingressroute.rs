@@ -326,7 +326,7 @@ fn build_version<'s, T, F>(
                 Ok(secret) => {
                     b.vhost_at(host).tls = Some(VhostTls {
                         secret,
-                        min_version: tls.minimum_protocol_version.unwrap_or_default(),
+                        min_version: tls.minimum_protocol_version.unwrap_or(IR_DEFAULT_MIN_TLS),
                     });
                 }
             }
@@ -430,6 +430,12 @@ fn upstream_protocol(p: BackendProtocol) -> UpstreamProtocol {
 /// Consecutive 5xx answers that eject a host when a failure policy names no (or a zero)
 /// `count`: Envoy's own default.
 pub const DEFAULT_CONSECUTIVE_5XX: u32 = 5;
+
+/// The minimum TLS version of a root that names none. Seed 000 says 1.1; TLS 1.0 and 1.1 are
+/// deprecated (RFC 8996) and Envoy's default cipher suites need TLS 1.2, so a vhost accepts TLS
+/// 1.1 only when it asks for it (`minimumProtocolVersion: "1.1"`, which also offers the CBC suites
+/// TLS 1.1 clients need). docs/ingressroute.md, "TLS".
+pub const IR_DEFAULT_MIN_TLS: crate::api::TlsVersion = crate::api::TlsVersion::V1_2;
 
 /// The consecutive 5xx answers that eject a host under a failure policy of `count`: the count
 /// itself, or [`DEFAULT_CONSECUTIVE_5XX`] when it is absent or 0. `count: 0` turns retries off;

@@ -389,18 +389,24 @@ mod tests {
         let mut gateway_sides = [false; 2];
         for seed in 1..=40u64 {
             let mut rng = Rng(0x5eed_0000 ^ seed);
-            // The pool's TLSRoutes link the Gateway API objects to many golden hosts, and the
+            // The pool's routes link the Gateway API objects to many golden hosts, and the
             // listener isolation case's objects (namespace and class `iso`) add to their number,
             // which makes them the larger part: every other snapshot goes without both, so that
             // the Gateway API objects land in either half.
             let all = seed % 2 == 0;
+            let gateway_route = |k: Kind| {
+                matches!(
+                    k,
+                    Kind::TlsRoute | Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute
+                )
+            };
             let isolation_case = |o: &crate::store::AnyObject| {
                 let key = o.key();
                 &*key.namespace == "iso" || (o.kind() == Kind::GatewayClass && &*key.name == "iso")
             };
             let store = Snapshot::from_objects(
                 pool.iter()
-                    .filter(|o| all || (o.kind() != Kind::TlsRoute && !isolation_case(o)))
+                    .filter(|o| all || (!gateway_route(o.kind()) && !isolation_case(o)))
                     .filter(|o| !o.kind().is_routing() || rng.below(3) != 0)
                     .cloned(),
             );

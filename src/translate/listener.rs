@@ -434,6 +434,20 @@ pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
     })
 }
 
+/// The cipher suites (TLS 1.2 and older; TLS 1.3's are fixed) of a host that accepts TLS 1.1:
+/// Envoy's defaults, which are AEAD suites of TLS 1.2, then the ECDHE CBC suites a TLS 1.1 client
+/// can use. Hosts of a newer minimum keep Envoy's defaults.
+const TLS_1_1_CIPHER_SUITES: [&str; 8] = [
+    "[ECDHE-ECDSA-AES128-GCM-SHA256|ECDHE-ECDSA-CHACHA20-POLY1305]",
+    "[ECDHE-RSA-AES128-GCM-SHA256|ECDHE-RSA-CHACHA20-POLY1305]",
+    "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-AES128-SHA",
+    "ECDHE-RSA-AES128-SHA",
+    "ECDHE-ECDSA-AES256-SHA",
+    "ECDHE-RSA-AES256-SHA",
+];
+
 fn tls_protocol(v: TlsVersion) -> TlsProtocol {
     match v {
         TlsVersion::V1_1 => TlsProtocol::TlSv11,
@@ -497,6 +511,14 @@ fn downstream_tls(secret: &str, min: TlsVersion, alpn: Vec<String>) -> Downstrea
             tls_params: Some(TlsParameters {
                 tls_minimum_protocol_version: tls_protocol(min) as i32,
                 tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+                cipher_suites: if min == TlsVersion::V1_1 {
+                    TLS_1_1_CIPHER_SUITES
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 ..Default::default()
             }),
             tls_certificate_sds_secret_configs: vec![SdsSecretConfig {
