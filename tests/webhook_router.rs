@@ -1075,3 +1075,31 @@ async fn requests_are_counted_by_kind_operation_and_verdict() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn an_ingressroute_delegating_to_itself_is_denied_at_admission() {
+    // A problem visible in the object alone is refused at `kubectl apply`, not left for the status.
+    let state = mk_state();
+    for (version, delegate) in [
+        ("v1beta1", json!({"name": "shop"})),
+        ("v1beta1", json!({"name": "shop", "namespace": "shop"})),
+    ] {
+        let mut review = fixture("ir_v1beta1_valid");
+        review["request"]["object"]["spec"]["routes"][2]["delegate"] = delegate.clone();
+        let reply = post(&state, "/validate", serde_json::to_vec(&review).unwrap()).await;
+        reply.assert_denied(422);
+        assert!(
+            reply.message().contains(
+                r#"spec.routes[2].delegate.name: "shop" delegates to this IngressRoute itself, a delegation cycle; delegate to another IngressRoute, or route to services"#
+            ),
+            "{version} {delegate}: {reply}"
+        );
+    }
+    // The same name in another namespace is another object.
+    let mut review = fixture("ir_v1beta1_valid");
+    review["request"]["object"]["spec"]["routes"][2]["delegate"] =
+        json!({"name": "shop", "namespace": "finance"});
+    post(&state, "/validate", serde_json::to_vec(&review).unwrap())
+        .await
+        .assert_allowed();
+}

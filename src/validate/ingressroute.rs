@@ -16,6 +16,7 @@ use super::common::{
 use super::{FieldError, Verdict, quote};
 use crate::api::contour_v1::{self, Backend, BackendProtocol, HeaderCondition, MatchConditions};
 use crate::api::heptio_v1beta1::{self, Service, VirtualHost};
+use crate::api::status::reason;
 use crate::api::{Delegate, HealthCheck};
 use crate::dag::{HeaderMatch, HeaderOp, PathMatch};
 
@@ -119,7 +120,30 @@ fn validate_virtualhost(v: &mut Verdict, vh: &VirtualHost) {
     }
 }
 
-fn validate_delegate(v: &mut Verdict, path: impl fmt::Display + Copy, d: &Delegate) {
+/// A delegation's own rules, and one visible in the object alone: a delegation to itself is a
+/// cycle (`meta` is the delegating object's).
+fn validate_delegate(
+    v: &mut Verdict,
+    path: impl fmt::Display + Copy,
+    d: &Delegate,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) {
+    let own_ns = meta.namespace.as_deref().unwrap_or_default();
+    let target_ns = d
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(own_ns);
+    if meta.name.as_deref() == Some(d.name.as_str()) && target_ns == own_ns {
+        v.error(FieldError::new(
+            format!("{path}.name"),
+            reason::DELEGATION_CYCLE,
+            format!(
+                "{} delegates to this IngressRoute itself, a delegation cycle; delegate to another IngressRoute, or route to services",
+                quote(&d.name)
+            ),
+        ));
+    }
     let name_path = format_args!("{path}.name");
     if validate_dns1123_subdomain(name_path, &d.name, "IngressRoute").is_err() {
         v.error(FieldError::invalid(
@@ -300,7 +324,7 @@ pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
             validate_v1beta1_service(&mut v, path.as_str(), s);
         }
         if let Some(d) = &r.delegate {
-            validate_delegate(&mut v, format_args!("{at}.delegate"), d);
+            validate_delegate(&mut v, format_args!("{at}.delegate"), d, &o.metadata);
         }
     }
     v
@@ -715,7 +739,7 @@ pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
         }
         validate_tcp_route(&mut v, o, i);
         if let Some(d) = &r.delegate {
-            validate_delegate(&mut v, format_args!("{at}.delegate"), d);
+            validate_delegate(&mut v, format_args!("{at}.delegate"), d, &o.metadata);
         }
         if let Some(t) = r.timeout_policy.as_ref().and_then(|t| t.request.as_deref())
             && let Err(e) = parse_timeout(&format!("{at}.timeoutPolicy.request"), t)
