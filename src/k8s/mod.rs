@@ -10,13 +10,15 @@
 //!         │ Built {snapshot, dag}
 //!         ▼
 //!  watch channel ──► webhook index (app)
-//!                └─► status writer (only while this replica holds the Lease)
+//!                ├─► status writer (only while this replica holds the Lease)
+//!                └─► warning Events (the same replica; `events.rs`)
 //!  elector (Lease) ──► leader: watch<bool>
 //! ```
 //!
 //! [`Cluster::start`] spawns all of it and hands back receivers; [`Cluster::shutdown`] stops the
 //! writer, releases the Lease and stops the watches. See docs/cluster-mode.md.
 
+pub mod events;
 pub mod kinds;
 pub mod leader;
 pub mod metrics;
@@ -239,6 +241,15 @@ impl Cluster {
         );
         let elector = tokio::spawn(elector.run(leader_tx, shutdown_rx.clone()));
 
+        background.push(tokio::spawn(events::event_loop(
+            client.clone(),
+            config.identity.clone(),
+            events::EventInputs {
+                built: built_rx.clone(),
+                leader: leader_rx.clone(),
+                shutdown: shutdown_rx.clone(),
+            },
+        )));
         let writer = tokio::spawn(writer::write_loop(
             writer::WriterContext {
                 client,
