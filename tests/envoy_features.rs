@@ -70,6 +70,11 @@ async fn failing_backend_is_ejected_by_health_checks() {
     )
     .await;
     h.expect("hc.example.com", "/", &[], "hc/one").await;
+    // Seed 000: a health check naming no host sends Host "contour-envoy-healthcheck".
+    assert_eq!(
+        pool[0].health_check_host().as_deref(),
+        Some("contour-envoy-healthcheck")
+    );
     pool[2].set_healthy(false);
     // Bounded: within the convergence time, 60 requests in a row must avoid the failing host.
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -1,5 +1,6 @@
 //! Small HTTP backends on 127.0.0.1 that answer every request with their own name (body and
-//! `x-backend` header). `/healthz` answers 200, or 503 once the backend is told to be unhealthy.
+//! `x-backend` header). `/healthz` answers 200, or 503 once the backend is told to be unhealthy;
+//! the backend keeps the Host header of the last health check.
 //! Each backend keeps the headers of the last request it served (with `:path` and `:version`,
 //! the HTTP version it came in). A request with an
 //! `x-delay-ms` header is answered that many milliseconds later (at most 10 s).
@@ -21,6 +22,7 @@ pub struct Backend {
     failing: Arc<AtomicBool>,
     hits: Arc<AtomicU64>,
     last_headers: Arc<Mutex<Vec<(String, String)>>>,
+    health_host: Arc<Mutex<Option<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -35,6 +37,7 @@ impl Backend {
         let failing = Arc::new(AtomicBool::new(false));
         let hits = Arc::new(AtomicU64::new(0));
         let last_headers = Arc::new(Mutex::new(Vec::new()));
+        let health_host = Arc::new(Mutex::new(None));
         let (n, h, f, c) = (
             name.to_string(),
             healthy.clone(),
@@ -42,6 +45,7 @@ impl Backend {
             hits.clone(),
         );
         let seen = last_headers.clone();
+        let probed = health_host.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -49,12 +53,18 @@ impl Backend {
                 };
                 let (n, h, f, c) = (n.clone(), h.clone(), f.clone(), c.clone());
                 let seen = seen.clone();
+                let probed = probed.clone();
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let (n, h, f, c) = (n.clone(), h.clone(), f.clone(), c.clone());
                         let seen = seen.clone();
+                        let probed = probed.clone();
                         async move {
                             let status = if req.uri().path() == "/healthz" {
+                                let host = (req.headers().get("host"))
+                                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                                    .or_else(|| req.uri().authority().map(|a| a.to_string()));
+                                *probed.lock().unwrap() = host;
                                 if h.load(Ordering::SeqCst) { 200 } else { 503 }
                             } else {
                                 let path = (":path".to_string(), req.uri().to_string());
@@ -100,6 +110,7 @@ impl Backend {
             failing,
             hits,
             last_headers,
+            health_host,
             task,
         }
     }
@@ -121,6 +132,11 @@ impl Backend {
         (seen.iter().filter(|(k, _)| k == name))
             .map(|(_, v)| v.clone())
             .collect()
+    }
+
+    /// The Host (or HTTP/2 `:authority`) of the last health check, if any came.
+    pub fn health_check_host(&self) -> Option<String> {
+        self.health_host.lock().unwrap().clone()
     }
 
     /// Requests served (health checks excluded).
