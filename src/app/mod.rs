@@ -4,6 +4,7 @@
 //! [`Pipeline::dag`].
 
 pub mod cluster;
+pub mod object_metrics;
 pub mod standalone;
 
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
@@ -30,6 +31,9 @@ pub struct Pipeline {
     state: Mutex<PipelineState>,
     /// The route shards of the HTTP listener in the last snapshot (`sluice_http_route_shards`).
     route_shards: prometheus_client::metrics::gauge::Gauge,
+    /// The routing objects of the last build, by status (`contour_ingressroute_*`,
+    /// `sluice_routing_objects`).
+    objects: object_metrics::ObjectMetrics,
 }
 
 /// What the next publication starts from.
@@ -82,16 +86,19 @@ impl Pipeline {
             dag_tx,
             xds_tx,
             route_shards,
+            objects: object_metrics::ObjectMetrics::default(),
         }
     }
 
-    /// Registers the pipeline's metrics: `sluice_http_route_shards`.
+    /// Registers the pipeline's metrics: `sluice_http_route_shards`, and the routing objects of
+    /// the last build by status ([`object_metrics`]).
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         registry.register(
             "sluice_http_route_shards",
             "Route configurations the HTTP listener's hosts are spread over (--http-route-shards)",
             self.route_shards.clone(),
         );
+        registry.register_collector(Box::new(self.objects.clone()));
     }
 
     /// The route shards of the HTTP listener in the last snapshot published.
@@ -157,6 +164,8 @@ impl Pipeline {
             true
         });
         garbage.last = last.replace((snapshot.clone(), dag.clone()));
+        // Counted when /metrics is next scraped, not here.
+        garbage.objects = Some(self.objects.rebuilt(&dag, snapshot));
         garbage.retired = Some(retired);
         drop_later(garbage);
         if path == PublishPath::Full {
@@ -273,6 +282,7 @@ struct Garbage {
     xds: Option<Arc<xds::Snapshot>>,
     last: Option<(Snapshot, Arc<Dag>)>,
     retired: Option<translate::incremental::Retired>,
+    objects: Option<object_metrics::Replaced>,
 }
 
 /// How long the drop thread waits after it is handed something before it frees it: a change's
