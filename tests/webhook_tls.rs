@@ -236,6 +236,8 @@ async fn start_fails_loudly_on_an_unusable_certificate_or_address() {
         settings: mk_settings(),
         metrics: sluice::webhook::Metrics::new(),
         reload_interval: Duration::from_secs(1),
+        limits: sluice::webhook::Limits::default(),
+        health_address: None,
     };
     let index = IndexHandle::new(Options::default());
     let err = sluice::webhook::start(config.clone(), index.clone(), std::future::pending())

@@ -94,6 +94,31 @@ pub struct ServeArgs {
     /// Webhook private key (PEM); reloaded when the file changes.
     #[arg(long, value_name = "FILE")]
     pub webhook_key: Option<PathBuf>,
+    /// Serve the webhook's /healthz and /readyz over plain HTTP on this address too (the
+    /// kubelet's probes), apart from the HTTPS port's clients.
+    #[arg(long, requires = "webhook_address")]
+    pub webhook_health_address: Option<SocketAddr>,
+    /// Time a webhook request has from its headers to its answer (reading its body, waiting for
+    /// room, rechecks included); also bounds the TLS handshake and HTTP/1 header read. At most
+    /// the webhook configuration's timeoutSeconds (1s to 30s), e.g. 5s.
+    #[arg(long, default_value = "5s", value_name = "DURATION",
+          value_parser = parse_request_timeout)]
+    pub webhook_request_timeout: humantime::Duration,
+    /// Request bodies the webhook holds in memory at once, all requests together, in MiB (one
+    /// client address may hold a quarter, at least 8 MiB); a request finding no room waits
+    /// within its timeout, then gets 503.
+    #[arg(long, default_value_t = 32, value_name = "MIB",
+          value_parser = clap::value_parser!(u32).range(8..=4095))]
+    pub webhook_max_buffered_mib: u32,
+    /// Admission reviews decoded and checked at once; more wait within their timeout, then get
+    /// 503.
+    #[arg(long, default_value_t = 16, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub webhook_max_concurrent_reviews: u32,
+    /// HTTP/2 streams one webhook connection may have open; more are refused (REFUSED_STREAM).
+    #[arg(long, default_value_t = crate::webhook::limits::DEFAULT_HTTP2_MAX_STREAMS,
+          value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub webhook_http2_max_streams: u32,
     /// pathType the mutating webhook gives Ingress paths that have none.
     #[arg(long, default_value = "ImplementationSpecific", value_parser = ["Exact", "Prefix", "ImplementationSpecific"])]
     pub default_path_type: String,
@@ -189,6 +214,17 @@ impl ServeArgs {
             }),
         }
     }
+}
+
+/// `--webhook-request-timeout`: a duration from 1s to 30s (the range of a webhook's
+/// timeoutSeconds).
+fn parse_request_timeout(s: &str) -> Result<humantime::Duration, String> {
+    let d: humantime::Duration = s.parse().map_err(|e| format!("{e}"))?;
+    let max = crate::webhook::limits::MAX_REQUEST_TIMEOUT;
+    if *d < std::time::Duration::from_secs(1) || *d > max {
+        return Err(format!("must be between 1s and {}s", max.as_secs()));
+    }
+    Ok(d)
 }
 
 /// A future that resolves on SIGTERM or SIGINT. The handlers are installed when this is called

@@ -1,4 +1,6 @@
-//! Admission metrics: requests by endpoint, kind, operation and verdict, and a latency histogram.
+//! Admission metrics: requests by endpoint, kind, operation and verdict, a latency histogram, and
+//! what the limits do (docs/webhook.md, "Limits"): requests and connections refused by a limit,
+//! bytes of request bodies buffered, connections open.
 //!
 //! Label values are always from fixed sets (never user-supplied strings), so cardinality is bounded
 //! whatever objects are submitted.
@@ -8,6 +10,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -23,7 +26,8 @@ pub struct RequestLabels {
     pub kind: &'static str,
     /// CREATE, UPDATE, DELETE, CONNECT, or `unknown`.
     pub operation: &'static str,
-    /// `allowed`, `denied`, `patched` (allowed with a patch) or `bad_request`.
+    /// `allowed`, `denied`, `patched` (allowed with a patch), `bad_request` or `error` (HTTP 5xx:
+    /// an internal error, or a limit's 503).
     pub verdict: &'static str,
 }
 
@@ -31,6 +35,64 @@ pub struct RequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LatencyLabels {
     pub endpoint: &'static str,
+}
+
+/// Labels of `sluice_webhook_limit_hits_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// Which limit (see [`Limit`]).
+    pub limit: &'static str,
+}
+
+/// A limit that refused a request or a connection (the `limit` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// A body larger than the largest accepted (413).
+    BodySize,
+    /// A body that did not arrive before the request deadline (408).
+    BodyTimeout,
+    /// No room in the byte budget before the deadline (503).
+    BufferedBytes,
+    /// No review slot before the deadline (503).
+    Reviews,
+    /// A review that did not finish before the deadline (503).
+    ReviewTimeout,
+    /// A connection refused: the listener's connections all in use.
+    Connections,
+    /// A connection refused: its peer address has its share of connections open.
+    PeerConnections,
+    /// A TLS handshake that did not finish in time.
+    Handshake,
+    /// A connection closed after a while without a request.
+    Idle,
+}
+
+impl Limit {
+    pub const ALL: [Limit; 9] = [
+        Limit::BodySize,
+        Limit::BodyTimeout,
+        Limit::BufferedBytes,
+        Limit::Reviews,
+        Limit::ReviewTimeout,
+        Limit::Connections,
+        Limit::PeerConnections,
+        Limit::Handshake,
+        Limit::Idle,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::BodySize => "body_size",
+            Limit::BodyTimeout => "body_timeout",
+            Limit::BufferedBytes => "buffered_bytes",
+            Limit::Reviews => "reviews",
+            Limit::ReviewTimeout => "review_timeout",
+            Limit::Connections => "connections",
+            Limit::PeerConnections => "peer_connections",
+            Limit::Handshake => "handshake",
+            Limit::Idle => "idle",
+        }
+    }
 }
 
 fn latency_histogram() -> Histogram {
@@ -43,6 +105,11 @@ fn latency_histogram() -> Histogram {
 pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<LatencyLabels, Histogram, fn() -> Histogram>,
+    limit_hits: Family<LimitLabels, Counter>,
+    /// Bytes of request bodies held in memory now (charged to the byte budget).
+    pub(crate) buffered_bytes: Gauge,
+    /// Connections open now.
+    pub(crate) connections: Gauge,
 }
 
 impl Default for Metrics {
@@ -50,6 +117,9 @@ impl Default for Metrics {
         Metrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            limit_hits: Family::default(),
+            buffered_bytes: Gauge::default(),
+            connections: Gauge::default(),
         }
     }
 }
@@ -81,6 +151,49 @@ impl Metrics {
             "Time to answer one admission review, from the complete body to the encoded answer",
             self.latency.clone(),
         );
+        sub.register(
+            "limit_hits",
+            "Requests and connections refused or closed by one of the webhook's limits, by limit",
+            self.limit_hits.clone(),
+        );
+        sub.register(
+            "buffered_body_bytes",
+            "Bytes of admission request bodies held in memory now (the byte budget in use)",
+            self.buffered_bytes.clone(),
+        );
+        sub.register(
+            "connections",
+            "Connections open to the webhook's HTTPS listener now",
+            self.connections.clone(),
+        );
+    }
+
+    /// Counts one request or connection refused (or closed) by a limit.
+    pub fn hit(&self, limit: Limit) {
+        self.limit_hits
+            .get_or_create(&LimitLabels {
+                limit: limit.as_str(),
+            })
+            .inc();
+    }
+
+    /// How often a limit was hit so far (for tests).
+    pub fn hits(&self, limit: Limit) -> u64 {
+        self.limit_hits
+            .get_or_create(&LimitLabels {
+                limit: limit.as_str(),
+            })
+            .get()
+    }
+
+    /// Bytes of request bodies held in memory now.
+    pub fn buffered_bytes(&self) -> i64 {
+        self.buffered_bytes.get()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> i64 {
+        self.connections.get()
     }
 
     /// Counts one answered review.
