@@ -339,6 +339,14 @@ pub fn log_status_changes(prev: &Dag, dag: &Dag) {
             }
             State::Valid | State::Ignored => {}
         }
+        log_warnings(obj, status);
+    }
+}
+
+/// Logs the warnings of an object's status (an Ingress whose class annotation and field disagree).
+fn log_warnings(obj: &crate::api::ObjectRef, status: &crate::dag::ObjectStatus) {
+    for w in &status.warnings {
+        tracing::warn!(object = %obj, reason = w.reason, warning = %w.message, "warning");
     }
 }
 
@@ -356,6 +364,7 @@ pub fn log_statuses(dag: &Dag) {
                 tracing::warn!(object = %obj, description = %status.description, "orphaned")
             }
         }
+        log_warnings(obj, status);
     }
     tracing::info!(
         valid,
