@@ -114,3 +114,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
         b.set_valid(slot, "valid Route");
     }
 }
+
+#[cfg(test)]
+#[path = "route_tests.rs"]
+mod tests;
