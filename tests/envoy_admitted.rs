@@ -431,8 +431,10 @@ fn ingress(rng: &mut Rng, i: usize) -> Value {
                 })
                 .collect();
             let mut rule = json!({ "http": { "paths": paths } });
+            // The API server takes Ingress hosts in lower case only (IngressRoute fqdns keep
+            // the generator's upper-case host).
             if rng.chance(85) {
-                rule["host"] = json!(host(rng, true));
+                rule["host"] = json!(host(rng, true).to_ascii_lowercase());
             }
             rule
         })
@@ -442,7 +444,9 @@ fn ingress(rng: &mut Rng, i: usize) -> Value {
         spec["defaultBackend"] = ingress_backend(rng);
     }
     if rng.chance(30) {
-        let hosts: Vec<String> = (0..1 + rng.below(2)).map(|_| host(rng, true)).collect();
+        let hosts: Vec<String> = (0..1 + rng.below(2))
+            .map(|_| host(rng, true).to_ascii_lowercase())
+            .collect();
         spec["tls"] = json!([{ "hosts": hosts, "secretName": rng.pick(&["cert", "missing"]) }]);
     }
     json!({
