@@ -749,3 +749,34 @@ async fn a_client_trickling_its_headers_is_cut_off() {
         "after {waited:?}: {answer:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_and_http2_backends_are_spoken_to_over_http2_and_http_over_http1() {
+    // Seed 002's backend protocols: `h2c` (and its alias `http2`) is HTTP/2 in cleartext, `http`
+    // HTTP/1.1, whatever the client speaks to Envoy.
+    let plain = Backend::start("proto/plain").await;
+    let h2c = Backend::start("proto/h2c").await;
+    let http2 = Backend::start("proto/http2").await;
+    let route = "apiVersion: projectcontour.io/v1\nkind: IngressRoute\nmetadata: {name: proto, namespace: proto}\nspec:\n  virtualhost: {fqdn: proto.example.com}\n  routes:\n  - match: {path: /plain}\n    services: [{http: plain, port: 80}]\n  - match: {path: /h2c}\n    services: [{h2c: h2c, port: 80}]\n  - match: {path: /http2}\n    services: [{http2: http2, port: 80}]\n".to_string();
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("proto", &[&plain, &h2c, &http2])),
+            ("route.yaml", route),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    for (path, backend, version) in [
+        ("/plain", &plain, "HTTP/1.1"),
+        ("/h2c", &h2c, "HTTP/2.0"),
+        ("/http2", &http2, "HTTP/2.0"),
+    ] {
+        h.expect("proto.example.com", path, &[], &backend.name)
+            .await;
+        assert_eq!(
+            backend.last_header(":version"),
+            [version],
+            "{path}: the backend's HTTP version"
+        );
+    }
+}
