@@ -55,12 +55,25 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// A client from the kubeconfig or the in-cluster environment.
-pub async fn connect() -> anyhow::Result<kube::Client> {
-    let config = kube::Config::infer()
+/// The Kubernetes configuration: the kubeconfig or the in-cluster environment.
+async fn kube_config() -> anyhow::Result<kube::Config> {
+    kube::Config::infer()
         .await
-        .context("no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster)")?;
-    kube::Client::try_from(config).context("building the Kubernetes client")
+        .context("no Kubernetes configuration (KUBECONFIG, ~/.kube/config or in-cluster)")
+}
+
+/// A client for requests that are not watches (`sluice certgen`), from the kubeconfig or the
+/// in-cluster environment: its reads time out ([`k8s::REQUEST_READ_TIMEOUT`]).
+pub async fn connect() -> anyhow::Result<kube::Client> {
+    let clients = k8s::ApiClients::from_config(kube_config().await?)
+        .context("building the Kubernetes client")?;
+    Ok(clients.requests)
+}
+
+/// Cluster mode's clients (see [`k8s::ApiClients`]): one whose requests time out, one for
+/// lists and watches.
+pub async fn connect_cluster() -> anyhow::Result<k8s::ApiClients> {
+    k8s::ApiClients::from_config(kube_config().await?).context("building the Kubernetes client")
 }
 
 /// Runs cluster mode until `shutdown` resolves. `/metrics` (with `--metrics-address`) serves the
@@ -73,14 +86,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let config = config_from_args(args)?;
-    let client = connect().await?;
+    let clients = connect_cluster().await?;
     tracing::info!(
         identity = %config.identity,
         namespace = %config.namespace,
         lease = %config.lease_name,
         "starting cluster mode"
     );
-    let cluster = Cluster::start(client, config, publish).await?;
+    let cluster = Cluster::start(clients, config, publish).await?;
     on_start(&cluster);
     let metrics_task = args.metrics_address.map(|addr| {
         let mut registry = Registry::default();
@@ -136,7 +149,10 @@ pub async fn serve(
         .await
         .with_context(|| format!("binding the xDS server to {}", args.xds_address))?;
     tracing::info!(address = %args.xds_address, tls = xds_tls.is_some(), "serving xDS (cluster mode)");
-    let server = crate::xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
+    // Envoys that connect (or reconnect to this restarted sluice) are answered once the first
+    // complete build is published, never with the pipeline's empty start.
+    let (first_build_tx, first_build) = tokio::sync::watch::channel(false);
+    let server = crate::xds::AdsServer::new(pipeline.xds(), stop_rx.clone()).after(first_build);
     let xds_stats = server.stats();
     let xds_task = tokio::spawn(crate::xds::serve(
         listener,
@@ -154,6 +170,7 @@ pub async fn serve(
             // Envoy's update first; the webhook's index follows right after (EndpointSlices are
             // not in it, so an endpoint-only change leaves it alone).
             let (dag, path) = pipeline.publish_counted(snapshot);
+            first_build_tx.send_if_modified(|built| !std::mem::replace(built, true));
             if path.rebuilt() {
                 index.replace(snapshot);
                 let mut logged = logged.lock().unwrap_or_else(|p| p.into_inner());

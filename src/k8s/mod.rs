@@ -110,6 +110,57 @@ impl Config {
     }
 }
 
+/// How long connecting to the API server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request that is not a watch may wait for the API server's next bytes (the
+/// apiserver answers the requests sluice makes in well under a second; its own limit is 60 s).
+/// Without it a connection the network stopped carrying hangs a request forever: a Lease renewal
+/// that never returns, a status write that never ends.
+pub const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long sending a request's bytes may stall.
+pub const REQUEST_WRITE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The API clients of cluster mode. Lists and watches are long reads by design (a watch of a
+/// quiet kind carries nothing for minutes; kube-runtime's watcher ends one that stays silent past
+/// its server-side timeout), so they get a client of their own without a read timeout; every other
+/// request (discovery, the Lease, status writes, Events) goes through a client whose reads time
+/// out after [`REQUEST_READ_TIMEOUT`], and the elector and the status writer bound each of their
+/// calls besides (`leader.rs`, `writer.rs`).
+#[derive(Clone)]
+pub struct ApiClients {
+    /// Every request that is not a list or a watch.
+    pub requests: Client,
+    /// Lists and watches.
+    pub watches: Client,
+}
+
+impl ApiClients {
+    /// Both clients from one configuration (a kubeconfig's or the in-cluster one): the same
+    /// server and credentials, their own connection pools and timeouts.
+    pub fn from_config(config: kube::Config) -> Result<Self, kube::Error> {
+        let mut requests = config.clone();
+        requests.connect_timeout = Some(CONNECT_TIMEOUT);
+        requests.read_timeout = Some(REQUEST_READ_TIMEOUT);
+        requests.write_timeout = Some(REQUEST_WRITE_TIMEOUT);
+        let mut watches = config;
+        watches.connect_timeout = Some(CONNECT_TIMEOUT);
+        watches.read_timeout = None;
+        watches.write_timeout = Some(REQUEST_WRITE_TIMEOUT);
+        Ok(ApiClients {
+            requests: Client::try_from(requests)?,
+            watches: Client::try_from(watches)?,
+        })
+    }
+
+    /// One client for everything (tests with a mock API server).
+    pub fn single(client: Client) -> Self {
+        ApiClients {
+            requests: client.clone(),
+            watches: client,
+        }
+    }
+}
+
 /// Errors starting cluster mode.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -150,10 +201,14 @@ impl Cluster {
     /// `publish` builds the DAG from each snapshot (see [`Publisher`]; [`build_only`] when nothing
     /// else needs feeding).
     pub async fn start(
-        client: Client,
+        clients: ApiClients,
         config: Config,
         publish: Publisher,
     ) -> Result<Cluster, Error> {
+        let ApiClients {
+            requests: client,
+            watches,
+        } = clients;
         let metrics = Metrics::default();
         let found = kinds::discover(&client, &kinds::WATCHED)
             .await
@@ -169,7 +224,8 @@ impl Cluster {
         let state = Arc::new(Mutex::new(state::ClusterState::default()));
         let (changed_tx, changed_rx) = channel::channel(0u64);
         let watch_ctx = watch::WatchContext {
-            client: client.clone(),
+            client: watches.clone(),
+            discovery: client.clone(),
             state: state.clone(),
             changed: changed_tx,
             metrics: metrics.clone(),
@@ -214,7 +270,7 @@ impl Cluster {
             }
             LoadBalancerSource::EnvoyService(key) => {
                 background.push(tokio::spawn(watch_envoy_service(
-                    client.clone(),
+                    watches.clone(),
                     key.clone(),
                     lb_tx,
                 )));
@@ -259,6 +315,7 @@ impl Cluster {
                 rate: config.status_qps,
                 burst: config.status_burst,
                 concurrency: config.status_concurrency,
+                write_timeout: writer::WRITE_TIMEOUT,
             },
             writer::WriterInputs {
                 built: built_rx.clone(),
@@ -315,7 +372,7 @@ async fn rediscover(
 ) {
     while !missing.is_empty() {
         tokio::time::sleep(every).await;
-        let found = match kinds::discover(&ctx.client, &missing).await {
+        let found = match kinds::discover(&ctx.discovery, &missing).await {
             Ok(f) => f,
             Err(e) => {
                 tracing::debug!(error = %e, "rediscovery failed");

@@ -25,7 +25,10 @@ use super::state::{ClusterState, Prepared, prepare};
 /// Everything a watch task needs.
 #[derive(Clone)]
 pub struct WatchContext {
+    /// The client for lists and watches (no read timeout: see [`super::ApiClients`]).
     pub client: Client,
+    /// The client for discovery (kinds missing at start are looked for again).
+    pub discovery: Client,
     pub state: Arc<Mutex<ClusterState>>,
     /// Signalled whenever routing input changed (or a kind finished its initial list).
     pub changed: watch::Sender<u64>,

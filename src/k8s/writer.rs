@@ -79,6 +79,25 @@ pub struct WriterContext {
     pub burst: u32,
     /// Writes in flight at once.
     pub concurrency: usize,
+    /// How long one write may take, from sending it to its answer ([`WRITE_TIMEOUT`]).
+    pub write_timeout: Duration,
+}
+
+/// How long one status write may take before it is abandoned and retried like a failed one. The
+/// API server answers a status apply in milliseconds (100–200 ms while it creates hundreds of
+/// objects); a write that takes this long is hanging.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a status write did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    /// The replica stopped leading before the write was sent.
+    #[error("this replica no longer holds the lease")]
+    NotLeader,
 }
 
 /// The inputs the writer reacts to.
@@ -108,10 +127,18 @@ struct Pass {
 /// each free slot (of `concurrency`, paced by the token bucket) takes the next planned write at
 /// once. An object whose write is in flight is left out of a plan and planned again when the
 /// write ends. A failed write holds its object back for the backoff, then plans again.
+///
+/// Only a leader writes. When the lease is lost (the elector's renew deadline passed, or another
+/// replica holds it) the writer starts nothing more and abandons every write in flight at once
+/// (dropping a request closes its connection); a write waiting for its turn in the token bucket
+/// checks the lease again right before it is sent. Each write is abandoned after
+/// `write_timeout`, and retried like a failed one.
 pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
     let mut limiter = RateLimit::new(ctx.rate, ctx.burst);
     let mut backoff = Duration::from_millis(200);
     let concurrency = ctx.concurrency.max(1);
+    // Read by each write right before it is sent.
+    let lease = inputs.leader.clone();
     let mut in_flight = futures::stream::FuturesUnordered::new();
     // Objects with a write in flight, and those of them a later plan left out.
     let mut busy: HashSet<ObjectRef> = HashSet::new();
@@ -135,6 +162,15 @@ pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
             return;
         }
         let leading = *inputs.leader.borrow_and_update();
+        if !leading && !in_flight.is_empty() {
+            tracing::warn!(
+                abandoned = in_flight.len(),
+                "not leading any more: abandoning the status writes in flight"
+            );
+            in_flight.clear();
+            busy.clear();
+            skipped.clear();
+        }
         if replan {
             replan = false;
             let built = inputs.built.borrow_and_update().clone();
@@ -198,12 +234,18 @@ pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
             };
             let wait = limiter.take(Instant::now());
             busy.insert(obj.clone());
-            let ctx = &ctx;
+            let (ctx, lease) = (&ctx, &lease);
             in_flight.push(async move {
                 if !wait.is_zero() {
                     tokio::time::sleep(wait).await;
                 }
-                let result = write_one(ctx, &obj, &status).await;
+                let result = if *lease.borrow() {
+                    tokio::time::timeout(ctx.write_timeout, write_one(ctx, &obj, &status))
+                        .await
+                        .unwrap_or(Err(WriteError::TimedOut(ctx.write_timeout)))
+                } else {
+                    Err(WriteError::NotLeader)
+                };
                 (obj, result)
             });
         }
@@ -235,8 +277,11 @@ pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
                             backoff = Duration::from_millis(200);
                         }
                     }
-                    Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 404) => {
+                    Err(WriteError::Api(kube::Error::Api(s))) if s.code == 404 => {
                         tracing::debug!(object = %obj, "object gone before its status was written");
+                    }
+                    Err(WriteError::NotLeader) => {
+                        tracing::debug!(object = %obj, "not leading any more: status write not sent");
                     }
                     Err(e) => {
                         pass.failed += 1;
@@ -415,11 +460,7 @@ fn plan_statuses(
         .collect()
 }
 
-async fn write_one(
-    ctx: &WriterContext,
-    obj: &ObjectRef,
-    status: &Value,
-) -> Result<(), kube::Error> {
+async fn write_one(ctx: &WriterContext, obj: &ObjectRef, status: &Value) -> Result<(), WriteError> {
     let Some(ar) = ctx
         .resources
         .lock()
@@ -539,6 +580,87 @@ mod tests {
         (Client::new(apiserver, "default"), written)
     }
 
+    /// What a test's API server saw of each write, by object name.
+    #[derive(Clone, Default)]
+    struct Seen {
+        /// Requests that reached it.
+        sent: Arc<Mutex<Vec<String>>>,
+        /// Requests it answered.
+        answered: Arc<Mutex<Vec<String>>>,
+        /// Requests the client gave up before they were answered.
+        abandoned: Arc<Mutex<Vec<String>>>,
+    }
+
+    /// Records a request the client drops before it is answered.
+    struct Abandon(Option<(String, Arc<Mutex<Vec<String>>>)>);
+
+    impl Drop for Abandon {
+        fn drop(&mut self) {
+            if let Some((name, abandoned)) = self.0.take() {
+                abandoned.lock().unwrap().push(name);
+            }
+        }
+    }
+
+    /// An apiserver like [`mock_apiserver`] whose answer to the `n`th write (from 0) of an
+    /// object never comes when `hangs(name, n)`.
+    fn hanging_apiserver(names: &[&str], hangs: fn(&str, usize) -> bool) -> (Client, Seen) {
+        use axum::http::{Request, Response};
+        use http_body_util::BodyExt;
+        let objects: BTreeMap<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), ingressroute(n)))
+            .collect();
+        let seen = Seen::default();
+        let apiserver = {
+            let seen = seen.clone();
+            tower::service_fn(move |req: Request<kube::client::Body>| {
+                let (objects, seen) = (objects.clone(), seen.clone());
+                async move {
+                    let name = req
+                        .uri()
+                        .path()
+                        .rsplit('/')
+                        .nth(1)
+                        .unwrap_or("")
+                        .to_string();
+                    let body = req.into_body().collect().await?.to_bytes();
+                    let patch: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let attempt = {
+                        let mut sent = seen.sent.lock().unwrap();
+                        sent.push(name.clone());
+                        sent.iter().filter(|n| **n == name).count() - 1
+                    };
+                    let mut guard = Abandon(Some((name.clone(), seen.abandoned.clone())));
+                    if hangs(&name, attempt) {
+                        std::future::pending::<()>().await;
+                    }
+                    guard.0 = None;
+                    let mut object = objects.get(&name).cloned().unwrap_or_default();
+                    object["status"] = patch["status"].clone();
+                    seen.answered.lock().unwrap().push(name);
+                    Ok::<_, kube::Error>(Response::new(kube::client::Body::from(
+                        serde_json::to_vec(&object).unwrap_or_default(),
+                    )))
+                }
+            })
+        };
+        (Client::new(apiserver, "default"), seen)
+    }
+
+    /// Waits until `list` holds `name` `times` times.
+    async fn seen_times(list: &Mutex<Vec<String>>, name: &str, times: usize) {
+        written_times(list, name, times).await;
+    }
+
+    /// A running writer's inputs.
+    struct Running {
+        built: watch::Sender<Option<Arc<Built>>>,
+        leader: watch::Sender<bool>,
+        shutdown: watch::Sender<bool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
     /// The writer over `state` as leader, from build 1 of it.
     fn spawn_writer(
         client: Client,
@@ -548,6 +670,21 @@ mod tests {
         watch::Sender<bool>,
         tokio::task::JoinHandle<()>,
     ) {
+        let r = spawn_writer_with(client, state, WRITE_TIMEOUT);
+        let leader = r.leader;
+        let task = tokio::spawn(async move {
+            let _ = r.task.await;
+            drop(leader);
+        });
+        (r.built, r.shutdown, task)
+    }
+
+    /// The writer over `state` as leader, from build 1 of it, each write bounded by `timeout`.
+    fn spawn_writer_with(
+        client: Client,
+        state: &Arc<Mutex<ClusterState>>,
+        write_timeout: Duration,
+    ) -> Running {
         let resource = ApiResource::from_gvk_with_plural(
             &kube::core::GroupVersionKind::gvk("contour.heptio.com", "v1beta1", "IngressRoute"),
             "ingressroutes",
@@ -563,12 +700,13 @@ mod tests {
             rate: 1000.0,
             burst: 100,
             concurrency: 4,
+            write_timeout,
         };
         let (built_tx, built) = watch::channel(Some(build(state, 1)));
         let (leader_tx, leader) = watch::channel(true);
         let (lb_tx, load_balancer) = watch::channel(None);
         let (shutdown_tx, shutdown) = watch::channel(false);
-        let writer = tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             write_loop(
                 ctx,
                 WriterInputs {
@@ -579,9 +717,72 @@ mod tests {
                 },
             )
             .await;
-            drop((leader_tx, lb_tx));
+            drop(lb_tx);
         });
-        (built_tx, shutdown_tx, writer)
+        Running {
+            built: built_tx,
+            leader: leader_tx,
+            shutdown: shutdown_tx,
+            task,
+        }
+    }
+
+    /// A write the API server never answers is abandoned after the write timeout and retried;
+    /// the other objects' writes go on meanwhile.
+    #[tokio::test]
+    async fn a_write_that_never_ends_is_abandoned_and_retried() {
+        let (client, seen) =
+            hanging_apiserver(&["stuck", "a"], |name, n| name == "stuck" && n == 0);
+        let state = Arc::new(Mutex::new(ClusterState::default()));
+        add_routes(&state, &["stuck", "a"]);
+        let w = spawn_writer_with(client, &state, Duration::from_millis(300));
+        seen_times(&seen.answered, "a", 1).await;
+        seen_times(&seen.abandoned, "stuck", 1).await;
+        seen_times(&seen.answered, "stuck", 1).await;
+        w.shutdown.send_replace(true);
+        w.task.await.unwrap();
+        assert_eq!(
+            seen.sent
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|n| *n == "stuck")
+                .count(),
+            2
+        );
+    }
+
+    /// A replica that stops leading abandons its writes in flight at once (not at their
+    /// timeout) and starts none until it leads again.
+    #[tokio::test]
+    async fn losing_the_lease_abandons_the_writes_in_flight_and_starts_none() {
+        let (client, seen) =
+            hanging_apiserver(&["stuck", "a", "b"], |name, n| name == "stuck" && n == 0);
+        let state = Arc::new(Mutex::new(ClusterState::default()));
+        add_routes(&state, &["stuck", "a"]);
+        let w = spawn_writer_with(client, &state, Duration::from_secs(600));
+        seen_times(&seen.answered, "a", 1).await;
+        seen_times(&seen.sent, "stuck", 1).await;
+        w.leader.send_replace(false);
+        let lost = Instant::now();
+        seen_times(&seen.abandoned, "stuck", 1).await;
+        assert!(lost.elapsed() < Duration::from_secs(5));
+        // A new object while following: nothing is sent.
+        add_routes(&state, &["b"]);
+        w.built.send_replace(Some(build(&state, 2)));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut sent = seen.sent.lock().unwrap().clone();
+        sent.sort();
+        assert_eq!(
+            sent,
+            ["a", "stuck"],
+            "a replica that does not lead sent a write"
+        );
+        w.leader.send_replace(true);
+        seen_times(&seen.answered, "b", 1).await;
+        seen_times(&seen.answered, "stuck", 1).await;
+        w.shutdown.send_replace(true);
+        w.task.await.unwrap();
     }
 
     /// Waits until `name` was written `times` times.
