@@ -120,7 +120,13 @@ pub async fn run(
     // The webhook's index: what the manifest directory holds (the last good load); not ready
     // (/readyz 503) until a load succeeds.
     let index = IndexHandle::new(cfg.dag_options.clone());
-    reload(&pipeline, &index, &cfg);
+    // xDS streams answer once a load of the manifests has succeeded, never with the pipeline's
+    // empty start (a directory that does not load yet keeps Envoys waiting, not emptied).
+    let (loaded_tx, loaded) = watch::channel(false);
+    let mark_loaded = |ok: bool| {
+        loaded_tx.send_if_modified(|done| ok && !std::mem::replace(done, true));
+    };
+    mark_loaded(reload(&pipeline, &index, &cfg));
 
     let (changes_tx, mut changes) = mpsc::unbounded_channel::<()>();
     let mut watcher =
@@ -158,7 +164,7 @@ pub async fn run(
         }
         None => None,
     };
-    let server = xds::AdsServer::new(pipeline.xds(), stop_rx.clone());
+    let server = xds::AdsServer::new(pipeline.xds(), stop_rx.clone()).after(loaded);
     let metrics_task = cfg.metrics_address.map(|addr| {
         let mut registry = prometheus_client::registry::Registry::default();
         if let Some(w) = &cfg.webhook {
@@ -194,7 +200,7 @@ pub async fn run(
                     }
                 }
                 tracing::info!("manifests changed, reloading");
-                reload(&pipeline, &index, &cfg);
+                mark_loaded(reload(&pipeline, &index, &cfg));
             }
         }
     }

@@ -2,6 +2,10 @@
 //! one task that feeds requests and snapshot changes to its [`Stream`] state machine and sends
 //! whatever it answers. Snapshots arrive over a `tokio::sync::watch` channel shared by every
 //! stream, so any number of Envoys follow the same state.
+//!
+//! A server made [`AdsServer::after`] a readiness signal answers nothing before it: a stream
+//! holds its requests until the first complete build is published, so an Envoy that reconnects
+//! to a restarted sluice keeps the configuration it has instead of being sent an empty one.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -25,7 +29,13 @@ pub struct AdsServer {
     snapshots: watch::Receiver<Arc<Snapshot>>,
     shutdown: watch::Receiver<bool>,
     stats: Arc<Stats>,
+    /// Streams answer once this is true (None: from the start).
+    ready: Option<watch::Receiver<bool>>,
 }
+
+/// The most requests a stream holds while it waits for the first build (Envoy sends one per
+/// type it subscribes to, a handful); a client that sends more is cut off.
+const MAX_HELD_REQUESTS: usize = 64;
 
 impl AdsServer {
     /// Serves the snapshots published on `snapshots`; every stream ends when `shutdown` turns true
@@ -38,7 +48,19 @@ impl AdsServer {
             snapshots,
             shutdown,
             stats: Arc::default(),
+            ready: None,
         }
+    }
+
+    /// The server whose streams answer nothing until `ready` turns true: until then each stream
+    /// reads and holds its client's requests, and answers them from the snapshot published by
+    /// then. `sluice serve` turns it true once the first complete build is published (cluster
+    /// mode: after every initial list; standalone: after the first good load of the manifests),
+    /// so that an Envoy never receives the empty snapshot the pipeline starts with and drops the
+    /// listeners and routes it holds. A stream whose `ready` sender goes away unready ends.
+    pub fn after(mut self, ready: watch::Receiver<bool>) -> AdsServer {
+        self.ready = Some(ready);
+        self
     }
 
     pub fn stats(&self) -> Arc<Stats> {
@@ -61,8 +83,33 @@ impl AdsServer {
         let mut snapshots = self.snapshots.clone();
         let mut shutdown = self.shutdown.clone();
         let stats = self.stats.clone();
+        let ready = self.ready.clone();
         tokio::spawn(async move {
+            let held = match ready {
+                Some(ready) => match hold_until_ready(ready, &mut inbound, &mut shutdown).await {
+                    Ok(held) => held,
+                    Err(status) => {
+                        if let Some(status) = status {
+                            let _ = tx.send(Err(status)).await;
+                        }
+                        return;
+                    }
+                },
+                None => Vec::new(),
+            };
             let mut sm = Stream::new(mode, stats);
+            let mut out = Vec::new();
+            for req in &held {
+                let snap = snapshots.borrow_and_update().clone();
+                out.extend(handle(&mut sm, req, &snap));
+            }
+            for r in out {
+                if let Some(resp) = unwrap(r)
+                    && tx.send(Ok(resp)).await.is_err()
+                {
+                    return;
+                }
+            }
             loop {
                 let out = tokio::select! {
                     msg = inbound.message() => match msg {
@@ -96,6 +143,43 @@ impl AdsServer {
             tracing::info!(node = sm.node(), ?mode, "xDS stream closed");
         });
         rx
+    }
+}
+
+/// Reads and holds `inbound`'s requests until `ready` is true: Ok(the requests held), or Err
+/// when the stream is to end before (the client went away, the server stops, or the client sent
+/// more than [`MAX_HELD_REQUESTS`]: the status to end it with).
+async fn hold_until_ready<Req>(
+    mut ready: watch::Receiver<bool>,
+    inbound: &mut Streaming<Req>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<Vec<Req>, Option<Status>> {
+    let mut held = Vec::new();
+    if *ready.borrow_and_update() {
+        return Ok(held);
+    }
+    tracing::info!("xDS stream waits for the first complete build");
+    loop {
+        tokio::select! {
+            r = ready.wait_for(|r| *r) => return match r {
+                Ok(_) => Ok(held),
+                Err(_) => Err(Some(Status::unavailable("shutting down"))),
+            },
+            msg = inbound.message() => match msg {
+                Ok(Some(_)) if held.len() >= MAX_HELD_REQUESTS => {
+                    return Err(Some(Status::resource_exhausted(
+                        "too many xDS requests before the first build",
+                    )));
+                }
+                Ok(Some(req)) => held.push(req),
+                Ok(None) => return Err(None),
+                Err(e) => {
+                    tracing::debug!(error = %e, "xDS stream error before the first build");
+                    return Err(None);
+                }
+            },
+            _ = shutdown.wait_for(|s| *s) => return Err(None),
+        }
     }
 }
 
@@ -421,6 +505,162 @@ mod tests {
             .header("grpc-encoding", "gzip");
         let code = tonic::Code::Unimplemented as i32;
         assert_eq!(immediate_status(request).await, code.to_string());
+    }
+
+    use envoy_types::pb::envoy::service::discovery::v3::{
+        DeltaDiscoveryRequest, DiscoveryRequest,
+        aggregated_discovery_service_client::AggregatedDiscoveryServiceClient as Client,
+    };
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tokio::sync::{mpsc, watch};
+    use tokio_stream::wrappers::ReceiverStream;
+
+    const CLUSTERS: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
+
+    /// A snapshot of one cluster `name` (its body: the name's bytes).
+    fn one_cluster(name: &str) -> super::Snapshot {
+        use envoy_types::pb::google::protobuf::Any;
+        let clusters = [(
+            name.to_string(),
+            Any {
+                type_url: CLUSTERS.into(),
+                value: name.as_bytes().to_vec(),
+            },
+        )];
+        let t = crate::translate::ResourceType::Cluster;
+        super::Snapshot::from_encoded([(t, clusters.into_iter().collect())].into())
+    }
+
+    /// The production server, answering after `ready`, on a free loopback port: a client of it,
+    /// and the senders of its snapshots and of its stop.
+    async fn gated_server(
+        ready: watch::Receiver<bool>,
+    ) -> (
+        Client<tonic::transport::Channel>,
+        watch::Sender<Arc<super::Snapshot>>,
+        watch::Sender<bool>,
+    ) {
+        let (snapshots, rx) = watch::channel(Arc::new(super::Snapshot::default()));
+        let (stop, stop_rx) = watch::channel(false);
+        let server = super::AdsServer::new(rx, stop_rx.clone()).after(ready);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let mut stopped = stop_rx;
+        tokio::spawn(super::serve(listener, server, None, async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }));
+        let channel = tonic::transport::Endpoint::from_shared(url)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        (Client::new(channel), snapshots, stop)
+    }
+
+    /// What a client that connected before the first build sees: nothing until the first build
+    /// is published and `ready` turns true, then that build (not the empty snapshot the server
+    /// held before it), for a state-of-the-world and a delta stream.
+    #[tokio::test]
+    async fn streams_answer_nothing_before_the_first_build_then_the_build() {
+        let quiet = Duration::from_millis(700);
+        let (ready_tx, ready) = watch::channel(false);
+        let (mut client, snapshots, _stop) = gated_server(ready).await;
+        let (sotw_tx, sotw_rx) = mpsc::channel(4);
+        sotw_tx
+            .send(DiscoveryRequest {
+                type_url: CLUSTERS.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut sotw = client
+            .stream_aggregated_resources(ReceiverStream::new(sotw_rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let (delta_tx, delta_rx) = mpsc::channel(4);
+        delta_tx
+            .send(DeltaDiscoveryRequest {
+                type_url: CLUSTERS.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut delta = client
+            .delta_aggregated_resources(ReceiverStream::new(delta_rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let early = tokio::time::timeout(quiet, sotw.message()).await;
+        assert!(early.is_err(), "answered before the first build: {early:?}");
+        let early = tokio::time::timeout(quiet, delta.message()).await;
+        assert!(early.is_err(), "answered before the first build: {early:?}");
+        // A snapshot published before ready is not sent either.
+        snapshots.send_replace(Arc::new(one_cluster("a")));
+        let early = tokio::time::timeout(quiet, sotw.message()).await;
+        assert!(early.is_err(), "answered before ready: {early:?}");
+        snapshots.send_replace(Arc::new(one_cluster("b")));
+        ready_tx.send_replace(true);
+        let wait = Duration::from_secs(10);
+        let got = tokio::time::timeout(wait, sotw.message()).await;
+        let got = got.expect("answered once ready").unwrap().unwrap();
+        let names: Vec<&[u8]> = got.resources.iter().map(|r| &r.value[..]).collect();
+        assert_eq!(names, [b"b"]);
+        let got = tokio::time::timeout(wait, delta.message()).await;
+        let got = got.expect("answered once ready").unwrap().unwrap();
+        let names: Vec<&str> = got.resources.iter().map(|r| &r.name[..]).collect();
+        assert_eq!(names, ["b"]);
+        // Later changes flow as without the gate (once the client has acknowledged).
+        let ack = DeltaDiscoveryRequest {
+            type_url: CLUSTERS.into(),
+            response_nonce: got.nonce,
+            ..Default::default()
+        };
+        delta_tx.send(ack).await.unwrap();
+        snapshots.send_replace(Arc::new(one_cluster("c")));
+        let got = tokio::time::timeout(wait, delta.message()).await;
+        let got = got.expect("a change after ready").unwrap().unwrap();
+        let names: Vec<&str> = got.resources.iter().map(|r| &r.name[..]).collect();
+        assert_eq!(
+            (names, got.removed_resources),
+            (vec!["c"], vec!["b".into()])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stream_waiting_for_the_first_build_ends_when_it_cannot_come() {
+        let (ready_tx, ready) = watch::channel(false);
+        let (mut client, _snapshots, _stop) = gated_server(ready).await;
+        let (tx, rx) = mpsc::channel(1);
+        tx.send(DiscoveryRequest::default()).await.unwrap();
+        let mut stream = client
+            .stream_aggregated_resources(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        drop(ready_tx);
+        let end = tokio::time::timeout(Duration::from_secs(10), stream.message()).await;
+        let status = end.expect("the stream ends").unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+    }
+
+    #[tokio::test]
+    async fn a_client_holds_only_so_many_requests_before_the_first_build() {
+        let (_ready_tx, ready) = watch::channel(false);
+        let (mut client, _snapshots, _stop) = gated_server(ready).await;
+        let (tx, rx) = mpsc::channel(super::MAX_HELD_REQUESTS + 1);
+        for _ in 0..=super::MAX_HELD_REQUESTS {
+            tx.send(DiscoveryRequest::default()).await.unwrap();
+        }
+        let mut stream = client
+            .stream_aggregated_resources(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let end = tokio::time::timeout(Duration::from_secs(10), stream.message()).await;
+        let status = end.expect("the stream ends").unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     }
 
     #[tokio::test]
