@@ -10,6 +10,7 @@ mod chart;
 mod gateway;
 mod leader;
 mod pods;
+mod restart;
 mod status;
 mod traffic;
 mod validate;
