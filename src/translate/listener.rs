@@ -14,7 +14,9 @@ use envoy_types::pb::envoy::extensions::filters::listener::proxy_protocol::v3::P
 use envoy_types::pb::envoy::extensions::filters::listener::tls_inspector::v3::TlsInspector;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
     HttpConnectionManager, HttpFilter, Rds,
-    http_connection_manager::{CodecType, RouteSpecifier, StripPortMode, UpgradeConfig},
+    http_connection_manager::{
+        CodecType, PathWithEscapedSlashesAction, RouteSpecifier, StripPortMode, UpgradeConfig,
+    },
     http_filter,
 };
 use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
@@ -314,8 +316,13 @@ fn hcm(
         http_filters,
         use_remote_address: Some(boolv(true)),
         xff_num_trusted_hops: options.num_trusted_hops,
+        // Paths are routed as the backend will read them: dot segments resolved (`normalize_path`,
+        // RFC 3986), `//` merged, and a path with an escaped slash or backslash (`%2F`, `%5C`)
+        // redirected to its unescaped form, so that no route is chosen on a path whose
+        // segments the backend splits otherwise (docs/xds.md, "Envoy hardening").
         normalize_path: Some(boolv(true)),
         merge_slashes: true,
+        path_with_escaped_slashes_action: PathWithEscapedSlashesAction::UnescapeAndRedirect as i32,
         strip_port_mode: (!shared.keep_host_port).then_some(StripPortMode::StripAnyHostPort(true)),
         // Envoy's recommendations for an edge proxy: bounds on what a slow or greedy client can
         // hold (docs/xds.md, "Limits on clients").
@@ -609,6 +616,20 @@ mod tests {
     use super::*;
     use crate::translate::access_log::{AccessLog, AccessLogFormat};
     use crate::translate::trace::Tracing;
+
+    #[test]
+    fn every_connection_manager_normalizes_paths_and_redirects_escaped_slashes() {
+        let options = Options::default();
+        for shared in [Shared::new(&options), Shared::for_gateway(&options)] {
+            let hcm = hcm(&shared, HTTP_LISTENER, None, Vec::new());
+            assert_eq!(hcm.normalize_path, Some(boolv(true)));
+            assert!(hcm.merge_slashes);
+            assert_eq!(
+                hcm.path_with_escaped_slashes_action(),
+                PathWithEscapedSlashesAction::UnescapeAndRedirect
+            );
+        }
+    }
 
     #[test]
     fn a_tls_hosts_connection_manager_from_the_listeners_bytes_is_its_whole_encoding() {
