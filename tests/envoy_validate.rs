@@ -344,10 +344,11 @@ fn envoy_validation_refuses_a_broken_snapshot() {
     envoy_support::assert_envoy_accepts(&res, "broken");
 }
 
-/// `sluice bootstrap` output, plain and with mTLS to the xDS server, passes `envoy --mode validate`.
+/// `sluice bootstrap` output, plain and with mTLS to the xDS server, with and without the
+/// overload manager's heap limit and connection limit, passes `envoy --mode validate`.
 #[test]
 fn envoy_validates_the_generated_bootstraps() {
-    use sluice::cli::bootstrap::{BootstrapArgs, XdsProtocol, write_bootstrap};
+    use sluice::cli::bootstrap::{BootstrapArgs, OverloadArgs, XdsProtocol, write_bootstrap};
     let dir = tempfile::tempdir().unwrap();
     let ck = rcgen::generate_simple_self_signed(vec!["sluice.example".to_string()]).unwrap();
     let (ca, cert, key) = (
@@ -358,7 +359,7 @@ fn envoy_validates_the_generated_bootstraps() {
     std::fs::write(&ca, ck.cert.pem()).unwrap();
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
-    let mk = |label: &str, addr: &str, mtls: bool, protocol| BootstrapArgs {
+    let mk = |label: &str, addr: &str, mtls: bool, protocol, overload| BootstrapArgs {
         xds_address: addr.into(),
         out: dir.path().join(format!("{label}.json")),
         xds_ca: mtls.then(|| ca.clone()),
@@ -375,24 +376,62 @@ fn envoy_validates_the_generated_bootstraps() {
                 .parse()
                 .unwrap(),
         ),
+        overload,
+    };
+    let limits = |heap, connections| OverloadArgs {
+        overload_max_heap_bytes: heap,
+        overload_max_connections: connections,
     };
     for (label, args) in [
         (
             "plain",
-            mk("plain", "127.0.0.1:18000", false, XdsProtocol::Sotw),
+            mk(
+                "plain",
+                "127.0.0.1:18000",
+                false,
+                XdsProtocol::Sotw,
+                OverloadArgs::default(),
+            ),
         ),
         (
-            "mtls+delta",
+            "mtls+delta, heap and connection limits",
             mk(
                 "mtls-delta",
                 "sluice.example:18000",
                 true,
                 XdsProtocol::Delta,
+                limits(1 << 30, 20),
+            ),
+        ),
+        (
+            "heap limit only",
+            mk(
+                "heap",
+                "127.0.0.1:18000",
+                false,
+                XdsProtocol::Delta,
+                limits(1 << 30, 0),
+            ),
+        ),
+        (
+            "no overload manager",
+            mk(
+                "none",
+                "127.0.0.1:18000",
+                false,
+                XdsProtocol::Delta,
+                limits(0, 0),
             ),
         ),
     ] {
         let path = args.out.clone();
         write_bootstrap(&args).unwrap();
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let monitors = written["overload_manager"]["resource_monitors"].as_array();
+        let expected = usize::from(args.overload.overload_max_heap_bytes > 0)
+            + usize::from(args.overload.overload_max_connections > 0);
+        assert_eq!(monitors.map_or(0, Vec::len), expected, "{label}: {written}");
         let out = std::process::Command::new(envoy_support::envoy_bin())
             .args(["--mode", "validate", "--disable-hot-restart", "-c"])
             .arg(&path)
@@ -405,6 +444,24 @@ fn envoy_validates_the_generated_bootstraps() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // The check looks at the overload manager: an action triggered by a monitor the bootstrap
+    // does not have is refused.
+    let path = dir.path().join("mtls-delta.json");
+    let mut broken: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    broken["overload_manager"]["actions"][0]["triggers"][0]["name"] = "no.such.monitor".into();
+    std::fs::write(&path, broken.to_string()).unwrap();
+    let out = std::process::Command::new(envoy_support::envoy_bin())
+        .args(["--mode", "validate", "--disable-hot-restart", "-c"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a broken overload manager passed");
+    assert!(
+        said.contains("Unknown trigger resource no.such.monitor"),
+        "{said}"
+    );
 }
 
 /// docs/xds.md "Running Envoy" recommends `--ignore-unknown-dynamic-fields`, which spares Envoy a

@@ -33,6 +33,7 @@ impl Envoy {
             node_cluster: "bench".into(),
             xds_protocol: XdsProtocol::Delta,
             stats_address: None,
+            overload: Default::default(),
         })
         .expect("bootstrap");
         std::fs::write(&bootstrap_path, bootstrap.to_string()).expect("write bootstrap");

@@ -5,6 +5,8 @@
 //! them. With mTLS, Envoy's client certificate and the CA it trusts come from two files of
 //! secrets (file-based SDS) written beside the bootstrap, so that Envoy takes renewed
 //! certificates without a restart ([`sds_files`]). Envoy's admin interface listens on a unix socket (default) or on 127.0.0.1 only.
+//! Envoy's overload manager bounds its downstream connections and, when given a heap limit, sheds
+//! requests before it runs out of memory ([`OverloadArgs`]).
 
 use std::path::{Path, PathBuf};
 
@@ -73,6 +75,87 @@ pub struct BootstrapArgs {
     /// does not serve (off by default).
     #[arg(long, value_name = "IP:PORT")]
     pub stats_address: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub overload: OverloadArgs,
+}
+
+/// The connection limit of [`OverloadArgs`] when none is given.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 50_000;
+/// Share of the heap limit at which Envoy starts returning free memory to the system.
+pub const SHRINK_HEAP_AT: f64 = 0.95;
+/// Share of the heap limit from which Envoy answers new requests 503.
+pub const STOP_ACCEPTING_REQUESTS_AT: f64 = 0.98;
+
+/// Envoy's overload manager: what Envoy does before it runs out of memory or of connections
+/// (docs/xds.md, "Envoy hardening").
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct OverloadArgs {
+    /// Envoy's heap limit in bytes (the fixed_heap resource monitor): from 95% of it Envoy returns
+    /// free memory to the system, from 98% it answers new requests 503 until the heap is back
+    /// under. Set it somewhat below the memory limit of Envoy's container. 0: no heap limit.
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    pub overload_max_heap_bytes: u64,
+    /// The most downstream connections Envoy holds at once over all its listeners but the
+    /// statistics listener; one beyond it is closed as soon as it is accepted. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub overload_max_connections: u64,
+}
+
+impl Default for OverloadArgs {
+    fn default() -> OverloadArgs {
+        OverloadArgs {
+            overload_max_heap_bytes: 0,
+            overload_max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// The name of the heap's resource monitor.
+pub const FIXED_HEAP_MONITOR: &str = "envoy.resource_monitors.fixed_heap";
+/// The name of the connection limit's resource monitor.
+pub const CONNECTIONS_MONITOR: &str = "envoy.resource_monitors.global_downstream_max_connections";
+
+/// The bootstrap's `overload_manager`, None when it has nothing to watch.
+fn overload_manager(o: &OverloadArgs) -> Option<Value> {
+    let mut monitors = Vec::new();
+    let mut actions = Vec::new();
+    if o.overload_max_heap_bytes > 0 {
+        monitors.push(json!({
+            "name": FIXED_HEAP_MONITOR,
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig",
+                "max_heap_size_bytes": o.overload_max_heap_bytes
+            }
+        }));
+        let action = |name: &str, at: f64| {
+            json!({
+                "name": name,
+                "triggers": [{ "name": FIXED_HEAP_MONITOR, "threshold": { "value": at } }]
+            })
+        };
+        actions.push(action("envoy.overload_actions.shrink_heap", SHRINK_HEAP_AT));
+        actions.push(action(
+            "envoy.overload_actions.stop_accepting_requests",
+            STOP_ACCEPTING_REQUESTS_AT,
+        ));
+    }
+    if o.overload_max_connections > 0 {
+        // A monitor that acts by itself: a connection over the limit is closed at accept.
+        monitors.push(json!({
+            "name": CONNECTIONS_MONITOR,
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+                "max_active_downstream_connections": o.overload_max_connections
+            }
+        }));
+    }
+    (!monitors.is_empty()).then(|| {
+        json!({
+            "refresh_interval": "0.25s",
+            "resource_monitors": monitors,
+            "actions": actions
+        })
+    })
 }
 
 /// Why a bootstrap could not be written.
@@ -263,7 +346,7 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
     }
     static_clusters.insert(0, xds_cluster);
     let ads_source = json!({ "ads": {}, "resource_api_version": "V3" });
-    Ok(json!({
+    let mut bootstrap = json!({
         "node": { "id": args.node_id, "cluster": args.node_cluster },
         "admin": { "address": admin_address },
         "dynamic_resources": {
@@ -285,7 +368,11 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
         // thread for tens of milliseconds every 5 s, and an xDS update arriving then waited for
         // it (docs/xds.md, "Bootstrap"). The admin interface flushes them when they are read.
         "stats_flush_on_admin": true
-    }))
+    });
+    if let Some(overload) = overload_manager(&args.overload) {
+        bootstrap["overload_manager"] = overload;
+    }
+    Ok(bootstrap)
 }
 
 /// The pages of Envoy's admin interface the statistics listener serves (GET only; the query
@@ -332,6 +419,8 @@ fn stats_listener(address: std::net::SocketAddr, admin: &Value) -> (Value, Value
             "address": address.ip().to_string(),
             "port_value": address.port()
         } },
+        // Scrapes and readiness probes still answered when Envoy is at its connection limit.
+        "ignore_global_conn_limit": true,
         "filter_chains": [{ "filters": [{
             "name": "envoy.filters.network.http_connection_manager",
             "typed_config": hcm
@@ -392,6 +481,7 @@ mod tests {
             node_cluster: "sluice".into(),
             xds_protocol: XdsProtocol::default(),
             stats_address: None,
+            overload: OverloadArgs::default(),
         }
     }
 
@@ -492,6 +582,101 @@ mod tests {
         assert_eq!(clusters[1]["name"], ADMIN_CLUSTER);
         let endpoint = &clusters[1]["load_assignment"]["endpoints"][0]["lb_endpoints"][0];
         assert_eq!(endpoint["endpoint"]["address"], b["admin"]["address"]);
+    }
+
+    #[test]
+    fn the_overload_manager_limits_connections_by_default_and_the_heap_when_asked() {
+        let monitor = |b: &Value, name: &str| {
+            let monitors = b["overload_manager"]["resource_monitors"]
+                .as_array()
+                .unwrap();
+            monitors.iter().find(|m| m["name"] == name).cloned()
+        };
+        // Default: a connection limit of 50,000, no heap limit, no action.
+        let b = build_bootstrap(&mk_args("127.0.0.1:8001")).unwrap();
+        let connections = monitor(&b, CONNECTIONS_MONITOR).unwrap();
+        assert_eq!(
+            connections["typed_config"]["max_active_downstream_connections"],
+            50_000
+        );
+        assert!(monitor(&b, FIXED_HEAP_MONITOR).is_none());
+        assert_eq!(b["overload_manager"]["actions"], json!([]));
+        // A heap limit: its monitor and the two actions at 95% and 98% of it.
+        let mut a = mk_args("127.0.0.1:8001");
+        a.overload.overload_max_heap_bytes = 1 << 30;
+        a.overload.overload_max_connections = 20;
+        let b = build_bootstrap(&a).unwrap();
+        assert_eq!(
+            monitor(&b, FIXED_HEAP_MONITOR).unwrap()["typed_config"],
+            json!({
+                "@type": "type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig",
+                "max_heap_size_bytes": 1u64 << 30
+            })
+        );
+        assert_eq!(
+            monitor(&b, CONNECTIONS_MONITOR).unwrap()["typed_config"]["max_active_downstream_connections"],
+            20
+        );
+        assert_eq!(
+            b["overload_manager"]["actions"],
+            json!([
+                { "name": "envoy.overload_actions.shrink_heap", "triggers": [
+                    { "name": FIXED_HEAP_MONITOR, "threshold": { "value": 0.95 } }
+                ] },
+                { "name": "envoy.overload_actions.stop_accepting_requests", "triggers": [
+                    { "name": FIXED_HEAP_MONITOR, "threshold": { "value": 0.98 } }
+                ] }
+            ])
+        );
+        // Both off: no overload manager.
+        a.overload.overload_max_heap_bytes = 0;
+        a.overload.overload_max_connections = 0;
+        assert!(
+            build_bootstrap(&a)
+                .unwrap()
+                .get("overload_manager")
+                .is_none()
+        );
+        // The statistics listener stays reachable at the connection limit.
+        a.stats_address = Some("0.0.0.0:8002".parse().unwrap());
+        let b = build_bootstrap(&a).unwrap();
+        assert_eq!(
+            b["static_resources"]["listeners"][0]["ignore_global_conn_limit"],
+            true
+        );
+    }
+
+    #[test]
+    fn the_command_line_takes_the_overload_limits() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let args = [
+                "sluice",
+                "bootstrap",
+                "--xds-address",
+                "127.0.0.1:8001",
+                "--out",
+                "b.json",
+            ];
+            let cli = crate::cli::Cli::try_parse_from(args.iter().chain(extra)).unwrap();
+            match cli.command {
+                crate::cli::Command::Bootstrap(a) => a.overload,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(parse(&[]), OverloadArgs::default());
+        assert_eq!(
+            parse(&[
+                "--overload-max-heap-bytes",
+                "2147483648",
+                "--overload-max-connections",
+                "0"
+            ]),
+            OverloadArgs {
+                overload_max_heap_bytes: 2 << 30,
+                overload_max_connections: 0,
+            }
+        );
     }
 
     #[test]

@@ -284,6 +284,7 @@ impl Harness {
             node_cluster: "sluice-test".into(),
             xds_protocol: protocol,
             stats_address: Some(([127, 0, 0, 1], stats_port).into()),
+            overload: Default::default(),
         })
         .expect("bootstrap");
         let envoy = Command::new(envoy_bin())
