@@ -161,8 +161,8 @@ pub fn validate_object(obj: &AnyObject) -> Verdict {
         | AnyObject::TcpRoute(_)
         | AnyObject::ReferenceGrant(_) => gateway::validate_gateway_object(obj),
         AnyObject::Service(o) => service::validate_service(o),
-        AnyObject::EndpointSlice(_)
-        | AnyObject::Secret(_)
-        | AnyObject::Namespace(_) => Verdict::default(),
+        AnyObject::EndpointSlice(_) | AnyObject::Secret(_) | AnyObject::Namespace(_) => {
+            Verdict::default()
+        }
     }
 }
