@@ -255,8 +255,11 @@ pub(crate) async fn read_body(
     if hint.lower() > limit as u64 {
         return Err(BodyError::TooLarge);
     }
-    // With a length announced, the buffer grows to it and no further; without one, it doubles.
-    let announced = hint.exact().map(|n| n as usize);
+    // The buffer doubles as data arrives, up to the length announced (if any): a client that
+    // announces a large body and sends little of it holds little.
+    let cap = hint
+        .upper()
+        .map_or(limit, |n| usize::try_from(n).unwrap_or(limit).min(limit));
     let mut charge = Charge::new(budget, peer);
     let mut buf: Vec<u8> = Vec::new();
     loop {
@@ -274,10 +277,7 @@ pub(crate) async fn read_body(
             return Err(BodyError::TooLarge);
         }
         if needed > buf.capacity() {
-            let want = match announced {
-                Some(n) if n >= needed => n,
-                _ => needed.max(buf.capacity() * 2).max(16 * 1024).min(limit),
-            };
+            let want = (buf.capacity() * 2).max(16 * 1024).min(cap).max(needed);
             let more = want.saturating_sub(charge.bytes);
             if tokio::time::timeout_at(deadline, charge.grow(more))
                 .await
