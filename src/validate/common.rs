@@ -10,6 +10,8 @@ use super::FieldError;
 pub const MAX_REGEX_LEN: usize = 1024;
 /// Largest compiled program a regular expression may need (guards against exponential expansion).
 pub const MAX_REGEX_PROGRAM: usize = 64 * 1024;
+/// Most regular expressions one object may hold ([`check_regex`]).
+pub const MAX_REGEXES_PER_OBJECT: usize = 512;
 
 fn has_control(s: &str) -> bool {
     s.chars().any(|c| c.is_control())
@@ -287,7 +289,28 @@ pub fn validate_regex(path: &str, value: &str) -> Result<(), FieldError> {
 
 /// [`validate_regex`] into a verdict, with a warning when Envoy's byte-by-byte (Latin-1) reading
 /// of the expression can differ from a Unicode one ([`super::re2::reads_non_ascii`]).
+///
+/// At most [`MAX_REGEXES_PER_OBJECT`] expressions of one object (one verdict) are checked: each
+/// is compiled here and again by Envoy, so an object of a few megabytes of small expressions
+/// would cost seconds of CPU at every admission and every build. The first one over the limit
+/// gets an error naming its field and the limit; the rest are not compiled.
 pub fn check_regex(v: &mut super::Verdict, path: &str, value: &str) {
+    v.regexes.0 += 1;
+    let n = v.regexes.0;
+    if n > MAX_REGEXES_PER_OBJECT {
+        if n == MAX_REGEXES_PER_OBJECT + 1 {
+            v.error(FieldError::spec(
+                path,
+                format!(
+                    "is regular expression number {n} of this object; an object may hold at \
+                     most {MAX_REGEXES_PER_OBJECT} (each is compiled at admission and again by \
+                     Envoy): match several values with one expression (\"a|b\") or split the \
+                     object"
+                ),
+            ));
+        }
+        return;
+    }
     match validate_regex(path, value) {
         Err(e) => v.error(e),
         Ok(()) if super::re2::reads_non_ascii(value) => v.warn(format!(
@@ -445,6 +468,29 @@ mod tests {
 
     fn msg<T: std::fmt::Debug>(r: Result<T, FieldError>) -> String {
         r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn an_object_holds_at_most_so_many_regular_expressions() {
+        use crate::api::contour_v1::{IngressRoute, IngressRouteSpec};
+        let routes: String = (0..=MAX_REGEXES_PER_OBJECT)
+            .map(|i| format!("- match: {{path: /r{i}, headers: [{{header: x-a, regex: \"a{i}\"}}]}}\n  services: [{{http: app, port: 80}}]\n"))
+            .collect();
+        let spec: IngressRouteSpec = serde_norway::from_str(&format!("routes:\n{routes}")).unwrap();
+        let v = super::super::validate_object(&crate::store::AnyObject::IngressRouteV1(
+            std::sync::Arc::new(IngressRoute::new("ir", spec)),
+        ));
+        let errors: Vec<String> = v.errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            errors,
+            [format!(
+                "spec.routes[{MAX_REGEXES_PER_OBJECT}].match.headers[0].regex: is regular expression number 513 of this object; an object may hold at most 512 (each is compiled at admission and again by Envoy): match several values with one expression (\"a|b\") or split the object"
+            )]
+        );
+        // The count is bookkeeping: a verdict compares by its errors and warnings.
+        let mut fewer = super::super::Verdict::default();
+        check_regex(&mut fewer, "p", "a");
+        assert_eq!(fewer, super::super::Verdict::default());
     }
 
     #[test]

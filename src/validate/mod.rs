@@ -112,7 +112,23 @@ pub struct Verdict {
     pub errors: Vec<FieldError>,
     /// Deprecated or risky usage that is still accepted (admission warnings).
     pub warnings: Vec<String>,
+    /// Regular expressions of this object checked so far ([`common::check_regex`]).
+    #[serde(skip)]
+    pub(crate) regexes: RegexCount,
 }
+
+/// A count kept while an object is checked, not part of the outcome: verdicts compare equal
+/// whatever it holds.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RegexCount(pub(crate) usize);
+
+impl PartialEq for RegexCount {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for RegexCount {}
 
 impl Verdict {
     pub fn allowed(&self) -> bool {
@@ -130,6 +146,7 @@ impl Verdict {
     pub fn merge(&mut self, other: Verdict) {
         self.errors.extend(other.errors);
         self.warnings.extend(other.warnings);
+        self.regexes.0 += other.regexes.0;
     }
 }
 
