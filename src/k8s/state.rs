@@ -30,6 +30,9 @@ pub struct Prepared {
     /// rebuild.
     pub fingerprint: u64,
     pub observed: Observed,
+    /// `metadata.resourceVersion`, when it is a number (etcd's always are): the status writer
+    /// sends it as a precondition (`writer.rs`).
+    pub resource_version: Option<u64>,
     /// The typed object, or why it does not decode.
     pub decoded: Result<AnyObject, FieldError>,
 }
@@ -87,7 +90,10 @@ pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
     let status = map.remove("status");
     let mut sluice_owns_status = false;
     let mut generation = None;
+    let mut resource_version = None;
     if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+        resource_version = (meta.get("resourceVersion").and_then(Value::as_str))
+            .and_then(|v| v.parse::<u64>().ok());
         if let Some(Value::Array(fields)) = meta.remove("managedFields") {
             sluice_owns_status = fields.iter().any(owns_status);
         }
@@ -115,12 +121,14 @@ pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
             object: obj.object_ref(),
             fingerprint,
             observed,
+            resource_version,
             decoded: Ok(obj),
         }),
         Document::Rejected { object, error } if !object.key.name.is_empty() => Ok(Prepared {
             object,
             fingerprint,
             observed,
+            resource_version,
             decoded: Err(error),
         }),
         Document::Rejected { .. } => Err(PrepareError::NoName),
@@ -189,6 +197,9 @@ pub struct Rejected {
 struct Entry {
     fingerprint: u64,
     observed: Observed,
+    /// The object's resourceVersion as last seen (not part of [`Observed`]: a new version with
+    /// the same status plans nothing new).
+    resource_version: Option<u64>,
 }
 
 /// The live state: snapshot + per-object bookkeeping.
@@ -229,6 +240,12 @@ impl ClusterState {
         self.entries.get(obj).map(|e| &e.observed)
     }
 
+    /// The resourceVersion of a stored object of a kind whose status sluice writes, as this
+    /// replica last saw it (a watch event or a write's answer).
+    pub fn resource_version(&self, obj: &ObjectRef) -> Option<u64> {
+        self.entries.get(obj).and_then(|e| e.resource_version)
+    }
+
     /// Records what a status write returned, so the writer does not write it again before the
     /// watch event arrives.
     pub fn set_observed(&mut self, obj: &ObjectRef, observed: Observed) {
@@ -238,6 +255,29 @@ impl ClusterState {
             e.observed = observed;
             self.observed_changed(obj);
         }
+    }
+
+    /// [`Self::set_observed`] from a write's answer, with the object's new resourceVersion;
+    /// ignored when the watch already brought a later version (resourceVersions of one object
+    /// grow: an answer processed after the watch event of a later change is stale).
+    pub fn set_written(
+        &mut self,
+        obj: &ObjectRef,
+        observed: Observed,
+        resource_version: Option<u64>,
+    ) {
+        let Some(e) = self.entries.get_mut(obj) else {
+            return;
+        };
+        if let (Some(seen), Some(written)) = (e.resource_version, resource_version)
+            && written < seen
+        {
+            return;
+        }
+        if resource_version.is_some() {
+            e.resource_version = resource_version;
+        }
+        self.set_observed(obj, observed);
     }
 
     /// Takes the objects whose observed status changed since the last call (see
@@ -273,6 +313,7 @@ impl ClusterState {
                 Entry {
                     fingerprint: p.fingerprint,
                     observed: p.observed,
+                    resource_version: p.resource_version,
                 },
             );
             previous.is_none_or(|e| e.fingerprint != p.fingerprint)
@@ -375,6 +416,37 @@ mod tests {
         };
         assert!(r.metadata.annotations.is_none());
         assert!(r.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn the_resource_version_is_kept_and_a_late_write_answer_never_moves_it_back() {
+        let r = ObjectRef::new(Kind::RouteV1alpha1, "team", "r");
+        let p = prepare(Kind::RouteV1alpha1, mk_route("r", "7", json!("/"))).unwrap();
+        assert_eq!(p.resource_version, Some(7));
+        let mut st = ClusterState::default();
+        st.apply(p);
+        assert_eq!(st.resource_version(&r), Some(7));
+        // A write's answer moves it on, with the status the write left.
+        let written = Observed {
+            generation: Some(3),
+            status: Some(ObservedStatus::new(&json!({"currentStatus": "valid"}))),
+            sluice_owns_status: true,
+        };
+        st.set_written(&r, written.clone(), Some(8));
+        assert_eq!(st.resource_version(&r), Some(8));
+        // The watch brings a later change first; the answer of a write before it comes late.
+        let mut later = mk_route("r", "10", json!("/"));
+        later["status"] = json!({"currentStatus": "orphaned"});
+        st.apply(prepare(Kind::RouteV1alpha1, later).unwrap());
+        st.set_written(&r, written, Some(9));
+        assert_eq!(st.resource_version(&r), Some(10));
+        assert_eq!(
+            st.observed(&r).unwrap().status,
+            Some(ObservedStatus::new(&json!({"currentStatus": "orphaned"})))
+        );
+        // Not a number: no precondition.
+        let p = prepare(Kind::RouteV1alpha1, mk_route("r", "x1", json!("/"))).unwrap();
+        assert_eq!(p.resource_version, None);
     }
 
     #[test]
