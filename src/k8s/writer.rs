@@ -12,6 +12,12 @@
 //! cluster is still paced. A failed write (409 Conflict, 429, 5xx, timeouts) is retried
 //! with exponential backoff — re-planned from the latest state each time, so a retry never writes a
 //! stale status; a 404 means the object is gone and is dropped.
+//!
+//! Each write carries the object's resourceVersion as this replica last saw it, which the API
+//! server checks: a write from a view that fell behind (a replica cut off from the API server
+//! whose write arrives late, after another replica took over) is refused instead of replacing a
+//! newer status. Each write is bounded by [`WRITE_TIMEOUT`], and a replica that stops leading
+//! abandons its writes in flight at once (docs/cluster-mode.md, "Leader election").
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
