@@ -24,6 +24,11 @@ pub struct ServeArgs {
     /// xDS server private key (PEM).
     #[arg(long, value_name = "FILE", requires = "xds_cert")]
     pub xds_key: Option<PathBuf>,
+    /// Serve xDS over TLS without client authentication (--xds-cert without --xds-ca): every
+    /// client that reaches --xds-address is served every route and every TLS private key Envoy
+    /// gets. Refused unless this flag says it is meant.
+    #[arg(long, requires = "xds_cert", conflicts_with = "xds_ca")]
+    pub xds_allow_unauthenticated_clients: bool,
 
     /// Address Envoy's HTTP and HTTPS listeners bind.
     #[arg(long, default_value = "0.0.0.0")]
@@ -174,6 +179,26 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// Refuses TLS without client authentication on the xDS server unless asked for: a server
+    /// certificate without a CA for client certificates authenticates sluice to Envoy, but
+    /// serves any client — and Envoy's configuration holds the private keys of every TLS host.
+    pub fn check_xds_client_auth(&self) -> Result<(), String> {
+        if self.xds_cert.is_some()
+            && self.xds_ca.is_none()
+            && !self.xds_allow_unauthenticated_clients
+        {
+            return Err(
+                "--xds-cert without --xds-ca serves xDS to any client that connects, and \
+                 xDS carries every TLS private key Envoy terminates with: add --xds-ca FILE (the \
+                 CA that signs Envoy's client certificates) so that only Envoys are served, or \
+                 pass --xds-allow-unauthenticated-clients to serve without client \
+                 authentication on purpose"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+
     /// The DAG options these flags select.
     pub fn dag_options(&self) -> crate::dag::Options {
         crate::dag::Options {
@@ -264,6 +289,10 @@ pub fn run(args: ServeArgs) -> u8 {
         )
         .with_writer(std::io::stderr)
         .try_init();
+    if let Err(e) = args.check_xds_client_auth() {
+        eprintln!("sluice serve: {e}");
+        return 2;
+    }
     let Some(manifests) = args.manifests.clone() else {
         return run_cluster(args);
     };
