@@ -309,6 +309,7 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     );
     let class = json(&env, &["get", "ingressclass", rel.class]);
     assert_eq!(class["spec"]["controller"], "sluice.dev/ingress-controller");
+    check_network_policy(&env, rel, &ns);
 
     // An upgrade keeps the certificates (the apiserver keeps trusting what the pods serve).
     helm(&[
@@ -343,6 +344,61 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     );
 
     serve_as_installed(&env, rel, &ns, &dir, &certs);
+}
+
+/// The release's NetworkPolicy, as the apiserver stored it: sluice's Pods, the webhook port from
+/// any source (no `webhook.networkPolicy.apiServer` given), the other ports from anywhere. A
+/// render with peers restricts the webhook port to them; `enabled: false` renders none.
+fn check_network_policy(env: &Env, rel: &Rel, ns: &str) {
+    let np = json(env, &["get", "networkpolicy", "-n", ns, rel.fullname]);
+    let spec = &np["spec"];
+    assert_eq!(
+        spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"], "sluice",
+        "{np}"
+    );
+    assert_eq!(spec["policyTypes"], serde_json::json!(["Ingress"]), "{np}");
+    let rules = spec["ingress"].as_array().unwrap();
+    let ports = |rule: &Value| -> Vec<String> {
+        (rule["ports"].as_array().unwrap().iter())
+            .map(|p| p["port"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ports(&rules[0]), ["webhook"], "{np}");
+    assert!(rules[0]["from"].is_null(), "{np}");
+    assert_eq!(
+        ports(&rules[1]),
+        ["webhook-health", "xds", "metrics"],
+        "{np}"
+    );
+    assert!(rules[1]["from"].is_null(), "{np}");
+
+    let template = [
+        "template",
+        rel.release,
+        "charts/sluice",
+        "-n",
+        ns,
+        "--kube-version",
+        "1.34.0",
+    ];
+    let peers = [
+        "--set",
+        "webhook.networkPolicy.apiServer[0].ipBlock.cidr=0.0.0.0/0",
+        "--set",
+        "webhook.networkPolicy.apiServer[0].ipBlock.except[0]=10.244.0.0/16",
+        "--show-only",
+        "templates/networkpolicy.yaml",
+    ];
+    let text = helm(&[&template[..], &peers[..]].concat());
+    assert!(
+        text.contains(
+            "      from:\n        - ipBlock:\n            cidr: 0.0.0.0/0\n            except:\n            - 10.244.0.0/16\n    - ports:\n        - port: webhook-health"
+        ),
+        "{text}"
+    );
+    let off = ["--set", "webhook.networkPolicy.enabled=false"];
+    let text = helm(&[&template[..], &off[..]].concat());
+    assert!(!text.contains("kind: NetworkPolicy"), "{text}");
 }
 
 /// With `hugePages: true`, sluice's heap is on transparent huge pages where the kernel gives them
@@ -554,9 +610,9 @@ pub fn serve_as_installed(env: &Env, rel: &Rel, ns: &str, _dir: &Path, certs: &C
         let pod = &sluices[0];
         check_huge_pages(env, ns, pod_name(pod), net.process(pod, "sluice").pid);
     }
-    // Ready only once the readiness probe (/readyz over HTTPS on the port named webhook)
-    // passed: the webhook Service's endpoints are these Pods, ready, on the webhook port; and
-    // each serves the release's certificate for the Service's name.
+    // Ready only once the readiness probe (/readyz over plain HTTP on the port named
+    // webhook-health) passed: the webhook Service's endpoints are these Pods, ready, on the
+    // webhook port; and each serves the release's certificate for the Service's name.
     let want: BTreeSet<String> = sluices.iter().map(|p| pod_ip(p).to_string()).collect();
     let webhook_port = (container["ports"].as_array().unwrap().iter())
         .find(|p| p["name"] == "webhook")
