@@ -348,7 +348,8 @@ pub fn build_bootstrap(args: &BootstrapArgs) -> Result<Value, BootstrapError> {
     let ads_source = json!({ "ads": {}, "resource_api_version": "V3" });
     let mut bootstrap = json!({
         "node": { "id": args.node_id, "cluster": args.node_cluster },
-        "admin": { "address": admin_address },
+        // The admin interface (and the statistics listener) stay usable at the connection limit.
+        "admin": { "address": admin_address, "ignore_global_conn_limit": true },
         "dynamic_resources": {
             "ads_config": {
                 "api_type": match args.xds_protocol {
@@ -644,6 +645,7 @@ mod tests {
             b["static_resources"]["listeners"][0]["ignore_global_conn_limit"],
             true
         );
+        assert_eq!(b["admin"]["ignore_global_conn_limit"], true);
     }
 
     #[test]
