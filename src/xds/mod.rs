@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub(crate) mod content;
+pub mod limits;
 pub mod server;
 pub mod stream;
 pub mod tls;

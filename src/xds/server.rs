@@ -20,6 +20,9 @@ use tonic::codegen::{BoxFuture, StdError, http};
 use tonic::{Request, Status, Streaming};
 
 use super::cache::Snapshot;
+use super::limits::{
+    MAX_CONNECTIONS, MAX_STREAMS_PER_CONNECTION, MAX_SUBSCRIBED_NAMES, limit_connections,
+};
 use super::stream::{Mode, Response, Stats, Stream};
 use super::wire::{DeltaResponse, Frames, GrpcMessage, SotwResponse};
 
@@ -72,6 +75,7 @@ impl AdsServer {
         mode: Mode,
         mut inbound: Streaming<Req>,
         handle: fn(&mut Stream, &Req, &Snapshot) -> Vec<Response>,
+        names: fn(&Req) -> usize,
         unwrap: fn(Response) -> Option<Resp>,
     ) -> mpsc::Receiver<Result<Resp, Status>>
     where
@@ -103,6 +107,11 @@ impl AdsServer {
                 let snap = snapshots.borrow_and_update().clone();
                 out.extend(handle(&mut sm, req, &snap));
             }
+            drop(held);
+            if sm.subscribed_names() > MAX_SUBSCRIBED_NAMES {
+                let _ = tx.send(Err(too_many_names())).await;
+                return;
+            }
             for r in out {
                 if let Some(resp) = unwrap(r)
                     && tx.send(Ok(resp)).await.is_err()
@@ -111,11 +120,18 @@ impl AdsServer {
                 }
             }
             loop {
+                let mut too_many = false;
                 let out = tokio::select! {
                     msg = inbound.message() => match msg {
+                        Ok(Some(req)) if names(&req) > MAX_SUBSCRIBED_NAMES => {
+                            too_many = true;
+                            Vec::new()
+                        }
                         Ok(Some(req)) => {
                             let snap = snapshots.borrow_and_update().clone();
-                            handle(&mut sm, &req, &snap)
+                            let out = handle(&mut sm, &req, &snap);
+                            too_many = sm.subscribed_names() > MAX_SUBSCRIBED_NAMES;
+                            out
                         }
                         Ok(None) => break,
                         Err(e) => {
@@ -132,6 +148,10 @@ impl AdsServer {
                     }
                     _ = shutdown.wait_for(|s| *s) => break,
                 };
+                if too_many {
+                    let _ = tx.send(Err(too_many_names())).await;
+                    break;
+                }
                 for r in out {
                     if let Some(resp) = unwrap(r)
                         && tx.send(Ok(resp)).await.is_err()
@@ -144,6 +164,13 @@ impl AdsServer {
         });
         rx
     }
+}
+
+/// How a stream that subscribed to more than [`MAX_SUBSCRIBED_NAMES`] names ends.
+fn too_many_names() -> Status {
+    Status::resource_exhausted(format!(
+        "more than {MAX_SUBSCRIBED_NAMES} resource names subscribed on one xDS stream"
+    ))
 }
 
 /// Reads and holds `inbound`'s requests until `ready` is true: Ok(the requests held), or Err
@@ -193,6 +220,7 @@ impl AdsServer {
             Mode::Sotw,
             request.into_inner(),
             Stream::on_sotw_request,
+            |r| r.resource_names.len(),
             |r| match r {
                 Response::Sotw(d) => Some(d),
                 Response::Delta(_) => None,
@@ -209,6 +237,7 @@ impl AdsServer {
             Mode::Delta,
             request.into_inner(),
             Stream::on_delta_request,
+            |r| r.resource_names_subscribe.len(),
             |r| match r {
                 Response::Delta(d) => Some(d),
                 Response::Sotw(_) => None,
@@ -382,7 +411,8 @@ fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpI
     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
-/// Serves ADS on an already bound listener until `shutdown` completes.
+/// Serves ADS on an already bound listener until `shutdown` completes, within the limits of
+/// [`super::limits`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     server: AdsServer,
@@ -391,15 +421,18 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .max_concurrent_streams(Some(MAX_STREAMS_PER_CONNECTION))
         .add_service(AdsService::new(server));
     match tls {
         None => {
+            let connections = limit_connections(incoming(listener), MAX_CONNECTIONS);
             router
-                .serve_with_incoming_shutdown(incoming(listener), shutdown)
+                .serve_with_incoming_shutdown(connections, shutdown)
                 .await?
         }
         Some(tls) => {
             let connections = tls.incoming(incoming(listener), super::tls::RELOAD_INTERVAL);
+            let connections = limit_connections(connections, MAX_CONNECTIONS);
             router
                 .serve_with_incoming_shutdown(connections, shutdown)
                 .await?

@@ -210,6 +210,12 @@ impl Stream {
         }
     }
 
+    /// The resource names subscribed by name, over all types (the server bounds them:
+    /// `limits::MAX_SUBSCRIBED_NAMES`).
+    pub fn subscribed_names(&self) -> usize {
+        self.types.values().map(|st| st.names.len()).sum()
+    }
+
     /// The node id the client announced.
     pub fn node(&self) -> &str {
         &self.node
