@@ -225,6 +225,7 @@ struct Limited {
     /// The statistics listener (`--stats-address`).
     stats_port: u16,
     envoy: Child,
+    sluice: tokio::task::JoinHandle<anyhow::Result<()>>,
     _stop: tokio::sync::oneshot::Sender<()>,
     dir: tempfile::TempDir,
 }
@@ -260,7 +261,7 @@ async fn start_limited(files: &[(&str, String)], overload: OverloadArgs) -> Limi
         metrics_address: None,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(sluice::app::standalone::run(cfg, async move {
+    let sluice = tokio::spawn(sluice::app::standalone::run(cfg, async move {
         let _ = stopped.await;
     }));
     let bootstrap = dir.path().join("bootstrap.json");
@@ -296,6 +297,7 @@ async fn start_limited(files: &[(&str, String)], overload: OverloadArgs) -> Limi
         http_port,
         stats_port,
         envoy,
+        sluice,
         _stop: stop,
         dir,
     }
@@ -303,17 +305,22 @@ async fn start_limited(files: &[(&str, String)], overload: OverloadArgs) -> Limi
 
 /// Waits until Envoy on `port` routes `/public` (every probe on a connection of its own, closed
 /// after its answer).
-async fn wait_routed(l: &Limited) {
+async fn wait_routed(l: &mut Limited) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let up = TcpStream::connect(("127.0.0.1", l.http_port)).await.is_ok();
         if up && raw(l.http_port, "GET", "/public").await == "200 p/public" {
             return;
         }
+        if l.sluice.is_finished() {
+            let ended = (&mut l.sluice).await;
+            panic!("sluice stopped: {ended:?}");
+        }
+        let exited = l.envoy.try_wait().ok().flatten();
         let log = std::fs::read_to_string(l.dir.path().join("envoy.log")).unwrap_or_default();
         assert!(
-            Instant::now() < deadline,
-            "Envoy did not route /public:\n{log}"
+            Instant::now() < deadline && exited.is_none(),
+            "Envoy did not route /public (exited: {exited:?}):\n{log}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -359,8 +366,8 @@ async fn connections_past_the_global_limit_are_closed() {
         overload_max_heap_bytes: 1 << 30,
         overload_max_connections: limit,
     };
-    let l = start_limited(&manifests(&public, &secret), overload).await;
-    wait_routed(&l).await;
+    let mut l = start_limited(&manifests(&public, &secret), overload).await;
+    wait_routed(&mut l).await;
     // The probes' connections are gone from Envoy's count.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
