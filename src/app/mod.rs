@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod object_metrics;
 pub mod standalone;
+pub mod webhook_role;
 
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 

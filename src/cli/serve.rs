@@ -5,9 +5,27 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+/// What a `sluice serve` process does (`--role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Everything: watch every kind (TLS Secrets included), feed Envoy over xDS, write status
+    /// (the leader), and serve the webhook with --webhook-address.
+    All,
+    /// The admission webhook alone (cluster mode): watch only what the webhook's index reads
+    /// (IngressRoutes, Routes, IngressClasses, GatewayClasses, Gateways; no Secrets), serve the
+    /// webhook, its health port and /metrics. No xDS, no status writes, no leader election.
+    Webhook,
+}
+
 /// Flags of `sluice serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    /// `all`: the whole control plane; `webhook`: the admission webhook alone, in a process that
+    /// watches no Secrets and so can run under a ServiceAccount that cannot read them
+    /// (docs/webhook.md, "Two layouts"). Needs --webhook-address; cluster mode only.
+    #[arg(long, value_enum, default_value_t = Role::All)]
+    pub role: Role,
+
     /// Standalone mode: read objects from this directory (reloaded on change) instead of a cluster.
     #[arg(long, value_name = "DIR")]
     pub manifests: Option<PathBuf>,
@@ -293,6 +311,19 @@ pub fn run(args: ServeArgs) -> u8 {
         eprintln!("sluice serve: {e}");
         return 2;
     }
+    if args.role == Role::Webhook {
+        if args.manifests.is_some() {
+            eprintln!(
+                "sluice serve: --role webhook is cluster mode only; standalone mode (--manifests) \
+                 serves the webhook itself with --webhook-address"
+            );
+            return 2;
+        }
+        if args.webhook_address.is_none() {
+            eprintln!("sluice serve: --role webhook needs --webhook-address");
+            return 2;
+        }
+    }
     let Some(manifests) = args.manifests.clone() else {
         return run_cluster(args);
     };
@@ -357,7 +388,10 @@ fn run_cluster(args: ServeArgs) -> u8 {
     match runtime.block_on(async {
         // Signal handlers are installed inside the runtime, before start-up work.
         let signal = shutdown_signal();
-        crate::app::cluster::serve(&args, signal).await
+        match args.role {
+            Role::All => crate::app::cluster::serve(&args, signal).await,
+            Role::Webhook => crate::app::webhook_role::serve(&args, signal).await,
+        }
     }) {
         Ok(()) => 0,
         Err(e) => {
@@ -394,5 +428,16 @@ mod tests {
         );
         let argv = ["serve", "--envoy-reserved-ports=stats"];
         assert!(Serve::try_parse_from(argv).is_err());
+    }
+
+    #[test]
+    fn the_role_is_all_unless_asked() {
+        let parse = |args: &[&str]| {
+            let argv = std::iter::once("serve").chain(args.iter().copied());
+            Serve::try_parse_from(argv).map(|s| s.args.role)
+        };
+        assert_eq!(parse(&[]).unwrap(), super::Role::All);
+        assert_eq!(parse(&["--role=webhook"]).unwrap(), super::Role::Webhook);
+        assert!(parse(&["--role=xds"]).is_err());
     }
 }

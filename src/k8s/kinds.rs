@@ -22,6 +22,20 @@ pub const TLS_SECRET_FIELD_SELECTOR: &str = "type=kubernetes.io/tls";
 /// Every kind cluster mode watches, in watch start order.
 pub const WATCHED: [Kind; 16] = Kind::ALL;
 
+/// The kinds the admission webhook's index reads (`webhook::index::Index::build`): the roots
+/// that claim hosts, IngressClasses (the default class, a class's existence), GatewayClasses and
+/// Gateways (whose Gateway API objects are sluice's). What `sluice serve --role webhook` watches:
+/// no Secrets, no Services, no EndpointSlices, no Namespaces, so the process that parses
+/// untrusted AdmissionReviews never holds a private key (docs/webhook.md, "Two layouts").
+pub const WEBHOOK_WATCHED: [Kind; 6] = [
+    Kind::IngressClass,
+    Kind::IngressRouteV1beta1,
+    Kind::IngressRouteV1,
+    Kind::RouteV1alpha1,
+    Kind::GatewayClass,
+    Kind::Gateway,
+];
+
 /// The resource to watch for a built-in kind (always served by a 1.29+ apiserver).
 pub fn builtin_resource(kind: Kind) -> Option<ApiResource> {
     Some(match kind {
@@ -140,5 +154,106 @@ mod tests {
             let expected = (kind == Kind::Secret).then_some("type=kubernetes.io/tls");
             assert_eq!(field_selector(kind), expected, "{kind}");
         }
+    }
+
+    #[test]
+    fn the_webhook_role_watches_no_secrets_nor_what_only_envoy_needs() {
+        for kind in [
+            Kind::Secret,
+            Kind::Service,
+            Kind::EndpointSlice,
+            Kind::Namespace,
+        ] {
+            assert!(!WEBHOOK_WATCHED.contains(&kind), "{kind}");
+        }
+        assert!(WEBHOOK_WATCHED.iter().all(|k| WATCHED.contains(k)));
+    }
+
+    /// The webhook's index of a snapshot holding only the kinds the webhook role watches is the
+    /// index of the whole snapshot (but for the count of objects): it reads nothing else.
+    #[test]
+    fn the_webhook_index_needs_only_the_kinds_the_webhook_role_watches() {
+        use crate::webhook::index::Index;
+        let all = r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: a, namespace: n, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec: {virtualhost: {fqdn: a.example.com, tls: {secretName: cert}}, routes: [{match: /, services: [{name: s, port: 80}]}]}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {name: b, namespace: n}
+spec: {virtualhost: {fqdn: b.example.com}, routes: [{backends: [{http: s, port: 80}]}]}
+---
+apiVersion: contour.heptio.com/v1alpha1
+kind: Route
+metadata: {name: c, namespace: n}
+spec: {host: c.example.com, routes: [{pathPrefix: /, upstreams: [{serviceName: s, servicePort: 80}]}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: sluice, annotations: {ingressclass.kubernetes.io/is-default-class: "true"}}
+spec: {controller: sluice.dev/ingress-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: gc}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: n}
+spec: {gatewayClassName: gc, listeners: [{name: http, port: 80, protocol: HTTP}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: s, namespace: n}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: cert, namespace: n}
+type: kubernetes.io/tls
+data: {tls.crt: "", tls.key: ""}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: n}
+"#;
+        let watched: Vec<&str> = all
+            .split("\n---\n")
+            .filter(|doc| {
+                WEBHOOK_WATCHED.iter().any(|k| {
+                    doc.contains(&format!("apiVersion: {}\n", k.api_version()))
+                        && doc.contains(&format!("kind: {}\n", k.kind()))
+                })
+            })
+            .collect();
+        assert_eq!(watched.len(), 6);
+        let options = crate::dag::Options::default();
+        let full = Index::build(&crate::store::Snapshot::from_test_yaml(all), &options);
+        let narrow = Index::build(
+            &crate::store::Snapshot::from_test_yaml(&watched.join("\n---\n")),
+            &options,
+        );
+        assert_eq!(full.owned_hosts(), narrow.owned_hosts());
+        assert_eq!(full.owned_hosts().len(), 3);
+        assert_eq!(
+            full.default_ingress_classes(),
+            narrow.default_ingress_classes()
+        );
+        assert!(narrow.has_ingress_class("sluice"));
+        let gw = crate::api::ObjKey::new("n", "gw");
+        assert_eq!(narrow.gateway_class_of(&gw), Some("gc"));
+        assert_eq!(full.gateway_class_of(&gw), narrow.gateway_class_of(&gw));
+        assert_eq!(
+            narrow.gateway_class_controller("gc"),
+            Some("sluice.dev/gateway-controller")
+        );
+        assert_eq!(
+            full.gateway_class_controller("gc"),
+            narrow.gateway_class_controller("gc")
+        );
+        assert!(full.len() > narrow.len());
     }
 }

@@ -170,6 +170,15 @@ pub enum Error {
     EnvoyService(String),
 }
 
+/// The watches and the rebuild loop, as [`Cluster::watch`] started them.
+struct Watching {
+    metrics: Metrics,
+    state: Arc<Mutex<state::ClusterState>>,
+    resources: Arc<Mutex<BTreeMap<Kind, kube::core::ApiResource>>>,
+    built: channel::Receiver<Option<Arc<Built>>>,
+    background: Vec<JoinHandle<()>>,
+}
+
 /// A running cluster mode.
 pub struct Cluster {
     built: channel::Receiver<Option<Arc<Built>>>,
@@ -205,62 +214,15 @@ impl Cluster {
         config: Config,
         publish: Publisher,
     ) -> Result<Cluster, Error> {
-        let ApiClients {
-            requests: client,
-            watches,
-        } = clients;
-        let metrics = Metrics::default();
-        let found = kinds::discover(&client, &kinds::WATCHED)
-            .await
-            .map_err(Error::Discovery)?;
-        let missing: Vec<Kind> = kinds::WATCHED
-            .iter()
-            .copied()
-            .filter(|k| !found.contains_key(k))
-            .collect();
-        if !missing.is_empty() {
-            tracing::warn!(missing = ?missing, "kinds not served by this cluster (CRDs not installed?); looked for again every {:?}", config.rediscover_every);
-        }
-        let state = Arc::new(Mutex::new(state::ClusterState::default()));
-        let (changed_tx, changed_rx) = channel::channel(0u64);
-        let watch_ctx = watch::WatchContext {
-            client: watches.clone(),
-            discovery: client.clone(),
-            state: state.clone(),
-            changed: changed_tx,
-            metrics: metrics.clone(),
-        };
-        let mut background = Vec::new();
-        for (&kind, ar) in &found {
-            background.push(tokio::spawn(watch::watch_kind(
-                watch_ctx.clone(),
-                kind,
-                ar.clone(),
-            )));
-        }
-        let resources = Arc::new(Mutex::new(found.clone()));
-        if !missing.is_empty() {
-            background.push(tokio::spawn(rediscover(
-                watch_ctx.clone(),
-                missing,
-                resources.clone(),
-                config.rediscover_every,
-            )));
-        }
-
-        let (built_tx, built_rx) = channel::channel(None);
-        background.push(tokio::spawn(rebuild::rebuild_loop(
-            rebuild::RebuildContext {
-                state: state.clone(),
-                changed: changed_rx,
-                publish,
-                required: found.keys().copied().collect(),
-                window: config.debounce,
-                max_window: config.max_debounce,
-                metrics: metrics.clone(),
-            },
-            built_tx,
-        )));
+        let client = clients.requests.clone();
+        let watches = clients.watches.clone();
+        let Watching {
+            metrics,
+            state,
+            resources,
+            built: built_rx,
+            mut background,
+        } = Self::watch(clients, &config, &kinds::WATCHED, publish).await?;
 
         let (lb_tx, lb_rx) = channel::channel(None);
         match &config.load_balancer {
@@ -331,6 +293,110 @@ impl Cluster {
             shutdown: shutdown_tx,
             elector: Some(elector),
             writer: Some(writer),
+            background,
+        })
+    }
+
+    /// Cluster mode for the admission webhook alone (`sluice serve --role webhook`): watches
+    /// only `kinds` (the webhook's index needs [`kinds::WEBHOOK_WATCHED`]: no Secrets, no
+    /// Services, no EndpointSlices) and runs the debounced rebuild loop, whose `publish` feeds
+    /// the index. No leader election, no status writes, no Events: [`Cluster::leader`] stays
+    /// false, and the API server is only listed and watched.
+    pub async fn start_watching(
+        clients: ApiClients,
+        config: Config,
+        kinds: &[Kind],
+        publish: Publisher,
+    ) -> Result<Cluster, Error> {
+        let Watching {
+            metrics,
+            built,
+            background,
+            ..
+        } = Self::watch(clients, &config, kinds, publish).await?;
+        let (shutdown, _) = channel::channel(false);
+        let (_, leader) = channel::channel(false);
+        Ok(Cluster {
+            built,
+            leader,
+            metrics,
+            shutdown,
+            elector: None,
+            writer: None,
+            background,
+        })
+    }
+
+    /// Discovers which of `kinds` the cluster serves, watches those (and looks for the others
+    /// again) and starts the rebuild loop.
+    async fn watch(
+        clients: ApiClients,
+        config: &Config,
+        kinds: &[Kind],
+        publish: Publisher,
+    ) -> Result<Watching, Error> {
+        let ApiClients {
+            requests: client,
+            watches,
+        } = clients;
+        let metrics = Metrics::default();
+        let found = kinds::discover(&client, kinds)
+            .await
+            .map_err(Error::Discovery)?;
+        let missing: Vec<Kind> = kinds
+            .iter()
+            .copied()
+            .filter(|k| !found.contains_key(k))
+            .collect();
+        if !missing.is_empty() {
+            tracing::warn!(missing = ?missing, "kinds not served by this cluster (CRDs not installed?); looked for again every {:?}", config.rediscover_every);
+        }
+        let state = Arc::new(Mutex::new(state::ClusterState::default()));
+        let (changed_tx, changed_rx) = channel::channel(0u64);
+        let watch_ctx = watch::WatchContext {
+            client: watches.clone(),
+            discovery: client.clone(),
+            state: state.clone(),
+            changed: changed_tx,
+            metrics: metrics.clone(),
+        };
+        let mut background = Vec::new();
+        for (&kind, ar) in &found {
+            background.push(tokio::spawn(watch::watch_kind(
+                watch_ctx.clone(),
+                kind,
+                ar.clone(),
+            )));
+        }
+        let resources = Arc::new(Mutex::new(found.clone()));
+        if !missing.is_empty() {
+            background.push(tokio::spawn(rediscover(
+                watch_ctx.clone(),
+                missing,
+                resources.clone(),
+                config.rediscover_every,
+            )));
+        }
+
+        let (built_tx, built_rx) = channel::channel(None);
+        background.push(tokio::spawn(rebuild::rebuild_loop(
+            rebuild::RebuildContext {
+                state: state.clone(),
+                changed: changed_rx,
+                publish,
+                required: found.keys().copied().collect(),
+                window: config.debounce,
+                max_window: config.max_debounce,
+                metrics: metrics.clone(),
+            },
+            built_tx,
+        )));
+
+        Ok(Watching {
+            metrics,
+            state,
+            resources,
+            built: built_rx,
             background,
         })
     }
