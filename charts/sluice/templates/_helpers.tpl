@@ -88,3 +88,11 @@ tls.key: {{ $cert.Key | b64enc }}
           (has(object.metadata.annotations) ? object.metadata.annotations : {}) !=
           (has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {})
 {{- end }}
+
+{{/*
+The component whose Pods serve the admission webhook: "webhook" (the Deployment of
+templates/webhook-deployment.yaml) with webhook.separateDeployment, else "sluice".
+*/}}
+{{- define "sluice.webhookComponent" -}}
+{{- if .Values.webhook.separateDeployment -}}webhook{{- else -}}sluice{{- end -}}
+{{- end -}}
