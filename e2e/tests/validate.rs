@@ -97,3 +97,29 @@ fn what_the_apiserver_refuses_in_built_in_kinds_sluice_validate_refuses() {
     let (ok, report) = sluice_validate(&fine);
     assert!(ok, "sluice validate refused the fixed objects:\n{report}");
 }
+
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn the_apiserver_refuses_endpoint_slices_aimed_at_loopback_or_link_local_addresses() {
+    // docs/cluster-mode.md, "Trust rules": a hand-made EndpointSlice can aim a Service anywhere
+    // but at these, which matters when Envoy shares its node's network.
+    let env = env();
+    let ns = env.namespace("e2e-slices");
+    let slice = |name: &str, address: &str| {
+        format!(
+            "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{kubernetes.io/service-name: web}}\naddressType: IPv4\nports: [{{port: 80}}]\nendpoints: [{{addresses: [\"{address}\"]}}]\n"
+        )
+    };
+    for (name, address) in [("loopback", "127.0.0.1"), ("metadata", "169.254.169.254")] {
+        let out = env.kubectl_in(
+            &["apply", "--dry-run=server", "-f", "-"],
+            Some(&slice(name, address)),
+        );
+        assert!(!out.ok, "an EndpointSlice to {address} was accepted");
+    }
+    let out = env.kubectl_in(
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&slice("pod", "10.1.2.3")),
+    );
+    assert!(out.ok, "an EndpointSlice to a Pod address: {}", out.stderr);
+}
