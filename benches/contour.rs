@@ -44,7 +44,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use common::apiserver::{
@@ -483,6 +483,20 @@ fn main() {
     let t = Instant::now();
     rt.block_on(async {
         create_namespaces(&client, (0..NAMESPACES).map(namespace_of)).await;
+        // The class both controllers serve: sluice's webhook refuses a new Ingress naming an
+        // IngressClass that does not exist (seed 001). Kept from an earlier run of the smoke.
+        let classes: Api<IngressClass> = Api::all(client.clone());
+        let class: IngressClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+            "metadata": {"name": CLASS},
+            "spec": {"controller": "sluice.dev/ingress-controller"},
+        }))
+        .expect("an IngressClass");
+        match classes.create(&PostParams::default(), &class).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("IngressClass {CLASS}: {e}"),
+        }
         let (services, slices): (Vec<_>, Vec<_>) = (0..sizes.services)
             .map(|s| {
                 let port = env.backend_ports[s % env.backend_ports.len()];
