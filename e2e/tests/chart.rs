@@ -346,6 +346,172 @@ fn the_chart_installs_keeps_its_certificates_and_runs_as_rendered() {
     serve_as_installed(&env, rel, &ns, &dir, &certs);
 }
 
+const APART: Rel = Rel {
+    release: "apart",
+    fullname: "apart-sluice",
+    class: "apart-public",
+};
+
+/// `webhook.separateDeployment=true` (docs/webhook.md, "Two layouts"): the webhook's own
+/// Deployment runs `sluice serve --role webhook` under a ServiceAccount that may not read
+/// Secrets; its Pods watch no Secret, become ready, and the apiserver calls them: a bad
+/// IngressRoute is refused at `kubectl apply`. sluice's Deployment runs without the webhook.
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn the_chart_runs_the_webhook_apart_without_access_to_secrets() {
+    let env = env();
+    let rel = &APART;
+    let ns = env.namespace("chart-apart");
+    let _release = Release {
+        name: rel.release,
+        namespace: ns.clone(),
+    };
+    helm(&[
+        "install",
+        rel.release,
+        "charts/sluice",
+        "-n",
+        &ns,
+        "--set",
+        &format!("ingressClass.name={}", rel.class),
+        "--set",
+        "webhook.separateDeployment=true",
+        "--set",
+        "envoy.enabled=false",
+    ]);
+    let net: PodNet = pods();
+    let webhook_name = format!("{}-webhook", rel.fullname);
+
+    // The webhook's ServiceAccount may read the kinds its index needs, and no Secret; sluice's
+    // may (it gives Envoy the TLS keys).
+    let can_i = |verb: &str, resource: &str, sa: &str| {
+        let out = env.kubectl(&[
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "--all-namespaces",
+            &format!("--as=system:serviceaccount:{ns}:{sa}"),
+        ]);
+        out.stdout.trim().to_string()
+    };
+    for verb in ["get", "list", "watch"] {
+        assert_eq!(
+            can_i(verb, "secrets", &webhook_name),
+            "no",
+            "{verb} secrets"
+        );
+    }
+    assert_eq!(
+        can_i("list", "ingressroutes.contour.heptio.com", &webhook_name),
+        "yes"
+    );
+    assert_eq!(
+        can_i("watch", "ingressclasses.networking.k8s.io", &webhook_name),
+        "yes"
+    );
+    assert_eq!(
+        can_i(
+            "patch",
+            "ingressroutes.contour.heptio.com/status",
+            &webhook_name
+        ),
+        "no"
+    );
+    assert_eq!(can_i("list", "secrets", rel.fullname), "yes");
+
+    // The webhook's Pods: the webhook role, its ServiceAccount's token, ready (the index of the
+    // first complete lists is in), and watching nothing but the index's kinds.
+    let (deployment, webhooks) = rolled_out(&env, rel, &ns, &webhook_name, "webhook");
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(spec["serviceAccountName"], webhook_name.as_str());
+    let args = strings(&spec["containers"][0]["args"]);
+    assert_eq!(args[..2], ["serve", "--role=webhook"]);
+    for pod in &webhooks {
+        let p = net.process(pod, "webhook");
+        assert_eq!(p.argv[1..], args[..], "{}", pod_name(pod));
+        assert!(
+            has_token(&net.pod_dir(pod)),
+            "{} has no token",
+            pod_name(pod)
+        );
+        let logs = env.kubectl(&["logs", "-n", &ns, pod_name(pod)]).stdout;
+        let watching: Vec<&str> = logs.lines().filter(|l| l.contains("watching")).collect();
+        assert!(
+            watching.iter().any(|l| l.contains("IngressRoute")),
+            "{}",
+            crate::support::tail(&logs)
+        );
+        for kind in ["Secret", "Service", "EndpointSlice", "Namespace"] {
+            assert!(
+                !watching
+                    .iter()
+                    .any(|l| l.contains(&format!("={kind}")) || l.contains(&format!("m{kind}"))),
+                "{} watches {kind}: {watching:?}",
+                pod_name(pod)
+            );
+        }
+    }
+    // sluice's Deployment runs without the webhook.
+    let (deployment, _) = rolled_out(&env, rel, &ns, rel.fullname, "sluice");
+    let main_args = strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        !main_args.iter().any(|a| a.starts_with("--webhook")),
+        "{main_args:?}"
+    );
+
+    // The apiserver calls the webhook's Pods through the webhook Service: a bad IngressRoute
+    // of another namespace is refused with sluice's message.
+    let app = AppNamespace {
+        env: &env,
+        name: env.namespace("chart-apart-app"),
+    };
+    let app_ns = app.name.as_str();
+    let bad = format!(
+        r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: bad, namespace: {app_ns}}}
+spec:
+  virtualhost: {{fqdn: bad.{app_ns}.example.com}}
+  routes: [{{match: finance, services: [{{name: web, port: 80}}]}}]
+"#
+    );
+    let out = wait_for(
+        Duration::from_secs(30),
+        "the webhook's answer to a bad IngressRoute",
+        || {
+            let out = env.apply(&bad);
+            if !out.ok && out.stderr.contains("must start with") {
+                Ok(out)
+            } else {
+                Err(format!("ok={} {}", out.ok, out.stderr))
+            }
+        },
+    );
+    assert!(
+        out.stderr
+            .contains(r#"spec.routes[0].match: "finance" must start with "/""#),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        env.get(IR, app_ns, "bad").is_none(),
+        "the bad IngressRoute was stored"
+    );
+    // A good one is admitted.
+    env.apply_ok(&format!(
+        r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {{name: root, namespace: {app_ns}}}
+spec:
+  virtualhost: {{fqdn: {app_ns}.example.com}}
+  routes: [{{match: /, services: [{{name: web, port: 80}}]}}]
+"#
+    ));
+}
+
 /// The release's NetworkPolicy, as the apiserver stored it: sluice's Pods, the webhook port from
 /// any source (no `webhook.networkPolicy.apiServer` given), the other ports from anywhere. A
 /// render with peers restricts the webhook port to them; `enabled: false` renders none.
