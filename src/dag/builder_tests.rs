@@ -1,5 +1,6 @@
 use super::*;
 use crate::dag::hosts::INDEX_ROUTES_FROM;
+use crate::store::SliceEndpoints;
 
 #[test]
 fn weights() {

@@ -13,6 +13,7 @@
 
 pub mod addresses;
 mod builder;
+mod clusters;
 mod delegation;
 pub mod gateway;
 mod gateway_addresses;
@@ -29,6 +30,7 @@ mod parallel;
 pub mod route;
 mod slots;
 mod sort;
+mod status;
 pub mod table;
 mod tally;
 pub mod tcproute;

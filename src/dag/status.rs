@@ -1,0 +1,116 @@
+//! The status the routing model gives every routing object: its state and messages, the warnings
+//! beside them, and a Gateway API object's own status.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// The result for one routing object, in the context of the whole snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ObjectStatus {
+    pub state: State,
+    /// One line for `status.description` (most are fixed texts, shared rather than copied).
+    pub description: Cow<'static, str>,
+    /// Every problem found (empty when valid).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<StatusMessage>,
+    /// What is served but not as the user may think (e.g. an Ingress whose class annotation and
+    /// field disagree); the state is unchanged by them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<StatusMessage>,
+    /// metadata.generation of the object the status was computed from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// The Gateway API status of a GatewayClass, Gateway or HTTPRoute of sluice's controller:
+    /// conditions, listeners and parents as the Gateway API defines them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Box<GatewayApiStatus>>,
+    /// A condition of an IngressRoute besides `Valid` and `Ready`, worked out from its spec when
+    /// it was stored and shared, not copied: `BackendTLSVerified`, on one with TLS backends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<Arc<GatewayCondition>>,
+}
+
+/// The Gateway API status of one object ([`ObjectStatus::gateway`]). Which parts are set
+/// depends on the kind: `conditions` for GatewayClass and Gateway, `listeners` for Gateway,
+/// `parents` for HTTPRoute.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GatewayApiStatus {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<GatewayCondition>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub listeners: Vec<ListenerStatus>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parents: Vec<ParentStatus>,
+    /// A GatewayClass's `supportedFeatures`: the Gateway API's names of the features sluice
+    /// serves, in alphabetical order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub supported_features: Vec<&'static str>,
+    /// A Gateway's own address (`--gateway-addresses`), as its `status.addresses` carries it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<std::net::IpAddr>,
+}
+
+/// One condition (`metav1.Condition` without its timestamps and generation, which the status
+/// writer adds).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GatewayCondition {
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// A Gateway listener's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    pub name: String,
+    /// Route kinds the listener takes (group `gateway.networking.k8s.io`).
+    pub supported_kinds: Vec<&'static str>,
+    pub attached_routes: u32,
+    pub conditions: Vec<GatewayCondition>,
+}
+
+/// What a route's status says for one of its parents (a Gateway of sluice's controller).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentStatus {
+    pub namespace: String,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+    pub controller_name: String,
+    pub conditions: Vec<GatewayCondition>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Valid,
+    Invalid,
+    Orphaned,
+    /// Not for this controller (another ingress class).
+    Ignored,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Valid => "valid",
+            State::Invalid => "invalid",
+            State::Orphaned => "orphaned",
+            State::Ignored => "ignored",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusMessage {
+    pub reason: &'static str,
+    pub message: String,
+}
