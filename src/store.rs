@@ -7,11 +7,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use gateway_api::{
-    apis::experimental::tcproutes::TcpRoute as TCPRoute,
+    apis::experimental::{httproutes::HttpRoute as HTTPRoute, tcproutes::TcpRoute as TCPRoute},
     apis::standard::{
         gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute as GRPCRoute,
-        httproutes::HttpRoute as HTTPRoute, referencegrants::ReferenceGrant,
-        tlsroutes::TlsRoute as TLSRoute,
+        referencegrants::ReferenceGrant, tlsroutes::TlsRoute as TLSRoute,
     },
 };
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};

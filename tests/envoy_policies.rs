@@ -743,3 +743,133 @@ async fn minimum_protocol_version_refuses_older_clients() {
     let got = tls11_handshake(h.https_port, "v11.example.com");
     assert_eq!(got, Tls11::Done, "v11.example.com: TLS 1.1");
 }
+
+// ---- HTTPRoute rules' retry ----
+
+/// A Gateway `edge` of sluice's in `ns` with one HTTP listener, and an HTTPRoute on it for
+/// `retry.example.com` with `rules` (the YAML of the list under `rules:`).
+fn gateway_and_route(ns: &str, rules: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: sluice}}
+spec: {{controllerName: sluice.dev/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: {ns}}}
+spec:
+  gatewayClassName: sluice
+  listeners: [{{name: http, protocol: HTTP, port: 80}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: retries, namespace: {ns}}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [retry.example.com]
+  rules:
+{rules}"
+    )
+}
+
+/// An HTTPRoute rule's `retry`: a status code it lists is retried up to `attempts` times (the
+/// client gets the first good answer, or the last bad one once the attempts are spent), a code
+/// it does not list is not retried, an endpoint refusing connections is retried on another
+/// one, and a try running out of its `backendRequest` time is retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_httproute_rule_retries_its_codes_connection_errors_and_timeouts() {
+    let warm = Scripted::ok("rt/warm").await;
+    // Fails its first two requests with 500, then answers.
+    let twice = Scripted::start("rt/twice", |n| if n < 2 { 500 } else { 200 }).await;
+    let always = Scripted::start("rt/always", |_| 500).await;
+    let unlisted = Scripted::start("rt/unlisted", |n| if n == 0 { 503 } else { 200 }).await;
+    let good = Scripted::ok("rt/good").await;
+    let slow = Backend::start("rt/slow").await;
+    // A port nothing listens on: the second endpoint of Service `half`.
+    let dead_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /warm}}]
+    backendRefs: [{name: warm, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /twice}}]
+    retry: {codes: [500], attempts: 3}
+    backendRefs: [{name: twice, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /always}}]
+    retry: {codes: [500, 502], attempts: 2, backoff: 10ms}
+    backendRefs: [{name: always, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /unlisted}}]
+    retry: {codes: [500], attempts: 3}
+    backendRefs: [{name: unlisted, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /half}}]
+    retry: {attempts: 2}
+    backendRefs: [{name: half, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /slow-retried}}]
+    timeouts: {request: 10s, backendRequest: 200ms}
+    retry: {codes: [504], attempts: 1}
+    backendRefs: [{name: slow, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /slow-once}}]
+    timeouts: {request: 10s, backendRequest: 200ms}
+    backendRefs: [{name: slow, port: 80}]
+";
+    let svc = docs(&[
+        service_of("rt", "warm", &[&warm]),
+        service_of("rt", "twice", &[&twice]),
+        service_of("rt", "always", &[&always]),
+        service_of("rt", "unlisted", &[&unlisted]),
+        service("rt", "half", 80, ""),
+        slice("rt", "half", "", good.port, "0"),
+        slice("rt", "half", "", dead_port, "1"),
+        services("rt", &[&slow]),
+    ]);
+    let h = Harness::start(
+        &[
+            ("svc.yaml", svc),
+            ("gateway.yaml", gateway_and_route("rt", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("retry.example.com", "/warm", &[], "rt/warm").await;
+
+    let got = h.get("retry.example.com", "/twice", &[]).await;
+    assert_eq!(got, "rt/twice", "the third try's answer reaches the client");
+    assert_eq!(twice.hits(), 3, "two failed tries and the good one");
+
+    let got = h.get("retry.example.com", "/always", &[]).await;
+    assert_eq!(
+        got, "500",
+        "the attempts spent, the last answer is the client's"
+    );
+    assert_eq!(always.hits(), 3, "the first try and two retries");
+
+    let got = h.get("retry.example.com", "/unlisted", &[]).await;
+    assert_eq!(got, "503", "a code the rule does not list is not retried");
+    assert_eq!(unlisted.hits(), 1);
+
+    // Round robin sends every other request to the dead endpoint; each is retried.
+    let answers = sequence(&h, "retry.example.com", "/half", 10).await;
+    assert_eq!(
+        tally(&answers),
+        BTreeMap::from([("rt/good", 10)]),
+        "{answers:?}"
+    );
+
+    let before = slow.hits();
+    let got = h
+        .get(
+            "retry.example.com",
+            "/slow-retried",
+            &[("x-delay-ms", "2000")],
+        )
+        .await;
+    assert_eq!(got, "504", "both tries ran out of time");
+    assert_eq!(slow.hits() - before, 2, "the try that ran out was retried");
+    let before = slow.hits();
+    let got = h
+        .get("retry.example.com", "/slow-once", &[("x-delay-ms", "2000")])
+        .await;
+    assert_eq!(got, "504");
+    assert_eq!(slow.hits() - before, 1, "no retry without a rule's retry");
+}

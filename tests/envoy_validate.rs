@@ -173,15 +173,19 @@ fn full_model() -> Dag {
         ],
     );
     timed.timeout = Some(Timeout::After(Duration::from_millis(1500)));
-    timed.retry = Some(RetryPolicy {
-        count: 2,
-        per_try_timeout: Some(Duration::from_millis(300)),
-    });
+    timed.retry = Some(RetryPolicy::new(2, Some(Duration::from_millis(300))));
     let mut infinite = route(
         PathMatch::StringPrefix("/inf".into()),
         &[("default/d/443/tls", 1), ("default/e/443/ca", 1)],
     );
     infinite.timeout = Some(Timeout::Infinite);
+    // An HTTPRoute rule's retry: status codes and a backoff.
+    infinite.retry = Some(RetryPolicy {
+        count: 3,
+        per_try_timeout: None,
+        on: RetryOn::Codes(vec![500, 503]),
+        backoff: Some(Duration::from_millis(100)),
+    });
     let mut gone = route(PathMatch::prefix("/gone"), &[]);
     gone.action = RouteAction::Unavailable("missing".into());
     let mut insecure = route(PathMatch::prefix("/.well-known"), &[("default/a/80", 1)]);

@@ -453,11 +453,20 @@ impl<'a> Builder<'a> {
             hosts: Hosts::with_capacity(0),
             tcp: None,
             default_secret: None,
+            https_listeners: Vec::new(),
         });
         if let Some(secret) = secret
             && (secret_first || e.default_secret.is_none())
         {
             e.default_secret = Some(secret.to_string());
+        }
+    }
+
+    /// Notes an HTTPS listener of an opened port of a Gateway's own address, by its hostname.
+    pub fn add_entry_https_listener(&mut self, key: &EntryKey, hostname: Option<&str>) {
+        if let Some(e) = self.entries.get_mut(key) {
+            e.https_listeners
+                .push(hostname.map(str::to_ascii_lowercase));
         }
     }
 
@@ -727,6 +736,7 @@ impl<'a> Builder<'a> {
                     vhosts: e.hosts.finish(&mut clusters).into_iter().collect(),
                     tcp: e.tcp,
                     default_secret: e.default_secret,
+                    https_listeners: e.https_listeners,
                 };
                 (key, Arc::new(entry))
             })

@@ -48,7 +48,7 @@ pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
 /// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
 /// there; the Gateway API has no feature name for TCPRoute.
-pub const SUPPORTED_FEATURES: [&str; 31] = [
+pub const SUPPORTED_FEATURES: [&str; 35] = [
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
@@ -62,6 +62,7 @@ pub const SUPPORTED_FEATURES: [&str; 31] = [
     "HTTPRouteBackendRequestHeaderModification",
     "HTTPRouteBackendTimeout",
     "HTTPRouteCORS",
+    "HTTPRouteDestinationPortMatching",
     "HTTPRouteHostRewrite",
     "HTTPRouteMethodMatching",
     "HTTPRouteNamedRouteRule",
@@ -75,6 +76,9 @@ pub const SUPPORTED_FEATURES: [&str; 31] = [
     "HTTPRouteRequestPercentageMirror",
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
+    "HTTPRouteRetry",
+    "HTTPRouteRetryBackendTimeout",
+    "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
     "ReferenceGrant",
     "TLSRoute",
@@ -83,10 +87,12 @@ pub const SUPPORTED_FEATURES: [&str; 31] = [
 ];
 
 /// The features sluice serves when Gateways have addresses of their own (`--gateway-addresses`):
-/// a Gateway asks for one (`spec.addresses`, with or without a value), and a listener on port
-/// 8080 is a port Envoy listens on at the Gateway's address.
-pub const OWN_ADDRESS_FEATURES: [&str; 3] = [
+/// a Gateway asks for one (`spec.addresses`, with or without a value), a listener on port
+/// 8080 is a port Envoy listens on at the Gateway's address, and a request whose Host belongs
+/// to another HTTPS listener of the port than the one its TLS SNI picked gets 421.
+pub const OWN_ADDRESS_FEATURES: [&str; 4] = [
     "GatewayAddressEmpty",
+    "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
     "GatewayStaticAddresses",
 ];

@@ -359,7 +359,7 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
         "shop",
         "store",
         &["shop.example.com"],
-        "  - filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Limit, name: slow}}]\n    backendRefs: [{name: web, port: 80}]\n  - backendRefs: [{name: web, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: b}]}}, {type: RequestMirror, requestMirror: {backendRef: {name: api, port: 8080}}}]}]\n",
+        "  - filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Limit, name: slow}}]\n    backendRefs: [{name: web, port: 80}]\n  - backendRefs: [{name: web, port: 80, filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: a, value: b}]}}, {type: RequestMirror, requestMirror: {backendRef: {name: api, port: 8080}}}]}]\n  - sessionPersistence: {type: Cookie, sessionName: s}\n    backendRefs: [{name: web, port: 80}]\n",
     );
     let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
     assert!(
@@ -378,6 +378,10 @@ fn what_sluice_does_not_route_yet_refuses_the_route_naming_the_field() {
         "{m}"
     );
     assert!(!m.contains("backendRefs[0].filters[0]"), "{m}");
+    assert!(
+        m.contains("spec.rules[2].sessionPersistence: sluice does not keep sessions"),
+        "{m}"
+    );
     let gw = status(&dag, Kind::Gateway, "shop", "edge");
     assert_eq!(gw.gateway.as_ref().unwrap().listeners[0].attached_routes, 0);
 }
@@ -817,6 +821,7 @@ fn a_rules_timeouts_bound_the_request_and_each_request_to_a_backend() {
         Some(crate::dag::RetryPolicy {
             count: 0,
             per_try_timeout: Some(std::time::Duration::from_millis(300)),
+            ..crate::dag::RetryPolicy::new(0, None)
         })
     );
     // Zero: no timeout.
@@ -826,6 +831,35 @@ fn a_rules_timeouts_bound_the_request_and_each_request_to_a_backend() {
         Some(crate::validate::common::Timeout::Infinite)
     );
     assert_eq!(unbounded.retry, None);
+}
+
+#[test]
+fn a_rules_retry_lists_its_codes_attempts_backoff_and_per_try_timeout() {
+    let r = route(
+        "shop",
+        "store",
+        &["shop.example.com"],
+        "  - matches: [{path: {value: /r}}]\n    timeouts: {backendRequest: 300ms}\n    retry: {codes: [503, 500, 503], attempts: 3, backoff: 100ms}\n    backendRefs: [{name: web, port: 80}]\n  - matches: [{path: {value: /d}}]\n    retry: {}\n    backendRefs: [{name: web, port: 80}]\n",
+    );
+    let dag = dag_of(&[CLASS, &gateway("sluice", None, "Same"), SERVICES, &r]);
+    let ms = std::time::Duration::from_millis;
+    assert_eq!(
+        shop_route(&dag, "/r").retry,
+        Some(crate::dag::RetryPolicy {
+            count: 3,
+            per_try_timeout: Some(ms(300)),
+            on: crate::dag::RetryOn::Codes(vec![500, 503]),
+            backoff: Some(ms(100)),
+        })
+    );
+    // Neither codes nor attempts: one retry, of connection errors and timeouts only.
+    assert_eq!(
+        shop_route(&dag, "/d").retry,
+        Some(crate::dag::RetryPolicy {
+            on: crate::dag::RetryOn::Codes(Vec::new()),
+            ..crate::dag::RetryPolicy::new(1, None)
+        })
+    );
 }
 
 #[test]

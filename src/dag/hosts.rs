@@ -164,6 +164,7 @@ pub(super) struct EntryAcc {
     pub(super) hosts: Hosts,
     pub(super) tcp: Option<(Clusters, ObjectRef)>,
     pub(super) default_secret: Option<String>,
+    pub(super) https_listeners: Vec<Option<String>>,
 }
 
 /// Where a Gateway API route is served: on Envoy's shared listeners (None), or at one port of a

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use gateway_api::apis::standard::httproutes::{
+use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFiltersType,
     HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
     HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
@@ -85,7 +85,7 @@ pub(super) fn http_route(
                     matches: rule_matches(rule),
                     action,
                     timeout: rule_timeout(rule),
-                    retry: rule_backend_timeout(rule),
+                    retry: rule_retry(rule),
                     edits: rule_header_edits!(rule.filters.iter().flatten()),
                     rewrite: rule_rewrite(rule),
                     mirrors,
@@ -164,6 +164,12 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                     );
                 }
             }
+        }
+        if rule.session_persistence.is_some() {
+            no(
+                format!("{field}.sessionPersistence"),
+                "sluice does not keep sessions on one backend yet; remove sessionPersistence (requests are balanced over the backends' endpoints)",
+            );
         }
     }
     out
@@ -317,15 +323,38 @@ fn rule_timeout(rule: &HttpRouteRules) -> Option<Timeout> {
     })
 }
 
-/// A rule's `timeouts.backendRequest`: the time each request to a backend may take, as Envoy's
-/// per-try timeout with no retries (a try that runs out answers 504). Zero, or none: no such
-/// timeout (`timeouts.request` alone bounds the request).
-fn rule_backend_timeout(rule: &HttpRouteRules) -> Option<crate::dag::RetryPolicy> {
-    let backend = rule.timeouts.as_ref()?.backend_request.as_deref()?;
-    let d = duration_of(backend).filter(|d| !d.is_zero())?;
+/// A rule's `retry` and `timeouts.backendRequest`.
+///
+/// - `timeouts.backendRequest` alone: the time each request to a backend may take, as Envoy's
+///   per-try timeout with no retries (a try that runs out answers 504).
+/// - `retry`: up to `attempts` more tries (1 when unset, Envoy's default), on an answer with one
+///   of `codes`, a connection failure, a refused stream or reset, or a try that ran out of its
+///   `backendRequest` time; at least `backoff` apart. The whole request, tries included, stays
+///   bounded by `timeouts.request`.
+///
+/// Zero, or none, `backendRequest`: no per-try bound.
+fn rule_retry(rule: &HttpRouteRules) -> Option<crate::dag::RetryPolicy> {
+    let backend = rule
+        .timeouts
+        .as_ref()
+        .and_then(|t| t.backend_request.as_deref());
+    let per_try_timeout = backend.and_then(duration_of).filter(|d| !d.is_zero());
+    let Some(retry) = &rule.retry else {
+        return per_try_timeout.map(|d| crate::dag::RetryPolicy::new(0, Some(d)));
+    };
+    let count = retry.attempts.map_or(1, |a| u32::try_from(a).unwrap_or(0));
+    let codes = (retry.codes.iter().flatten())
+        .filter_map(|c| u16::try_from(*c).ok())
+        .collect::<std::collections::BTreeSet<_>>();
     Some(crate::dag::RetryPolicy {
-        count: 0,
-        per_try_timeout: Some(d),
+        count,
+        per_try_timeout,
+        on: crate::dag::RetryOn::Codes(codes.into_iter().collect()),
+        backoff: retry
+            .backoff
+            .as_deref()
+            .and_then(duration_of)
+            .filter(|d| !d.is_zero()),
     })
 }
 

@@ -524,6 +524,7 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
                             Some(Timeout::After(d)) => Some(d),
                             _ => None,
                         },
+                        ..RetryPolicy::new(0, None)
                     });
                     let outlier =
                         f.passive_health_check_enabled

@@ -111,10 +111,7 @@ spec:
     assert_eq!(root.timeout, Some(Timeout::After(Duration::from_secs(1))));
     assert_eq!(
         root.retry,
-        Some(RetryPolicy {
-            count: 3,
-            per_try_timeout: Some(Duration::from_millis(150))
-        })
+        Some(RetryPolicy::new(3, Some(Duration::from_millis(150))))
     );
     let RouteAction::Forward(cs) = &root.action else {
         panic!("forward expected")
@@ -133,13 +130,7 @@ spec:
     };
     assert_eq!(d.clusters[&cs[0].cluster].outlier_detection, None);
     let defaults = by_path("/defaults");
-    assert_eq!(
-        defaults.retry,
-        Some(RetryPolicy {
-            count: 1,
-            per_try_timeout: None
-        })
-    );
+    assert_eq!(defaults.retry, Some(RetryPolicy::new(1, None)));
     let RouteAction::Forward(cs) = &defaults.action else {
         panic!("forward expected")
     };
@@ -183,10 +174,7 @@ spec:
     let zero = by_path("/");
     assert_eq!(
         zero.retry,
-        Some(RetryPolicy {
-            count: 0,
-            per_try_timeout: Some(Duration::from_millis(150))
-        })
+        Some(RetryPolicy::new(0, Some(Duration::from_millis(150))))
     );
     let default = Some(OutlierDetection {
         consecutive_5xx: DEFAULT_CONSECUTIVE_5XX,

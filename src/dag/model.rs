@@ -88,6 +88,11 @@ pub struct Entry {
     /// A TLS port's certificate for connections whose SNI names no host here (or none at all):
     /// the Secret id of the port's first HTTPS listener without a hostname, else of its first.
     pub default_secret: Option<String>,
+    /// A TLS port's HTTPS listeners by hostname (None: a listener without one), in the
+    /// Gateway's order: which listener a TLS client's SNI picks and which one a request's Host
+    /// picks, for answering 421 when they differ.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub https_listeners: Vec<Option<String>>,
 }
 
 /// What a port of a Gateway's address speaks.
@@ -575,6 +580,43 @@ pub struct RetryPolicy {
     pub count: u32,
     #[serde(skip_serializing_if = "Option::is_none", with = "opt_duration")]
     pub per_try_timeout: Option<Duration>,
+    /// What is retried.
+    #[serde(skip_serializing_if = "RetryOn::is_default")]
+    pub on: RetryOn,
+    /// The least time between tries (Envoy's exponential backoff starts there); None: Envoy's
+    /// default (25 ms).
+    #[serde(skip_serializing_if = "Option::is_none", with = "opt_duration")]
+    pub backoff: Option<Duration>,
+}
+
+impl RetryPolicy {
+    /// `count` retries on the default conditions, each try bounded by `per_try_timeout`.
+    pub fn new(count: u32, per_try_timeout: Option<Duration>) -> Self {
+        Self {
+            count,
+            per_try_timeout,
+            on: RetryOn::Default,
+            backoff: None,
+        }
+    }
+}
+
+/// The conditions under which a request to a backend is tried again.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RetryOn {
+    /// Any 5xx answer, a connection failure or a reset (IngressRoute's `failurePolicy`).
+    #[default]
+    Default,
+    /// An HTTPRoute rule's `retry`: an answer with one of these status codes, a connection
+    /// failure, a refused stream, a reset, or a try that ran out of its `backendRequest` time.
+    Codes(Vec<u16>),
+}
+
+impl RetryOn {
+    fn is_default(&self) -> bool {
+        *self == RetryOn::Default
+    }
 }
 
 /// The protocol Envoy speaks to an upstream.

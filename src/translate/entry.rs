@@ -132,13 +132,19 @@ pub fn build_entry_route_configs(key: &EntryKey, e: &Entry) -> Vec<RouteConfigur
         EntryProtocol::Tls => {
             let mut out = Vec::new();
             let mut all = Vec::new();
-            for v in e.vhosts.values().filter(|v| routes_https(v)) {
+            let https: Vec<&VirtualHost> = (e.vhosts.values().map(|v| &**v))
+                .filter(|v| routes_https(v))
+                .collect();
+            for v in &https {
                 let mut config = route::build_https_route_config(v);
-                config.ignore_port_in_host_matching = true;
                 all.extend(config.virtual_hosts.iter().cloned());
                 // The catch-all host is the default chain's only.
                 if v.host != "*" {
                     config.name = host_route_config_name(key, &v.host);
+                    if !e.https_listeners.is_empty() {
+                        config.virtual_hosts = sni_host_vhosts(&e.https_listeners, v, &https);
+                    }
+                    config.ignore_port_in_host_matching = true;
                     out.push(config);
                 }
             }
@@ -155,10 +161,173 @@ pub fn build_entry_route_configs(key: &EntryKey, e: &Entry) -> Vec<RouteConfigur
     }
 }
 
+/// The listener of a TLS port that takes `host` (a request's Host or a TLS client's SNI), by the
+/// listeners' hostnames (None: a listener without one): the one of that exact hostname, else the
+/// one of the longest wildcard covering it, else one without a hostname; None when no listener
+/// takes it.
+fn listener_of<'l>(listeners: &'l [Option<String>], host: &str) -> Option<Option<&'l str>> {
+    let specificity = |l: &Option<String>| match l.as_deref() {
+        None => Some(0),
+        Some(name) if name == host => Some(usize::MAX),
+        Some(name) => {
+            let suffix = name.strip_prefix('*')?;
+            (suffix.starts_with('.') && host.len() > suffix.len() && host.ends_with(suffix))
+                .then_some(suffix.len())
+        }
+    };
+    (listeners.iter())
+        .filter_map(|l| Some((specificity(l)?, l.as_deref())))
+        .max_by_key(|(s, _)| *s)
+        .map(|(_, l)| l)
+}
+
+/// The virtual hosts of the filter chain a TLS client's SNI picks for HTTPS host `sni` of a
+/// port: the hosts of the listener that SNI picks, with their routes (a Host of that listener
+/// that no route serves gets 404), and 421 Misdirected Request for a Host another listener of
+/// the port takes, or, when the SNI's listener has a hostname, that no listener takes.
+fn sni_host_vhosts(
+    listeners: &[Option<String>],
+    sni: &VirtualHost,
+    https: &[&VirtualHost],
+) -> Vec<envoy_types::pb::envoy::config::route::v3::VirtualHost> {
+    let own = listener_of(listeners, &sni.host);
+    let mut out = Vec::new();
+    let mut domains = std::collections::BTreeSet::new();
+    for v in https {
+        domains.insert(v.host.as_str());
+        if listener_of(listeners, &v.host) == own {
+            out.extend(route::build_https_route_config(v).virtual_hosts);
+        } else {
+            out.push(route::build_misdirected_vhost(&v.host));
+        }
+    }
+    for l in listeners.iter().flatten() {
+        if Some(Some(l.as_str())) != own && domains.insert(l.as_str()) {
+            out.push(route::build_misdirected_vhost(l));
+        }
+    }
+    if own != Some(None) && domains.insert("*") {
+        out.push(route::build_misdirected_vhost("*"));
+    }
+    out
+}
+
 /// The names of the route configurations [`build_entry_route_configs`] makes.
 pub fn entry_route_config_names(key: &EntryKey, e: &Entry) -> Vec<String> {
     build_entry_route_configs(key, e)
         .into_iter()
         .map(|c| c.name)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listeners() -> Vec<Option<String>> {
+        [
+            None,
+            Some("second-example.org"),
+            Some("*.wildcard.org"),
+            Some("fourth-example.wildcard.org"),
+        ]
+        .into_iter()
+        .map(|h| h.map(String::from))
+        .collect()
+    }
+
+    #[test]
+    fn a_name_belongs_to_the_listener_of_its_exact_name_else_the_longest_wildcard_else_the_catch_all()
+     {
+        let ls = listeners();
+        let of = |h| listener_of(&ls, h);
+        assert_eq!(of("example.org"), Some(None));
+        assert_eq!(of("second-example.org"), Some(Some("second-example.org")));
+        assert_eq!(of("third.wildcard.org"), Some(Some("*.wildcard.org")));
+        assert_eq!(of("*.wildcard.org"), Some(Some("*.wildcard.org")));
+        assert_eq!(
+            of("wildcard.org"),
+            Some(None),
+            "a wildcard takes subdomains only"
+        );
+        assert_eq!(
+            of("fourth-example.wildcard.org"),
+            Some(Some("fourth-example.wildcard.org"))
+        );
+        let named = &ls[1..];
+        assert_eq!(listener_of(named, "example.org"), None);
+    }
+
+    /// The HTTPS hosts of the upstream suite's misdirected-request test: what each SNI's filter
+    /// chain answers for each Host, by Envoy's domain matching (exact, then longest suffix
+    /// wildcard, then `*`).
+    #[test]
+    fn a_host_of_another_listener_than_the_snis_is_misdirected() {
+        let ls = listeners();
+        let host = |h: &str| VirtualHost {
+            host: h.to_string(),
+            tls: Some(crate::dag::VhostTls {
+                secret: "cert".to_string(),
+                min_version: crate::api::TlsVersion::V1_2,
+            }),
+            ..Default::default()
+        };
+        let hosts = [
+            host("example.org"),
+            host("second-example.org"),
+            host("*.wildcard.org"),
+            host("fourth-example.wildcard.org"),
+        ];
+        let https: Vec<&VirtualHost> = hosts.iter().collect();
+        let answer = |sni: usize, req: &str| {
+            let vhosts = sni_host_vhosts(&ls, &hosts[sni], &https);
+            let domains =
+                |v: &envoy_types::pb::envoy::config::route::v3::VirtualHost| v.domains.clone();
+            let pick = (vhosts.iter().find(|v| domains(v).iter().any(|d| d == req)))
+                .or_else(|| {
+                    (vhosts.iter())
+                        .filter_map(|v| {
+                            let d = v.domains.first()?;
+                            let suffix = d.strip_prefix('*')?;
+                            (!suffix.is_empty() && req.ends_with(suffix))
+                                .then_some((suffix.len(), v))
+                        })
+                        .max_by_key(|(n, _)| *n)
+                        .map(|(_, v)| v)
+                })
+                .or_else(|| vhosts.iter().find(|v| v.domains == ["*"]));
+            match pick {
+                None => "404".to_string(),
+                Some(v) if v.name.starts_with("misdirected/") => "421".to_string(),
+                Some(v) => v.name.clone(),
+            }
+        };
+        let cases = [
+            (0, "example.org", "example.org"),
+            (0, "second-example.org", "421"),
+            (0, "unknown-example.org", "404"),
+            (1, "second-example.org", "second-example.org"),
+            (1, "example.org", "421"),
+            (1, "unknown-example.org", "421"),
+            (2, "third-example.wildcard.org", "*.wildcard.org"),
+            (2, "fith-example.wildcard.org", "*.wildcard.org"),
+            (2, "fourth-example.wildcard.org", "421"),
+            (2, "second-example.org", "421"),
+            (2, "unknown-example.org", "421"),
+            (
+                3,
+                "fourth-example.wildcard.org",
+                "fourth-example.wildcard.org",
+            ),
+            (3, "fith-example.wildcard.org", "421"),
+        ];
+        for (sni, req, want) in cases {
+            assert_eq!(
+                answer(sni, req),
+                want,
+                "SNI {}, Host {req}",
+                hosts[sni].host
+            );
+        }
+    }
 }

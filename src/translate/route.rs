@@ -25,6 +25,7 @@ use envoy_types::pb::envoy::config::route::v3::{
     header_matcher::HeaderMatchSpecifier,
     query_parameter_matcher::QueryParameterMatchSpecifier,
     redirect_action::{PathRewriteSpecifier, RedirectResponseCode, SchemeRewriteSpecifier},
+    retry_policy,
     route::Action,
     route_action::{
         ClusterNotFoundResponseCode, ClusterSpecifier, HostRewriteSpecifier, RequestMirrorPolicy,
@@ -51,6 +52,37 @@ pub const HTTP_ROUTE_CONFIG: &str = "ingress_http";
 
 /// What Envoy retries on when a route asks for retries.
 pub const RETRY_ON: &str = "5xx,connect-failure,reset";
+/// What an HTTPRoute rule's `retry` retries besides its status codes: connection failures,
+/// refused streams, resets and tries that ran out of their per-try time (Envoy counts those as
+/// resets).
+pub const RETRY_ON_CONNECTION: &str = "connect-failure,refused-stream,reset";
+
+/// Envoy's retry policy of a route's [`crate::dag::RetryPolicy`].
+fn build_retry_policy(p: &crate::dag::RetryPolicy) -> RetryPolicy {
+    let (retry_on, retriable_status_codes) = match &p.on {
+        crate::dag::RetryOn::Default => (RETRY_ON.to_string(), Vec::new()),
+        crate::dag::RetryOn::Codes(codes) if codes.is_empty() => {
+            (RETRY_ON_CONNECTION.to_string(), Vec::new())
+        }
+        crate::dag::RetryOn::Codes(codes) => (
+            format!("retriable-status-codes,{RETRY_ON_CONNECTION}"),
+            codes.iter().map(|c| u32::from(*c)).collect(),
+        ),
+    };
+    RetryPolicy {
+        retry_on,
+        retriable_status_codes,
+        num_retries: Some(u32v(p.count)),
+        per_try_timeout: p.per_try_timeout.map(duration),
+        // Envoy's exponential backoff starts at the base and is capped at ten times it (its
+        // default ratio).
+        retry_back_off: p.backoff.map(|b| retry_policy::RetryBackOff {
+            base_interval: Some(duration(b)),
+            max_interval: Some(duration(b.saturating_mul(10))),
+        }),
+        ..Default::default()
+    }
+}
 
 /// Name of the route configuration of one TLS host's filter chain.
 pub fn https_route_config_name(host: &str) -> String {
@@ -755,6 +787,28 @@ fn unavailable() -> Action {
     })
 }
 
+/// A virtual host answering every request for `domain` with 421 Misdirected Request: on a TLS
+/// connection whose SNI picked another listener than the request's Host does (RFC 9110
+/// 15.5.20), so the client retries on a connection of its own for that host.
+pub fn build_misdirected_vhost(domain: &str) -> EnvoyVhost {
+    EnvoyVhost {
+        name: format!("misdirected/{domain}"),
+        domains: vec![domain.to_string()],
+        routes: vec![EnvoyRoute {
+            r#match: Some(RouteMatch {
+                path_specifier: Some(PathSpecifier::Prefix("/".to_string())),
+                ..Default::default()
+            }),
+            action: Some(Action::DirectResponse(DirectResponseAction {
+                status: 421,
+                ..Default::default()
+            })),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
 /// The answer of a route with no valid backend (Gateway API).
 fn invalid() -> Action {
     Action::DirectResponse(DirectResponseAction {
@@ -827,12 +881,7 @@ fn build_action(r: &Route) -> Action {
         Timeout::Infinite => duration(std::time::Duration::ZERO),
         Timeout::After(d) => duration(*d),
     });
-    let retry_policy = r.retry.as_ref().map(|p| RetryPolicy {
-        retry_on: RETRY_ON.to_string(),
-        num_retries: Some(u32v(p.count)),
-        per_try_timeout: p.per_try_timeout.map(duration),
-        ..Default::default()
-    });
+    let retry_policy = r.retry.as_ref().map(build_retry_policy);
     let mut action = EnvoyRouteAction {
         cluster_specifier: Some(specifier),
         timeout,

@@ -12,14 +12,14 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::str::FromStr;
 
+use gateway_api::apis::experimental::httproutes::{
+    HttpRoute, HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType,
+};
 use gateway_api::apis::experimental::tcproutes::TcpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
-};
-use gateway_api::apis::standard::httproutes::{
-    HttpRoute, HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType,
-    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType,
 };
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
@@ -724,6 +724,25 @@ pub fn validate_http_route(r: &HttpRoute) -> Verdict {
                             quote(t.backend_request.as_deref().unwrap_or("")),
                             quote(t.request.as_deref().unwrap_or(""))
                         ),
+                    ));
+                }
+            }
+        }
+        if let Some(r) = &rule.retry {
+            if let Some(b) = r.backoff.as_deref() {
+                validate_duration(&mut v, &format!("{base}.retry.backoff"), b);
+            }
+            if let Some(a) = r.attempts.filter(|a| !(0..=100).contains(a)) {
+                v.error(FieldError::spec(
+                    format!("{base}.retry.attempts"),
+                    format!("{a} is not a number of retries from 0 to 100"),
+                ));
+            }
+            for (k, c) in r.codes.iter().flatten().enumerate() {
+                if !(400..=599).contains(c) {
+                    v.error(FieldError::spec(
+                        format!("{base}.retry.codes[{k}]"),
+                        format!("{c} is not an HTTP error status code (400 to 599)"),
                     ));
                 }
             }

@@ -525,6 +525,24 @@ fn timeouts_are_durations_and_backend_within_request() {
     );
 }
 
+#[test]
+fn a_rules_retry_takes_error_codes_a_bounded_number_of_attempts_and_a_duration() {
+    let r = mk_httproute(json!([
+        {"retry": {"codes": [500, 503], "attempts": 3, "backoff": "100ms"}},
+        {"retry": {"codes": [200, 600], "attempts": 101, "backoff": "a while"}},
+        {"retry": {}},
+    ]));
+    assert_eq!(
+        errors(r),
+        [
+            "spec.rules[1].retry.backoff: \"a while\" must be a duration like \"10s\", \"500ms\" or \"1h30m\" (units h, m, s, ms; at most 5 digits per unit)",
+            "spec.rules[1].retry.attempts: 101 is not a number of retries from 0 to 100",
+            "spec.rules[1].retry.codes[0]: 200 is not an HTTP error status code (400 to 599)",
+            "spec.rules[1].retry.codes[1]: 600 is not an HTTP error status code (400 to 599)",
+        ]
+    );
+}
+
 // ---- GRPCRoute ----
 
 #[test]

@@ -104,6 +104,7 @@ fn weights_timeouts_retries_and_unavailable() {
     split.retry = Some(RetryPolicy {
         count: 3,
         per_try_timeout: Some(Duration::from_millis(250)),
+        ..RetryPolicy::new(0, None)
     });
     let mut one = mk_route(PathMatch::prefix("/one"), "a");
     one.action = forward(&[("a", 0), ("b", 5)]);
@@ -416,6 +417,7 @@ fn virtual_host_bytes_are_prosts_encoding_of_the_virtual_host() {
     slow.retry = Some(RetryPolicy {
         count: 2,
         per_try_timeout: Some(Duration::from_millis(250)),
+        ..RetryPolicy::new(0, None)
     });
     slow.permit_insecure = true;
     // Written directly rather than by prost (`put_plain_route`): one live cluster of several,
