@@ -216,6 +216,7 @@ KCFG
 		--http-port "$http" \
 		--https-port "$https" \
 		--gateway-addresses "$GATEWAY_ADDRESSES" \
+		--gateway-services \
 		--gateway-controller-name "$CONTROLLER_NAME" \
 		--metrics-address "127.0.0.1:$metrics"
 	"$SLUICE" bootstrap --xds-address "127.0.0.1:$xds" --admin-port "$admin" \

@@ -30,6 +30,7 @@ pub fn config_from_args(args: &ServeArgs) -> anyhow::Result<k8s::Config> {
     config.status_qps = args.status_write_qps;
     config.status_burst = args.status_write_burst.max(1);
     config.status_concurrency = args.status_write_concurrency as usize;
+    config.gateway_services = args.gateway_services;
     config.load_balancer = match (&args.ingress_status_address, &args.envoy_service) {
         (Some(_), Some(_)) => {
             anyhow::bail!("--ingress-status-address and --envoy-service exclude each other")

@@ -98,6 +98,7 @@ impl RoutingFlags {
             gateway_controller_name: self.gateway_controller_name.clone(),
             reserved_ports: self.envoy_ports.clone(),
             gateway_addresses: self.gateway_addresses.clone(),
+            gateway_services: false,
         }
     }
 }

@@ -179,6 +179,12 @@ pub struct ServeArgs {
     /// Envoy's Service (namespace/name) whose load-balancer address goes to Ingress status.
     #[arg(long)]
     pub envoy_service: Option<String>,
+    /// Keep a headless Service `sluice-<gateway>` per accepted Gateway in its namespace,
+    /// labelled with the Gateway's name and its spec.infrastructure labels and annotations, with
+    /// an EndpointSlice of the Gateway's own address (cluster mode, leader only; needs the RBAC
+    /// of config/rbac.yaml to write Services and EndpointSlices; docs/gateway-api.md).
+    #[arg(long)]
+    pub gateway_services: bool,
 
     /// Status writes per second on average (cluster mode).
     #[arg(long, default_value_t = crate::k8s::DEFAULT_STATUS_QPS)]
@@ -230,6 +236,7 @@ impl ServeArgs {
                 self.gateway_addresses.is_some(),
             ),
             gateway_addresses: self.gateway_addresses.clone(),
+            gateway_services: self.gateway_services && self.manifests.is_none(),
         }
     }
 }
@@ -323,6 +330,13 @@ pub fn run(args: ServeArgs) -> u8 {
             eprintln!("sluice serve: --role webhook needs --webhook-address");
             return 2;
         }
+    }
+    if args.gateway_services && args.manifests.is_some() {
+        eprintln!(
+            "sluice serve: --gateway-services writes Services to the cluster; standalone mode \
+             (--manifests) has none"
+        );
+        return 2;
     }
     let Some(manifests) = args.manifests.clone() else {
         return run_cluster(args);

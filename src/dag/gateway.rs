@@ -103,8 +103,11 @@ pub fn supported_features(options: &super::Options) -> Vec<&'static str> {
     let mut all = SUPPORTED_FEATURES.to_vec();
     if options.gateway_addresses.is_some() {
         all.extend(OWN_ADDRESS_FEATURES);
-        all.sort_unstable();
     }
+    if options.gateway_services {
+        all.push("GatewayInfrastructurePropagation");
+    }
+    all.sort_unstable();
     all
 }
 

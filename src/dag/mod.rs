@@ -65,6 +65,10 @@ pub struct Options {
     /// Envoy listens on every listener's port at its Gateway's address. None: every Gateway's
     /// HTTP and HTTPS listeners are served on Envoy's shared listeners.
     pub gateway_addresses: Option<addresses::AddressPool>,
+    /// Whether the leader keeps a Service per Gateway carrying its `spec.infrastructure`
+    /// metadata (`--gateway-services`, cluster mode): the GatewayClass then lists
+    /// `GatewayInfrastructurePropagation`.
+    pub gateway_services: bool,
 }
 
 /// The ports of Envoy's HTTP and HTTPS listeners unless flags say otherwise.
@@ -78,6 +82,7 @@ impl Default for Options {
             gateway_controller_name: DEFAULT_GATEWAY_CONTROLLER_NAME.to_string(),
             reserved_ports: DEFAULT_RESERVED_PORTS.to_vec(),
             gateway_addresses: None,
+            gateway_services: false,
         }
     }
 }

@@ -19,6 +19,7 @@
 //! writer, releases the Lease and stops the watches. See docs/cluster-mode.md.
 
 pub mod events;
+pub mod gateway_services;
 pub mod kinds;
 pub mod leader;
 pub mod metrics;
@@ -90,6 +91,8 @@ pub struct Config {
     pub status_concurrency: usize,
     /// How often kinds missing at start (CRDs not installed) are looked for again.
     pub rediscover_every: Duration,
+    /// Whether the leader keeps a Service per Gateway ([`gateway_services`]).
+    pub gateway_services: bool,
 }
 
 impl Config {
@@ -106,6 +109,7 @@ impl Config {
             status_burst: DEFAULT_STATUS_BURST,
             status_concurrency: DEFAULT_STATUS_CONCURRENCY as usize,
             rediscover_every: Duration::from_secs(30),
+            gateway_services: false,
         }
     }
 }
@@ -268,6 +272,16 @@ impl Cluster {
                 shutdown: shutdown_rx.clone(),
             },
         )));
+        if config.gateway_services {
+            background.push(tokio::spawn(gateway_services::service_loop(
+                client.clone(),
+                gateway_services::ServiceInputs {
+                    built: built_rx.clone(),
+                    leader: leader_rx.clone(),
+                    shutdown: shutdown_rx.clone(),
+                },
+            )));
+        }
         let writer = tokio::spawn(writer::write_loop(
             writer::WriterContext {
                 client,
