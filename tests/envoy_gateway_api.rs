@@ -595,6 +595,52 @@ async fn a_request_mirror_copies_the_requests_to_its_backend() {
     assert_eq!(shadow.hits(), copied);
 }
 
+/// A mirror's `percent` or `fraction` copies that share of the requests: 400 requests through a
+/// rule mirroring 25 % and one mirroring 3/4 (Envoy decides each copy at random), counted at
+/// each mirror's backend, within six standard deviations of the share (a binomial count: 100 ±
+/// 52 and 300 ± 52), so a share taken as 0 %, 100 % or the other rule's fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirrors_share_of_the_requests_is_the_one_it_asks_for() {
+    const N: u64 = 400;
+    let web = Backend::start("share/web").await;
+    let quarter = Backend::start("share/quarter").await;
+    let most = Backend::start("share/most").await;
+    let rules = "  - matches: [{path: {type: PathPrefix, value: /quarter}}]
+    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: quarter, port: 80}, percent: 25}}]
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /most}}]
+    filters: [{type: RequestMirror, requestMirror: {backendRef: {name: most, port: 80}, fraction: {numerator: 3, denominator: 4}}}]
+    backendRefs: [{name: web, port: 80}]
+  - backendRefs: [{name: web, port: 80}]
+";
+    let h = Harness::start(
+        &[
+            ("svc.yaml", services("share", &[&web, &quarter, &most])),
+            ("gateway.yaml", http_gateway("share")),
+            ("route.yaml", app_route("share", rules)),
+        ],
+        XdsProtocol::Delta,
+    )
+    .await;
+    h.expect("app.example.com", "/other", &[], "share/web")
+        .await;
+    for (path, mirror, share) in [("/quarter", &quarter, 0.25), ("/most", &most, 0.75)] {
+        for _ in 0..N {
+            assert_eq!(h.get("app.example.com", path, &[]).await, "share/web");
+        }
+        // Copies go out beside the requests; let the last ones land.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let mean = N as f64 * share;
+        let sigma = (N as f64 * share * (1.0 - share)).sqrt();
+        let got = mirror.hits() as f64;
+        assert!(
+            (got - mean).abs() <= 6.0 * sigma,
+            "{path}: {got} copies of {N} requests, expected {mean} ± {:.0}",
+            6.0 * sigma
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backends_header_filters_change_only_the_requests_and_answers_of_that_backend() {
     let blue = Backend::start("pick/blue").await;
