@@ -568,3 +568,95 @@ fn two_gateways_in_two_namespaces_serve_one_hostname_each_at_its_own_address() {
     env.kubectl_ok(&["delete", "namespace", &ns_a, &ns_b, "--wait=false"]);
     env.kubectl_ok(&["delete", "gatewayclass", &class]);
 }
+
+/// `--gateway-services` against a real API server: an accepted Gateway gets its headless Service
+/// with its infrastructure labels and annotations and an EndpointSlice of its address (an
+/// address the API server takes, from TEST-NET-1; nothing is sent to it), a change of its
+/// infrastructure labels reaches the Service, and a Gateway moved to another controller's class
+/// loses both.
+#[test]
+#[ignore = "needs the e2e control plane: make e2e"]
+fn an_accepted_gateway_gets_a_service_with_its_infrastructure_metadata_and_address() {
+    let env = env();
+    env.install_gateway_api_crds();
+    let ns = env.namespace("e2e-gw-services");
+    let class = format!("{ns}-own");
+    let ports = Ports::new();
+    let mut flags = ports.serve_flags();
+    flags.extend([
+        "--gateway-addresses".to_string(),
+        "192.0.2.8/29".to_string(),
+        "--gateway-services".to_string(),
+    ]);
+    let _sluice = Sluice::start(&env, "gateway-services", &flags);
+    env.apply_ok(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {{name: {class}}}\nspec: {{controllerName: sluice.dev/gateway-controller}}\n"
+    ));
+    let gateway = |labels: &str, class: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: {ns}}}
+spec:
+  gatewayClassName: {class}
+  infrastructure:
+    labels: {{{labels}}}
+    annotations: {{example.com/lb: internal}}
+  listeners: [{{name: http, protocol: HTTP, port: 9080}}]
+"
+        )
+    };
+    env.apply_ok(&gateway("team: edge", &class));
+    let gw = wait_object(&env, "gateways", &ns, "edge", "an address", |o| {
+        o["status"]["addresses"][0]["value"].is_string()
+    });
+    let ip = gw["status"]["addresses"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let svc = wait_object(&env, "services", &ns, "sluice-edge", "labelled", |o| {
+        o["metadata"]["labels"]["team"] == "edge"
+    });
+    let meta = &svc["metadata"];
+    assert_eq!(
+        meta["labels"]["gateway.networking.k8s.io/gateway-name"],
+        "edge"
+    );
+    assert_eq!(meta["annotations"]["example.com/lb"], "internal");
+    assert_eq!(meta["ownerReferences"][0]["kind"], "Gateway");
+    assert_eq!(meta["ownerReferences"][0]["uid"], gw["metadata"]["uid"]);
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 9080);
+    let slice = wait_object(
+        &env,
+        "endpointslices",
+        &ns,
+        "sluice-edge",
+        "the address",
+        |o| o["endpoints"][0]["addresses"][0] == ip.as_str(),
+    );
+    assert_eq!(
+        slice["metadata"]["labels"]["kubernetes.io/service-name"],
+        "sluice-edge"
+    );
+
+    env.apply_ok(&gateway("team: platform", &class));
+    wait_object(&env, "services", &ns, "sluice-edge", "relabelled", |o| {
+        o["metadata"]["labels"]["team"] == "platform"
+    });
+
+    env.apply_ok(&gateway("team: platform", "someone-elses"));
+    wait_for(
+        Duration::from_secs(30),
+        "the Service and EndpointSlice deleted",
+        || match (
+            env.get("services", &ns, "sluice-edge"),
+            env.get("endpointslices", &ns, "sluice-edge"),
+        ) {
+            (None, None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    env.kubectl_ok(&["delete", "namespace", &ns, "--wait=false"]);
+    env.kubectl_ok(&["delete", "gatewayclass", &class]);
+}

@@ -62,7 +62,7 @@ pub enum PrepareError {
 /// server and of other controllers. Dropped when an object is stored (two to five strings per
 /// object, ~1 MiB at 10k routing objects), and a change to them alone triggers no rebuild.
 /// (`name`, `namespace`, `generation` and `creationTimestamp`, which orders host claims, are
-/// kept.)
+/// kept, and a Gateway's `uid`.)
 const UNREAD_METADATA: [&str; 6] = [
     "uid",
     "resourceVersion",
@@ -98,6 +98,11 @@ pub fn prepare(kind: Kind, mut value: Value) -> Result<Prepared, PrepareError> {
             sluice_owns_status = fields.iter().any(owns_status);
         }
         for field in UNREAD_METADATA {
+            // A Gateway's uid is the owner reference of the Service sluice keeps for it
+            // (k8s::gateway_services).
+            if field == "uid" && kind == Kind::Gateway {
+                continue;
+            }
             meta.remove(field);
         }
         if !reads_labels(kind) {
@@ -484,6 +489,22 @@ mod tests {
         adopted["metadata"]["finalizers"] = json!([]);
         let q = prepare(Kind::IngressRouteV1beta1, adopted).unwrap();
         assert_eq!(p.fingerprint, q.fingerprint);
+    }
+
+    #[test]
+    fn a_gateway_keeps_its_uid_for_the_owner_reference_of_its_service() {
+        let gw = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": "team", "uid": "u-1", "resourceVersion": "7"},
+            "spec": {"gatewayClassName": "sluice",
+                     "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}]}
+        });
+        let p = prepare(Kind::Gateway, gw).unwrap();
+        let Ok(AnyObject::Gateway(g)) = &p.decoded else {
+            panic!("Gateway not decoded: {:?}", p.decoded)
+        };
+        assert_eq!(g.metadata.uid.as_deref(), Some("u-1"));
+        assert_eq!(g.metadata.resource_version, None);
     }
 
     #[test]
