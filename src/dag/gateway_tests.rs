@@ -938,6 +938,7 @@ mod backends;
 mod cors;
 mod isolation;
 mod listeners;
+mod listenerset;
 mod matches;
 mod mirror;
 mod namespaces;
