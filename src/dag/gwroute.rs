@@ -684,10 +684,16 @@ pub(super) fn sluices_parents<'p, 'r>(
     let ours: Vec<_> = (parents.iter().enumerate())
         .filter_map(|(i, p)| {
             if let Some(set) = p.listener_set(&obj.key.namespace) {
-                let gateway = (gateways.iter())
-                    .find(|(_, gw)| gw.listener_sets.contains_key(&set))
-                    .map(|(k, _)| k.clone())?;
-                return Some((i, p, gateway));
+                // The Gateway the ListenerSet names, when it is one of sluice's.
+                let ls = b.snapshot.listener_sets.get(&set)?;
+                let parent = &ls.spec.parent_ref;
+                let ns = parent.namespace.as_deref().unwrap_or(&set.namespace);
+                let gateway = ObjKey::new(ns, parent.name.as_str());
+                let gw = gateways.get(&gateway)?;
+                return gw
+                    .listener_sets
+                    .contains_key(&set)
+                    .then_some((i, p, gateway));
             }
             let gateway_ref =
                 p.group.unwrap_or(GROUP) == GROUP && p.kind.unwrap_or("Gateway") == "Gateway";

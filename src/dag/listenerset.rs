@@ -312,6 +312,21 @@ fn set_conditions(gw: &GatewayAcc, listeners: &[ListenerStatus]) -> Vec<GatewayC
         "listeners {} are not accepted, programmed or resolved (see status.listeners)",
         bad.join(", ")
     );
+    if let Served::Nowhere(no) = &gw.served
+        && no.condition == cond::ACCEPTED
+    {
+        // A Gateway without an address it may have is not accepted.
+        let why = format!("Gateway {} is not accepted: {}", gw.obj.key, no.message);
+        return vec![
+            condition(
+                cond::ACCEPTED,
+                false,
+                cond::PARENT_NOT_ACCEPTED,
+                why.clone(),
+            ),
+            condition(cond::PROGRAMMED, false, cond::PARENT_NOT_ACCEPTED, why),
+        ];
+    }
     if !listeners.iter().any(|s| valid(&s)) {
         return vec![
             condition(

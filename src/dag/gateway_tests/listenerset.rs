@@ -562,3 +562,74 @@ fn incremental_builds_equal_full_builds_with_listener_sets() {
         ]
     );
 }
+
+#[test]
+fn with_addresses_of_their_own_a_listener_sets_port_is_opened_at_its_gateways_address() {
+    let ls = set(
+        "shop",
+        "extra",
+        T0,
+        "  - {name: alt, protocol: HTTP, port: 9090, hostname: alt.example.com}\n",
+    );
+    let r = route_to(
+        "shop",
+        "r",
+        &format!("[{}]", to_set("shop", "extra", "")),
+        "/alt",
+    );
+    let options = Options {
+        gateway_addresses: Some("127.0.1.0/24".parse().unwrap()),
+        ..Options::default()
+    };
+    let snap = snapshot(&[
+        CLASS,
+        &edge("{namespaces: {from: Same}}"),
+        SERVICES,
+        &ls,
+        &r,
+    ]);
+    let dag = build(&snap, &options);
+    let at = |port: u16| {
+        let key = EntryKey {
+            gateway: crate::api::ObjKey::new("shop", "edge"),
+            port,
+        };
+        dag.entries.get(&key).cloned()
+    };
+    let gw = gateway_api_status(&dag, Kind::Gateway, "shop", "edge");
+    assert_eq!(gw.addresses.len(), 1, "{gw:?}");
+    let alt = at(9090).expect("the ListenerSet's port is opened");
+    assert_eq!(alt.address, gw.addresses[0]);
+    let hosts: Vec<&String> = alt.vhosts.keys().collect();
+    assert_eq!(hosts, ["alt.example.com"]);
+    // The Gateway's own port does not serve the set's route.
+    let own = at(80).expect("the Gateway's own port");
+    assert!(!own.vhosts.contains_key("alt.example.com"));
+    assert_eq!(
+        conds(&set_status(&dag, "shop", "extra").conditions),
+        ["Accepted=true/Accepted", "Programmed=true/Programmed"]
+    );
+
+    // A pool with no address left for the Gateway: its sets are not accepted either.
+    let taken = "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: first, namespace: shop, creationTimestamp: \"2025-01-01T00:00:00Z\"}
+spec:
+  gatewayClassName: sluice
+  listeners: [{name: http, protocol: HTTP, port: 80}]
+";
+    let options = Options {
+        gateway_addresses: Some("127.0.1.7/32".parse().unwrap()),
+        ..Options::default()
+    };
+    let snap = snapshot(&[
+        CLASS,
+        taken,
+        &edge("{namespaces: {from: Same}}"),
+        SERVICES,
+        &ls,
+    ]);
+    let dag = build(&snap, &options);
+    let s = conds(&set_status(&dag, "shop", "extra").conditions);
+    assert_eq!(s[1], "Programmed=false/ParentNotProgrammed", "{s:?}");
+}
