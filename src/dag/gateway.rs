@@ -48,7 +48,7 @@ pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
 /// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
 /// there; the Gateway API has no feature name for TCPRoute.
-pub const SUPPORTED_FEATURES: [&str; 31] = [
+pub const SUPPORTED_FEATURES: [&str; 32] = [
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
@@ -76,6 +76,7 @@ pub const SUPPORTED_FEATURES: [&str; 31] = [
     "HTTPRouteRequestTimeout",
     "HTTPRouteResponseHeaderModification",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TLSRoute",
     "TLSRouteModeMixed",
