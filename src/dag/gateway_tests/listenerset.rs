@@ -390,6 +390,8 @@ fn same_namespace_routes_of_a_listener_set_listener_are_the_sets_namespace() {
     let parents = format!("[{}]", to_set("team", "extra", ""));
     let in_team = route_to("team", "in-team", &parents, "/team");
     let in_shop = route_to("shop", "in-shop", &parents, "/shop");
+    let only_same = format!("[{}]", to_set("team", "extra", "same"));
+    let refused = route_to("shop", "refused", &only_same, "/refused");
     let dag = dag_of(&[
         CLASS,
         &edge("{namespaces: {from: All}}"),
@@ -399,7 +401,20 @@ fn same_namespace_routes_of_a_listener_set_listener_are_the_sets_namespace() {
         &ls,
         &in_team,
         &in_shop,
+        &refused,
     ]);
+    let p = parent_named(&dag, "shop", "refused", Some("ListenerSet"));
+    assert_eq!(
+        conds(&p.conditions)[0],
+        "Accepted=false/NotAllowedByListeners"
+    );
+    let m = &p.conditions[0].message;
+    assert!(
+        m.contains(
+            "the listeners of ListenerSet team/extra take routes of namespace \"team\" only"
+        ),
+        "{m}"
+    );
     assert_eq!(paths_of(&dag, "same.example.com"), ["/team"]);
     let mut all = paths_of(&dag, "all.example.com");
     all.sort();
