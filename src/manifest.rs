@@ -177,6 +177,7 @@ pub fn decode_value_noting(
         Kind::GrpcRoute => typed(value, u).map(AnyObject::GrpcRoute),
         Kind::TlsRoute => typed(value, u).map(AnyObject::TlsRoute),
         Kind::TcpRoute => typed(value, u).map(AnyObject::TcpRoute),
+        Kind::ListenerSet => typed(value, u).map(AnyObject::ListenerSet),
         Kind::ReferenceGrant => typed(value, u).map(AnyObject::ReferenceGrant),
         Kind::Namespace => typed(value, u).map(AnyObject::Namespace),
     };

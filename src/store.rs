@@ -7,9 +7,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use gateway_api::{
-    apis::experimental::{httproutes::HttpRoute as HTTPRoute, tcproutes::TcpRoute as TCPRoute},
+    apis::experimental::{
+        gateways::Gateway, httproutes::HttpRoute as HTTPRoute, listenersets::ListenerSet,
+        tcproutes::TcpRoute as TCPRoute,
+    },
     apis::standard::{
-        gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute as GRPCRoute,
+        gatewayclasses::GatewayClass, grpcroutes::GrpcRoute as GRPCRoute,
         referencegrants::ReferenceGrant, tlsroutes::TlsRoute as TLSRoute,
     },
 };
@@ -106,6 +109,8 @@ pub struct Snapshot {
     pub grpc_routes: Objects<Prepared<GRPCRoute>>,
     pub tls_routes: Objects<TLSRoute>,
     pub tcp_routes: Objects<TCPRoute>,
+    /// ListenerSets: listeners attached to a Gateway that allows them (`spec.allowedListeners`).
+    pub listener_sets: Objects<ListenerSet>,
     pub reference_grants: Objects<ReferenceGrant>,
     /// The labels of each Namespace (see [`NamespaceLabels`]), by name: what a Gateway
     /// listener's `allowedRoutes.namespaces.selector` is matched against.
@@ -303,6 +308,7 @@ pub enum AnyObject {
     GrpcRoute(Arc<GRPCRoute>),
     TlsRoute(Arc<TLSRoute>),
     TcpRoute(Arc<TCPRoute>),
+    ListenerSet(Arc<ListenerSet>),
     ReferenceGrant(Arc<ReferenceGrant>),
     Namespace(Arc<Namespace>),
 }
@@ -324,6 +330,7 @@ macro_rules! each_object {
             AnyObject::GrpcRoute($o) => $body,
             AnyObject::TlsRoute($o) => $body,
             AnyObject::TcpRoute($o) => $body,
+            AnyObject::ListenerSet($o) => $body,
             AnyObject::ReferenceGrant($o) => $body,
             AnyObject::Namespace($o) => $body,
         }
@@ -348,6 +355,7 @@ impl AnyObject {
             AnyObject::GrpcRoute(_) => Kind::GrpcRoute,
             AnyObject::TlsRoute(_) => Kind::TlsRoute,
             AnyObject::TcpRoute(_) => Kind::TcpRoute,
+            AnyObject::ListenerSet(_) => Kind::ListenerSet,
             AnyObject::ReferenceGrant(_) => Kind::ReferenceGrant,
             AnyObject::Namespace(_) => Kind::Namespace,
         }
@@ -429,6 +437,7 @@ impl Snapshot {
             AnyObject::GrpcRoute(o) => put_prepared(&mut self.grpc_routes, key, o),
             AnyObject::TlsRoute(o) => put(&mut self.tls_routes, key, o),
             AnyObject::TcpRoute(o) => put(&mut self.tcp_routes, key, o),
+            AnyObject::ListenerSet(o) => put(&mut self.listener_sets, key, o),
             AnyObject::ReferenceGrant(o) => put(&mut self.reference_grants, key, o),
             AnyObject::Namespace(o) => put(
                 &mut self.namespaces,
@@ -457,6 +466,7 @@ impl Snapshot {
             Kind::ReferenceGrant => self.reference_grants.remove(key).is_some(),
             Kind::TlsRoute => self.tls_routes.remove(key).is_some(),
             Kind::TcpRoute => self.tcp_routes.remove(key).is_some(),
+            Kind::ListenerSet => self.listener_sets.remove(key).is_some(),
             Kind::Namespace => self.namespaces.remove(key).is_some(),
         }
     }
@@ -555,6 +565,7 @@ impl Snapshot {
             + self.grpc_routes.len()
             + self.tls_routes.len()
             + self.tcp_routes.len()
+            + self.listener_sets.len()
             + self.reference_grants.len()
             + self.namespaces.len()
     }
@@ -584,6 +595,7 @@ impl Snapshot {
             grpc_routes,
             tls_routes,
             tcp_routes,
+            listener_sets,
             reference_grants,
             namespaces,
         } = self;
@@ -600,6 +612,7 @@ impl Snapshot {
             && same_objects(grpc_routes, &next.grpc_routes)
             && same_objects(tls_routes, &next.tls_routes)
             && same_objects(tcp_routes, &next.tcp_routes)
+            && same_objects(listener_sets, &next.listener_sets)
             && same_objects(reference_grants, &next.reference_grants)
             && same_objects(namespaces, &next.namespaces);
         if !unchanged {

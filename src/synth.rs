@@ -278,8 +278,8 @@ pub fn objects(shape: Shape) -> Vec<AnyObject> {
 /// namespace of root `i` (`team-{i % 100}`) on its own host `gw-{i}.example.com`, forwarding
 /// to that root's Service.
 pub fn gateway_api(routes: usize) -> Vec<AnyObject> {
-    use gateway_api::apis::experimental::httproutes::HttpRoute;
-    use gateway_api::apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway};
+    use gateway_api::apis::experimental::{gateways::Gateway, httproutes::HttpRoute};
+    use gateway_api::apis::standard::gatewayclasses::GatewayClass;
     fn typed<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Arc<T> {
         Arc::new(serde_json::from_value(v).expect("a synthetic Gateway API object"))
     }

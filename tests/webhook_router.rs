@@ -483,6 +483,18 @@ async fn gateway_api_objects_are_denied_with_the_field_errors() {
             "referencegrant_bad_namespace",
             r#"spec.from[0].namespace: "Shop Team" must be a valid namespace name"#,
         ),
+        (
+            "listenerset_bad",
+            r#"spec.parentRef.kind: "Service" is not a kind a ListenerSet attaches to; set it to "Gateway" (or leave it out)"#,
+        ),
+        (
+            "listenerset_bad",
+            r#"spec.listeners[1].name: "web" is already the name of spec.listeners[0]; listener names must be unique within a ListenerSet"#,
+        ),
+        (
+            "listenerset_bad",
+            "spec.listeners[2].tls.certificateRefs: is required; a listener in tls mode Terminate (the default) needs at least one certificate Secret",
+        ),
     ];
     for (name, literal) in cases {
         let reply = assert_denied_with_shared_errors(&state, name).await;
@@ -637,6 +649,38 @@ async fn listeners_sluice_does_not_serve_are_denied_in_a_gateway_of_its_class_on
     }
     // Another controller's class: its controller judges what it serves.
     post(&state, "/validate", with_listeners("nginx", not_served))
+        .await
+        .assert_allowed();
+}
+
+#[tokio::test]
+async fn a_listener_set_is_judged_as_its_gateways_listeners_are() {
+    let state = mk_state();
+    let with = |parent: &str, listeners: serde_json::Value| {
+        let mut object = fixture("listenerset_bad")["request"]["object"].clone();
+        object["spec"]["parentRef"] = json!({"name": parent});
+        object["spec"]["listeners"] = listeners;
+        mk_review_of("listenerset_bad", object)
+    };
+    // Listeners of one set sharing a port with conflicting protocols are not refused: which one
+    // wins is decided with the Gateway's and the other sets' listeners, and said in status.
+    let served = json!([
+        {"name": "web", "port": 80, "protocol": "HTTP", "hostname": "web.example.com"},
+        {"name": "raw", "port": 80, "protocol": "TCP"},
+        {"name": "pass", "port": 443, "protocol": "TLS", "hostname": "db.example.com", "tls": {"mode": "Passthrough"}},
+    ]);
+    post(&state, "/validate", with("edge", served))
+        .await
+        .assert_allowed();
+    let not_served = json!([
+        {"name": "dns", "port": 53, "protocol": "UDP"},
+    ]);
+    let reply = post(&state, "/validate", with("edge", not_served.clone())).await;
+    reply.assert_denied(422);
+    let want = r#"spec.listeners[0].protocol: sluice serves HTTP, HTTPS, TLS and TCP listeners, not "UDP""#;
+    assert!(reply.message().contains(want), "{want}\n{reply}");
+    // On another controller's Gateway: its controller judges what it serves.
+    post(&state, "/validate", with("nginx-edge", not_served))
         .await
         .assert_allowed();
 }

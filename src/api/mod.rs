@@ -33,12 +33,14 @@ pub enum Kind {
     GrpcRoute,
     TlsRoute,
     TcpRoute,
+    /// `ListenerSet` `gateway.networking.k8s.io/v1`: listeners attached to a Gateway (GEP-1713).
+    ListenerSet,
     ReferenceGrant,
     Namespace,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::IngressRouteV1beta1,
@@ -53,6 +55,7 @@ impl Kind {
         Kind::GrpcRoute,
         Kind::TlsRoute,
         Kind::TcpRoute,
+        Kind::ListenerSet,
         Kind::ReferenceGrant,
         Kind::Namespace,
     ];
@@ -72,7 +75,7 @@ impl Kind {
             | Kind::GrpcRoute
             | Kind::TlsRoute
             | Kind::ReferenceGrant => "gateway.networking.k8s.io/v1",
-            Kind::TcpRoute => "gateway.networking.k8s.io/v1",
+            Kind::TcpRoute | Kind::ListenerSet => "gateway.networking.k8s.io/v1",
         }
     }
 
@@ -92,6 +95,7 @@ impl Kind {
             Kind::GrpcRoute => "GRPCRoute",
             Kind::TlsRoute => "TLSRoute",
             Kind::TcpRoute => "TCPRoute",
+            Kind::ListenerSet => "ListenerSet",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::Namespace => "Namespace",
         }
@@ -135,6 +139,7 @@ impl Kind {
             ("gateway.networking.k8s.io", "GRPCRoute") => Kind::GrpcRoute,
             ("gateway.networking.k8s.io", "TLSRoute") => Kind::TlsRoute,
             ("gateway.networking.k8s.io", "TCPRoute") => Kind::TcpRoute,
+            ("gateway.networking.k8s.io", "ListenerSet") => Kind::ListenerSet,
             ("gateway.networking.k8s.io", "ReferenceGrant") => Kind::ReferenceGrant,
             _ => return None,
         };
@@ -163,6 +168,7 @@ impl Kind {
                 | Kind::GrpcRoute
                 | Kind::TlsRoute
                 | Kind::TcpRoute
+                | Kind::ListenerSet
         )
     }
 }

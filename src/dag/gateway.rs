@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gateway_api::apis::standard::gateways::{
+use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -48,7 +48,7 @@ pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
 /// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
 /// there; the Gateway API has no feature name for TCPRoute.
-pub const SUPPORTED_FEATURES: [&str; 35] = [
+pub const SUPPORTED_FEATURES: [&str; 36] = [
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
@@ -80,6 +80,7 @@ pub const SUPPORTED_FEATURES: [&str; 35] = [
     "HTTPRouteRetryBackendTimeout",
     "HTTPRouteRetryConnectionError",
     "HTTPRouteSchemeRedirect",
+    "ListenerSet",
     "ReferenceGrant",
     "TLSRoute",
     "TLSRouteModeMixed",
@@ -136,6 +137,14 @@ pub mod cond {
     pub const INVALID_KIND: &str = "InvalidKind";
     /// sluice's own: every hostname the route would serve belongs to another object.
     pub const HOST_CONFLICT: &str = "HostConflict";
+
+    // ListenerSets (GEP-1713) and the listeners they attach to a Gateway.
+    pub const CONFLICTED: &str = "Conflicted";
+    pub const HOSTNAME_CONFLICT: &str = "HostnameConflict";
+    pub const PROTOCOL_CONFLICT: &str = "ProtocolConflict";
+    pub const NOT_ALLOWED: &str = "NotAllowed";
+    pub const PARENT_NOT_ACCEPTED: &str = "ParentNotAccepted";
+    pub const PARENT_NOT_PROGRAMMED: &str = "ParentNotProgrammed";
 }
 
 pub(super) fn condition(
@@ -170,6 +179,11 @@ pub(super) fn attached_to_gateway() -> GatewayCondition {
 /// A listener of one of sluice's Gateways that routes can attach to.
 pub(super) struct Listener {
     pub(super) name: String,
+    /// The ListenerSet that holds it; None for one of the Gateway's own listeners.
+    pub(super) origin: Option<ObjKey>,
+    /// Its protocol as written (`HTTP`, `HTTPS`, `TLS`, `TCP`): what listeners sharing a port
+    /// are compared by ([`super::listenerset`]).
+    pub(super) protocol: String,
     pub(super) port: i32,
     pub(super) hostname: Option<String>,
     /// The TLS Secret's id (`namespace/name`) of an HTTPS listener; None for HTTP.
@@ -225,9 +239,17 @@ const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 pub(super) struct GatewayAcc {
     pub(super) obj: ObjectRef,
     pub(super) generation: Option<i64>,
-    /// Its listeners in order, None for those not accepted (their status is in `listener_status`).
+    /// Its listeners in order, None for those not accepted (their status is in `listener_status`):
+    /// the Gateway's own (the first `own_listeners`), then those of each ListenerSet attached to
+    /// it (oldest first, [`super::listenerset`]).
     pub(super) listeners: Vec<Option<Listener>>,
     pub(super) listener_status: Vec<ListenerStatus>,
+    /// How many of `listeners` are the Gateway's own.
+    pub(super) own_listeners: usize,
+    /// Which namespaces' ListenerSets it takes (`spec.allowedListeners`); None: none.
+    pub(super) allowed_listeners: Option<Namespaces>,
+    /// Every ListenerSet of sluice's naming this Gateway as its parent, attached or not.
+    pub(super) listener_sets: BTreeMap<ObjKey, super::listenerset::SetAcc>,
     /// The Gateway's own problems (None: accepted).
     pub(super) invalid: Option<String>,
     /// The reason of `invalid`'s `Accepted=False`: `Invalid`, or `InvalidParameters` for a
@@ -355,12 +377,13 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
         }
         gateways.insert(key.clone(), gateway(b, snapshot, obj, gw));
     }
+    super::listenerset::attach_listener_sets(b, snapshot, &mut gateways);
     match b.options.gateway_addresses.clone() {
         Some(pool) => {
             super::gateway_addresses::own_addresses(snapshot, &pool, &mut gateways);
             super::gateway_addresses::open_entries(b, &gateways);
         }
-        None => tcp_ports(snapshot, &mut gateways),
+        None => super::gateway_addresses::tcp_ports(snapshot, &mut gateways),
     }
 
     // Routes oldest first: the oldest route keeps a match two routes define on one host.
@@ -408,9 +431,6 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 }
             }
         }
-        // Every listener accepted, programmed and resolved.
-        let listener_ok = |s: &ListenerStatus| s.conditions.iter().all(|c| c.status);
-        let listeners_ok = gw.listener_status.iter().all(listener_ok);
         if let Served::At(ip) = &gw.served {
             for (l, status) in gw.listeners.iter().zip(&mut gw.listener_status) {
                 let Some(l) = l else { continue };
@@ -424,6 +444,11 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 }
             }
         }
+        // The ListenerSets' statuses, from their listeners'; their listeners leave the Gateway's.
+        let sets = super::listenerset::set_statuses(b, &mut gw);
+        // Every listener accepted, programmed and resolved.
+        let listener_ok = |s: &ListenerStatus| s.conditions.iter().all(|c| c.status);
+        let listeners_ok = gw.listener_status.iter().all(listener_ok);
         let no_address = match &gw.served {
             Served::Nowhere(why) => Some(why),
             _ => None,
@@ -514,41 +539,10 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 conditions,
                 listeners: gw.listener_status,
                 addresses,
+                attached_listener_sets: sets,
                 ..Default::default()
             },
         );
-    }
-}
-
-/// Gives each port of sluice's Gateways' TCP listeners to one listener: Envoy listens on a
-/// TCP listener's port itself, once for all Gateways. The oldest Gateway's listener keeps a port
-/// two Gateways name; the other is not accepted (`PortUnavailable`).
-fn tcp_ports(snapshot: &Snapshot, gateways: &mut BTreeMap<ObjKey, GatewayAcc>) {
-    let mut taken: BTreeMap<i32, String> = BTreeMap::new();
-    for (key, _) in oldest_first(&snapshot.gateways, |g| &g.metadata) {
-        let Some(gw) = gateways.get_mut(key) else {
-            continue;
-        };
-        let listeners = gw.listeners.iter_mut().zip(&mut gw.listener_status);
-        for (i, (l, status)) in listeners.enumerate() {
-            let Some(listener) = l.as_ref().filter(|l| l.tcp) else {
-                continue;
-            };
-            match taken.get(&listener.port) {
-                None => {
-                    let by = format!("listener {:?} of Gateway {key}", listener.name);
-                    taken.insert(listener.port, by);
-                }
-                Some(by) => {
-                    let message = format!(
-                        "spec.listeners[{i}].port: Envoy already listens on port {} for {by}, an older Gateway's TCP listener; choose another port",
-                        listener.port
-                    );
-                    *status = not_accepted(status.clone(), cond::PORT_UNAVAILABLE, message).1;
-                    *l = None;
-                }
-            }
-        }
     }
 }
 
@@ -613,24 +607,34 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
     let mut listeners = Vec::new();
     let mut listener_status = Vec::new();
     for (i, l) in gw.spec.listeners.iter().enumerate() {
-        let (listener, status) = listener(b, snapshot, &ns, i, l);
+        let (listener, status) = listener(b, snapshot, ("Gateway", &ns), i, l);
         listeners.push(if invalid.is_some() { None } else { listener });
         listener_status.push(status);
     }
-    let http_hostnames = (listeners.iter().flatten())
-        .filter(|l| l.programmed && l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
-        .map(|l| (l.port, l.hostname.clone()))
-        .collect();
+    let http_hostnames = http_hostnames(&listeners);
+    let allowed_listeners = super::listenerset::allowed_listeners(gw);
     GatewayAcc {
         obj,
         generation: gw.metadata.generation,
+        own_listeners: listeners.len(),
         listeners,
         listener_status,
+        allowed_listeners,
+        listener_sets: BTreeMap::new(),
         invalid,
         invalid_reason,
         http_hostnames,
         served: Served::Shared,
     }
+}
+
+/// The port and hostname of each accepted listener that takes HTTP routes
+/// ([`GatewayAcc::http_hostnames`]).
+pub(super) fn http_hostnames(listeners: &[Option<Listener>]) -> Vec<(i32, Option<String>)> {
+    (listeners.iter().flatten())
+        .filter(|l| l.programmed && l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
+        .map(|l| (l.port, l.hostname.clone()))
+        .collect()
 }
 
 /// How sluice serves a listener, by its protocol (and TLS mode).
@@ -723,17 +727,39 @@ fn allowed_kinds(
 pub fn unsupported(gw: &Gateway) -> Vec<FieldError> {
     let mut out = Vec::new();
     for (i, l) in gw.spec.listeners.iter().enumerate() {
+        out.extend(unsupported_listener(i, l));
+    }
+    out
+}
+
+/// What sluice does not serve in a ListenerSet attached to a Gateway of its class: as in a
+/// Gateway's listeners ([`unsupported`]).
+pub fn unsupported_in_listener_set(
+    ls: &gateway_api::apis::experimental::listenersets::ListenerSet,
+) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    for (i, l) in ls.spec.listeners.iter().enumerate() {
         let field = format!("spec.listeners[{i}]");
-        match serving(&field, l) {
-            Err(e) => out.push(e),
-            Ok(s) => out.extend(allowed_kinds(&field, l, s.kinds()).err()),
+        // A listener that does not read as a Gateway's is the single-object rules' to report.
+        if let Ok(l) = crate::validate::listenerset::as_gateway_listener(&field, l) {
+            out.extend(unsupported_listener(i, &l));
         }
     }
     out
 }
 
+/// What sluice does not serve in listener `i`: its protocol or TLS mode, route kinds none of
+/// which its protocol takes.
+fn unsupported_listener(i: usize, l: &GatewayListeners) -> Option<FieldError> {
+    let field = format!("spec.listeners[{i}]");
+    match serving(&field, l) {
+        Err(e) => Some(e),
+        Ok(s) => allowed_kinds(&field, l, s.kinds()).err(),
+    }
+}
+
 /// A listener not accepted for `reason` (its references are not the problem).
-fn not_accepted(
+pub(super) fn not_accepted(
     mut status: ListenerStatus,
     reason: &'static str,
     message: String,
@@ -791,10 +817,12 @@ fn kinds_error(
     )
 }
 
-fn listener(
+/// Works out listener `i` of a Gateway or ListenerSet (`owner`: the kind and namespace of the
+/// object that holds it, which a certificate in another namespace must be granted to).
+pub(super) fn listener(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
-    ns: &str,
+    owner: (&str, &str),
     i: usize,
     l: &GatewayListeners,
 ) -> (Option<Listener>, ListenerStatus) {
@@ -852,7 +880,7 @@ fn listener(
     };
     let mut tls = None;
     if https || tls_terminate {
-        match certificate(b, snapshot, ns, &field, l) {
+        match certificate(b, snapshot, owner, &field, l) {
             Ok(id) => tls = Some(id),
             Err(problem) => unresolved = Some(problem),
         }
@@ -893,6 +921,8 @@ fn listener(
     ];
     let listener = Listener {
         name: l.name.clone(),
+        origin: None,
+        protocol: l.protocol.clone(),
         port: l.port,
         hostname: l
             .hostname
@@ -915,7 +945,7 @@ fn listener(
 fn certificate(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
-    ns: &str,
+    (kind, ns): (&str, &str),
     field: &str,
     l: &GatewayListeners,
 ) -> Result<String, (&'static str, String)> {
@@ -941,11 +971,11 @@ fn certificate(
         ));
     }
     let cert_ns = cert.namespace.as_deref().unwrap_or(ns);
-    if cert_ns != ns && !granted(snapshot, "Gateway", ns, "Secret", cert_ns, &cert.name) {
+    if cert_ns != ns && !granted(snapshot, kind, ns, "Secret", cert_ns, &cert.name) {
         return Err((
             cond::REF_NOT_PERMITTED,
             format!(
-                "{cert_field}: Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {ns:?} use it",
+                "{cert_field}: Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets {kind}s of {ns:?} use it",
                 cert.name
             ),
         ));

@@ -1,11 +1,13 @@
-//! Gateways with addresses of their own (`--gateway-addresses`): each Gateway's address dealt
-//! from the pool ([`super::addresses`]), and the ports of its accepted listeners opened at it.
+//! Where Gateways' listeners are served. With addresses of their own (`--gateway-addresses`):
+//! each Gateway's address dealt from the pool ([`super::addresses`]), and the ports of its
+//! accepted listeners opened at it. On Envoy's shared listeners: the ports of TCP listeners,
+//! each given to one listener ([`tcp_ports`]).
 
 use std::collections::BTreeMap;
 
 use super::Builder;
 use super::addresses::{AddressPool, Wanted};
-use super::gateway::{GatewayAcc, Served, oldest_first};
+use super::gateway::{GatewayAcc, Served, cond, not_accepted, oldest_first};
 use super::model::EntryProtocol;
 use crate::api::ObjKey;
 use crate::store::Snapshot;
@@ -64,6 +66,38 @@ pub(super) fn open_entries(b: &mut Builder<'_>, gateways: &BTreeMap<ObjKey, Gate
             b.open_entry(&key, address, protocol, secret, l.hostname.is_none());
             if https {
                 b.add_entry_https_listener(&key, l.hostname.as_deref());
+            }
+        }
+    }
+}
+
+/// Gives each port of sluice's Gateways' TCP listeners to one listener: Envoy listens on a
+/// TCP listener's port itself, once for all Gateways. The oldest Gateway's listener keeps a port
+/// two Gateways name; the other is not accepted (`PortUnavailable`).
+pub(super) fn tcp_ports(snapshot: &Snapshot, gateways: &mut BTreeMap<ObjKey, GatewayAcc>) {
+    let mut taken: BTreeMap<i32, String> = BTreeMap::new();
+    for (key, _) in oldest_first(&snapshot.gateways, |g| &g.metadata) {
+        let Some(gw) = gateways.get_mut(key) else {
+            continue;
+        };
+        let listeners = gw.listeners.iter_mut().zip(&mut gw.listener_status);
+        for (i, (l, status)) in listeners.enumerate() {
+            let Some(listener) = l.as_ref().filter(|l| l.tcp) else {
+                continue;
+            };
+            match taken.get(&listener.port) {
+                None => {
+                    let by = format!("listener {:?} of Gateway {key}", listener.name);
+                    taken.insert(listener.port, by);
+                }
+                Some(by) => {
+                    let message = format!(
+                        "spec.listeners[{i}].port: Envoy already listens on port {} for {by}, an older Gateway's TCP listener; choose another port",
+                        listener.port
+                    );
+                    *status = not_accepted(status.clone(), cond::PORT_UNAVAILABLE, message).1;
+                    *l = None;
+                }
             }
         }
     }

@@ -972,6 +972,7 @@ mod backends;
 mod cors;
 mod isolation;
 mod listeners;
+mod listenerset;
 mod matches;
 mod mirror;
 mod namespaces;

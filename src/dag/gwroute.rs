@@ -352,6 +352,15 @@ pub(super) struct ParentIn<'r> {
     pub port: Option<i32>,
 }
 
+impl ParentIn<'_> {
+    /// The ListenerSet this parentRef names (its key, the namespace defaulting to the route's
+    /// `route_ns`), None when it names something else (a Gateway, another kind).
+    pub fn listener_set(&self, route_ns: &str) -> Option<ObjKey> {
+        let ours = self.group.unwrap_or(GROUP) == GROUP && self.kind == Some("ListenerSet");
+        ours.then(|| ObjKey::new(self.namespace.unwrap_or(route_ns), self.name))
+    }
+}
+
 /// A rule's `backendRefs` entry, of any route kind.
 pub(super) struct BackendIn<'r> {
     pub group: Option<&'r str>,
@@ -407,6 +416,7 @@ fn parent_status(
     conditions: Vec<GatewayCondition>,
 ) -> ParentStatus {
     ParentStatus {
+        kind: p.listener_set(route_ns).map(|_| "ListenerSet"),
         namespace: p.namespace.unwrap_or(route_ns).to_string(),
         name: p.name.to_string(),
         section_name: p.section_name.map(str::to_string),
@@ -659,9 +669,11 @@ fn listener_port_redirect(
     }
 }
 
-/// The parents of a route (`obj`) that are Gateways of sluice's, each with its index in
-/// `parentRefs` and its key; None when it has none (the route is then marked ignored: another
-/// controller's). Otherwise the route's generation is tracked for its status.
+/// The parents of a route (`obj`) that are Gateways of sluice's or ListenerSets naming one, each
+/// with its index in `parentRefs` and the Gateway's key; None when it has none (the route is then
+/// marked ignored: another controller's). Otherwise the route's generation is tracked for its
+/// status. Which listeners of the Gateway a parent selects is [`super::tally::Tally::takes`]'s:
+/// a Gateway's own, or the ListenerSet's.
 pub(super) fn sluices_parents<'p, 'r>(
     b: &mut Builder<'_>,
     obj: &ObjectRef,
@@ -670,14 +682,24 @@ pub(super) fn sluices_parents<'p, 'r>(
     gateways: &BTreeMap<ObjKey, GatewayAcc>,
 ) -> Option<Vec<(usize, &'p ParentIn<'r>, ObjKey)>> {
     let ours: Vec<_> = (parents.iter().enumerate())
-        .filter(|(_, p)| {
-            p.group.unwrap_or(GROUP) == GROUP && p.kind.unwrap_or("Gateway") == "Gateway"
-        })
-        .map(|(i, p)| {
+        .filter_map(|(i, p)| {
+            if let Some(set) = p.listener_set(&obj.key.namespace) {
+                // The Gateway the ListenerSet names, when it is one of sluice's.
+                let ls = b.snapshot.listener_sets.get(&set)?;
+                let parent = &ls.spec.parent_ref;
+                let ns = parent.namespace.as_deref().unwrap_or(&set.namespace);
+                let gateway = ObjKey::new(ns, parent.name.as_str());
+                let gw = gateways.get(&gateway)?;
+                return gw
+                    .listener_sets
+                    .contains_key(&set)
+                    .then_some((i, p, gateway));
+            }
+            let gateway_ref =
+                p.group.unwrap_or(GROUP) == GROUP && p.kind.unwrap_or("Gateway") == "Gateway";
             let gateway = ObjKey::new(p.namespace.unwrap_or(&obj.key.namespace), p.name);
-            (i, p, gateway)
+            (gateway_ref && gateways.contains_key(&gateway)).then_some((i, p, gateway))
         })
-        .filter(|(_, _, k)| gateways.contains_key(k))
         .collect();
     // The generation, also of a route that is not sluice's: the status writer releases what it
     // wrote on one that was, and writes nothing older than what the cluster holds.

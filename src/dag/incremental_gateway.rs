@@ -7,7 +7,7 @@
 //! are every host a route of one of sluice's Gateways could be served on (the build serves a
 //! subset of them: a host another object owns, an HTTPS listener's catch-all, a route refused).
 //!
-//! A change to a GatewayClass, Gateway, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute or
+//! A change to a GatewayClass, Gateway, ListenerSet, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute or
 //! ReferenceGrant, to a Namespace's
 //! labels (a listener's `allowedRoutes.namespaces.selector` reads them), or to a Service or
 //! TLS Secret one of them names (in any namespace: backends and certificates may be in another
@@ -40,6 +40,7 @@ pub(super) fn is_gateway_api(obj: &ObjectRef) -> bool {
 pub(super) fn objects(s: &Snapshot) -> usize {
     s.gateway_classes.len()
         + s.gateways.len()
+        + s.listener_sets.len()
         + s.http_routes.len()
         + s.grpc_routes.len()
         + s.tcp_routes.len()
@@ -50,6 +51,7 @@ pub(super) fn objects(s: &Snapshot) -> usize {
 pub(super) fn changed(prev: &Snapshot, next: &Snapshot) -> bool {
     !(same_objects(&prev.gateway_classes, &next.gateway_classes)
         && same_objects(&prev.gateways, &next.gateways)
+        && same_objects(&prev.listener_sets, &next.listener_sets)
         && same_objects(&prev.http_routes, &next.http_routes)
         && same_objects(&prev.grpc_routes, &next.grpc_routes)
         && same_objects(&prev.tcp_routes, &next.tcp_routes)
@@ -58,7 +60,8 @@ pub(super) fn changed(prev: &Snapshot, next: &Snapshot) -> bool {
         && same_objects(&prev.namespaces, &next.namespaces))
 }
 
-/// Calls `f` with every GatewayClass, Gateway and route of the snapshot (what has a status).
+/// Calls `f` with every GatewayClass, Gateway, ListenerSet and route of the snapshot (what has a
+/// status).
 pub(super) fn each_object(s: &Snapshot, mut f: impl FnMut(ObjectRef)) {
     let refs =
         |kind: Kind, keys: &mut dyn Iterator<Item = &ObjKey>, f: &mut dyn FnMut(ObjectRef)| {
@@ -71,6 +74,7 @@ pub(super) fn each_object(s: &Snapshot, mut f: impl FnMut(ObjectRef)) {
         };
     refs(Kind::GatewayClass, &mut s.gateway_classes.keys(), &mut f);
     refs(Kind::Gateway, &mut s.gateways.keys(), &mut f);
+    refs(Kind::ListenerSet, &mut s.listener_sets.keys(), &mut f);
     refs(Kind::HttpRoute, &mut s.http_routes.keys(), &mut f);
     refs(Kind::GrpcRoute, &mut s.grpc_routes.keys(), &mut f);
     refs(Kind::TcpRoute, &mut s.tcp_routes.keys(), &mut f);
@@ -81,6 +85,7 @@ pub(super) fn each_object(s: &Snapshot, mut f: impl FnMut(ObjectRef)) {
 pub(super) fn copy(from: &Snapshot, to: &mut Snapshot) {
     to.gateway_classes = from.gateway_classes.clone();
     to.gateways = from.gateways.clone();
+    to.listener_sets = from.listener_sets.clone();
     to.http_routes = from.http_routes.clone();
     to.grpc_routes = from.grpc_routes.clone();
     to.tcp_routes = from.tcp_routes.clone();
@@ -114,18 +119,42 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
             (k, hostnames)
         })
         .collect();
+    // The listeners' hostnames of every ListenerSet naming one of those Gateways, whether or
+    // not the Gateway takes it (the links are a superset of the hosts served).
+    let set_listeners: HashMap<&ObjKey, Vec<Option<String>>> = (s.listener_sets.iter())
+        .filter(|(k, ls)| {
+            let p = &ls.spec.parent_ref;
+            let ns = p.namespace.as_deref().unwrap_or(&k.namespace);
+            listeners.contains_key(&ObjKey::new(ns, p.name.as_str()))
+        })
+        .map(|(k, ls)| {
+            let hostnames = (ls.spec.listeners.iter())
+                .map(|l| {
+                    (l.hostname.as_deref())
+                        .filter(|h| !h.is_empty())
+                        .map(str::to_ascii_lowercase)
+                })
+                .collect();
+            (k, hostnames)
+        })
+        .collect();
     let mut hosts = BTreeSet::new();
-    let mut add = |key: &ObjKey,
-                   hostnames: Option<&[String]>,
-                   parents: &mut dyn Iterator<Item = (Option<&str>, &str)>| {
-        let hostnames = hostnames.unwrap_or(&[]);
-        for (namespace, name) in parents {
-            let gateway = ObjKey::new(namespace.unwrap_or(&key.namespace), name);
-            for l in listeners.get(&gateway).into_iter().flatten() {
-                hosts.extend(listener_route_hosts(l.as_deref(), hostnames));
+    let mut add =
+        |key: &ObjKey,
+         hostnames: Option<&[String]>,
+         parents: &mut dyn Iterator<Item = (Option<&str>, Option<&str>, &str)>| {
+            let hostnames = hostnames.unwrap_or(&[]);
+            for (kind, namespace, name) in parents {
+                let parent = ObjKey::new(namespace.unwrap_or(&key.namespace), name);
+                let of_parent = match kind {
+                    Some("ListenerSet") => set_listeners.get(&parent),
+                    _ => listeners.get(&parent),
+                };
+                for l in of_parent.into_iter().flatten() {
+                    hosts.extend(listener_route_hosts(l.as_deref(), hostnames));
+                }
             }
-        }
-    };
+        };
     // HTTPRoutes and GRPCRoutes (their parent references are types of their own).
     macro_rules! add_routes {
         ($routes:expr) => {
@@ -134,7 +163,8 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
                 add(
                     key,
                     r.spec.hostnames.as_deref(),
-                    &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+                    &mut parents
+                        .map(|p| (p.kind.as_deref(), p.namespace.as_deref(), p.name.as_str())),
                 );
             }
         };
@@ -147,7 +177,7 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
         add(
             key,
             Some(&r.spec.hostnames),
-            &mut parents.map(|p| (p.namespace.as_deref(), p.name.as_str())),
+            &mut parents.map(|p| (p.kind.as_deref(), p.namespace.as_deref(), p.name.as_str())),
         );
     }
     Some(
@@ -163,6 +193,20 @@ pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool
     let hit = |ns: &str, n: Named<'_>| named.get(ns).is_some_and(|names| names.has(n));
     for (key, g) in &s.gateways {
         let certs = (g.spec.listeners.iter())
+            .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
+            .flatten();
+        for c in certs {
+            if hit(
+                c.namespace.as_deref().unwrap_or(&key.namespace),
+                Named::Secret(&c.name),
+            ) {
+                return true;
+            }
+        }
+    }
+    // ListenerSets' listeners' certificates.
+    for (key, ls) in &s.listener_sets {
+        let certs = (ls.spec.listeners.iter())
             .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
             .flatten();
         for c in certs {

@@ -24,6 +24,7 @@ pub mod httproute;
 pub mod incremental;
 pub mod ingress;
 pub mod ingressroute;
+mod listenerset;
 pub mod lookup;
 pub mod model;
 mod parallel;

@@ -50,6 +50,10 @@ pub struct GatewayApiStatus {
     /// A Gateway's own address (`--gateway-addresses`), as its `status.addresses` carries it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<std::net::IpAddr>,
+    /// A Gateway's `attachedListenerSets`: how many ListenerSets are attached to it (accepted).
+    /// None for a Gateway that takes no ListenerSets and has none attached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attached_listener_sets: Option<u32>,
 }
 
 /// One condition (`metav1.Condition` without its timestamps and generation, which the status
@@ -74,10 +78,14 @@ pub struct ListenerStatus {
     pub conditions: Vec<GatewayCondition>,
 }
 
-/// What a route's status says for one of its parents (a Gateway of sluice's controller).
+/// What a route's status says for one of its parents (a Gateway of sluice's controller, or a
+/// ListenerSet attached to one).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ParentStatus {
+    /// The parent's kind when it is not a Gateway: `ListenerSet`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
     pub namespace: String,
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]

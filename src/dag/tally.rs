@@ -12,6 +12,8 @@ use crate::store::Snapshot;
 /// route's namespace and take its kind.
 #[derive(Default)]
 pub(super) struct Tally {
+    /// The ListenerSet the parent names, whose listeners it selects (None: the Gateway's own).
+    set: Option<ObjKey>,
     selected: u32,
     by_selector: bool,
     namespace_allowed: u32,
@@ -30,12 +32,23 @@ impl Tally {
         route: &ObjKey,
         kind: &str,
     ) -> bool {
+        // A parentRef naming the Gateway selects its own listeners, one naming a ListenerSet
+        // that set's listeners only.
+        self.set = p.listener_set(&route.namespace);
+        if self.set.as_ref() != l.origin.as_ref() {
+            return false;
+        }
         if p.section_name.is_some_and(|s| s != l.name) || p.port.is_some_and(|port| port != l.port)
         {
             return false;
         }
         self.selected += 1;
-        if !(l.from).allow(snapshot, &gw_key.namespace, &route.namespace) {
+        // `Same` is the namespace of the object that holds the listener.
+        let home = l
+            .origin
+            .as_ref()
+            .map_or(&gw_key.namespace, |set| &set.namespace);
+        if !(l.from).allow(snapshot, home, &route.namespace) {
             self.by_selector |= matches!(l.from, Namespaces::Selector(_));
             return false;
         }
@@ -56,26 +69,30 @@ impl Tally {
         route_ns: &str,
         kind: &str,
     ) -> Option<GatewayCondition> {
+        // What holds the listeners the parent selects, and the namespace `Same` means there.
+        let (holder, home) = match &self.set {
+            Some(set) => (format!("ListenerSet {set}"), &*set.namespace),
+            None => (format!("Gateway {gw_key}"), &*gw_key.namespace),
+        };
         let (reason, message) = if self.selected == 0 {
             (
                 cond::NO_MATCHING_PARENT,
                 format!(
-                    "{field}: Gateway {gw_key} has no accepted listener with this sectionName and port"
+                    "{field}: {holder} has no accepted listener with this sectionName and port"
                 ),
             )
         } else if self.namespace_allowed == 0 && self.by_selector {
             (
                 cond::NOT_ALLOWED_BY_LISTENERS,
                 format!(
-                    "{field}: the listeners of Gateway {gw_key} take routes of the namespaces their allowedRoutes.namespaces.selector matches, and the labels of namespace {route_ns:?} do not match it; label the namespace or widen the selector to take this route"
+                    "{field}: the listeners of {holder} take routes of the namespaces their allowedRoutes.namespaces.selector matches, and the labels of namespace {route_ns:?} do not match it; label the namespace or widen the selector to take this route"
                 ),
             )
         } else if self.namespace_allowed == 0 {
             (
                 cond::NOT_ALLOWED_BY_LISTENERS,
                 format!(
-                    "{field}: the listeners of Gateway {gw_key} take routes of namespace {:?} only (allowedRoutes.namespaces.from: Same); set it to All to take this route",
-                    &*gw_key.namespace
+                    "{field}: the listeners of {holder} take routes of namespace {home:?} only (allowedRoutes.namespaces.from: Same); set it to All to take this route"
                 ),
             )
         } else if self.allowed == 0 {
@@ -86,7 +103,7 @@ impl Tally {
             (
                 cond::NOT_ALLOWED_BY_LISTENERS,
                 format!(
-                    "{field}: no accepted listener of Gateway {gw_key} takes {kind}s (allowedRoutes.kinds; a listener not accepted says why in the Gateway's status); {which}"
+                    "{field}: no accepted listener of {holder} takes {kind}s (allowedRoutes.kinds; a listener not accepted says why in the Gateway's status); {which}"
                 ),
             )
         } else {

@@ -20,7 +20,7 @@ use crate::api::Kind;
 pub const TLS_SECRET_FIELD_SELECTOR: &str = "type=kubernetes.io/tls";
 
 /// Every kind cluster mode watches, in watch start order.
-pub const WATCHED: [Kind; 16] = Kind::ALL;
+pub const WATCHED: [Kind; 17] = Kind::ALL;
 
 /// The kinds the admission webhook's index reads (`webhook::index::Index::build`): the roots
 /// that claim hosts, IngressClasses (the default class, a class's existence), GatewayClasses and

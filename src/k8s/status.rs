@@ -98,6 +98,7 @@ pub fn writes_status(kind: Kind) -> bool {
             | Kind::GrpcRoute
             | Kind::TcpRoute
             | Kind::TlsRoute
+            | Kind::ListenerSet
     )
 }
 
@@ -111,6 +112,7 @@ fn is_gateway_kind(kind: Kind) -> bool {
             | Kind::GrpcRoute
             | Kind::TcpRoute
             | Kind::TlsRoute
+            | Kind::ListenerSet
     )
 }
 
@@ -342,11 +344,14 @@ fn gateway_status(
             status.insert("addresses".into(), Value::Array(addresses.collect()));
         }
     }
+    if let Some(n) = g.attached_listener_sets {
+        status.insert("attachedListenerSets".into(), json!(n));
+    }
     if !g.parents.is_empty() {
         let parents = g.parents.iter().map(|p| {
             let mut parent_ref = json!({
                 "group": GROUP,
-                "kind": "Gateway",
+                "kind": p.kind.unwrap_or("Gateway"),
                 "namespace": p.namespace,
                 "name": p.name,
             });
@@ -376,8 +381,13 @@ fn listener_prefix(name: &str) -> String {
 /// The key a parent's conditions' transition times are kept under ([`ObservedStatus`]).
 fn parent_prefix(parent_ref: &Value) -> String {
     let s = |k: &str| parent_ref.get(k).map(Value::to_string).unwrap_or_default();
+    // A ListenerSet and a Gateway of one name are two parents; a Gateway's key is as it was.
+    let kind = match parent_ref.get("kind").and_then(Value::as_str) {
+        Some(k) if k != "Gateway" => format!("{k} "),
+        _ => String::new(),
+    };
     format!(
-        "parent {}/{}/{}/{}: ",
+        "parent {kind}{}/{}/{}/{}: ",
         s("namespace"),
         s("name"),
         s("sectionName"),
@@ -538,6 +548,7 @@ fn project(status: &Value, kind: Kind) -> Value {
             "parents",
             "addresses",
             "supportedFeatures",
+            "attachedListenerSets",
         ]);
         if let Some(cs) = m.get_mut("conditions") {
             strip(cs);

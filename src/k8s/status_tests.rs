@@ -362,6 +362,7 @@ fn gcond(type_: &'static str, ok: bool, reason: &'static str) -> GatewayConditio
 fn an_httproute_gets_one_parent_entry_per_gateway_of_sluices_and_keeps_its_times() {
     let mut g = crate::dag::GatewayApiStatus {
         parents: vec![crate::dag::ParentStatus {
+            kind: None,
             namespace: "shop".into(),
             name: "edge".into(),
             section_name: Some("http".into()),
@@ -407,6 +408,115 @@ fn an_httproute_gets_one_parent_entry_per_gateway_of_sluices_and_keeps_its_times
     assert_eq!(cs[0]["lastTransitionTime"], T0);
     assert_eq!(cs[1]["lastTransitionTime"], T1);
     assert_eq!(cs[1]["status"], "False");
+}
+
+#[test]
+fn a_route_parent_that_is_a_listener_set_says_its_kind_and_keeps_its_own_times() {
+    let parent = |kind: Option<&'static str>, ok: bool| crate::dag::ParentStatus {
+        kind,
+        namespace: "shop".into(),
+        name: "edge".into(),
+        section_name: None,
+        port: None,
+        controller_name: "sluice.dev/gateway-controller".into(),
+        conditions: vec![gcond("Accepted", ok, "Accepted")],
+    };
+    let g = |set_ok: bool| crate::dag::GatewayApiStatus {
+        parents: vec![parent(None, true), parent(Some("ListenerSet"), set_ok)],
+        ..Default::default()
+    };
+    let s = gateway_verdict(g(true), State::Valid);
+    let first = applied(plan(
+        Kind::HttpRoute,
+        Verdict::Dag(&s),
+        &observed(None),
+        None,
+        T0,
+    ));
+    let kinds: Vec<&Value> = (first["parents"].as_array().unwrap().iter())
+        .map(|p| &p["parentRef"]["kind"])
+        .collect();
+    assert_eq!(kinds, [&json!("Gateway"), &json!("ListenerSet")]);
+    // The ListenerSet's condition changes; the Gateway's (same name) keeps its time.
+    let s = gateway_verdict(g(false), State::Invalid);
+    let next = applied(plan(
+        Kind::HttpRoute,
+        Verdict::Dag(&s),
+        &observed(Some(first)),
+        None,
+        T1,
+    ));
+    assert_eq!(
+        next["parents"][0]["conditions"][0]["lastTransitionTime"],
+        T0
+    );
+    assert_eq!(
+        next["parents"][1]["conditions"][0]["lastTransitionTime"],
+        T1
+    );
+}
+
+#[test]
+fn a_listener_set_gets_conditions_and_listeners_and_its_gateway_the_count() {
+    let set = crate::dag::GatewayApiStatus {
+        conditions: vec![
+            gcond("Accepted", true, "Accepted"),
+            gcond("Programmed", true, "Programmed"),
+        ],
+        listeners: vec![crate::dag::ListenerStatus {
+            name: "extra".into(),
+            supported_kinds: vec!["HTTPRoute"],
+            attached_routes: 1,
+            conditions: vec![gcond("Accepted", true, "Accepted")],
+        }],
+        ..Default::default()
+    };
+    let s = gateway_verdict(set, State::Valid);
+    let status = applied(plan(
+        Kind::ListenerSet,
+        Verdict::Dag(&s),
+        &observed(None),
+        None,
+        T0,
+    ));
+    assert_eq!(status["conditions"][0]["observedGeneration"], 4);
+    assert_eq!(status["listeners"][0]["name"], "extra");
+    assert_eq!(status["listeners"][0]["attachedRoutes"], 1);
+    assert_eq!(status.get("addresses"), None);
+    let stored = observed(Some(status));
+    assert_eq!(
+        plan(Kind::ListenerSet, Verdict::Dag(&s), &stored, None, T1),
+        Plan::Keep
+    );
+
+    let gw = |n: Option<u32>| crate::dag::GatewayApiStatus {
+        conditions: vec![gcond("Accepted", true, "Accepted")],
+        attached_listener_sets: n,
+        ..Default::default()
+    };
+    let s = gateway_verdict(gw(Some(2)), State::Valid);
+    let status = applied(plan(
+        Kind::Gateway,
+        Verdict::Dag(&s),
+        &observed(None),
+        None,
+        T0,
+    ));
+    assert_eq!(status["attachedListenerSets"], 2);
+    // The count changing is a write.
+    let stored = observed(Some(status));
+    let s = gateway_verdict(gw(Some(1)), State::Valid);
+    let next = applied(plan(Kind::Gateway, Verdict::Dag(&s), &stored, None, T1));
+    assert_eq!(next["attachedListenerSets"], 1);
+    let s = gateway_verdict(gw(None), State::Valid);
+    let none = applied(plan(
+        Kind::Gateway,
+        Verdict::Dag(&s),
+        &observed(None),
+        None,
+        T0,
+    ));
+    assert_eq!(none.get("attachedListenerSets"), None);
 }
 
 #[test]

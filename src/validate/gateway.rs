@@ -12,15 +12,15 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::str::FromStr;
 
+use gateway_api::apis::experimental::gateways::{
+    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
+};
 use gateway_api::apis::experimental::httproutes::{
     HttpRoute, HttpRouteRulesFiltersType, HttpRouteRulesMatchesHeadersType,
     HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType,
 };
 use gateway_api::apis::experimental::tcproutes::TcpRoute;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::{
-    Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
-};
 use gateway_api::apis::standard::referencegrants::ReferenceGrant;
 use gateway_api::apis::standard::tlsroutes::TlsRoute;
 
@@ -57,7 +57,7 @@ fn push(v: &mut Verdict, r: Result<(), FieldError>) {
     }
 }
 
-fn validate_port(v: &mut Verdict, path: &str, port: i32) {
+pub(super) fn validate_port(v: &mut Verdict, path: &str, port: i32) {
     if !(1..=65535).contains(&port) {
         v.error(FieldError::spec(
             path,
@@ -191,7 +191,7 @@ pub fn validate_gateway(g: &Gateway) -> Verdict {
 /// The name of item `i` of the list at `list` (a listener, a rule): a section name (an RFC 1123
 /// subdomain, as the Gateway API's `SectionName` is), unique among the names in `seen` (the
 /// earlier items', by index), which it joins.
-fn unique_name<'a>(
+pub(super) fn unique_name<'a>(
     v: &mut Verdict,
     seen: &mut HashMap<&'a str, usize>,
     (list, i): (&str, usize),
@@ -232,7 +232,7 @@ fn validate_rule_names<'a>(v: &mut Verdict, names: impl Iterator<Item = Option<&
 
 /// A listener taking the routes of the namespaces a label selector matches needs a selector that
 /// reads (see [`listener_selector`]).
-fn validate_namespace_selector(v: &mut Verdict, base: &str, l: &GatewayListeners) {
+pub(super) fn validate_namespace_selector(v: &mut Verdict, base: &str, l: &GatewayListeners) {
     let Some(n) = l
         .allowed_routes
         .as_ref()
@@ -249,7 +249,7 @@ fn validate_namespace_selector(v: &mut Verdict, base: &str, l: &GatewayListeners
     }
 }
 
-fn validate_listener_host_and_tls(v: &mut Verdict, base: &str, l: &GatewayListeners) {
+pub(super) fn validate_listener_host_and_tls(v: &mut Verdict, base: &str, l: &GatewayListeners) {
     let protocol = l.protocol.as_str();
     if let Some(h) = l.hostname.as_deref() {
         if matches!(protocol, "TCP" | "UDP") {

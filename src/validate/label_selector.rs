@@ -6,7 +6,7 @@
 //! for a label that is absent, as in Kubernetes. The webhook refuses a selector that breaks these
 //! rules, and the build reads one the same way (the same [`LabelSelector::parse`]).
 
-use gateway_api::apis::standard::gateways::GatewayListenersAllowedRoutesNamespacesSelector as Selector;
+use gateway_api::apis::experimental::gateways::GatewayListenersAllowedRoutesNamespacesSelector as Selector;
 
 use super::FieldError;
 use super::common::{validate_dns1123_subdomain, validate_label_name};

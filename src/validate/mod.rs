@@ -10,6 +10,7 @@ pub mod gateway;
 pub mod ingress;
 pub mod ingressroute;
 pub mod label_selector;
+pub mod listenerset;
 pub mod re2;
 pub mod route;
 pub mod service;
@@ -177,6 +178,7 @@ pub fn validate_object(obj: &AnyObject) -> Verdict {
         | AnyObject::TlsRoute(_)
         | AnyObject::TcpRoute(_)
         | AnyObject::ReferenceGrant(_) => gateway::validate_gateway_object(obj),
+        AnyObject::ListenerSet(o) => listenerset::validate_listener_set(o),
         AnyObject::Service(o) => service::validate_service(o),
         AnyObject::EndpointSlice(_) | AnyObject::Secret(_) | AnyObject::Namespace(_) => {
             Verdict::default()

@@ -252,6 +252,13 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
                 v.error(e);
             }
         }
+        // A ListenerSet's listeners on one of sluice's Gateways: what sluice does not serve in
+        // them, as in a Gateway's.
+        AnyObject::ListenerSet(ls) if listener_set_parent_is_ours(obj, ls, cx) => {
+            for e in crate::dag::gateway::unsupported_in_listener_set(ls) {
+                v.error(e);
+            }
+        }
         AnyObject::TcpRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
             for e in crate::dag::tcproute::unsupported(r) {
                 v.error(e);
@@ -377,8 +384,40 @@ fn in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
         AnyObject::GrpcRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
         AnyObject::TlsRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
         AnyObject::TcpRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
+        // A ListenerSet is another controller's when its parent Gateway is known to be.
+        AnyObject::ListenerSet(ls) => {
+            match cx.index.gateway_class_of(&listener_set_parent(obj, ls)) {
+                Some(class) => gateway_class_in_scope(class, cx),
+                None => true,
+            }
+        }
         _ => true,
     }
+}
+
+/// The key of the Gateway a ListenerSet (`obj`) names as its parent.
+fn listener_set_parent(
+    obj: &AnyObject,
+    ls: &gateway_api::apis::experimental::listenersets::ListenerSet,
+) -> ObjKey {
+    let p = &ls.spec.parent_ref;
+    let own_ns = obj.key().namespace;
+    ObjKey::new(p.namespace.as_deref().unwrap_or(&own_ns), p.name.as_str())
+}
+
+/// Whether a ListenerSet's parent is a Gateway the index knows to be of a class of sluice's.
+fn listener_set_parent_is_ours(
+    obj: &AnyObject,
+    ls: &gateway_api::apis::experimental::listenersets::ListenerSet,
+    cx: &Context<'_>,
+) -> bool {
+    let p = &ls.spec.parent_ref;
+    let names_gateway = p.group.as_deref().unwrap_or(crate::dag::gateway::GROUP)
+        == crate::dag::gateway::GROUP
+        && p.kind.as_deref().unwrap_or("Gateway") == "Gateway";
+    names_gateway
+        && (cx.index.gateway_class_of(&listener_set_parent(obj, ls)))
+            .is_some_and(|class| class_is_ours(class, cx))
 }
 
 /// Whether a parent of the route is a Gateway the index knows to be of a class of sluice's.

@@ -230,6 +230,7 @@ pub fn kind_label(kind: Option<Kind>) -> &'static str {
         Some(Kind::GrpcRoute) => "GRPCRoute.gateway.networking.k8s.io",
         Some(Kind::TlsRoute) => "TLSRoute.gateway.networking.k8s.io",
         Some(Kind::TcpRoute) => "TCPRoute.gateway.networking.k8s.io",
+        Some(Kind::ListenerSet) => "ListenerSet.gateway.networking.k8s.io",
         Some(Kind::ReferenceGrant) => "ReferenceGrant.gateway.networking.k8s.io",
         Some(Kind::Namespace) => "Namespace",
     }
