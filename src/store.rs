@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use gateway_api::{
     apis::experimental::tcproutes::TcpRoute as TCPRoute,
+    apis::standard::backendtlspolicies::BackendTlsPolicy,
     apis::standard::{
         gatewayclasses::GatewayClass, gateways::Gateway, grpcroutes::GrpcRoute as GRPCRoute,
         httproutes::HttpRoute as HTTPRoute, referencegrants::ReferenceGrant,
         tlsroutes::TlsRoute as TLSRoute,
     },
 };
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
@@ -26,7 +27,7 @@ mod prepared;
 mod secret_data;
 mod service_index;
 pub use prepared::{Prepare, Prepared};
-pub use secret_data::{CaBundle, SecretData, TlsSecretData};
+pub use secret_data::{CaBundle, ConfigMapCa, SecretData, TlsSecretData};
 pub use service_index::{PortEndpoints, ServiceEntry, ServiceIndex};
 
 /// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
@@ -111,6 +112,10 @@ pub struct Snapshot {
     /// The labels of each Namespace (see [`NamespaceLabels`]), by name: what a Gateway
     /// listener's `allowedRoutes.namespaces.selector` is matched against.
     pub namespaces: Objects<NamespaceLabels>,
+    /// What routing reads of each ConfigMap: its `ca.crt` (see [`ConfigMapCa`]), the CA
+    /// certificates a BackendTLSPolicy names.
+    pub config_maps: Objects<ConfigMapCa>,
+    pub backend_tls_policies: Objects<BackendTlsPolicy>,
 }
 
 /// What routing reads of a Namespace: its labels. A change to anything else of a Namespace (its
@@ -306,6 +311,8 @@ pub enum AnyObject {
     TcpRoute(Arc<TCPRoute>),
     ReferenceGrant(Arc<ReferenceGrant>),
     Namespace(Arc<Namespace>),
+    ConfigMap(Arc<ConfigMap>),
+    BackendTlsPolicy(Arc<BackendTlsPolicy>),
 }
 
 macro_rules! each_object {
@@ -327,6 +334,8 @@ macro_rules! each_object {
             AnyObject::TcpRoute($o) => $body,
             AnyObject::ReferenceGrant($o) => $body,
             AnyObject::Namespace($o) => $body,
+            AnyObject::ConfigMap($o) => $body,
+            AnyObject::BackendTlsPolicy($o) => $body,
         }
     };
 }
@@ -351,6 +360,8 @@ impl AnyObject {
             AnyObject::TcpRoute(_) => Kind::TcpRoute,
             AnyObject::ReferenceGrant(_) => Kind::ReferenceGrant,
             AnyObject::Namespace(_) => Kind::Namespace,
+            AnyObject::ConfigMap(_) => Kind::ConfigMap,
+            AnyObject::BackendTlsPolicy(_) => Kind::BackendTlsPolicy,
         }
     }
 
@@ -436,6 +447,10 @@ impl Snapshot {
                 key,
                 Arc::new(NamespaceLabels::from(&*o)),
             ),
+            AnyObject::ConfigMap(o) => {
+                put(&mut self.config_maps, key, Arc::new(ConfigMapCa::from(&*o)))
+            }
+            AnyObject::BackendTlsPolicy(o) => put(&mut self.backend_tls_policies, key, o),
         }
     }
 
@@ -459,6 +474,8 @@ impl Snapshot {
             Kind::TlsRoute => self.tls_routes.remove(key).is_some(),
             Kind::TcpRoute => self.tcp_routes.remove(key).is_some(),
             Kind::Namespace => self.namespaces.remove(key).is_some(),
+            Kind::ConfigMap => self.config_maps.remove(key).is_some(),
+            Kind::BackendTlsPolicy => self.backend_tls_policies.remove(key).is_some(),
         }
     }
 
@@ -558,6 +575,8 @@ impl Snapshot {
             + self.tcp_routes.len()
             + self.reference_grants.len()
             + self.namespaces.len()
+            + self.config_maps.len()
+            + self.backend_tls_policies.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -587,6 +606,8 @@ impl Snapshot {
             tcp_routes,
             reference_grants,
             namespaces,
+            config_maps,
+            backend_tls_policies,
         } = self;
         let unchanged = same_objects(ingresses, &next.ingresses)
             && same_objects(ingress_classes, &next.ingress_classes)
@@ -602,7 +623,9 @@ impl Snapshot {
             && same_objects(tls_routes, &next.tls_routes)
             && same_objects(tcp_routes, &next.tcp_routes)
             && same_objects(reference_grants, &next.reference_grants)
-            && same_objects(namespaces, &next.namespaces);
+            && same_objects(namespaces, &next.namespaces)
+            && same_objects(config_maps, &next.config_maps)
+            && same_objects(backend_tls_policies, &next.backend_tls_policies);
         if !unchanged {
             return None;
         }

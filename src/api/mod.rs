@@ -35,10 +35,13 @@ pub enum Kind {
     TcpRoute,
     ReferenceGrant,
     Namespace,
+    /// Read for what routing needs of it: the `ca.crt` a BackendTLSPolicy names.
+    ConfigMap,
+    BackendTlsPolicy,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 18] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::IngressRouteV1beta1,
@@ -55,6 +58,8 @@ impl Kind {
         Kind::TcpRoute,
         Kind::ReferenceGrant,
         Kind::Namespace,
+        Kind::ConfigMap,
+        Kind::BackendTlsPolicy,
     ];
 
     /// `apiVersion` as written in manifests.
@@ -64,14 +69,15 @@ impl Kind {
             Kind::IngressRouteV1beta1 => "contour.heptio.com/v1beta1",
             Kind::IngressRouteV1 => "projectcontour.io/v1",
             Kind::RouteV1alpha1 => "contour.heptio.com/v1alpha1",
-            Kind::Service | Kind::Secret | Kind::Namespace => "v1",
+            Kind::Service | Kind::Secret | Kind::Namespace | Kind::ConfigMap => "v1",
             Kind::EndpointSlice => "discovery.k8s.io/v1",
             Kind::GatewayClass
             | Kind::Gateway
             | Kind::HttpRoute
             | Kind::GrpcRoute
             | Kind::TlsRoute
-            | Kind::ReferenceGrant => "gateway.networking.k8s.io/v1",
+            | Kind::ReferenceGrant
+            | Kind::BackendTlsPolicy => "gateway.networking.k8s.io/v1",
             Kind::TcpRoute => "gateway.networking.k8s.io/v1",
         }
     }
@@ -94,6 +100,8 @@ impl Kind {
             Kind::TcpRoute => "TCPRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::Namespace => "Namespace",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::BackendTlsPolicy => "BackendTLSPolicy",
         }
     }
 
@@ -126,6 +134,7 @@ impl Kind {
             ("", "Service") if api_version == "v1" => Kind::Service,
             ("", "Secret") if api_version == "v1" => Kind::Secret,
             ("", "Namespace") if api_version == "v1" => Kind::Namespace,
+            ("", "ConfigMap") if api_version == "v1" => Kind::ConfigMap,
             ("discovery.k8s.io", "EndpointSlice") if api_version.ends_with("/v1") => {
                 Kind::EndpointSlice
             }
@@ -136,6 +145,7 @@ impl Kind {
             ("gateway.networking.k8s.io", "TLSRoute") => Kind::TlsRoute,
             ("gateway.networking.k8s.io", "TCPRoute") => Kind::TcpRoute,
             ("gateway.networking.k8s.io", "ReferenceGrant") => Kind::ReferenceGrant,
+            ("gateway.networking.k8s.io", "BackendTLSPolicy") => Kind::BackendTlsPolicy,
             _ => return None,
         };
         Some(k)
@@ -163,6 +173,7 @@ impl Kind {
                 | Kind::GrpcRoute
                 | Kind::TlsRoute
                 | Kind::TcpRoute
+                | Kind::BackendTlsPolicy
         )
     }
 }
