@@ -50,6 +50,10 @@ pub struct GatewayApiStatus {
     /// A Gateway's own address (`--gateway-addresses`), as its `status.addresses` carries it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<std::net::IpAddr>,
+    /// A policy's (BackendTLSPolicy) `status.ancestors`: what it says for each Gateway it
+    /// affects, written also when empty. None for the other kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ancestors: Option<Vec<ParentStatus>>,
 }
 
 /// One condition (`metav1.Condition` without its timestamps and generation, which the status
