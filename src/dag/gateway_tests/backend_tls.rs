@@ -481,3 +481,21 @@ fn a_policy_sluice_cannot_serve_is_invalid_and_its_backends_get_no_plaintext() {
         assert!(action[0].starts_with("500: "), "{action:?}");
     }
 }
+
+/// A GRPCRoute's backend under a policy: HTTP/2 inside the TLS (it speaks h2c without one).
+#[test]
+fn a_grpc_backend_under_a_policy_gets_http2_over_tls() {
+    let gw = gateway("sluice", None, "Same");
+    let cm = ca_config_map("ca");
+    let p = policy("secure-tls", T0, ON_HTTPS, WITH_CA);
+    let grpc = grpc_route("  - backendRefs: [{name: secure, port: 443}]\n");
+    let dag = dag_of(&[CLASS, &gw, SECURE, &grpc, &cm, &p]);
+    let r = &dag.vhosts["grpc.example.com"].routes[0];
+    let RouteAction::Forward(cs) = &r.action else {
+        panic!("{:?}", r.action);
+    };
+    let c = &dag.clusters[&cs[0].cluster];
+    assert_eq!(c.protocol, UpstreamProtocol::H2);
+    assert_eq!(c.upstream_tls.as_deref().unwrap().sni, "secure.example.com");
+    assert_eq!(ancestors(&dag, "secure-tls")[0].0, "shop/edge");
+}
