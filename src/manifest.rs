@@ -180,6 +180,8 @@ pub fn decode_value_noting(
         Kind::ListenerSet => typed(value, u).map(AnyObject::ListenerSet),
         Kind::ReferenceGrant => typed(value, u).map(AnyObject::ReferenceGrant),
         Kind::Namespace => typed(value, u).map(AnyObject::Namespace),
+        Kind::ConfigMap => typed(value, u).map(AnyObject::ConfigMap),
+        Kind::BackendTlsPolicy => typed(value, u).map(AnyObject::BackendTlsPolicy),
     };
     Ok(match decoded {
         Ok(obj) => Document::Object(obj),

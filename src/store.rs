@@ -11,12 +11,13 @@ use gateway_api::{
         gateways::Gateway, httproutes::HttpRoute as HTTPRoute, listenersets::ListenerSet,
         tcproutes::TcpRoute as TCPRoute,
     },
+    apis::standard::backendtlspolicies::BackendTlsPolicy,
     apis::standard::{
         gatewayclasses::GatewayClass, grpcroutes::GrpcRoute as GRPCRoute,
         referencegrants::ReferenceGrant, tlsroutes::TlsRoute as TLSRoute,
     },
 };
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
@@ -28,7 +29,7 @@ mod prepared;
 mod secret_data;
 mod service_index;
 pub use prepared::{Prepare, Prepared};
-pub use secret_data::{CaBundle, SecretData, TlsSecretData};
+pub use secret_data::{CaBundle, ConfigMapCa, SecretData, TlsSecretData};
 pub use service_index::{PortEndpoints, ServiceEntry, ServiceIndex};
 
 /// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
@@ -115,6 +116,10 @@ pub struct Snapshot {
     /// The labels of each Namespace (see [`NamespaceLabels`]), by name: what a Gateway
     /// listener's `allowedRoutes.namespaces.selector` is matched against.
     pub namespaces: Objects<NamespaceLabels>,
+    /// What routing reads of each ConfigMap: its `ca.crt` (see [`ConfigMapCa`]), the CA
+    /// certificates a BackendTLSPolicy names.
+    pub config_maps: Objects<ConfigMapCa>,
+    pub backend_tls_policies: Objects<BackendTlsPolicy>,
 }
 
 /// What routing reads of a Namespace: its labels. A change to anything else of a Namespace (its
@@ -311,6 +316,8 @@ pub enum AnyObject {
     ListenerSet(Arc<ListenerSet>),
     ReferenceGrant(Arc<ReferenceGrant>),
     Namespace(Arc<Namespace>),
+    ConfigMap(Arc<ConfigMap>),
+    BackendTlsPolicy(Arc<BackendTlsPolicy>),
 }
 
 macro_rules! each_object {
@@ -333,6 +340,8 @@ macro_rules! each_object {
             AnyObject::ListenerSet($o) => $body,
             AnyObject::ReferenceGrant($o) => $body,
             AnyObject::Namespace($o) => $body,
+            AnyObject::ConfigMap($o) => $body,
+            AnyObject::BackendTlsPolicy($o) => $body,
         }
     };
 }
@@ -358,6 +367,8 @@ impl AnyObject {
             AnyObject::ListenerSet(_) => Kind::ListenerSet,
             AnyObject::ReferenceGrant(_) => Kind::ReferenceGrant,
             AnyObject::Namespace(_) => Kind::Namespace,
+            AnyObject::ConfigMap(_) => Kind::ConfigMap,
+            AnyObject::BackendTlsPolicy(_) => Kind::BackendTlsPolicy,
         }
     }
 
@@ -444,6 +455,10 @@ impl Snapshot {
                 key,
                 Arc::new(NamespaceLabels::from(&*o)),
             ),
+            AnyObject::ConfigMap(o) => {
+                put(&mut self.config_maps, key, Arc::new(ConfigMapCa::from(&*o)))
+            }
+            AnyObject::BackendTlsPolicy(o) => put(&mut self.backend_tls_policies, key, o),
         }
     }
 
@@ -468,6 +483,8 @@ impl Snapshot {
             Kind::TcpRoute => self.tcp_routes.remove(key).is_some(),
             Kind::ListenerSet => self.listener_sets.remove(key).is_some(),
             Kind::Namespace => self.namespaces.remove(key).is_some(),
+            Kind::ConfigMap => self.config_maps.remove(key).is_some(),
+            Kind::BackendTlsPolicy => self.backend_tls_policies.remove(key).is_some(),
         }
     }
 
@@ -568,6 +585,8 @@ impl Snapshot {
             + self.listener_sets.len()
             + self.reference_grants.len()
             + self.namespaces.len()
+            + self.config_maps.len()
+            + self.backend_tls_policies.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -598,6 +617,8 @@ impl Snapshot {
             listener_sets,
             reference_grants,
             namespaces,
+            config_maps,
+            backend_tls_policies,
         } = self;
         let unchanged = same_objects(ingresses, &next.ingresses)
             && same_objects(ingress_classes, &next.ingress_classes)
@@ -614,7 +635,9 @@ impl Snapshot {
             && same_objects(tcp_routes, &next.tcp_routes)
             && same_objects(listener_sets, &next.listener_sets)
             && same_objects(reference_grants, &next.reference_grants)
-            && same_objects(namespaces, &next.namespaces);
+            && same_objects(namespaces, &next.namespaces)
+            && same_objects(config_maps, &next.config_maps)
+            && same_objects(backend_tls_policies, &next.backend_tls_policies);
         if !unchanged {
             return None;
         }

@@ -102,6 +102,7 @@ fn full_model() -> Dag {
         UpstreamTls {
             sni: "d.default.svc".into(),
             validation: None,
+            client_secret: None,
         }
         .into(),
     );
@@ -113,12 +114,47 @@ fn full_model() -> Dag {
             validation: Some(UpstreamValidation {
                 ca_secret: "default/ca/ca.crt".into(),
                 subject_name: "e.example.com".into(),
+                subject_alt_names: Vec::new(),
             }),
+            client_secret: None,
         }
         .into(),
     );
     dag.clusters
         .insert("default/e/443/ca".into(), verified.into());
+    // A BackendTLSPolicy's: subject alternative names of both types, and a Gateway's client
+    // certificate presented (by SDS).
+    let mut mtls = cluster(
+        "default/f/443/mtls",
+        UpstreamProtocol::Https,
+        LbStrategy::RoundRobin,
+    );
+    mtls.upstream_tls = Some(
+        UpstreamTls {
+            sni: "f.example.com".into(),
+            validation: Some(UpstreamValidation {
+                ca_secret: "default/ca/ca.crt".into(),
+                subject_name: "f.example.com".into(),
+                subject_alt_names: vec![
+                    SubjectAltName::Dns("f.example.com".into()),
+                    SubjectAltName::Uri("spiffe://example.com/f".into()),
+                ],
+            }),
+            client_secret: Some("default/cert/client".into()),
+        }
+        .into(),
+    );
+    dag.clusters
+        .insert("default/f/443/mtls".into(), mtls.into());
+    dag.secrets.insert(
+        "default/cert/client".into(),
+        TlsSecret {
+            name: "default/cert/client".into(),
+            kind: SecretKind::ClientCertificate,
+            cert_pem: ck.cert.pem().into(),
+            key_pem: ck.signing_key.serialize_pem().into(),
+        },
+    );
     dag.secrets.insert(
         "default/ca/ca.crt".into(),
         TlsSecret {

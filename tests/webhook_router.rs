@@ -506,6 +506,55 @@ async fn gateway_api_objects_are_denied_with_the_field_errors() {
 }
 
 #[tokio::test]
+async fn a_backend_tls_policy_is_denied_naming_each_field_its_value_and_the_fix() {
+    let state = mk_state();
+    let reply = assert_denied_with_shared_errors(&state, "backendtlspolicy_bad").await;
+    for literal in [
+        r#"spec.targetRefs[0]: kind "Gateway" of group "gateway.networking.k8s.io" is not a target sluice applies a BackendTLSPolicy to; target a Service (group "", kind Service)"#,
+        r#"spec.validation: sets both caCertificateRefs and wellKnownCACertificates ("System"); keep one"#,
+        r#"spec.validation.hostname: "" must be a DNS name"#,
+    ] {
+        assert!(
+            reply.message().contains(literal),
+            "{literal:?} missing from {reply}"
+        );
+    }
+    // Fixed, it is allowed; trusting a well-known CA set alone is a warning (sluice has none,
+    // another implementation may).
+    let mut object = fixture("backendtlspolicy_bad")["request"]["object"].clone();
+    object["spec"]["targetRefs"] = json!([{"group": "", "kind": "Service", "name": "api"}]);
+    object["spec"]["validation"]["hostname"] = "api.shop.example.com".into();
+    let mut with_cas = object.clone();
+    with_cas["spec"]["validation"]
+        .as_object_mut()
+        .unwrap()
+        .remove("wellKnownCACertificates");
+    let reply = post(
+        &state,
+        "/validate",
+        mk_review_of("backendtlspolicy_bad", with_cas),
+    )
+    .await;
+    reply.assert_allowed();
+    assert!(reply.warnings().is_empty(), "{reply}");
+    object["spec"]["validation"]
+        .as_object_mut()
+        .unwrap()
+        .remove("caCertificateRefs");
+    let reply = post(
+        &state,
+        "/validate",
+        mk_review_of("backendtlspolicy_bad", object),
+    )
+    .await;
+    reply.assert_allowed();
+    assert!(
+        reply.warnings()[0].contains("wellKnownCACertificates: \"System\" is not supported"),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
 async fn a_route_whose_gateways_belong_to_another_controller_is_not_refused() {
     let state = mk_state();
     post_fixture(&state, "/validate", "httproute_for_another_controller")

@@ -37,10 +37,13 @@ pub enum Kind {
     ListenerSet,
     ReferenceGrant,
     Namespace,
+    /// Read for what routing needs of it: the `ca.crt` a BackendTLSPolicy names.
+    ConfigMap,
+    BackendTlsPolicy,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Ingress,
         Kind::IngressClass,
         Kind::IngressRouteV1beta1,
@@ -58,6 +61,8 @@ impl Kind {
         Kind::ListenerSet,
         Kind::ReferenceGrant,
         Kind::Namespace,
+        Kind::ConfigMap,
+        Kind::BackendTlsPolicy,
     ];
 
     /// `apiVersion` as written in manifests.
@@ -67,14 +72,15 @@ impl Kind {
             Kind::IngressRouteV1beta1 => "contour.heptio.com/v1beta1",
             Kind::IngressRouteV1 => "projectcontour.io/v1",
             Kind::RouteV1alpha1 => "contour.heptio.com/v1alpha1",
-            Kind::Service | Kind::Secret | Kind::Namespace => "v1",
+            Kind::Service | Kind::Secret | Kind::Namespace | Kind::ConfigMap => "v1",
             Kind::EndpointSlice => "discovery.k8s.io/v1",
             Kind::GatewayClass
             | Kind::Gateway
             | Kind::HttpRoute
             | Kind::GrpcRoute
             | Kind::TlsRoute
-            | Kind::ReferenceGrant => "gateway.networking.k8s.io/v1",
+            | Kind::ReferenceGrant
+            | Kind::BackendTlsPolicy => "gateway.networking.k8s.io/v1",
             Kind::TcpRoute | Kind::ListenerSet => "gateway.networking.k8s.io/v1",
         }
     }
@@ -98,6 +104,8 @@ impl Kind {
             Kind::ListenerSet => "ListenerSet",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::Namespace => "Namespace",
+            Kind::ConfigMap => "ConfigMap",
+            Kind::BackendTlsPolicy => "BackendTLSPolicy",
         }
     }
 
@@ -130,6 +138,7 @@ impl Kind {
             ("", "Service") if api_version == "v1" => Kind::Service,
             ("", "Secret") if api_version == "v1" => Kind::Secret,
             ("", "Namespace") if api_version == "v1" => Kind::Namespace,
+            ("", "ConfigMap") if api_version == "v1" => Kind::ConfigMap,
             ("discovery.k8s.io", "EndpointSlice") if api_version.ends_with("/v1") => {
                 Kind::EndpointSlice
             }
@@ -141,6 +150,7 @@ impl Kind {
             ("gateway.networking.k8s.io", "TCPRoute") => Kind::TcpRoute,
             ("gateway.networking.k8s.io", "ListenerSet") => Kind::ListenerSet,
             ("gateway.networking.k8s.io", "ReferenceGrant") => Kind::ReferenceGrant,
+            ("gateway.networking.k8s.io", "BackendTLSPolicy") => Kind::BackendTlsPolicy,
             _ => return None,
         };
         Some(k)
@@ -169,6 +179,7 @@ impl Kind {
                 | Kind::TlsRoute
                 | Kind::TcpRoute
                 | Kind::ListenerSet
+                | Kind::BackendTlsPolicy
         )
     }
 }

@@ -107,6 +107,19 @@ pub struct Builder<'a> {
     /// The ports of Gateway TCP listeners with a TCPRoute, each once.
     tcp_listeners: Vec<(u16, Arc<TcpListener>)>,
     hasher: DefaultHashBuilder,
+    /// The BackendTLSPolicies, while the Gateway API objects are built.
+    pub(super) backend_tls: Option<super::backend_tls::BackendTlsPolicies>,
+    /// The route whose rules are being built: its parent Gateways of sluice's (the ancestors of
+    /// the BackendTLSPolicies of its backends) and the client certificate they present to TLS
+    /// backends (a key into the secrets table).
+    pub(super) route_backend: RouteBackendTls,
+}
+
+/// What a route's TLS backends depend on of the Gateways it is attached to.
+#[derive(Default)]
+pub(super) struct RouteBackendTls {
+    pub gateways: Vec<ObjKey>,
+    pub client_secret: Option<String>,
 }
 
 impl<'a> Builder<'a> {
@@ -155,6 +168,8 @@ impl<'a> Builder<'a> {
             half,
             tcp_listeners: Vec::new(),
             hasher: DefaultHashBuilder::default(),
+            backend_tls: None,
+            route_backend: RouteBackendTls::default(),
         }
     }
 
@@ -529,7 +544,20 @@ impl<'a> Builder<'a> {
         b: &BackendRef<'_>,
         validation: Option<&UpstreamValidation>,
     ) -> Result<ClusterName, StatusMessage> {
+        self.cluster_tls(b, validation, None)
+    }
+
+    /// [`Builder::cluster_verifying`], with the client certificate Envoy presents to a TLS
+    /// backend (`client_secret`, a key into the secrets table resolved by
+    /// [`Builder::tls_secret`]); None: it presents none.
+    pub fn cluster_tls(
+        &mut self,
+        b: &BackendRef<'_>,
+        validation: Option<&UpstreamValidation>,
+        client_secret: Option<&str>,
+    ) -> Result<ClusterName, StatusMessage> {
         let tls = matches!(b.protocol, UpstreamProtocol::Https | UpstreamProtocol::H2);
+        let client_secret = client_secret.filter(|_| tls);
         let validation = validation.filter(|_| tls);
         let key = || ObjKey::new(b.namespace, b.service);
         let entry = self.backing.service_index().get(b.namespace, b.service);
@@ -593,6 +621,7 @@ impl<'a> Builder<'a> {
             b,
             health_check.as_ref(),
             validation,
+            client_secret,
         );
         // One hash of the name, whether the cluster is new or not.
         match self.clusters.raw_entry_mut().from_key(name.as_str()) {
@@ -606,9 +635,10 @@ impl<'a> Builder<'a> {
                             None => format!("{}.{}.svc", b.service, b.namespace),
                         },
                         validation: validation.cloned(),
+                        client_secret: client_secret.map(str::to_string),
                     })
                 });
-                if validation.is_some() {
+                if validation.is_some() || client_secret.is_some() {
                     self.verifying.push(name.clone());
                 }
                 let cluster = Cluster {
@@ -666,6 +696,53 @@ impl<'a> Builder<'a> {
                 key_pem,
             },
         );
+        Ok(id)
+    }
+
+    /// Adds CA certificates (PEM) to the secrets table under `id` (a BackendTLSPolicy's, from
+    /// its ConfigMaps).
+    pub(super) fn trusted_ca(&mut self, id: &str, pem: Arc<str>) {
+        let secret = TlsSecret {
+            name: id.to_string(),
+            kind: SecretKind::TrustedCa,
+            cert_pem: pem,
+            key_pem: Arc::from(""),
+        };
+        self.secrets.insert(id.to_string(), secret);
+    }
+
+    /// Resolves a TLS Secret Envoy presents to TLS backends as its client certificate to a key
+    /// into the secrets table: `namespace/name/client`, apart from the id of the same Secret
+    /// serving a listener. The error says why it does not resolve.
+    pub(super) fn client_certificate(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<String, String> {
+        let id = format!("{namespace}/{name}/client");
+        if self.secrets.contains_key(&id) {
+            return Ok(id);
+        }
+        let key = ObjKey::new(namespace, name);
+        let Some(secret) = self.backing.secrets.get(&key) else {
+            return Err(format!(
+                "Secret {:?} not found (sluice reads Secrets of type kubernetes.io/tls)",
+                key.to_string()
+            ));
+        };
+        let (cert_pem, key_pem) = super::backend_tls::usable_tls(&secret.tls).map_err(|what| {
+            format!(
+                "Secret {:?} is not a usable TLS certificate: {what}",
+                key.to_string()
+            )
+        })?;
+        let secret = TlsSecret {
+            name: id.clone(),
+            kind: SecretKind::ClientCertificate,
+            cert_pem,
+            key_pem,
+        };
+        self.secrets.insert(id.clone(), secret);
         Ok(id)
     }
 
@@ -760,12 +837,14 @@ impl<'a> Builder<'a> {
         }
         // The CA certificates of the clusters that verify their backends, when a route uses
         // them (of the routes above: a Gateway's TCP listener never verifies a backend).
+        // So are the client certificates they present (a Gateway's backend TLS).
         for name in &self.verifying {
-            if let Some((c, true)) = clusters.get(name)
-                && let Some(v) = (c.upstream_tls.as_ref()).and_then(|t| t.validation.as_ref())
-                && let Some(s) = self.secrets.get(&v.ca_secret)
-            {
-                secrets.push((v.ca_secret.clone(), s.clone()));
+            if let Some((c, true)) = clusters.get(name) {
+                for id in super::model::cluster_secrets(c) {
+                    if let Some(s) = self.secrets.get(id) {
+                        secrets.push((id.to_string(), s.clone()));
+                    }
+                }
             }
         }
         // Hosts and clusters sharing a secret name it once.

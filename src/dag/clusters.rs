@@ -49,6 +49,7 @@ pub fn health_check_policy(h: &HealthCheck) -> HealthCheckPolicy {
 /// `namespace/service/port`, plus a short hash of the settings when they differ from the defaults,
 /// so the same Service port with different settings gets distinct, stable clusters.
 /// Writes the name into `out`, replacing what it held.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn write_cluster_name(
     out: &mut String,
     namespace: &str,
@@ -57,6 +58,7 @@ pub(super) fn write_cluster_name(
     b: &BackendRef<'_>,
     hc: Option<&HealthCheckPolicy>,
     validation: Option<&UpstreamValidation>,
+    client_secret: Option<&str>,
 ) {
     out.clear();
     out.push_str(namespace);
@@ -78,6 +80,13 @@ pub(super) fn write_cluster_name(
     // Only with validation: the names of the clusters without it stay as they were.
     if let Some(v) = validation {
         let _ = write!(canon, "|{}|{}", v.ca_secret, v.subject_name);
+        // Only with subject alternative names, or a client certificate: likewise.
+        if !v.subject_alt_names.is_empty() {
+            let _ = write!(canon, "|{:?}", v.subject_alt_names);
+        }
+    }
+    if let Some(c) = client_secret {
+        let _ = write!(canon, "|client {c}");
     }
     let digest = Sha256::digest(canon.as_bytes());
     out.push('/');

@@ -192,6 +192,7 @@ pub(super) fn forward(
                 Ok(ca_secret) => Some(UpstreamValidation {
                     ca_secret,
                     subject_name: v.subject_name.clone(),
+                    subject_alt_names: Vec::new(),
                 }),
                 Err(m) => {
                     reasons.push(m.message.clone());

@@ -48,10 +48,13 @@ pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
 /// (`sigs.k8s.io/gateway-api/pkg/features`), in alphabetical order: what an accepted
 /// GatewayClass's `status.supportedFeatures` lists. Each is in docs/gateway-api.md and tested
 /// there; the Gateway API has no feature name for TCPRoute.
-pub const SUPPORTED_FEATURES: [&str; 36] = [
+pub const SUPPORTED_FEATURES: [&str; 39] = [
+    "BackendTLSPolicy",
+    "BackendTLSPolicySANValidation",
     "GRPCRoute",
     "GRPCRouteNamedRouteRule",
     "Gateway",
+    "GatewayBackendClientCertificate",
     "GatewayHTTPListenerIsolation",
     "HTTPRoute",
     "HTTPRoute303RedirectStatusCode",
@@ -261,6 +264,10 @@ pub(super) struct GatewayAcc {
     /// Where the Gateway is served: its own address (`--gateway-addresses`), why it has none, or
     /// on Envoy's shared listeners.
     pub(super) served: Served,
+    /// The client certificate Envoy presents to TLS backends (`spec.tls.backend`): the
+    /// Gateway's `ResolvedRefs` condition and, when it resolves, its key among the secrets.
+    /// None when the Gateway names none.
+    pub(super) backend_client: Option<(GatewayCondition, Option<String>)>,
 }
 
 /// Where a Gateway's listeners are served.
@@ -358,6 +365,7 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
         return;
     }
 
+    b.backend_tls = Some(super::backend_tls::BackendTlsPolicies::new(b, snapshot));
     let mut gateways: BTreeMap<ObjKey, GatewayAcc> = BTreeMap::new();
     for (key, gw) in &snapshot.gateways {
         let obj = ObjectRef {
@@ -412,6 +420,10 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
         );
     }
 
+    if let Some(policies) = b.backend_tls.take() {
+        policies.finish(b, &controller);
+    }
+
     for (_, mut gw) in gateways {
         for (l, status) in gw.listeners.iter().zip(&mut gw.listener_status) {
             if let Some(l) = l {
@@ -453,7 +465,7 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
             Served::Nowhere(why) => Some(why),
             _ => None,
         };
-        let conditions = match (&gw.invalid, no_address) {
+        let mut conditions = match (&gw.invalid, no_address) {
             (None, Some(why)) if why.condition == cond::ACCEPTED => vec![
                 condition(cond::ACCEPTED, false, why.reason, why.message.clone()),
                 condition(cond::PROGRAMMED, false, cond::INVALID, why.message.clone()),
@@ -520,6 +532,11 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
                 }
             },
         };
+        // The client certificate for TLS backends: its own condition; the Gateway stays
+        // accepted without it.
+        if let Some((resolved, _)) = gw.backend_client.take() {
+            conditions.push(resolved);
+        }
         b.track_generation_of(&gw.obj, gw.generation);
         match &gw.invalid {
             Some(why) => b.set_invalid(
@@ -590,6 +607,7 @@ pub(super) fn granted(
 /// Works out one Gateway of sluice's class: its listeners and their certificates.
 fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gateway) -> GatewayAcc {
     let ns = obj.key.namespace.to_string();
+    let obj_key = obj.key.clone();
     let verdict = validate_gateway(gw);
     let mut invalid = (!verdict.errors.is_empty()).then(|| {
         let all: Vec<String> = verdict.errors.iter().map(ToString::to_string).collect();
@@ -625,6 +643,7 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         invalid_reason,
         http_hostnames,
         served: Served::Shared,
+        backend_client: super::backend_tls::gateway_client_certificate(b, snapshot, &obj_key, gw),
     }
 }
 

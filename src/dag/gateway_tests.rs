@@ -968,6 +968,7 @@ fn refused_beside_an_exact_match(r: &str, prefix: &str, filter: &str) {
 
 mod addresses;
 mod backend_filters;
+mod backend_tls;
 mod backends;
 mod cors;
 mod isolation;

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::backend_tls::BackendTls;
 use super::gateway::{
     GATEWAY_MIN_TLS, GROUP, GatewayAcc, attached_to_gateway, cond, condition, granted,
     refs_resolved,
@@ -548,10 +549,26 @@ pub(super) fn attach_route(
     let mut route_conflicts = Vec::new();
     // The rules' references are resolved (for ResolvedRefs) even where the route serves no
     // host: its listener's certificate may not resolve, say.
+    // The backends' TLS (BackendTLSPolicy) depends on the Gateways: they are the policies'
+    // ancestors, and present their client certificate, when they all present the same one.
+    let parent_gateways: Vec<ObjKey> = parents.iter().map(|(_, _, k)| k.clone()).collect();
+    let mut clients = (parent_gateways.iter())
+        .filter_map(|k| gateways.get(k))
+        .map(|g| g.backend_client.as_ref().and_then(|(_, id)| id.clone()));
+    let first = clients.next().flatten();
+    let client_secret = match clients.all(|c| c == first) {
+        true => first,
+        false => None,
+    };
+    b.route_backend = super::builder::RouteBackendTls {
+        gateways: parent_gateways,
+        client_secret,
+    };
     let built = match refused {
         None => build_rules(b, &mut resolved),
         Some(_) => Vec::new(),
     };
+    b.route_backend = Default::default();
     {
         for ((scope, host), (tls, insecure, isolated)) in &attachment.hosts {
             let scope = scope.as_ref();
@@ -808,7 +825,11 @@ pub(super) fn rule_action(
             Err((reason, message)) => {
                 let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
                 failed_weight = failed_weight.saturating_add(weight);
-                unresolved(resolved, reason, &message);
+                // A backend whose BackendTLSPolicy is not accepted resolves: the policy's
+                // status says why its requests fail.
+                if reason != super::backend_tls::reason::POLICY_NOT_ACCEPTED {
+                    unresolved(resolved, reason, &message);
+                }
                 failed = Some(message);
             }
         }
@@ -871,14 +892,33 @@ pub(super) fn resolve_backend(
         // What the Service port's `appProtocol` says it speaks: an HTTP backend that speaks
         // cleartext HTTP/2 gets it; one that wants TLS is refused (sluice speaks it to no
         // Gateway API backend yet). A stream's backend is spoken to as it is.
-        let app_protocol = (protocol != UpstreamProtocol::Tcp)
+        let service_port = (protocol != UpstreamProtocol::Tcp)
             .then(|| {
                 let svc = b.backing.services().get(&ObjKey::new(to_ns, r.name))?;
                 let p = svc.ports.iter().find(|p| p.port == port)?;
-                Some(p.app_protocol)
+                Some((p.app_protocol, p.name.clone()))
             })
-            .flatten()
-            .unwrap_or_default();
+            .flatten();
+        let (app_protocol, port_name) = service_port.unwrap_or_default();
+        // The BackendTLSPolicy of the port, for the backends of HTTP routes.
+        let policy = match (protocol, b.backend_tls.as_mut()) {
+            (UpstreamProtocol::Tcp, _) | (_, None) => BackendTls::None,
+            (_, Some(policies)) => policies.backend(
+                &ObjKey::new(to_ns, r.name),
+                port_name.as_deref(),
+                &b.route_backend.gateways,
+            ),
+        };
+        let validation = match policy {
+            BackendTls::None => None,
+            BackendTls::Verify(v) => Some(v),
+            BackendTls::Refused(why) => {
+                return Err((
+                    super::backend_tls::reason::POLICY_NOT_ACCEPTED,
+                    format!("{field}: {why}"),
+                ));
+            }
+        };
         let protocol = match (protocol, app_protocol) {
             (_, AppProtocol::WebSocketTls) => {
                 return Err((
@@ -889,6 +929,12 @@ pub(super) fn resolve_backend(
                     ),
                 ));
             }
+            // A BackendTLSPolicy: TLS, HTTP/2 inside it where the port speaks HTTP/2.
+            (UpstreamProtocol::Http, AppProtocol::H2c) if validation.is_some() => {
+                UpstreamProtocol::H2
+            }
+            (UpstreamProtocol::H2c, _) if validation.is_some() => UpstreamProtocol::H2,
+            (UpstreamProtocol::Http, _) if validation.is_some() => UpstreamProtocol::Https,
             (UpstreamProtocol::Http, AppProtocol::H2c) => UpstreamProtocol::H2c,
             (other, _) => other,
         };
@@ -901,7 +947,10 @@ pub(super) fn resolve_backend(
             health_check: None,
             outlier_detection: None,
         };
-        b.cluster_for(&backend)
+        let client = (validation.is_some())
+            .then(|| b.route_backend.client_secret.clone())
+            .flatten();
+        b.cluster_tls(&backend, validation.as_ref(), client.as_deref())
             .map_err(|m| (cond::BACKEND_NOT_FOUND, format!("{field}: {}", m.message)))
     } else {
         Err((

@@ -150,15 +150,16 @@ impl Incremental {
             self.count_entry(e, 1, &mut Vec::new());
         }
         self.ca_users.clear();
-        // Clusters are looked at only when the model verifies some backend (few do).
+        // Clusters are looked at only when the model verifies some backend or presents a
+        // client certificate to one (few do).
         if dag
             .secrets
             .values()
-            .any(|s| s.kind == SecretKind::TrustedCa)
+            .any(|s| s.kind != SecretKind::Certificate)
         {
             for c in dag.clusters.values() {
-                if let Some(ca) = ca_secret_of(c) {
-                    count(&mut self.ca_users, &ca.to_string(), 1);
+                for id in cluster_secrets(c) {
+                    count(&mut self.ca_users, &id.to_string(), 1);
                 }
             }
         }
@@ -421,20 +422,22 @@ impl Incremental {
                 }
             } else if !self.cluster_users.contains_key(name.as_str())
                 && let Some(gone) = dag.clusters.remove(name.as_str())
-                && let Some(ca) = ca_secret_of(&gone)
-                && count(&mut self.ca_users, &ca.to_string(), -1)
             {
-                // The last cluster verifying with it: the part's secrets bring it back when a
-                // cluster of the part still does.
-                dag.secrets.remove(ca);
+                for id in cluster_secrets(&gone) {
+                    if count(&mut self.ca_users, &id.to_string(), -1) {
+                        // The last cluster using it: the part's secrets bring it back when a
+                        // cluster of the part still does.
+                        dag.secrets.remove(id);
+                    }
+                }
             }
         }
         for (name, c) in part.clusters {
-            if dag.clusters.get(&name) != Some(&c)
-                && dag.clusters.insert(name, c.clone()).is_none()
-                && let Some(ca) = ca_secret_of(&c)
+            if dag.clusters.get(&name) != Some(&c) && dag.clusters.insert(name, c.clone()).is_none()
             {
-                count(&mut self.ca_users, &ca.to_string(), 1);
+                for id in cluster_secrets(&c) {
+                    count(&mut self.ca_users, &id.to_string(), 1);
+                }
             }
         }
         for (name, s) in part.secrets {
@@ -522,12 +525,6 @@ impl Incremental {
             unused.push((tls.secret.clone(), true));
         }
     }
-}
-
-/// The CA secret (its key in [`Dag::secrets`]) a cluster verifies its backends with.
-fn ca_secret_of(c: &Cluster) -> Option<&str> {
-    let v = c.upstream_tls.as_ref()?.validation.as_ref()?;
-    Some(&v.ca_secret)
 }
 
 /// Counts one more or one less user of a name; true when it has none left. A name is copied

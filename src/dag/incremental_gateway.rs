@@ -7,8 +7,8 @@
 //! are every host a route of one of sluice's Gateways could be served on (the build serves a
 //! subset of them: a host another object owns, an HTTPS listener's catch-all, a route refused).
 //!
-//! A change to a GatewayClass, Gateway, ListenerSet, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute or
-//! ReferenceGrant, to a Namespace's
+//! A change to a GatewayClass, Gateway, ListenerSet, HTTPRoute, GRPCRoute, TCPRoute, TLSRoute,
+//! ReferenceGrant, BackendTLSPolicy or ConfigMap (a policy's CA certificates), to a Namespace's
 //! labels (a listener's `allowedRoutes.namespaces.selector` reads them), or to a Service or
 //! TLS Secret one of them names (in any namespace: backends and certificates may be in another
 //! one, through a ReferenceGrant), rebuilds all of them, and through their hosts the
@@ -57,7 +57,9 @@ pub(super) fn changed(prev: &Snapshot, next: &Snapshot) -> bool {
         && same_objects(&prev.tcp_routes, &next.tcp_routes)
         && same_objects(&prev.tls_routes, &next.tls_routes)
         && same_objects(&prev.reference_grants, &next.reference_grants)
-        && same_objects(&prev.namespaces, &next.namespaces))
+        && same_objects(&prev.namespaces, &next.namespaces)
+        && same_objects(&prev.backend_tls_policies, &next.backend_tls_policies)
+        && same_objects(&prev.config_maps, &next.config_maps))
 }
 
 /// Calls `f` with every GatewayClass, Gateway, ListenerSet and route of the snapshot (what has a
@@ -79,6 +81,11 @@ pub(super) fn each_object(s: &Snapshot, mut f: impl FnMut(ObjectRef)) {
     refs(Kind::GrpcRoute, &mut s.grpc_routes.keys(), &mut f);
     refs(Kind::TcpRoute, &mut s.tcp_routes.keys(), &mut f);
     refs(Kind::TlsRoute, &mut s.tls_routes.keys(), &mut f);
+    refs(
+        Kind::BackendTlsPolicy,
+        &mut s.backend_tls_policies.keys(),
+        &mut f,
+    );
 }
 
 /// Copies every Gateway API object the build reads from `from` into `to`.
@@ -92,6 +99,7 @@ pub(super) fn copy(from: &Snapshot, to: &mut Snapshot) {
     to.tls_routes = from.tls_routes.clone();
     to.reference_grants = from.reference_grants.clone();
     to.namespaces = from.namespaces.clone();
+    to.backend_tls_policies = from.backend_tls_policies.clone();
 }
 
 /// The links of the Gateway API objects: every host a route attached to a Gateway of one of
@@ -192,6 +200,17 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
 pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool {
     let hit = |ns: &str, n: Named<'_>| named.get(ns).is_some_and(|names| names.has(n));
     for (key, g) in &s.gateways {
+        // The client certificate presented to TLS backends.
+        let client =
+            (g.spec.tls.as_ref()).and_then(|t| t.backend.as_ref()?.client_certificate_ref.as_ref());
+        if let Some(c) = client
+            && hit(
+                c.namespace.as_deref().unwrap_or(&key.namespace),
+                Named::Secret(&c.name),
+            )
+        {
+            return true;
+        }
         let certs = (g.spec.listeners.iter())
             .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
             .flatten();

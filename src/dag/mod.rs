@@ -12,6 +12,7 @@
 //! looked up through maps built once per build, never by scanning all objects per object.
 
 pub mod addresses;
+pub mod backend_tls;
 mod builder;
 mod clusters;
 mod delegation;

@@ -671,6 +671,19 @@ pub struct UpstreamTls {
     /// None: any certificate is accepted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub validation: Option<UpstreamValidation>,
+    /// The certificate and key Envoy presents to the backend, a key into [`Dag::secrets`] (a
+    /// Gateway's `spec.tls.backend.clientCertificateRef`). None: Envoy presents none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+}
+
+/// A subject alternative name a backend's certificate may carry (BackendTLSPolicy
+/// `validation.subjectAltNames`), compared exactly.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SubjectAltName {
+    Dns(String),
+    Uri(String),
 }
 
 /// How Envoy verifies a backend's certificate: it must chain to the CA certificates of a
@@ -681,8 +694,22 @@ pub struct UpstreamValidation {
     /// The secret of the CA certificates, a key into [`Dag::secrets`]
     /// (`namespace/name/ca.crt`, see [`ca_secret_id`]).
     pub ca_secret: String,
-    /// Lowercase.
+    /// Lowercase. The DNS name the certificate must carry, unless `subject_alt_names` is set.
     pub subject_name: String,
+    /// When not empty, the certificate must carry one of these instead of `subject_name`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+/// The secrets a cluster uses: the CA certificates it verifies its backends with and the
+/// client certificate it presents to them (keys into [`Dag::secrets`]).
+pub fn cluster_secrets(c: &Cluster) -> impl Iterator<Item = &str> {
+    let tls = c.upstream_tls.as_deref();
+    let ca = tls
+        .and_then(|t| t.validation.as_ref())
+        .map(|v| v.ca_secret.as_str());
+    let client = tls.and_then(|t| t.client_secret.as_deref());
+    ca.into_iter().chain(client)
 }
 
 /// The id of the CA certificates of the Secret `namespace/name` among [`Dag::secrets`]:
@@ -910,8 +937,12 @@ pub enum SecretKind {
     /// A certificate and key Envoy serves TLS with.
     #[default]
     Certificate,
-    /// CA certificates Envoy verifies a backend's certificate with (a Secret's `ca.crt`).
+    /// CA certificates Envoy verifies a backend's certificate with (a Secret's or a
+    /// ConfigMap's `ca.crt`).
     TrustedCa,
+    /// A certificate and key Envoy presents to TLS backends (a Gateway's
+    /// `spec.tls.backend.clientCertificateRef`), apart from the listeners' certificates.
+    ClientCertificate,
 }
 
 impl std::fmt::Debug for TlsSecret {

@@ -113,7 +113,9 @@ fn a_verified_tls_backend_gets_its_own_cluster_and_the_ca_secret() {
             validation: Some(UpstreamValidation {
                 ca_secret: "web/api-ca/ca.crt".into(),
                 subject_name: "api.example.com".into(),
+                subject_alt_names: Vec::new(),
             }),
+            client_secret: None,
         }
     );
     let secret = &d.secrets["web/api-ca/ca.crt"];

@@ -54,6 +54,10 @@ pub struct GatewayApiStatus {
     /// None for a Gateway that takes no ListenerSets and has none attached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attached_listener_sets: Option<u32>,
+    /// A policy's (BackendTLSPolicy) `status.ancestors`: what it says for each Gateway it
+    /// affects, written also when empty. None for the other kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ancestors: Option<Vec<ParentStatus>>,
 }
 
 /// One condition (`metav1.Condition` without its timestamps and generation, which the status

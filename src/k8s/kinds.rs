@@ -1,13 +1,13 @@
 //! What cluster mode watches, and how each kind is found in the cluster.
 //!
-//! Built-in kinds (Ingress, IngressClass, Service, EndpointSlice, Secret, Namespace) are always
+//! Built-in kinds (Ingress, IngressClass, Service, EndpointSlice, Secret, Namespace, ConfigMap) are always
 //! served. sluice's
 //! own CRDs and the Gateway API kinds are watched only when discovery finds them; kinds missing at
 //! start are looked for again periodically (a CRD installed later is picked up without a restart).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::Client;
@@ -20,7 +20,7 @@ use crate::api::Kind;
 pub const TLS_SECRET_FIELD_SELECTOR: &str = "type=kubernetes.io/tls";
 
 /// Every kind cluster mode watches, in watch start order.
-pub const WATCHED: [Kind; 17] = Kind::ALL;
+pub const WATCHED: [Kind; 19] = Kind::ALL;
 
 /// The kinds the admission webhook's index reads (`webhook::index::Index::build`): the roots
 /// that claim hosts, IngressClasses (the default class, a class's existence), GatewayClasses and
@@ -45,6 +45,7 @@ pub fn builtin_resource(kind: Kind) -> Option<ApiResource> {
         Kind::EndpointSlice => ApiResource::erase::<EndpointSlice>(&()),
         Kind::Secret => ApiResource::erase::<Secret>(&()),
         Kind::Namespace => ApiResource::erase::<Namespace>(&()),
+        Kind::ConfigMap => ApiResource::erase::<ConfigMap>(&()),
         _ => return None,
     })
 }

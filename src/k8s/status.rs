@@ -99,6 +99,7 @@ pub fn writes_status(kind: Kind) -> bool {
             | Kind::TcpRoute
             | Kind::TlsRoute
             | Kind::ListenerSet
+            | Kind::BackendTlsPolicy
     )
 }
 
@@ -113,6 +114,7 @@ fn is_gateway_kind(kind: Kind) -> bool {
             | Kind::TcpRoute
             | Kind::TlsRoute
             | Kind::ListenerSet
+            | Kind::BackendTlsPolicy
     )
 }
 
@@ -163,6 +165,8 @@ fn released(kind: Kind) -> Value {
         Kind::HttpRoute | Kind::GrpcRoute | Kind::TcpRoute | Kind::TlsRoute => {
             json!({ "parents": [] })
         }
+        // Likewise a policy's `ancestors`.
+        Kind::BackendTlsPolicy => json!({ "ancestors": [] }),
         _ => json!({}),
     }
 }
@@ -370,12 +374,35 @@ fn gateway_status(
         });
         status.insert("parents".into(), Value::Array(parents.collect()));
     }
+    if let Some(ancestors) = &g.ancestors {
+        // A policy's: the Gateways it affects, by `ancestorRef`.
+        let ancestors = ancestors.iter().map(|p| {
+            let ancestor_ref = json!({
+                "group": GROUP,
+                "kind": "Gateway",
+                "namespace": p.namespace,
+                "name": p.name,
+            });
+            let prefix = ancestor_prefix(&ancestor_ref);
+            json!({
+                "ancestorRef": ancestor_ref,
+                "controllerName": p.controller_name,
+                "conditions": conditions(&prefix, &p.conditions),
+            })
+        });
+        status.insert("ancestors".into(), Value::Array(ancestors.collect()));
+    }
     Value::Object(status)
 }
 
 /// The key a listener's conditions' transition times are kept under ([`ObservedStatus`]).
 fn listener_prefix(name: &str) -> String {
     format!("listener {name}: ")
+}
+
+/// The key an ancestor's conditions' transition times are kept under ([`ObservedStatus`]).
+fn ancestor_prefix(ancestor_ref: &Value) -> String {
+    format!("ancestor {}", parent_prefix(ancestor_ref))
 }
 
 /// The key a parent's conditions' transition times are kept under ([`ObservedStatus`]).
@@ -490,6 +517,10 @@ impl ObservedStatus {
             let parent_ref = p.get("parentRef").unwrap_or(&Value::Null);
             take(&parent_prefix(parent_ref), conditions_of(p));
         }
+        for a in array("ancestors") {
+            let ancestor_ref = a.get("ancestorRef").unwrap_or(&Value::Null);
+            take(&ancestor_prefix(ancestor_ref), conditions_of(a));
+        }
         let transitions = transitions.into_boxed_slice();
         ObservedStatus {
             routing: digest(&project(status, Kind::IngressRouteV1)),
@@ -546,6 +577,7 @@ fn project(status: &Value, kind: Kind) -> Value {
             "conditions",
             "listeners",
             "parents",
+            "ancestors",
             "addresses",
             "supportedFeatures",
             "attachedListenerSets",
@@ -553,7 +585,7 @@ fn project(status: &Value, kind: Kind) -> Value {
         if let Some(cs) = m.get_mut("conditions") {
             strip(cs);
         }
-        for k in ["listeners", "parents"] {
+        for k in ["listeners", "parents", "ancestors"] {
             for item in m
                 .get_mut(k)
                 .and_then(Value::as_array_mut)

@@ -639,3 +639,61 @@ fn a_route_whose_gateway_is_gone_gets_an_empty_list_of_parents_once() {
         "written once"
     );
 }
+
+#[test]
+fn a_backend_tls_policy_gets_one_ancestor_entry_per_gateway_and_keeps_its_times() {
+    let ancestor = |reason| crate::dag::ParentStatus {
+        kind: None,
+        namespace: "shop".into(),
+        name: "edge".into(),
+        section_name: None,
+        port: None,
+        controller_name: "sluice.dev/gateway-controller".into(),
+        conditions: vec![
+            gcond("Accepted", true, "Accepted"),
+            gcond("ResolvedRefs", reason == "ResolvedRefs", reason),
+        ],
+    };
+    let g = |reason| crate::dag::GatewayApiStatus {
+        ancestors: Some(vec![ancestor(reason)]),
+        ..Default::default()
+    };
+    let s = gateway_verdict(g("ResolvedRefs"), State::Valid);
+    let kind = Kind::BackendTlsPolicy;
+    let first = applied(plan(kind, Verdict::Dag(&s), &observed(None), None, T0));
+    assert_eq!(
+        first,
+        json!({"ancestors": [{
+            "ancestorRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": "shop", "name": "edge"},
+            "controllerName": "sluice.dev/gateway-controller",
+            "conditions": [
+                {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "Accepted is true", "observedGeneration": 4, "lastTransitionTime": T0},
+                {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs", "message": "ResolvedRefs is true", "observedGeneration": 4, "lastTransitionTime": T0},
+            ],
+        }]})
+    );
+    let stored = observed(Some(first.clone()));
+    assert_eq!(plan(kind, Verdict::Dag(&s), &stored, None, T1), Plan::Keep);
+    // The CA ConfigMap goes: ResolvedRefs moves, Accepted keeps its time.
+    let s = gateway_verdict(g("InvalidCACertificateRef"), State::Valid);
+    let next = applied(plan(kind, Verdict::Dag(&s), &stored, None, T1));
+    let cs = &next["ancestors"][0]["conditions"];
+    assert_eq!(cs[0]["lastTransitionTime"], T0);
+    assert_eq!(
+        (&cs[1]["lastTransitionTime"], &cs[1]["status"]),
+        (&json!(T1), &json!("False"))
+    );
+    // No longer sluice's: the ancestors sluice wrote are released (the CRD requires the list).
+    let ignored = ObjectStatus {
+        gateway: None,
+        ..mk_status(State::Ignored, 1)
+    };
+    let owned = Observed {
+        sluice_owns_status: true,
+        ..observed(Some(next))
+    };
+    assert_eq!(
+        plan(kind, Verdict::Dag(&ignored), &owned, None, T1),
+        Plan::Apply(json!({"ancestors": []}))
+    );
+}

@@ -79,6 +79,27 @@ impl From<&Secret> for CaBundle {
     }
 }
 
+/// What routing reads of a ConfigMap: its `ca.crt` (a BackendTLSPolicy's CA certificates), as
+/// a Secret's is read. A change to anything else of a ConfigMap compares equal and rebuilds
+/// nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigMapCa {
+    pub ca: CaBundle,
+}
+
+impl From<&k8s_openapi::api::core::v1::ConfigMap> for ConfigMapCa {
+    fn from(cm: &k8s_openapi::api::core::v1::ConfigMap) -> Self {
+        let ca = match cm.data.as_ref().and_then(|d| d.get("ca.crt")) {
+            None => CaBundle::Unusable("it has no ca.crt"),
+            Some(pem) => match check_ca_bundle(pem) {
+                Ok(()) => CaBundle::Usable(pem.as_str().into()),
+                Err(what) => CaBundle::Unusable(what),
+            },
+        };
+        ConfigMapCa { ca }
+    }
+}
+
 /// Whether a PEM text holds CA certificates Envoy can load: at least one PEM certificate, and
 /// nothing in a certificate block that does not parse as X.509 (Envoy refuses the whole
 /// validation context for one bad certificate).

@@ -38,8 +38,8 @@ use prost::Message;
 use super::{ads_config_source, any, duration, u32v};
 use crate::api::LbStrategy;
 use crate::dag::{
-    Cluster, HealthCheckPolicy, OutlierDetection, SecretKind, TlsSecret, UpstreamProtocol,
-    UpstreamTls,
+    Cluster, HealthCheckPolicy, OutlierDetection, SecretKind, SubjectAltName, TlsSecret,
+    UpstreamProtocol, UpstreamTls,
 };
 use crate::xds::wire::{bytes_len, put_bytes, put_string, string_len};
 
@@ -220,20 +220,30 @@ fn build_cluster_settings(c: &ClusterSettings) -> EnvoyCluster {
 /// The TLS context of a connection to a TLS backend: ALPN `alpn`, the SNI of `tls` and, when it
 /// asks for validation, the backend's certificate verified against the CA certificates of its
 /// secret (by SDS: a CA Secret changed is a secret update, not a new cluster) and a DNS subject
-/// alternative name equal to the subject name.
+/// alternative name equal to the subject name, or one of the validation's subject alternative
+/// names when it lists some; when `tls` names a client certificate, Envoy presents it (by SDS).
 fn upstream_tls_context(alpn: &str, tls: Option<&UpstreamTls>) -> UpstreamTlsContext {
-    let validation = tls.and_then(|t| t.validation.as_ref()).map(|v| {
-        let san = SubjectAltNameMatcher {
-            san_type: SanType::Dns as i32,
-            matcher: Some(StringMatcher {
-                match_pattern: Some(MatchPattern::Exact(v.subject_name.clone())),
-                ..Default::default()
-            }),
+    let matcher = |san_type: SanType, value: &str| SubjectAltNameMatcher {
+        san_type: san_type as i32,
+        matcher: Some(StringMatcher {
+            match_pattern: Some(MatchPattern::Exact(value.to_string())),
             ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let validation = tls.and_then(|t| t.validation.as_ref()).map(|v| {
+        let sans = match v.subject_alt_names.is_empty() {
+            true => vec![matcher(SanType::Dns, &v.subject_name)],
+            false => (v.subject_alt_names.iter())
+                .map(|san| match san {
+                    SubjectAltName::Dns(h) => matcher(SanType::Dns, h),
+                    SubjectAltName::Uri(u) => matcher(SanType::Uri, u),
+                })
+                .collect(),
         };
         ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
             default_validation_context: Some(CertificateValidationContext {
-                match_typed_subject_alt_names: vec![san],
+                match_typed_subject_alt_names: sans,
                 ..Default::default()
             }),
             validation_context_sds_secret_config: Some(SdsSecretConfig {
@@ -247,6 +257,13 @@ fn upstream_tls_context(alpn: &str, tls: Option<&UpstreamTls>) -> UpstreamTlsCon
         common_tls_context: Some(CommonTlsContext {
             alpn_protocols: vec![alpn.to_string()],
             validation_context_type: validation,
+            tls_certificate_sds_secret_configs: (tls.and_then(|t| t.client_secret.as_ref()))
+                .map(|name| SdsSecretConfig {
+                    name: name.clone(),
+                    sds_config: Some(ads_config_source()),
+                })
+                .into_iter()
+                .collect(),
             ..Default::default()
         }),
         sni: tls.map(|t| t.sni.clone()).unwrap_or_default(),
@@ -433,11 +450,13 @@ pub fn build_secret(s: &TlsSecret) -> Secret {
         ..Default::default()
     };
     let secret = match s.kind {
-        SecretKind::Certificate => secret::Type::TlsCertificate(TlsCertificate {
-            certificate_chain: Some(inline(&s.cert_pem)),
-            private_key: Some(inline(&s.key_pem)),
-            ..Default::default()
-        }),
+        SecretKind::Certificate | SecretKind::ClientCertificate => {
+            secret::Type::TlsCertificate(TlsCertificate {
+                certificate_chain: Some(inline(&s.cert_pem)),
+                private_key: Some(inline(&s.key_pem)),
+                ..Default::default()
+            })
+        }
         SecretKind::TrustedCa => secret::Type::ValidationContext(CertificateValidationContext {
             trusted_ca: Some(inline(&s.cert_pem)),
             ..Default::default()
@@ -541,7 +560,9 @@ mod tests {
                 validation: ca.map(|ca| UpstreamValidation {
                     ca_secret: ca.into(),
                     subject_name: sni.into(),
+                    subject_alt_names: Vec::new(),
                 }),
+                client_secret: None,
             }))
         };
         let mut clusters = Vec::new();

@@ -114,8 +114,8 @@ fn decode<T: Message + Name + Default>(a: &Any, what: &str) -> Result<T, StaticC
     })
 }
 
-/// Points the SDS reference of a cluster's CA certificates (a TLS backend verified) at the
-/// static secrets.
+/// Points the SDS references of a cluster's CA certificates (a TLS backend verified) and of its
+/// client certificate at the static secrets.
 fn make_upstream_tls_static(c: &mut Cluster) -> Result<(), StaticConfigError> {
     use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
         UpstreamTlsContext, common_tls_context::ValidationContextType,
@@ -125,12 +125,23 @@ fn make_upstream_tls_static(c: &mut Cluster) -> Result<(), StaticConfigError> {
         && a.type_url == UpstreamTlsContext::type_url()
     {
         let mut tls: UpstreamTlsContext = decode(a, &ts.name)?;
+        let mut changed = false;
         if let Some(ValidationContextType::CombinedValidationContext(v)) = (tls.common_tls_context)
             .as_mut()
             .and_then(|common| common.validation_context_type.as_mut())
             && let Some(sds) = &mut v.validation_context_sds_secret_config
         {
             sds.sds_config = None;
+            changed = true;
+        }
+        // The client certificate presented to the backend (a Gateway's backend TLS).
+        if let Some(common) = tls.common_tls_context.as_mut() {
+            for sds in &mut common.tls_certificate_sds_secret_configs {
+                sds.sds_config = None;
+                changed = true;
+            }
+        }
+        if changed {
             *a = any(&tls);
         }
     }

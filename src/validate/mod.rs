@@ -5,6 +5,7 @@
 //! Every problem is a [`FieldError`]: the field path, what is wrong with which value, and what would be
 //! accepted, e.g. `spec.routes[2].match: "finance" must start with "/"`.
 
+pub mod backend_tls;
 pub mod common;
 pub mod gateway;
 pub mod ingress;
@@ -180,8 +181,10 @@ pub fn validate_object(obj: &AnyObject) -> Verdict {
         | AnyObject::ReferenceGrant(_) => gateway::validate_gateway_object(obj),
         AnyObject::ListenerSet(o) => listenerset::validate_listener_set(o),
         AnyObject::Service(o) => service::validate_service(o),
-        AnyObject::EndpointSlice(_) | AnyObject::Secret(_) | AnyObject::Namespace(_) => {
-            Verdict::default()
-        }
+        AnyObject::BackendTlsPolicy(p) => backend_tls::validate_backend_tls_policy(p),
+        AnyObject::EndpointSlice(_)
+        | AnyObject::Secret(_)
+        | AnyObject::Namespace(_)
+        | AnyObject::ConfigMap(_) => Verdict::default(),
     }
 }

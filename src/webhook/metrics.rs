@@ -233,6 +233,8 @@ pub fn kind_label(kind: Option<Kind>) -> &'static str {
         Some(Kind::ListenerSet) => "ListenerSet.gateway.networking.k8s.io",
         Some(Kind::ReferenceGrant) => "ReferenceGrant.gateway.networking.k8s.io",
         Some(Kind::Namespace) => "Namespace",
+        Some(Kind::ConfigMap) => "ConfigMap",
+        Some(Kind::BackendTlsPolicy) => "BackendTLSPolicy.gateway.networking.k8s.io",
     }
 }
 
