@@ -224,3 +224,29 @@ fn by_default_every_sluice_replica_serves_the_webhook() {
         "sluice"
     );
 }
+
+/// `gatewayServices` (on by default) passes `--gateway-services` and gives sluice's ClusterRole
+/// create, patch and delete on Services and EndpointSlices; off, neither.
+#[test]
+fn gateway_services_give_sluice_write_access_to_services_only_when_on() {
+    let Some(helm) = helm_binary() else {
+        no_helm();
+        return;
+    };
+    for (set, on) in [(&[][..], true), (&["gatewayServices=false"][..], false)] {
+        let docs = render(&helm, set);
+        let role = get(&docs, "ClusterRole", "r-sluice");
+        let writes = |group: &str, resource: &str| {
+            role["rules"].as_array().unwrap().iter().any(|rule| {
+                strings(&rule["apiGroups"]).iter().any(|g| g == group)
+                    && strings(&rule["resources"]).iter().any(|r| r == resource)
+                    && strings(&rule["verbs"]).iter().any(|v| v == "patch")
+            })
+        };
+        assert_eq!(writes("", "services"), on, "{set:?}");
+        assert_eq!(writes("discovery.k8s.io", "endpointslices"), on, "{set:?}");
+        let deployment = get(&docs, "Deployment", "r-sluice");
+        let args = deployment.to_string();
+        assert_eq!(args.contains("--gateway-services"), on, "{set:?}");
+    }
+}
