@@ -36,6 +36,7 @@ use super::gateway::{
 use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
+use crate::validate::gateway::{PortGroup, port_group};
 use crate::validate::label_selector::listener_selector;
 use crate::validate::listenerset::{as_gateway_listener, validate_listener_set};
 
@@ -216,25 +217,6 @@ fn conflicts(
         super::gateway::refs_resolved(),
     ];
     (None, status)
-}
-
-/// Listeners that may share a port: all HTTP, or all TLS-based (HTTPS, TLS). A TCP listener
-/// shares its port with nothing.
-#[derive(PartialEq, Eq)]
-enum PortGroup {
-    Http,
-    Tls,
-    Tcp,
-    Other,
-}
-
-fn port_group(protocol: &str) -> PortGroup {
-    match protocol {
-        "HTTP" => PortGroup::Http,
-        "HTTPS" | "TLS" => PortGroup::Tls,
-        "TCP" => PortGroup::Tcp,
-        _ => PortGroup::Other,
-    }
 }
 
 /// Why listener `l` cannot share its port with the earlier listener `o`: `ProtocolConflict`

@@ -108,7 +108,7 @@ pub fn validate_gateway_class(c: &GatewayClass) -> Verdict {
 /// Listeners that may share a port: all HTTP, or all TLS-based (HTTPS, TLS). TCP shares with
 /// nothing; UDP is a different transport; other (domain-prefixed) protocols are not compared.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum PortGroup {
+pub(crate) enum PortGroup {
     Http,
     Tls,
     Tcp,
@@ -116,7 +116,7 @@ enum PortGroup {
     Other,
 }
 
-fn port_group(protocol: &str) -> PortGroup {
+pub(crate) fn port_group(protocol: &str) -> PortGroup {
     match protocol {
         "HTTP" => PortGroup::Http,
         "HTTPS" | "TLS" => PortGroup::Tls,
