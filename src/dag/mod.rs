@@ -16,6 +16,7 @@ pub mod backend_tls;
 mod builder;
 mod clusters;
 mod delegation;
+mod features;
 pub mod gateway;
 mod gateway_addresses;
 pub mod grpcroute;
