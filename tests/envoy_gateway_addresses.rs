@@ -103,13 +103,15 @@ async fn each_gateway_answers_at_its_own_address_with_its_own_routes() {
 }
 
 /// An HTTPS request to Envoy at `addr` with SNI `sni` (none when empty) and Host `host`: the
-/// answer's status and body, or the error.
+/// answer's status and body, or the error. HTTP/1.1, where the Host header is sent as given
+/// (over HTTP/2 the client takes `:authority` from the URL, the SNI's name).
 async fn get_tls_at(addr: SocketAddr, sni: &str, host: &str) -> String {
     let name = if sni.is_empty() { "localhost" } else { sni };
     let client = reqwest::Client::builder()
         .no_proxy()
         .danger_accept_invalid_certs(true)
         .tls_sni(!sni.is_empty())
+        .http1_only()
         .timeout(std::time::Duration::from_secs(5))
         .resolve(name, addr)
         .build()
@@ -223,4 +225,101 @@ spec:
     let got = get_tls_at(at(passthrough), "abc.example.com", "abc.example.com").await;
     assert!(got.starts_with("error"), "{got}");
     assert!(accepted_then_closed(at(tcp)).await);
+}
+
+/// Four HTTPS listeners on one port (none, an exact hostname, a wildcard, an exact name under
+/// the wildcard), a route on each: a request is routed only when its Host belongs to the
+/// listener its SNI picked; a Host of another listener (or, under a listener with a hostname,
+/// of none) is answered 421, a Host of the same listener that no route serves 404. A connection
+/// whose SNI names no host is routed by Host alone.
+#[tokio::test]
+async fn a_request_whose_host_belongs_to_another_listener_than_its_sni_gets_421() {
+    let web = Backend::start("mis/web").await;
+    let cert = rcgen::generate_simple_self_signed(vec!["example.org".to_string()]).unwrap();
+    let b64 = |s: String| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    let port = free_port();
+    let ip = "127.0.88.17";
+    let tls = "tls: {certificateRefs: [{name: cert}]}";
+    let route = |name: &str, section: &str, hostnames: &str| {
+        format!(
+            "---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}, namespace: mis}}
+spec:
+  parentRefs: [{{name: edge, sectionName: {section}}}]
+  hostnames: [{hostnames}]
+  rules:
+  - backendRefs: [{{name: web, port: 80}}]
+"
+        )
+    };
+    let gateway = format!(
+        "{CLASS}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: mis}}
+spec:
+  gatewayClassName: sluice
+  addresses: [{{value: {ip}}}]
+  listeners:
+  - {{name: any, protocol: HTTPS, port: {port}, {tls}}}
+  - {{name: second, protocol: HTTPS, port: {port}, hostname: second.example.org, {tls}}}
+  - {{name: wild, protocol: HTTPS, port: {port}, hostname: \"*.w.example.org\", {tls}}}
+  - {{name: four, protocol: HTTPS, port: {port}, hostname: four.w.example.org, {tls}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: cert, namespace: mis}}
+type: kubernetes.io/tls
+data:
+  tls.crt: {}
+  tls.key: {}
+{}{}{}{}",
+        b64(cert.cert.pem()),
+        b64(cert.signing_key.serialize_pem()),
+        route("first", "any", "first.example.org"),
+        route("second", "second", ""),
+        route("wild", "wild", ""),
+        route("four", "four", ""),
+    );
+    let files = [
+        ("gateway.yaml", gateway),
+        ("web.yaml", services("mis", &[&web])),
+    ];
+    let options = sluice::dag::Options {
+        gateway_addresses: Some("127.0.88.16/29".parse().unwrap()),
+        ..sluice::dag::Options::default()
+    };
+    let _h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
+    let addr = SocketAddr::new(ip.parse().unwrap(), port);
+    let status = |got: String| got.split(' ').next().unwrap_or_default().to_string();
+    let cases = [
+        ("first.example.org", "first.example.org", "200"),
+        ("first.example.org", "second.example.org", "421"),
+        ("first.example.org", "unknown.example.org", "404"),
+        ("second.example.org", "second.example.org", "200"),
+        ("second.example.org", "first.example.org", "421"),
+        ("second.example.org", "unknown.example.org", "421"),
+        ("x.w.example.org", "y.w.example.org", "200"),
+        ("x.w.example.org", "four.w.example.org", "421"),
+        ("x.w.example.org", "first.example.org", "421"),
+        ("four.w.example.org", "four.w.example.org", "200"),
+        ("four.w.example.org", "y.w.example.org", "421"),
+        ("unknown.example.org", "first.example.org", "200"),
+        ("unknown.example.org", "unknown.example.org", "404"),
+    ];
+    // Converged when the first case answers; then every case at once.
+    let deadline = std::time::Instant::now() + envoy_support::harness::CONVERGE;
+    while status(get_tls_at(addr, cases[0].0, cases[0].1).await) != "200" {
+        assert!(std::time::Instant::now() < deadline, "never served");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for (sni, host, want) in cases {
+        let got = get_tls_at(addr, sni, host).await;
+        assert_eq!(status(got.clone()), want, "SNI {sni}, Host {host}: {got}");
+    }
 }

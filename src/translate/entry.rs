@@ -5,7 +5,7 @@
 //! | port speaks | listener | route configurations |
 //! |---|---|---|
 //! | HTTP | one filter chain, routes `gateway/<ns>/<name>/<port>` | that one: every host of the port |
-//! | TLS (HTTPS and TLS listeners) | a filter chain per host by SNI (TLS terminated for HTTP, terminated for a stream, or passed through); a default chain with the port's first HTTPS certificate | `…/<port>/<host>` per HTTPS host, and `…/<port>` (every HTTPS host) for the default chain |
+//! | TLS (HTTPS and TLS listeners) | a filter chain per host by SNI (TLS terminated for HTTP, terminated for a stream, or passed through); a default chain with the port's first HTTPS certificate | `…/<port>/listener/<hostname or *>` per HTTPS listener (its hosts' routes, 421 for the other listeners' hosts), shared by the chains of its hosts, and `…/<port>` (every HTTPS host) for the default chain |
 //! | TCP | a TCP proxy to the TCPRoute's backends | none |
 
 use envoy_types::pb::envoy::config::core::v3::socket_address::PortSpecifier;
@@ -37,9 +37,15 @@ fn routes_https(v: &VirtualHost) -> bool {
     v.tls.is_some() && v.tcp_proxy.is_none() && v.tls_passthrough.is_none()
 }
 
-/// The route configuration of one HTTPS host of a TLS port.
-fn host_route_config_name(key: &EntryKey, host: &str) -> String {
-    format!("{}/{host}", key.name())
+/// The route configuration of the filter chain of HTTPS host `host` of a TLS port: the one of
+/// the HTTPS listener that takes the host (every host of that listener shares it), or the host's
+/// own when no listener's hostname covers it.
+fn sni_route_config_name(key: &EntryKey, e: &Entry, host: &str) -> String {
+    match listener_of(&e.https_listeners, host) {
+        Some(Some(listener)) => format!("{}/listener/{listener}", key.name()),
+        Some(None) => format!("{}/listener/*", key.name()),
+        None => format!("{}/{host}", key.name()),
+    }
 }
 
 /// The listener of one port of a Gateway's address. A port with nowhere to send a connection
@@ -90,7 +96,7 @@ pub fn build_entry_listener(
                     }
                     let tls = v.tls.as_ref()?;
                     let secret = dag.secrets.get(&tls.secret)?;
-                    let routes = host_route_config_name(key, &v.host);
+                    let routes = sni_route_config_name(key, e, &v.host);
                     build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version, &routes)
                 })
                 .collect();
@@ -132,21 +138,31 @@ pub fn build_entry_route_configs(key: &EntryKey, e: &Entry) -> Vec<RouteConfigur
         EntryProtocol::Tls => {
             let mut out = Vec::new();
             let mut all = Vec::new();
+            let mut named = std::collections::HashSet::new();
             let https: Vec<&VirtualHost> = (e.vhosts.values().map(|v| &**v))
                 .filter(|v| routes_https(v))
                 .collect();
             for v in &https {
-                let mut config = route::build_https_route_config(v);
+                let config = route::build_https_route_config(v);
                 all.extend(config.virtual_hosts.iter().cloned());
                 // The catch-all host is the default chain's only.
-                if v.host != "*" {
-                    config.name = host_route_config_name(key, &v.host);
-                    if !e.https_listeners.is_empty() {
-                        config.virtual_hosts = sni_host_vhosts(&e.https_listeners, v, &https);
-                    }
-                    config.ignore_port_in_host_matching = true;
-                    out.push(config);
+                if v.host == "*" {
+                    continue;
                 }
+                let name = sni_route_config_name(key, e, &v.host);
+                if !named.insert(name.clone()) {
+                    continue;
+                }
+                let virtual_hosts = match listener_of(&e.https_listeners, &v.host) {
+                    Some(own) => sni_vhosts(&e.https_listeners, own, &https),
+                    None => config.virtual_hosts,
+                };
+                out.push(RouteConfiguration {
+                    name,
+                    virtual_hosts,
+                    ignore_port_in_host_matching: true,
+                    ..Default::default()
+                });
             }
             // The default filter chain's: every HTTPS host of the port, by the Host header.
             out.push(RouteConfiguration {
@@ -181,16 +197,18 @@ fn listener_of<'l>(listeners: &'l [Option<String>], host: &str) -> Option<Option
         .map(|(_, l)| l)
 }
 
-/// The virtual hosts of the filter chain a TLS client's SNI picks for HTTPS host `sni` of a
-/// port: the hosts of the listener that SNI picks, with their routes (a Host of that listener
-/// that no route serves gets 404), and 421 Misdirected Request for a Host another listener of
-/// the port takes, or, when the SNI's listener has a hostname, that no listener takes.
-fn sni_host_vhosts(
+/// The virtual hosts of the filter chains whose SNI picks HTTPS listener `own` of a port (by its
+/// hostname; None: the one without): the hosts of that listener, with their routes (a Host of
+/// that listener that no route serves gets 404), and 421 Misdirected Request for a Host another
+/// listener of the port takes, or, when `own` has a hostname, that no listener takes. One
+/// configuration per listener, shared by its hosts' filter chains: each host's routes are in
+/// one configuration of the port besides the default chain's.
+fn sni_vhosts(
     listeners: &[Option<String>],
-    sni: &VirtualHost,
+    own: Option<&str>,
     https: &[&VirtualHost],
 ) -> Vec<envoy_types::pb::envoy::config::route::v3::VirtualHost> {
-    let own = listener_of(listeners, &sni.host);
+    let own = Some(own);
     let mut out = Vec::new();
     let mut domains = std::collections::BTreeSet::new();
     for v in https {
@@ -280,7 +298,8 @@ mod tests {
         ];
         let https: Vec<&VirtualHost> = hosts.iter().collect();
         let answer = |sni: usize, req: &str| {
-            let vhosts = sni_host_vhosts(&ls, &hosts[sni], &https);
+            let own = listener_of(&ls, &hosts[sni].host).expect("a listener takes the host");
+            let vhosts = sni_vhosts(&ls, own, &https);
             let domains =
                 |v: &envoy_types::pb::envoy::config::route::v3::VirtualHost| v.domains.clone();
             let pick = (vhosts.iter().find(|v| domains(v).iter().any(|d| d == req)))
