@@ -29,7 +29,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
 use super::addresses::NoAddress;
-use super::model::{EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus};
+use super::frontend_tls::{Frontend, reason as frontend_reason};
+use super::model::{
+    ClientValidation, EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus,
+};
 use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -87,9 +90,13 @@ pub const SUPPORTED_FEATURES: [&str; 34] = [
 
 /// The features sluice serves when Gateways have addresses of their own (`--gateway-addresses`):
 /// a Gateway asks for one (`spec.addresses`, with or without a value), and a listener on port
-/// 8080 is a port Envoy listens on at the Gateway's address.
-pub const OWN_ADDRESS_FEATURES: [&str; 3] = [
+/// 8080 is a port Envoy listens on at the Gateway's address; a port's HTTPS listeners can
+/// validate client certificates (`spec.tls.frontend`, [`super::frontend_tls`]), the port being
+/// an Envoy listener of the Gateway's alone.
+pub const OWN_ADDRESS_FEATURES: [&str; 5] = [
     "GatewayAddressEmpty",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayPort8080",
     "GatewayStaticAddresses",
 ];
@@ -183,6 +190,8 @@ pub(super) struct Listener {
     /// Whether Envoy serves it: false for a listener whose certificate does not resolve, which
     /// routes still attach to (and are counted on) while it serves nothing.
     pub(super) programmed: bool,
+    /// An HTTPS listener's client certificate validation (its port's, of `spec.tls.frontend`).
+    pub(super) client_validation: Option<ClientValidation>,
 }
 
 pub(super) enum Namespaces {
@@ -237,6 +246,9 @@ pub(super) struct GatewayAcc {
     /// Gateway's `ResolvedRefs` condition and, when it resolves, its key among the secrets.
     /// None when the Gateway names none.
     pub(super) backend_client: Option<(GatewayCondition, Option<String>)>,
+    /// `InsecureFrontendValidationMode=True` while `spec.tls.frontend` lets clients without a
+    /// valid certificate in ([`super::frontend_tls`]).
+    pub(super) insecure_frontend: Option<GatewayCondition>,
 }
 
 /// Where a Gateway's listeners are served.
@@ -503,6 +515,9 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
         if let Some((resolved, _)) = gw.backend_client.take() {
             conditions.push(resolved);
         }
+        if let Some(insecure) = gw.insecure_frontend.take() {
+            conditions.push(insecure);
+        }
         b.track_generation_of(&gw.obj, gw.generation);
         match &gw.invalid {
             Some(why) => b.set_invalid(
@@ -619,10 +634,11 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         ));
         invalid_reason = cond::INVALID_PARAMETERS;
     }
+    let frontend = super::frontend_tls::frontend_validation(b, snapshot, &obj_key, gw);
     let mut listeners = Vec::new();
     let mut listener_status = Vec::new();
     for (i, l) in gw.spec.listeners.iter().enumerate() {
-        let (listener, status) = listener(b, snapshot, &ns, i, l);
+        let (listener, status) = listener(b, snapshot, &ns, i, l, &frontend);
         listeners.push(if invalid.is_some() { None } else { listener });
         listener_status.push(status);
     }
@@ -640,6 +656,7 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         http_hostnames,
         served: Served::Shared,
         backend_client: super::backend_tls::gateway_client_certificate(b, snapshot, &obj_key, gw),
+        insecure_frontend: frontend.insecure_condition(),
     }
 }
 
@@ -742,6 +759,29 @@ pub fn unsupported(gw: &Gateway) -> Vec<FieldError> {
     out
 }
 
+/// An HTTPS listener whose port's client certificate validation has no CA certificate that
+/// resolves (`reason` and `why` of the references'): not accepted rather than served without
+/// the validation asked for.
+fn no_valid_ca(
+    mut status: ListenerStatus,
+    reason: &'static str,
+    why: String,
+) -> (Option<Listener>, ListenerStatus) {
+    let message =
+        format!("no CA certificate of the port's client certificate validation resolves: {why}");
+    status.conditions = vec![
+        condition(
+            cond::ACCEPTED,
+            false,
+            frontend_reason::NO_VALID_CA_CERTIFICATE,
+            message.clone(),
+        ),
+        condition(cond::PROGRAMMED, false, cond::INVALID, message),
+        condition(cond::RESOLVED_REFS, false, reason, why),
+    ];
+    (None, status)
+}
+
 /// A listener not accepted for `reason` (its references are not the problem).
 fn not_accepted(
     mut status: ListenerStatus,
@@ -807,6 +847,7 @@ fn listener(
     ns: &str,
     i: usize,
     l: &GatewayListeners,
+    frontend: &Frontend,
 ) -> (Option<Listener>, ListenerStatus) {
     let field = format!("spec.listeners[{i}]");
     let mut status = ListenerStatus {
@@ -867,6 +908,32 @@ fn listener(
             Err(problem) => unresolved = Some(problem),
         }
     }
+    // The client certificate validation of an HTTPS listener's port.
+    let mut client_validation = None;
+    if let Some(v) = frontend.for_port(l.port).filter(|_| https) {
+        if b.options.gateway_addresses.is_none() {
+            let message = format!(
+                "spec.tls.frontend: client certificate validation of port {} needs the Gateway to have an address of its own (sluice serve --gateway-addresses); on Envoy's shared HTTPS listener the port is not the Gateway's alone",
+                l.port
+            );
+            return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
+        }
+        match (&v.validation, &v.problem) {
+            (Some(validation), problem) => {
+                client_validation = Some(validation.clone());
+                if unresolved.is_none() {
+                    unresolved = problem.clone();
+                }
+            }
+            (None, problem) => {
+                let (reason, why) = problem.clone().unwrap_or((
+                    frontend_reason::INVALID_CA_CERTIFICATE_REF,
+                    "spec.tls.frontend: no CA certificate reference".to_string(),
+                ));
+                return no_valid_ca(status, reason, why);
+            }
+        }
+    }
     // Served when its certificate (if it needs one) resolved and it takes some route kind.
     let programmed =
         !status.supported_kinds.is_empty() && (tls.is_some() || !(https || tls_terminate));
@@ -916,6 +983,7 @@ fn listener(
         tcp,
         tcp_route: None,
         programmed,
+        client_validation,
     };
     (Some(listener), status)
 }

@@ -937,6 +937,7 @@ mod backend_filters;
 mod backend_tls;
 mod backends;
 mod cors;
+mod frontend_tls;
 mod isolation;
 mod listeners;
 mod matches;

@@ -16,6 +16,7 @@ pub mod backend_tls;
 mod builder;
 mod clusters;
 mod delegation;
+pub mod frontend_tls;
 pub mod gateway;
 mod gateway_addresses;
 pub mod grpcroute;
