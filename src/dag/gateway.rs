@@ -745,10 +745,12 @@ fn allowed_kinds(
 }
 
 /// What sluice does not serve in a Gateway of its class, one error per field: a listener's
-/// protocol or TLS mode, route kinds none of which its protocol takes. The webhook refuses these
-/// (a Gateway that got in anyway has those listeners not accepted, naming the same).
+/// protocol or TLS mode, route kinds none of which its protocol takes, the mistakes of
+/// `spec.tls.frontend` ([`crate::validate::frontend_tls`]). The webhook refuses these (a Gateway
+/// that got in anyway has those listeners not accepted, naming the same; see the frontend
+/// module for its mistakes).
 pub fn unsupported(gw: &Gateway) -> Vec<FieldError> {
-    let mut out = Vec::new();
+    let mut out = crate::validate::frontend_tls::frontend_mistakes(gw);
     for (i, l) in gw.spec.listeners.iter().enumerate() {
         let field = format!("spec.listeners[{i}]");
         match serving(&field, l) {
