@@ -56,16 +56,20 @@ pub(super) struct PortValidation {
 #[derive(Default)]
 pub(super) struct Frontend {
     default: Option<PortValidation>,
-    per_port: BTreeMap<i32, PortValidation>,
+    /// By port; None for an entry without `validation`, which overrides the default with none.
+    per_port: BTreeMap<i32, Option<PortValidation>>,
     /// Some port (or the default) is `AllowInsecureFallback`.
     insecure: bool,
 }
 
 impl Frontend {
     /// The validation of the HTTPS listeners on `port`: its `perPort` entry, else the default;
-    /// None when neither is configured.
+    /// None when neither configures one.
     pub(super) fn for_port(&self, port: i32) -> Option<&PortValidation> {
-        self.per_port.get(&port).or(self.default.as_ref())
+        match self.per_port.get(&port) {
+            Some(entry) => entry.as_ref(),
+            None => self.default.as_ref(),
+        }
     }
 
     /// The Gateway's `InsecureFrontendValidationMode` condition: Some while a port (or the
@@ -118,13 +122,15 @@ pub(super) fn frontend_validation(
         out.insecure |= insecure;
     }
     for (i, p) in frontend.per_port.iter().flatten().enumerate() {
-        let Some(v) = &p.tls.validation else {
-            continue;
-        };
         // Two entries for one port: the first counts (the webhook refuses the second).
         if out.per_port.contains_key(&p.port) {
             continue;
         }
+        // An entry without validation overrides the default: that port validates no client.
+        let Some(v) = &p.tls.validation else {
+            out.per_port.insert(p.port, None);
+            continue;
+        };
         let insecure = v.mode == Some(PortMode::AllowInsecureFallback);
         let refs: Vec<CaRef<'_>> = (v.ca_certificate_refs.iter())
             .map(|r| CaRef {
@@ -137,7 +143,7 @@ pub(super) fn frontend_validation(
         let field = format!("spec.tls.frontend.perPort[{i}].tls.validation.caCertificateRefs");
         let id = p.port.to_string();
         let resolved = resolve(b, snapshot, key, &field, &id, &refs, insecure);
-        out.per_port.insert(p.port, resolved);
+        out.per_port.insert(p.port, Some(resolved));
         out.insecure |= insecure;
     }
     out

@@ -293,6 +293,18 @@ fn an_invalid_default_leaves_the_http_listener_alone() {
 }
 
 #[test]
+fn a_per_port_entry_without_validation_overrides_the_default_with_none() {
+    let gw = frontend_gateway(
+        "{default: {validation: {caCertificateRefs: [{group: \"\", kind: ConfigMap, name: main-ca}]}},
+          perPort: [{port: 9443, tls: {}}]}",
+    );
+    let dag = build_with(&[gw, ca_config_map("shop", "main-ca")], &with_addresses());
+    assert_eq!(listener_conds(&dag, "alt"), ALL_TRUE);
+    assert_eq!(entry_of(&dag, 9443).unwrap().client_validation, None);
+    assert!(entry_of(&dag, 443).unwrap().client_validation.is_some());
+}
+
+#[test]
 fn a_reference_that_does_not_resolve_beside_one_that_does_leaves_the_listener_served() {
     let gw = frontend_gateway(
         "{default: {validation: {caCertificateRefs: [{group: \"\", kind: ConfigMap, name: gone}, {group: \"\", kind: ConfigMap, name: main-ca}]}}}",
