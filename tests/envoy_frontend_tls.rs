@@ -187,9 +187,8 @@ spec:
     )
     .await;
 
-    // Envoy verified what it was shown: the other CA's certificate failed verification (on the
-    // strict port, refused; on the fallback port, let in all the same) and a client came
-    // without one.
+    // The refusals were Envoy's verification: the other CA's certificate failed it, and a
+    // client came without one where one is required.
     let stats = h.admin("/stats?filter=ssl\\.").await;
     let sum = |what: &str| {
         (stats.lines())

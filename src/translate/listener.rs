@@ -535,10 +535,9 @@ pub(super) fn default_tls_chain(
 ///
 /// `AllowValidOnly`: a certificate is required and must chain to the CA. `AllowInsecureFallback`
 /// (the Gateway API: "accept connections even if the client certificate is not presented or
-/// fails verification"): Envoy still asks for a certificate and verifies one presented (the
-/// result is in its statistics and `x-forwarded-client-cert`), but lets the client in without
-/// one (`require_client_certificate: false`) or with one that does not chain to the CA
-/// (`trust_chain_verification: ACCEPT_UNTRUSTED`).
+/// fails verification"): Envoy still asks for a certificate and checks one presented against
+/// the CA, but lets the client in without one (`require_client_certificate: false`) or with one
+/// that does not chain to the CA (`trust_chain_verification: ACCEPT_UNTRUSTED`).
 fn downstream_tls(
     secret: &str,
     min: TlsVersion,
