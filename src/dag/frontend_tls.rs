@@ -27,7 +27,7 @@ use gateway_api::apis::standard::gateways::{
 };
 
 use super::Builder;
-use super::gateway::{condition, granted};
+use super::gateway::{cond, condition, granted, refs_resolved};
 use super::model::{ClientValidation, GatewayCondition};
 use crate::api::ObjKey;
 use crate::store::{CaBundle, Snapshot};
@@ -83,6 +83,67 @@ impl Frontend {
                 "spec.tls.frontend: mode AllowInsecureFallback lets clients without a valid certificate in; set AllowValidOnly to refuse them",
             )
         })
+    }
+}
+
+/// What the frontend validation makes of an HTTPS listener.
+pub(super) enum ForListener {
+    /// Nothing configured for its port.
+    Unconfigured,
+    /// Served with this validation; the references that do not resolve (its
+    /// `ResolvedRefs=False`), when some do not.
+    Validated(ClientValidation, Option<(&'static str, String)>),
+    /// Not accepted, with these conditions: rather than served without the validation asked
+    /// for.
+    Refused(Vec<GatewayCondition>),
+}
+
+impl Frontend {
+    /// [`ForListener`] of an HTTPS listener on `port`, of a Gateway with an address of its own
+    /// (`own_address`) or served on Envoy's shared HTTPS listener.
+    pub(super) fn for_listener(&self, port: i32, own_address: bool) -> ForListener {
+        let Some(v) = self.for_port(port) else {
+            return ForListener::Unconfigured;
+        };
+        if !own_address {
+            let message = format!(
+                "spec.tls.frontend: client certificate validation of port {port} needs the Gateway to have an address of its own (sluice serve --gateway-addresses); on Envoy's shared HTTPS listener the port is not the Gateway's alone"
+            );
+            return ForListener::Refused(vec![
+                condition(
+                    cond::ACCEPTED,
+                    false,
+                    cond::UNSUPPORTED_VALUE,
+                    message.clone(),
+                ),
+                condition(cond::PROGRAMMED, false, cond::INVALID, message),
+                refs_resolved(),
+            ]);
+        }
+        match (&v.validation, &v.problem) {
+            (Some(validation), problem) => {
+                ForListener::Validated(validation.clone(), problem.clone())
+            }
+            (None, problem) => {
+                let (reason, why) = problem.clone().unwrap_or((
+                    reason::INVALID_CA_CERTIFICATE_REF,
+                    "spec.tls.frontend: no CA certificate reference".to_string(),
+                ));
+                let message = format!(
+                    "no CA certificate of the port's client certificate validation resolves: {why}"
+                );
+                ForListener::Refused(vec![
+                    condition(
+                        cond::ACCEPTED,
+                        false,
+                        reason::NO_VALID_CA_CERTIFICATE,
+                        message.clone(),
+                    ),
+                    condition(cond::PROGRAMMED, false, cond::INVALID, message),
+                    condition(cond::RESOLVED_REFS, false, reason, why),
+                ])
+            }
+        }
     }
 }
 

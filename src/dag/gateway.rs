@@ -29,7 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
 use super::addresses::NoAddress;
-use super::frontend_tls::{Frontend, reason as frontend_reason};
+use super::frontend_tls::{ForListener, Frontend};
 use super::model::{
     ClientValidation, EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus,
 };
@@ -761,29 +761,6 @@ pub fn unsupported(gw: &Gateway) -> Vec<FieldError> {
     out
 }
 
-/// An HTTPS listener whose port's client certificate validation has no CA certificate that
-/// resolves (`reason` and `why` of the references'): not accepted rather than served without
-/// the validation asked for.
-fn no_valid_ca(
-    mut status: ListenerStatus,
-    reason: &'static str,
-    why: String,
-) -> (Option<Listener>, ListenerStatus) {
-    let message =
-        format!("no CA certificate of the port's client certificate validation resolves: {why}");
-    status.conditions = vec![
-        condition(
-            cond::ACCEPTED,
-            false,
-            frontend_reason::NO_VALID_CA_CERTIFICATE,
-            message.clone(),
-        ),
-        condition(cond::PROGRAMMED, false, cond::INVALID, message),
-        condition(cond::RESOLVED_REFS, false, reason, why),
-    ];
-    (None, status)
-}
-
 /// A listener not accepted for `reason` (its references are not the problem).
 fn not_accepted(
     mut status: ListenerStatus,
@@ -912,27 +889,19 @@ fn listener(
     }
     // The client certificate validation of an HTTPS listener's port.
     let mut client_validation = None;
-    if let Some(v) = frontend.for_port(l.port).filter(|_| https) {
-        if b.options.gateway_addresses.is_none() {
-            let message = format!(
-                "spec.tls.frontend: client certificate validation of port {} needs the Gateway to have an address of its own (sluice serve --gateway-addresses); on Envoy's shared HTTPS listener the port is not the Gateway's alone",
-                l.port
-            );
-            return not_accepted(status, cond::UNSUPPORTED_VALUE, message);
-        }
-        match (&v.validation, &v.problem) {
-            (Some(validation), problem) => {
-                client_validation = Some(validation.clone());
+    if https {
+        let own_address = b.options.gateway_addresses.is_some();
+        match frontend.for_listener(l.port, own_address) {
+            ForListener::Unconfigured => {}
+            ForListener::Validated(validation, problem) => {
+                client_validation = Some(validation);
                 if unresolved.is_none() {
-                    unresolved = problem.clone();
+                    unresolved = problem;
                 }
             }
-            (None, problem) => {
-                let (reason, why) = problem.clone().unwrap_or((
-                    frontend_reason::INVALID_CA_CERTIFICATE_REF,
-                    "spec.tls.frontend: no CA certificate reference".to_string(),
-                ));
-                return no_valid_ca(status, reason, why);
+            ForListener::Refused(conditions) => {
+                status.conditions = conditions;
+                return (None, status);
             }
         }
     }
