@@ -735,6 +735,56 @@ async fn a_listener_set_is_judged_as_its_gateways_listeners_are() {
 }
 
 #[tokio::test]
+async fn frontend_client_validation_mistakes_are_denied_in_a_gateway_of_its_class_only() {
+    let state = mk_state();
+    let with_frontend = |class: &str, frontend: serde_json::Value| {
+        let mut object = fixture("gateway_conflicting_listeners")["request"]["object"].clone();
+        object["spec"]["gatewayClassName"] = class.into();
+        object["spec"]["listeners"] = json!([
+            {"name": "https", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [{"name": "cert"}]}},
+            {"name": "http", "port": 80, "protocol": "HTTP"},
+        ]);
+        object["spec"]["tls"] = json!({"frontend": frontend});
+        mk_review_of("gateway_conflicting_listeners", object)
+    };
+    let cm = json!({"group": "", "kind": "ConfigMap", "name": "ca"});
+    let valid = json!({
+        "default": {"validation": {"caCertificateRefs": [cm]}},
+        "perPort": [{"port": 443, "tls": {"validation": {"mode": "AllowInsecureFallback", "caCertificateRefs": [cm]}}}],
+    });
+    post(&state, "/validate", with_frontend("sluice", valid))
+        .await
+        .assert_allowed();
+    let mistakes = json!({
+        "default": {"validation": {"caCertificateRefs": [{"group": "", "kind": "Secret", "name": "ca"}]}},
+        "perPort": [
+            {"port": 443, "tls": {"validation": {"caCertificateRefs": [cm]}}},
+            {"port": 443, "tls": {"validation": {"caCertificateRefs": [cm]}}},
+            {"port": 8443, "tls": {"validation": {"caCertificateRefs": [cm]}}},
+        ],
+    });
+    let reply = post(
+        &state,
+        "/validate",
+        with_frontend("sluice", mistakes.clone()),
+    )
+    .await;
+    reply.assert_denied(422);
+    let msg = reply.message();
+    for want in [
+        r#"spec.tls.frontend.default.validation.caCertificateRefs[0]: "/Secret" is not a ConfigMap"#,
+        r#"spec.tls.frontend.perPort[1].port: "443" is already configured by spec.tls.frontend.perPort[0]: merge the two entries into one"#,
+        r#"spec.tls.frontend.perPort[2].port: "8443" is the port of no listener of the Gateway (their ports: 443, 80): fix the port or remove the entry"#,
+    ] {
+        assert!(msg.contains(want), "{want}\n{reply}");
+    }
+    // Another controller's class: its controller judges its Gateways.
+    post(&state, "/validate", with_frontend("nginx", mistakes))
+        .await
+        .assert_allowed();
+}
+
+#[tokio::test]
 async fn a_tlsroute_of_several_rules_is_denied_on_sluices_gateway() {
     let state = mk_state();
     let with_rules = |rules: serde_json::Value| {

@@ -461,6 +461,7 @@ impl<'a> Builder<'a> {
         protocol: EntryProtocol,
         secret: Option<&str>,
         secret_first: bool,
+        client_validation: Option<&super::model::ClientValidation>,
     ) {
         let e = self.entries.entry(key.clone()).or_insert_with(|| EntryAcc {
             address,
@@ -469,11 +470,17 @@ impl<'a> Builder<'a> {
             tcp: None,
             default_secret: None,
             https_listeners: Vec::new(),
+            client_validation: None,
         });
         if let Some(secret) = secret
             && (secret_first || e.default_secret.is_none())
         {
             e.default_secret = Some(secret.to_string());
+        }
+        // Every HTTPS listener of a port has the port's validation (it is configured per
+        // port), so the first one's is the port's.
+        if e.client_validation.is_none() {
+            e.client_validation = client_validation.cloned();
         }
     }
 
@@ -814,6 +821,7 @@ impl<'a> Builder<'a> {
                     tcp: e.tcp,
                     default_secret: e.default_secret,
                     https_listeners: e.https_listeners,
+                    client_validation: e.client_validation,
                 };
                 (key, Arc::new(entry))
             })
@@ -827,10 +835,12 @@ impl<'a> Builder<'a> {
                 secrets.push((tls.secret.clone(), s.clone()));
             }
         }
-        for id in entries
-            .iter()
-            .filter_map(|(_, e)| e.default_secret.as_ref())
-        {
+        // The ports' default certificates and the CA certificates their clients' are verified
+        // with.
+        let entry_secrets = entries.iter().flat_map(|(_, e)| {
+            (e.default_secret.iter()).chain(e.client_validation.iter().map(|v| &v.ca_secret))
+        });
+        for id in entry_secrets {
             if let Some(s) = self.secrets.get(id) {
                 secrets.push((id.clone(), s.clone()));
             }

@@ -51,10 +51,14 @@ pub const SUPPORTED_FEATURES: [&str; 39] = [
 
 /// The features sluice serves when Gateways have addresses of their own (`--gateway-addresses`):
 /// a Gateway asks for one (`spec.addresses`, with or without a value), a listener on port
-/// 8080 is a port Envoy listens on at the Gateway's address, and a request whose Host belongs
-/// to another HTTPS listener of the port than the one its TLS SNI picked gets 421.
-pub const OWN_ADDRESS_FEATURES: [&str; 4] = [
+/// 8080 is a port Envoy listens on at the Gateway's address, a request whose Host belongs to
+/// another HTTPS listener of the port than the one its TLS SNI picked gets 421, and a port's
+/// HTTPS listeners can validate client certificates (`spec.tls.frontend`,
+/// [`super::frontend_tls`]), the port being an Envoy listener of the Gateway's alone.
+pub const OWN_ADDRESS_FEATURES: [&str; 6] = [
     "GatewayAddressEmpty",
+    "GatewayFrontendClientCertificateValidation",
+    "GatewayFrontendClientCertificateValidationInsecureFallback",
     "GatewayHTTPSListenerDetectMisdirectedRequests",
     "GatewayPort8080",
     "GatewayStaticAddresses",

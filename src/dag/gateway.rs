@@ -29,7 +29,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
 use super::addresses::NoAddress;
-use super::model::{EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus};
+use super::frontend_tls::{ForListener, Frontend};
+use super::model::{
+    ClientValidation, EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus,
+};
 use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
@@ -137,6 +140,8 @@ pub(super) struct Listener {
     /// Whether Envoy serves it: false for a listener whose certificate does not resolve, which
     /// routes still attach to (and are counted on) while it serves nothing.
     pub(super) programmed: bool,
+    /// An HTTPS listener's client certificate validation (its port's, of `spec.tls.frontend`).
+    pub(super) client_validation: Option<ClientValidation>,
 }
 
 pub(super) enum Namespaces {
@@ -199,6 +204,12 @@ pub(super) struct GatewayAcc {
     /// Gateway's `ResolvedRefs` condition and, when it resolves, its key among the secrets.
     /// None when the Gateway names none.
     pub(super) backend_client: Option<(GatewayCondition, Option<String>)>,
+    /// `InsecureFrontendValidationMode=True` while `spec.tls.frontend` lets clients without a
+    /// valid certificate in ([`super::frontend_tls`]).
+    pub(super) insecure_frontend: Option<GatewayCondition>,
+    /// `spec.tls.frontend`, resolved: the client certificate validation of its ports, which
+    /// the HTTPS listeners of its ListenerSets on those ports get too.
+    pub(super) frontend: Frontend,
 }
 
 /// Where a Gateway's listeners are served.
@@ -468,6 +479,9 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
         if let Some((resolved, _)) = gw.backend_client.take() {
             conditions.push(resolved);
         }
+        if let Some(insecure) = gw.insecure_frontend.take() {
+            conditions.push(insecure);
+        }
         b.track_generation_of(&gw.obj, gw.generation);
         match &gw.invalid {
             Some(why) => b.set_invalid(
@@ -553,10 +567,11 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         ));
         invalid_reason = cond::INVALID_PARAMETERS;
     }
+    let frontend = super::frontend_tls::frontend_validation(b, snapshot, &obj_key, gw);
     let mut listeners = Vec::new();
     let mut listener_status = Vec::new();
     for (i, l) in gw.spec.listeners.iter().enumerate() {
-        let (listener, status) = listener(b, snapshot, ("Gateway", &ns), i, l);
+        let (listener, status) = listener(b, snapshot, ("Gateway", &ns), i, l, &frontend);
         listeners.push(if invalid.is_some() { None } else { listener });
         listener_status.push(status);
     }
@@ -575,6 +590,8 @@ fn gateway(b: &mut Builder<'_>, snapshot: &Snapshot, obj: ObjectRef, gw: &Gatewa
         http_hostnames,
         served: Served::Shared,
         backend_client: super::backend_tls::gateway_client_certificate(b, snapshot, &obj_key, gw),
+        insecure_frontend: frontend.insecure_condition(),
+        frontend,
     }
 }
 
@@ -672,10 +689,12 @@ fn allowed_kinds(
 }
 
 /// What sluice does not serve in a Gateway of its class, one error per field: a listener's
-/// protocol or TLS mode, route kinds none of which its protocol takes. The webhook refuses these
-/// (a Gateway that got in anyway has those listeners not accepted, naming the same).
+/// protocol or TLS mode, route kinds none of which its protocol takes, the mistakes of
+/// `spec.tls.frontend` ([`crate::validate::frontend_tls`]). The webhook refuses these (a Gateway
+/// that got in anyway has those listeners not accepted, naming the same; see the frontend
+/// module for its mistakes).
 pub fn unsupported(gw: &Gateway) -> Vec<FieldError> {
-    let mut out = Vec::new();
+    let mut out = crate::validate::frontend_tls::frontend_mistakes(gw);
     for (i, l) in gw.spec.listeners.iter().enumerate() {
         out.extend(unsupported_listener(i, l));
     }
@@ -775,6 +794,7 @@ pub(super) fn listener(
     owner: (&str, &str),
     i: usize,
     l: &GatewayListeners,
+    frontend: &Frontend,
 ) -> (Option<Listener>, ListenerStatus) {
     let field = format!("spec.listeners[{i}]");
     let mut status = ListenerStatus {
@@ -835,6 +855,24 @@ pub(super) fn listener(
             Err(problem) => unresolved = Some(problem),
         }
     }
+    // The client certificate validation of an HTTPS listener's port.
+    let mut client_validation = None;
+    if https {
+        let own_address = b.options.gateway_addresses.is_some();
+        match frontend.for_listener(l.port, own_address) {
+            ForListener::Unconfigured => {}
+            ForListener::Validated(validation, problem) => {
+                client_validation = Some(validation);
+                if unresolved.is_none() {
+                    unresolved = problem;
+                }
+            }
+            ForListener::Refused(conditions) => {
+                status.conditions = conditions;
+                return (None, status);
+            }
+        }
+    }
     // Served when its certificate (if it needs one) resolved and it takes some route kind.
     let programmed =
         !status.supported_kinds.is_empty() && (tls.is_some() || !(https || tls_terminate));
@@ -886,6 +924,7 @@ pub(super) fn listener(
         tcp,
         tcp_route: None,
         programmed,
+        client_validation,
     };
     (Some(listener), status)
 }

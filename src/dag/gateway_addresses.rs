@@ -63,7 +63,15 @@ pub(super) fn open_entries(b: &mut Builder<'_>, gateways: &BTreeMap<ObjKey, Gate
             let https =
                 l.tls.is_some() && protocol == EntryProtocol::Tls && !l.kinds.contains(&"TLSRoute");
             let secret = l.tls.as_deref().filter(|_| https);
-            b.open_entry(&key, address, protocol, secret, l.hostname.is_none());
+            let validation = l.client_validation.as_ref().filter(|_| https);
+            b.open_entry(
+                &key,
+                address,
+                protocol,
+                secret,
+                l.hostname.is_none(),
+                validation,
+            );
             if https {
                 b.add_entry_https_listener(&key, l.hostname.as_deref());
             }

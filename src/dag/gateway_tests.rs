@@ -909,6 +909,7 @@ mod backend_filters;
 mod backend_tls;
 mod backends;
 mod cors;
+mod frontend_tls;
 mod isolation;
 mod listeners;
 mod listenerset;

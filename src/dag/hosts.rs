@@ -165,6 +165,8 @@ pub(super) struct EntryAcc {
     pub(super) tcp: Option<(Clusters, ObjectRef)>,
     pub(super) default_secret: Option<String>,
     pub(super) https_listeners: Vec<Option<String>>,
+    /// The port's client certificate validation ([`super::model::Entry::client_validation`]).
+    pub(super) client_validation: Option<super::model::ClientValidation>,
 }
 
 /// Where a Gateway API route is served: on Envoy's shared listeners (None), or at one port of a

@@ -506,10 +506,12 @@ impl Incremental {
         if let Some((clusters, _)) = &e.tcp {
             self.count_clusters(clusters, by, unused);
         }
-        if let Some(secret) = &e.default_secret
-            && count(&mut self.secret_users, secret, by)
-        {
-            unused.push((secret.clone(), true));
+        let secrets =
+            (e.default_secret.iter()).chain(e.client_validation.iter().map(|v| &v.ca_secret));
+        for secret in secrets {
+            if count(&mut self.secret_users, secret, by) {
+                unused.push((secret.clone(), true));
+            }
         }
     }
 

@@ -105,7 +105,7 @@ pub(super) fn attach_listener_sets(
                 let (listener, status) = match as_gateway_listener(&field, l) {
                     Ok(l) => {
                         let owner = ("ListenerSet", &*key.namespace);
-                        let (listener, status) = listener(b, snapshot, owner, i, &l);
+                        let (listener, status) = listener(b, snapshot, owner, i, &l, &gw.frontend);
                         conflicts(gw, key, &field, listener, status)
                     }
                     Err(e) => {

@@ -17,6 +17,7 @@ mod builder;
 mod clusters;
 mod delegation;
 mod features;
+pub mod frontend_tls;
 pub mod gateway;
 mod gateway_addresses;
 pub mod grpcroute;

@@ -93,6 +93,23 @@ pub struct Entry {
     /// picks, for answering 421 when they differ.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub https_listeners: Vec<Option<String>>,
+    /// An HTTPS port's client certificate validation (the Gateway's `spec.tls.frontend`):
+    /// every filter chain terminating TLS here asks the client for a certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_validation: Option<ClientValidation>,
+}
+
+/// How Envoy validates the certificates clients present on an HTTPS port of a Gateway
+/// (`spec.tls.frontend.default` or `perPort`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ClientValidation {
+    /// Key into [`Dag::secrets`] of the CA certificates (a [`SecretKind::TrustedCa`]) a client's
+    /// certificate must chain to.
+    pub ca_secret: String,
+    /// `mode: AllowInsecureFallback`: a connection without a certificate, or with one that does
+    /// not verify, is let in all the same (the backend decides); else (`AllowValidOnly`) only a
+    /// client whose certificate verifies gets through.
+    pub insecure_fallback: bool,
 }
 
 /// What a port of a Gateway's address speaks.

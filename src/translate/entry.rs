@@ -97,14 +97,24 @@ pub fn build_entry_listener(
                     let tls = v.tls.as_ref()?;
                     let secret = dag.secrets.get(&tls.secret)?;
                     let routes = sni_route_config_name(key, e, &v.host);
-                    build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version, &routes)
+                    build_tls_filter_chain(
+                        &shared,
+                        &hcm,
+                        v,
+                        &secret.name,
+                        tls.min_version,
+                        &routes,
+                        e.client_validation.as_ref(),
+                    )
                 })
                 .collect();
             // A connection whose SNI names no host here: the port's certificate and every
             // HTTPS host's routes, or, without a certificate, accepted and closed.
             listener.default_filter_chain = Some(
                 match (e.default_secret.as_ref()).filter(|s| dag.secrets.get(*s).is_some()) {
-                    Some(secret) => default_tls_chain(&hcm, secret, &name),
+                    Some(secret) => {
+                        default_tls_chain(&hcm, secret, &name, e.client_validation.as_ref())
+                    }
                     None => FilterChain {
                         name: "default".to_string(),
                         filters: vec![closing_filter(&shared, &name)],

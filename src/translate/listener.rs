@@ -24,7 +24,10 @@ use envoy_types::pb::envoy::extensions::filters::network::tcp_proxy::v3::{
     tcp_proxy::weighted_cluster::ClusterWeight,
 };
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    CommonTlsContext, DownstreamTlsContext, SdsSecretConfig, TlsParameters,
+    CertificateValidationContext, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
+    TlsParameters,
+    certificate_validation_context::TrustChainVerification,
+    common_tls_context::{CombinedCertificateValidationContext, ValidationContextType},
     tls_parameters::TlsProtocol,
 };
 
@@ -52,6 +55,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 use super::trace::hcm_tracing;
 use super::{Options, ads_config_source, any, boolv, duration, u32v};
 use crate::api::TlsVersion;
+use crate::dag::model::ClientValidation;
 use crate::dag::{Dag, TcpListener, VirtualHost, WeightedCluster as DagWeightedCluster};
 
 /// How long a client has from the first byte of a request's headers to the last: a client that
@@ -425,7 +429,15 @@ pub fn build_https_listener(dag: &Dag, options: &Options) -> Option<Listener> {
             let tls = v.tls.as_ref()?;
             let secret = dag.secrets.get(&tls.secret)?;
             let routes = https_route_config_name(&v.host);
-            build_tls_filter_chain(&shared, &hcm, v, &secret.name, tls.min_version, &routes)
+            build_tls_filter_chain(
+                &shared,
+                &hcm,
+                v,
+                &secret.name,
+                tls.min_version,
+                &routes,
+                None,
+            )
         })
         .collect();
     if filter_chains.is_empty() {
@@ -463,7 +475,8 @@ fn tls_protocol(v: TlsVersion) -> TlsProtocol {
     }
 }
 
-/// One TLS host's filter chain; None for a TCP proxy without a backend carrying weight.
+/// One TLS host's filter chain; None for a TCP proxy without a backend carrying weight. With
+/// `client`, Envoy asks the client for a certificate and verifies it (a Gateway's port).
 pub(super) fn build_tls_filter_chain(
     shared: &Shared<'_>,
     hcm: &HttpsHcm,
@@ -471,6 +484,7 @@ pub(super) fn build_tls_filter_chain(
     secret: &str,
     min: TlsVersion,
     route_config: &str,
+    client: Option<&ClientValidation>,
 ) -> Option<FilterChain> {
     let (filter, alpn) = match &v.tcp_proxy {
         Some(clusters) => (tcp_proxy_filter(shared, &v.host, clusters)?, vec![]),
@@ -479,7 +493,7 @@ pub(super) fn build_tls_filter_chain(
             vec!["h2".to_string(), "http/1.1".to_string()],
         ),
     };
-    let tls = downstream_tls(secret, min, alpn);
+    let tls = downstream_tls(secret, min, alpn, client);
     Some(FilterChain {
         name: v.host.clone(),
         filter_chain_match: Some(FilterChainMatch {
@@ -496,10 +510,15 @@ pub(super) fn build_tls_filter_chain(
 }
 
 /// The filter chain of a TLS port's connections whose SNI names none of its hosts: TLS
-/// terminated with `secret`, HTTP routed by `route_config`.
-pub(super) fn default_tls_chain(hcm: &HttpsHcm, secret: &str, route_config: &str) -> FilterChain {
+/// terminated with `secret`, HTTP routed by `route_config`, clients validated as `client` says.
+pub(super) fn default_tls_chain(
+    hcm: &HttpsHcm,
+    secret: &str,
+    route_config: &str,
+    client: Option<&ClientValidation>,
+) -> FilterChain {
     let alpn = vec!["h2".to_string(), "http/1.1".to_string()];
-    let tls = downstream_tls(secret, crate::dag::gateway::GATEWAY_MIN_TLS, alpn);
+    let tls = downstream_tls(secret, crate::dag::gateway::GATEWAY_MIN_TLS, alpn, client);
     FilterChain {
         name: "default".to_string(),
         filters: vec![hcm.filter(route_config)],
@@ -511,9 +530,39 @@ pub(super) fn default_tls_chain(hcm: &HttpsHcm, secret: &str, route_config: &str
     }
 }
 
-/// The TLS settings of a chain that terminates TLS with the certificate `secret` (by SDS).
-fn downstream_tls(secret: &str, min: TlsVersion, alpn: Vec<String>) -> DownstreamTlsContext {
+/// The TLS settings of a chain that terminates TLS with the certificate `secret` (by SDS), and
+/// with `client`, validates the clients' certificates against its CA certificates (by SDS).
+///
+/// `AllowValidOnly`: a certificate is required and must chain to the CA. `AllowInsecureFallback`
+/// (the Gateway API: "accept connections even if the client certificate is not presented or
+/// fails verification"): Envoy still asks for a certificate and checks one presented against
+/// the CA, but lets the client in without one (`require_client_certificate: false`) or with one
+/// that does not chain to the CA (`trust_chain_verification: ACCEPT_UNTRUSTED`).
+fn downstream_tls(
+    secret: &str,
+    min: TlsVersion,
+    alpn: Vec<String>,
+    client: Option<&ClientValidation>,
+) -> DownstreamTlsContext {
+    let validation = client.map(|c| {
+        let trust = match c.insecure_fallback {
+            true => TrustChainVerification::AcceptUntrusted,
+            false => TrustChainVerification::VerifyTrustChain,
+        };
+        ValidationContextType::CombinedValidationContext(CombinedCertificateValidationContext {
+            default_validation_context: Some(CertificateValidationContext {
+                trust_chain_verification: trust as i32,
+                ..Default::default()
+            }),
+            validation_context_sds_secret_config: Some(SdsSecretConfig {
+                name: c.ca_secret.clone(),
+                sds_config: Some(ads_config_source()),
+            }),
+            ..Default::default()
+        })
+    });
     DownstreamTlsContext {
+        require_client_certificate: client.map(|c| super::boolv(!c.insecure_fallback)),
         common_tls_context: Some(CommonTlsContext {
             tls_params: Some(TlsParameters {
                 tls_minimum_protocol_version: tls_protocol(min) as i32,
@@ -533,6 +582,7 @@ fn downstream_tls(secret: &str, min: TlsVersion, alpn: Vec<String>) -> Downstrea
                 sds_config: Some(ads_config_source()),
             }],
             alpn_protocols: alpn,
+            validation_context_type: validation,
             ..Default::default()
         }),
         ..Default::default()

@@ -206,6 +206,15 @@ fn make_chain_static(
             for sds in &mut common.tls_certificate_sds_secret_configs {
                 sds.sds_config = None;
             }
+            // The CA certificates clients' certificates are verified with (a Gateway's
+            // frontend validation).
+            use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::common_tls_context::ValidationContextType;
+            if let Some(ValidationContextType::CombinedValidationContext(v)) =
+                common.validation_context_type.as_mut()
+                && let Some(sds) = &mut v.validation_context_sds_secret_config
+            {
+                sds.sds_config = None;
+            }
         }
         *a = any(&tls);
     }

@@ -7,6 +7,7 @@
 
 pub mod backend_tls;
 pub mod common;
+pub mod frontend_tls;
 pub mod gateway;
 pub mod ingress;
 pub mod ingressroute;
