@@ -543,18 +543,30 @@ fn two_gateways_in_two_namespaces_serve_one_hostname_each_at_its_own_address() {
     // Nothing of theirs on Envoy's shared listener.
     assert_eq!(envoy.get(host, "/").0, 404);
 
-    // Team a's Gateway deleted: its address stops answering; team b's keeps serving.
+    // Team a's Gateway deleted: its address stops answering; team b's keeps serving. When both
+    // names hashed to one address of the pool, a (older) had it and b the next free one: b then
+    // moves to the address its hash picks, a's old one, and answers there.
     env.kubectl_ok(&["delete", "gateway", "-n", &ns_a, "ga"]);
     let gone = format!("http://{}:{port}/", addresses[0]);
-    wait_for(
+    let b_now = wait_for(
         Duration::from_secs(30),
-        "team a's address closed",
-        || match crate::support::curl_get(&gone, &[format!("Host: {host}")]) {
-            (0, _) => Ok(()),
-            (code, body) => Err(format!("{code} {body}")),
+        "team a's address closed, or team b's Gateway moved there",
+        || {
+            let b = env.get("gateways", &ns_b, "gb").ok_or("gb not found")?;
+            let b_ip = b["status"]["addresses"][0]["value"].as_str().unwrap_or("");
+            match crate::support::curl_get(&gone, &[format!("Host: {host}")]) {
+                (0, _) if b_ip == addresses[1] => Ok(b_ip.to_string()),
+                (200, body)
+                    if b_ip == addresses[0]
+                        && body.contains(&format!("backend-{}", env.backend_ports[1])) =>
+                {
+                    Ok(b_ip.to_string())
+                }
+                (code, body) => Err(format!("gb at {b_ip}; a's address: {code} {body}")),
+            }
         },
     );
-    let url = format!("http://{}:{port}/", addresses[1]);
+    let url = format!("http://{b_now}:{port}/");
     let (code, body) = crate::support::curl_get(&url, &[format!("Host: {host}")]);
     assert_eq!(code, 200, "{body}");
     assert!(
