@@ -118,11 +118,7 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
         .filter(|(_, g)| classes.contains(g.spec.gateway_class_name.as_str()))
         .map(|(k, g)| {
             let hostnames = (g.spec.listeners.iter())
-                .map(|l| {
-                    (l.hostname.as_deref())
-                        .filter(|h| !h.is_empty())
-                        .map(str::to_ascii_lowercase)
-                })
+                .map(|l| listener_hostname(l.hostname.as_deref()))
                 .collect();
             (k, hostnames)
         })
@@ -137,11 +133,7 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
         })
         .map(|(k, ls)| {
             let hostnames = (ls.spec.listeners.iter())
-                .map(|l| {
-                    (l.hostname.as_deref())
-                        .filter(|h| !h.is_empty())
-                        .map(str::to_ascii_lowercase)
-                })
+                .map(|l| listener_hostname(l.hostname.as_deref()))
                 .collect();
             (k, hostnames)
         })
@@ -287,4 +279,11 @@ pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool
     mirrors_hit!(&s.http_routes);
     mirrors_hit!(&s.grpc_routes);
     false
+}
+
+/// A listener's hostname as the links compare it: lowercase, None for none or empty (every host).
+fn listener_hostname(hostname: Option<&str>) -> Option<String> {
+    hostname
+        .filter(|h| !h.is_empty())
+        .map(str::to_ascii_lowercase)
 }
