@@ -12,8 +12,10 @@ pub mod dag;
 pub mod k8s;
 pub mod manifest;
 pub mod pmap;
+pub mod route_match;
 pub mod store;
 pub mod synth;
+pub mod tls;
 #[cfg(test)]
 pub(crate) mod test_rng;
 pub mod translate;

@@ -25,9 +25,12 @@ use imbl::ordmap::DiffItem;
 
 use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
 
+pub mod endpoints;
 mod prepared;
 mod secret_data;
 mod service_index;
+
+pub use endpoints::{Endpoint, Endpoints, EndpointsIter, slice_endpoints};
 pub use prepared::{Prepare, Prepared};
 pub use secret_data::{CaBundle, ConfigMapCa, SecretData, TlsSecretData};
 pub use service_index::{PortEndpoints, ServiceEntry, ServiceIndex};
@@ -236,7 +239,7 @@ pub struct SliceEndpoints {
     /// Held parsed: 16 bytes each and no allocation, compared as numbers; written out in their
     /// canonical form (an IPv6 address in another spelling is the same endpoint). Shared: a
     /// cluster whose endpoints all come from this slice holds this list too
-    /// ([`crate::dag::Endpoints`]).
+    /// ([`Endpoints`]).
     pub ready: Arc<[IpAddr]>,
 }
 
@@ -881,7 +884,7 @@ mod tests {
         let endpoints = |family: &str, addresses: &[&str]| -> Vec<String> {
             let s = SliceEndpoints::from(&slice(json!({"metadata": {}, "addressType": family,
                 "endpoints": [{"addresses": addresses}], "ports": [{"name": "", "port": 80}]})));
-            let eps = crate::dag::slice_endpoints([&s], "");
+            let eps = slice_endpoints([&s], "");
             eps.iter().map(|e| e.address.to_string()).collect()
         };
         let spelled = endpoints("IPv6", &["2001:DB8:0::1", "fd00::1", "2001:db8::1"]);

@@ -137,7 +137,7 @@ pub async fn serve(
 
     let webhook_metrics = crate::webhook::Metrics::new();
     let webhook =
-        match crate::webhook::WebhookConfig::from_serve_args(args, webhook_metrics.clone()) {
+        match crate::cli::serve::webhook_config(args, webhook_metrics.clone()) {
             Some(cfg) => Some(
                 crate::webhook::start(cfg, index.clone(), stopped(stop_rx.clone()))
                     .await

@@ -31,7 +31,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let webhook_metrics = crate::webhook::Metrics::new();
     let webhook_config =
-        crate::webhook::WebhookConfig::from_serve_args(args, webhook_metrics.clone())
+        crate::cli::serve::webhook_config(args, webhook_metrics.clone())
             .context("--role webhook needs --webhook-address, --webhook-cert and --webhook-key")?;
     let config = super::cluster::config_from_args(args)?;
     let clients = super::cluster::connect_cluster().await?;

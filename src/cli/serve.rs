@@ -2,8 +2,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
+
+use crate::webhook::{AdmissionSettings, Limits, Metrics, PathType, WebhookConfig};
 
 /// What a `sluice serve` process does (`--role`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -359,7 +362,7 @@ pub fn run(args: ServeArgs) -> u8 {
         dag_options: args.dag_options(),
         translate_options: args.translate_options(),
         debounce: std::time::Duration::from_millis(200),
-        webhook: crate::webhook::WebhookConfig::from_serve_args(
+        webhook: crate::cli::serve::webhook_config(
             &args,
             crate::webhook::Metrics::new(),
         ),
@@ -415,6 +418,33 @@ fn run_cluster(args: ServeArgs) -> u8 {
     }
 }
 
+/// The webhook configuration `sluice serve` flags select; None without `--webhook-address`.
+pub fn webhook_config(args: &ServeArgs, metrics: Metrics) -> Option<WebhookConfig> {
+    let address = args.webhook_address?;
+    Some(WebhookConfig {
+        address,
+        cert_path: args.webhook_cert.clone().unwrap_or_default(),
+        key_path: args.webhook_key.clone().unwrap_or_default(),
+        settings: AdmissionSettings {
+            // clap restricts the flag to the three values; the fallback is the seed 001 default.
+            default_path_type: PathType::parse(&args.default_path_type)
+                .unwrap_or(PathType::ImplementationSpecific),
+            default_ingress_class: args.default_ingress_class.clone(),
+            gateway_controller_name: Some(args.gateway_controller_name.clone()),
+        },
+        metrics,
+        reload_interval: Duration::from_secs(1),
+        limits: Limits {
+            request_timeout: args.webhook_request_timeout.into(),
+            max_buffered_bytes: args.webhook_max_buffered_mib as usize * 1024 * 1024,
+            max_concurrent_reviews: args.webhook_max_concurrent_reviews as usize,
+            http2_max_streams: args.webhook_http2_max_streams,
+            ..Limits::default()
+        },
+        health_address: args.webhook_health_address,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -453,5 +483,79 @@ mod tests {
         assert_eq!(parse(&[]).unwrap(), super::Role::All);
         assert_eq!(parse(&["--role=webhook"]).unwrap(), super::Role::Webhook);
         assert!(parse(&["--role=xds"]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod webhook_config_tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::webhook::{AdmissionSettings, Limits, Metrics, WebhookConfig};
+
+    fn settings(extra: &[&str]) -> AdmissionSettings {
+        config(extra).expect("a webhook address").settings
+    }
+
+    fn config(extra: &[&str]) -> Result<WebhookConfig, String> {
+        use clap::Parser;
+        let args = [
+            "sluice",
+            "serve",
+            "--webhook-address",
+            "127.0.0.1:8443",
+            "--webhook-cert",
+            "tls.crt",
+            "--webhook-key",
+            "tls.key",
+        ];
+        let cli =
+            crate::cli::Cli::try_parse_from(args.iter().chain(extra)).map_err(|e| e.to_string())?;
+        let crate::cli::Command::Serve(serve) = cli.command else {
+            panic!("not serve");
+        };
+        webhook_config(&serve, Metrics::new()).ok_or_else(|| "no webhook".into())
+    }
+
+    #[test]
+    fn serve_flags_set_the_limits() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.limits, Limits::default());
+        assert_eq!(c.health_address, None);
+        let c = config(&[
+            "--webhook-request-timeout=7s",
+            "--webhook-max-buffered-mib=64",
+            "--webhook-max-concurrent-reviews=4",
+            "--webhook-http2-max-streams=8",
+            "--webhook-health-address=127.0.0.1:9444",
+        ])
+        .unwrap();
+        assert_eq!(c.limits.request_timeout, Duration::from_secs(7));
+        assert_eq!(c.limits.max_buffered_bytes, 64 << 20);
+        assert_eq!(c.limits.max_buffered_bytes_per_peer(), 16 << 20);
+        assert_eq!(c.limits.max_concurrent_reviews, 4);
+        assert_eq!(c.limits.http2_max_streams, 8);
+        assert_eq!(c.health_address, Some("127.0.0.1:9444".parse().unwrap()));
+        for bad in [
+            "--webhook-request-timeout=31s",
+            "--webhook-request-timeout=500ms",
+            "--webhook-max-buffered-mib=4",
+            "--webhook-max-concurrent-reviews=0",
+        ] {
+            assert!(config(&[bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn serve_scopes_gateway_api_admission_to_its_controller_name() {
+        assert_eq!(
+            settings(&[]).gateway_controller_name.as_deref(),
+            Some("sluice.dev/gateway-controller")
+        );
+        let flag = ["--gateway-controller-name", "example.com/gw"];
+        assert_eq!(
+            settings(&flag).gateway_controller_name.as_deref(),
+            Some("example.com/gw")
+        );
     }
 }

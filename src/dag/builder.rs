@@ -22,7 +22,7 @@ use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
 use crate::store::{CaBundle, Objects, ServicePortRef, Snapshot, TlsSecretData};
 
 pub use super::clusters::{
-    cluster_endpoints, clusters_of_service, effective_weights, health_check_policy, slice_endpoints,
+    cluster_endpoints, clusters_of_service, effective_weights, health_check_policy,
 };
 pub(super) use super::clusters::{effective_weight, weights_even, write_cluster_name};
 pub use crate::store::SERVICE_NAME_LABEL;

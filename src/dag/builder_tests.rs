@@ -1,6 +1,6 @@
 use super::*;
 use crate::dag::hosts::INDEX_ROUTES_FROM;
-use crate::store::SliceEndpoints;
+use crate::store::{SliceEndpoints, slice_endpoints};
 
 #[test]
 fn weights() {

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use super::builder::{BackendRef, DEFAULT_HEALTH_CHECK_HOST};
 use super::model::*;
 use crate::api::{HealthCheck, LbStrategy, ObjKey};
-use crate::store::{SliceEndpoints, Snapshot};
+use crate::store::Snapshot;
 
 /// Relative weights: when none is given traffic is split evenly; otherwise a backend without a weight
 /// gets none. All-zero weights also split evenly.
@@ -107,40 +107,6 @@ pub fn clusters_of_service<'d>(
         .range_from::<str>(prefix.as_str())
         .take_while(move |(name, _)| name.starts_with(prefix.as_str()))
         .filter(move |(_, c)| c.service() == (&*service.namespace, &*service.name))
-}
-
-/// The ready endpoints of the Service port named `port_name` in a Service's EndpointSlices, sorted
-/// and without duplicates: what a cluster's `endpoints` hold. The endpoints of a Service whose
-/// port is in one slice alone (nearly every Service) are that slice's address list, shared: the
-/// store keeps it sorted and without repeats.
-pub fn slice_endpoints<'s>(
-    slices: impl IntoIterator<Item = &'s SliceEndpoints>,
-    port_name: &str,
-) -> Endpoints {
-    let mut with_port = slices
-        .into_iter()
-        .filter_map(|slice| Some((slice, slice.port(port_name)?)));
-    let Some((first, port)) = with_port.next() else {
-        return Endpoints::default();
-    };
-    let Some(second) = with_port.next() else {
-        return Endpoints::Shared {
-            addresses: first.ready.clone(),
-            port,
-        };
-    };
-    let mut out = Vec::new();
-    for (slice, port) in [(first, port), second].into_iter().chain(with_port) {
-        out.extend(
-            slice
-                .ready
-                .iter()
-                .map(|&address| Endpoint { address, port }),
-        );
-    }
-    out.sort_unstable();
-    out.dedup();
-    out.into()
 }
 
 /// The endpoints `cluster` has in `snapshot`, computed as [`crate::dag::build`] computes them;

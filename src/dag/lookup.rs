@@ -3,6 +3,7 @@
 //! answer "why did my request go there".
 
 use super::model::{Dag, Route, VirtualHost};
+pub use crate::route_match::merge_slashes;
 
 /// A request as routing sees it.
 #[derive(Clone, Debug, Default)]
@@ -24,18 +25,6 @@ fn strip_port(host: &str) -> &str {
         Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
         _ => host,
     }
-}
-
-/// `//` → `/`, as Envoy's `merge_slashes` does to request paths and sluice's translation does to
-/// string-prefix matches.
-pub fn merge_slashes(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for c in path.chars() {
-        if !(c == '/' && out.ends_with('/')) {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The route that takes the request, if any (none means 404). The virtual host is Envoy's

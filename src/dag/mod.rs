@@ -42,9 +42,10 @@ pub mod tlsroute;
 
 pub use builder::{
     BackendRef, Builder, DEFAULT_HEALTH_CHECK_HOST, PortRef, SERVICE_NAME_LABEL, cluster_endpoints,
-    clusters_of_service, effective_weights, health_check_policy, route_precedence, slice_endpoints,
+    clusters_of_service, effective_weights, health_check_policy, route_precedence,
 };
 pub use model::*;
+pub use crate::store::slice_endpoints;
 
 use crate::store::Snapshot;
 

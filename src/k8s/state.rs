@@ -16,6 +16,7 @@ use crate::manifest::{Document, decode_value};
 use crate::store::{AnyObject, Snapshot};
 use crate::validate::FieldError;
 
+pub use super::status::{Observed, Rejected};
 use super::status::{ObservedStatus, writes_status};
 
 /// The field manager sluice writes status with.
@@ -35,16 +36,6 @@ pub struct Prepared {
     pub resource_version: Option<u64>,
     /// The typed object, or why it does not decode.
     pub decoded: Result<AnyObject, FieldError>,
-}
-
-/// What the status writer needs to know about an object as it is in the cluster.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Observed {
-    pub generation: Option<i64>,
-    /// What sluice needs of the object's `status` as stored.
-    pub status: Option<ObservedStatus>,
-    /// Whether field manager `sluice` owns fields of the status subresource.
-    pub sluice_owns_status: bool,
 }
 
 /// Why a watched value cannot be stored at all (not even as a rejected object).
@@ -189,13 +180,6 @@ fn fingerprint(map: &serde_json::Map<String, Value>) -> u64 {
         }
     }
     h.finish()
-}
-
-/// A routing object that is in the cluster but does not decode into sluice's types.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Rejected {
-    pub error: FieldError,
-    pub generation: Option<i64>,
 }
 
 #[derive(Clone, Debug)]

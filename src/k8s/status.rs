@@ -26,7 +26,6 @@ use crate::api::status::{
 use crate::dag::gateway::GROUP;
 use crate::dag::{GatewayApiStatus, GatewayCondition, ObjectStatus, State};
 
-use super::state::{Observed, Rejected};
 
 /// What to do about one object's status.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +74,23 @@ impl LoadBalancer {
             .collect();
         json!({ "loadBalancer": { "ingress": ingress } })
     }
+}
+
+/// What the status writer needs to know about an object as it is in the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    pub generation: Option<i64>,
+    /// What sluice needs of the object's `status` as stored.
+    pub status: Option<ObservedStatus>,
+    /// Whether field manager `sluice` owns fields of the status subresource.
+    pub sluice_owns_status: bool,
+}
+
+/// A routing object that is in the cluster but does not decode into sluice's types.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejected {
+    pub error: crate::validate::FieldError,
+    pub generation: Option<i64>,
 }
 
 /// The verdict for one object: from the DAG, or a decode failure.

@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 
 use super::{ServicePorts, SliceEndpoints};
 use crate::api::ObjKey;
-use crate::dag::{Endpoints, slice_endpoints};
+use super::endpoints::{Endpoints, slice_endpoints};
 
 /// One Service name of a namespace, as a build resolves it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::super::{ServicePortRef, ServicePorts, SliceEndpoints, Snapshot};
 use super::PortEndpoints;
 use crate::api::ObjKey;
-use crate::dag::slice_endpoints;
+use crate::store::slice_endpoints;
 use crate::test_rng::Rng;
 
 fn slice(service: Option<&str>, address: u8) -> Arc<SliceEndpoints> {

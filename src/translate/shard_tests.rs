@@ -1,6 +1,7 @@
 //! Route shards: the hash that picks a request's shard, and how the HTTP route configuration
 //! and listener are cut by it.
 
+use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
 use envoy_types::pb::envoy::config::listener::v3::filter;
 use envoy_types::pb::envoy::config::route::v3::scoped_route_configuration::key::fragment;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{

@@ -18,7 +18,7 @@ use crate::api::contour_v1::{self, Backend, BackendProtocol, HeaderCondition, Ma
 use crate::api::heptio_v1beta1::{self, Service, VirtualHost};
 use crate::api::status::reason;
 use crate::api::{Delegate, HealthCheck};
-use crate::dag::{HeaderMatch, HeaderOp, PathMatch};
+use crate::route_match::{HeaderMatch, HeaderOp, PathMatch};
 
 /// Largest relative weight of one service or backend.
 pub const MAX_WEIGHT: u32 = 1_000_000;

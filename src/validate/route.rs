@@ -6,7 +6,7 @@ use super::common::{validate_dns1035_label, validate_hostname, validate_path};
 use super::ingressroute::{validate_health_check, validate_port};
 use super::{FieldError, Verdict};
 use crate::api::route_v1alpha1::Route;
-use crate::dag::PathMatch;
+use crate::route_match::PathMatch;
 
 /// The single-object rules of a Route `contour.heptio.com/v1alpha1`.
 pub fn validate_route(o: &Route) -> Verdict {

@@ -19,7 +19,6 @@ pub mod metrics;
 pub mod mutate;
 pub mod review;
 pub mod server;
-pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,7 +37,7 @@ pub use admit::Endpoint;
 pub use index::{Index, IndexHandle};
 pub use limits::{Limits, MAX_BODY_BYTES, Peer};
 pub use metrics::{Limit, Metrics};
-pub use tls::{ReloadingCert, TlsError};
+pub use crate::tls::{ReloadingCert, TlsError};
 
 pub use crate::validate::ingress::{CLASS_ANNOTATION as INGRESS_CLASS_ANNOTATION, PathType};
 use limits::{BodyError, Budget, Buffered};
@@ -349,38 +348,6 @@ pub struct WebhookConfig {
     pub health_address: Option<SocketAddr>,
 }
 
-impl WebhookConfig {
-    /// The webhook configuration `sluice serve` flags select; None without `--webhook-address`.
-    pub fn from_serve_args(
-        args: &crate::cli::serve::ServeArgs,
-        metrics: Metrics,
-    ) -> Option<WebhookConfig> {
-        let address = args.webhook_address?;
-        Some(WebhookConfig {
-            address,
-            cert_path: args.webhook_cert.clone().unwrap_or_default(),
-            key_path: args.webhook_key.clone().unwrap_or_default(),
-            settings: AdmissionSettings {
-                // clap restricts the flag to the three values; the fallback is the seed 001 default.
-                default_path_type: PathType::parse(&args.default_path_type)
-                    .unwrap_or(PathType::ImplementationSpecific),
-                default_ingress_class: args.default_ingress_class.clone(),
-                gateway_controller_name: Some(args.gateway_controller_name.clone()),
-            },
-            metrics,
-            reload_interval: Duration::from_secs(1),
-            limits: Limits {
-                request_timeout: args.webhook_request_timeout.into(),
-                max_buffered_bytes: args.webhook_max_buffered_mib as usize * 1024 * 1024,
-                max_concurrent_reviews: args.webhook_max_concurrent_reviews as usize,
-                http2_max_streams: args.webhook_http2_max_streams,
-                ..Limits::default()
-            },
-            health_address: args.webhook_health_address,
-        })
-    }
-}
-
 /// Serves the webhook over HTTPS on `address` until `shutdown` resolves. The certificate and key
 /// are read now (an unusable pair is an error) and re-read when the files change.
 pub async fn serve(
@@ -490,75 +457,4 @@ pub async fn start(
         }
         served
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(extra: &[&str]) -> AdmissionSettings {
-        config(extra).expect("a webhook address").settings
-    }
-
-    fn config(extra: &[&str]) -> Result<WebhookConfig, String> {
-        use clap::Parser;
-        let args = [
-            "sluice",
-            "serve",
-            "--webhook-address",
-            "127.0.0.1:8443",
-            "--webhook-cert",
-            "tls.crt",
-            "--webhook-key",
-            "tls.key",
-        ];
-        let cli =
-            crate::cli::Cli::try_parse_from(args.iter().chain(extra)).map_err(|e| e.to_string())?;
-        let crate::cli::Command::Serve(serve) = cli.command else {
-            panic!("not serve");
-        };
-        WebhookConfig::from_serve_args(&serve, Metrics::new()).ok_or_else(|| "no webhook".into())
-    }
-
-    #[test]
-    fn serve_flags_set_the_limits() {
-        let c = config(&[]).unwrap();
-        assert_eq!(c.limits, Limits::default());
-        assert_eq!(c.health_address, None);
-        let c = config(&[
-            "--webhook-request-timeout=7s",
-            "--webhook-max-buffered-mib=64",
-            "--webhook-max-concurrent-reviews=4",
-            "--webhook-http2-max-streams=8",
-            "--webhook-health-address=127.0.0.1:9444",
-        ])
-        .unwrap();
-        assert_eq!(c.limits.request_timeout, Duration::from_secs(7));
-        assert_eq!(c.limits.max_buffered_bytes, 64 << 20);
-        assert_eq!(c.limits.max_buffered_bytes_per_peer(), 16 << 20);
-        assert_eq!(c.limits.max_concurrent_reviews, 4);
-        assert_eq!(c.limits.http2_max_streams, 8);
-        assert_eq!(c.health_address, Some("127.0.0.1:9444".parse().unwrap()));
-        for bad in [
-            "--webhook-request-timeout=31s",
-            "--webhook-request-timeout=500ms",
-            "--webhook-max-buffered-mib=4",
-            "--webhook-max-concurrent-reviews=0",
-        ] {
-            assert!(config(&[bad]).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn serve_scopes_gateway_api_admission_to_its_controller_name() {
-        assert_eq!(
-            settings(&[]).gateway_controller_name.as_deref(),
-            Some("sluice.dev/gateway-controller")
-        );
-        let flag = ["--gateway-controller-name", "example.com/gw"];
-        assert_eq!(
-            settings(&flag).gateway_controller_name.as_deref(),
-            Some("example.com/gw")
-        );
-    }
 }

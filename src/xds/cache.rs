@@ -19,7 +19,7 @@ use envoy_types::pb::google::protobuf::Any;
 use prost::Message;
 
 use super::content;
-use crate::translate::{ResourceType, Resources};
+use super::resources::{ResourceType, Resources};
 
 /// A resource's name. The resource and its key in a [`ResourceMap`] share it, and so does every
 /// copy of the key the persistent maps make when they copy a node on an edit; the resources of

@@ -4,6 +4,7 @@
 pub mod cache;
 pub(crate) mod content;
 pub mod limits;
+pub mod resources;
 pub mod server;
 pub mod stream;
 pub mod tls;

@@ -36,7 +36,7 @@ use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, Disc
 use super::cache::{Resource, ResourceMap, ResourceName, Snapshot, TypeSnapshot, set_version};
 use super::wire::{DeltaResponse, SotwResponse};
 use crate::pmap::DiffItem;
-use crate::translate::ResourceType;
+use super::resources::ResourceType;
 
 /// Counters shared by every stream of a server (exported on `/metrics` by [`register_stats`]).
 #[derive(Debug, Default)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
 use super::super::{Mode, Response, Stats};
-use crate::translate::ResourceType;
+use crate::xds::resources::ResourceType;
 use crate::xds::cache::{Resource, Snapshot, TypeSnapshot, set_version};
 use crate::xds::wire::{DeltaResponse, SotwResponse};
 

@@ -19,7 +19,7 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, ServerConfig, SignatureScheme};
 use tokio_stream::StreamExt;
 
-use crate::webhook::{ReloadingCert, TlsError};
+use crate::tls::{ReloadingCert, TlsError};
 
 /// How long a client has to complete its TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -137,7 +137,7 @@ pub struct ReloadingCa {
 
 impl ReloadingCa {
     pub fn load(path: &Path, provider: Arc<CryptoProvider>) -> Result<ReloadingCa, TlsError> {
-        let pem = crate::webhook::tls::read(path)?;
+        let pem = crate::tls::read(path)?;
         let verifier = verifier(path, &pem, Arc::clone(&provider))?;
         Ok(ReloadingCa {
             path: path.to_path_buf(),
@@ -154,7 +154,7 @@ impl ReloadingCa {
     /// Reads the file; true when new content was taken, an error when new content cannot be used
     /// (it is remembered, so the same content is not tried again).
     fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        let pem = crate::webhook::tls::read(&self.path)?;
+        let pem = crate::tls::read(&self.path)?;
         if self.state.read().unwrap_or_else(PoisonError::into_inner).0 == pem {
             return Ok(false);
         }
@@ -168,7 +168,7 @@ impl ReloadingCa {
     /// Looks at the file every `interval` until `shutdown` resolves.
     pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: impl Future<Output = ()>) {
         let path = self.path.display().to_string();
-        crate::webhook::tls::poll_files(
+        crate::tls::poll_files(
             interval,
             shutdown,
             move || self.reload_if_changed(),

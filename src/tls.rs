@@ -76,7 +76,7 @@ pub fn build_certified_key(
 }
 
 /// The file's bytes, or [`TlsError::Read`] naming it.
-pub(crate) fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+pub fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|source| TlsError::Read {
         path: path.display().to_string(),
         source,
@@ -194,7 +194,7 @@ impl ResolvesServerCert for ReloadingCert {
 /// Calls `reload` on a blocking thread every `interval` until `shutdown` resolves: `Ok(true)` when
 /// it took new content, `Ok(false)` when nothing changed, an error when what changed cannot be
 /// used. `log` hears of each new content taken and of each error once, until another outcome.
-pub(crate) async fn poll_files<R>(
+pub async fn poll_files<R>(
     interval: Duration,
     shutdown: impl Future<Output = ()>,
     reload: R,
