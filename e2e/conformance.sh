@@ -56,7 +56,7 @@ done
 
 PROFILES="${CONFORMANCE_PROFILES:-GATEWAY-HTTP,GATEWAY-TLS,GATEWAY-GRPC,GATEWAY-TCP}"
 GATEWAY_CLASS=sluice
-# sluice's default --gateway-controller-name (src/dag/mod.rs, DEFAULT_GATEWAY_CONTROLLER_NAME).
+# sluice's default --gateway-controller-name (crates/core/src/dag/mod.rs, DEFAULT_GATEWAY_CONTROLLER_NAME).
 CONTROLLER_NAME=sluice.dev/gateway-controller
 GATEWAY_ADDRESSES="${CONFORMANCE_GATEWAY_ADDRESSES:-127.0.1.0/24}"
 # The pod runner runs this binary for every container whose image starts with one of these

@@ -136,15 +136,14 @@ pub async fn serve(
     };
 
     let webhook_metrics = crate::webhook::Metrics::new();
-    let webhook =
-        match crate::cli::serve::webhook_config(args, webhook_metrics.clone()) {
-            Some(cfg) => Some(
-                crate::webhook::start(cfg, index.clone(), stopped(stop_rx.clone()))
-                    .await
-                    .context("admission webhook")?,
-            ),
-            None => None,
-        };
+    let webhook = match crate::cli::serve::webhook_config(args, webhook_metrics.clone()) {
+        Some(cfg) => Some(
+            crate::webhook::start(cfg, index.clone(), stopped(stop_rx.clone()))
+                .await
+                .context("admission webhook")?,
+        ),
+        None => None,
+    };
 
     let listener = tokio::net::TcpListener::bind(args.xds_address)
         .await

@@ -516,7 +516,7 @@ fn counts_of_a_build_are_made_once_and_match_a_full_build_after_random_changes()
         endpoints_per_service: 1,
         unrelated_secrets: 0,
     });
-    let mut rng = crate::test_rng::Rng::new(7);
+    let mut rng = sluice_core::test_rng::Rng::new(7);
     for round in 0..20 {
         let dag = p.publish(&s);
         drop(metrics.rebuilt(&dag, &s));

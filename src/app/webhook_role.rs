@@ -30,9 +30,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let webhook_metrics = crate::webhook::Metrics::new();
-    let webhook_config =
-        crate::cli::serve::webhook_config(args, webhook_metrics.clone())
-            .context("--role webhook needs --webhook-address, --webhook-cert and --webhook-key")?;
+    let webhook_config = crate::cli::serve::webhook_config(args, webhook_metrics.clone())
+        .context("--role webhook needs --webhook-address, --webhook-cert and --webhook-key")?;
     let config = super::cluster::config_from_args(args)?;
     let clients = super::cluster::connect_cluster().await?;
     let index = IndexHandle::new(args.dag_options());
@@ -92,5 +91,94 @@ spec: {virtualhost: {fqdn: b.example.com}, routes: [{backends: [{http: s, port: 
         assert!(index.is_ready());
         assert!(index.load().host_owner("b.example.com").is_some());
         assert_eq!(*dag, crate::dag::Dag::default());
+    }
+
+    /// The webhook's index of a snapshot holding only the kinds the webhook role watches is the
+    /// index of the whole snapshot (but for the count of objects): it reads nothing else.
+    #[test]
+    fn the_webhook_index_needs_only_the_kinds_the_webhook_role_watches() {
+        use crate::k8s::kinds::WEBHOOK_WATCHED;
+        use crate::webhook::index::Index;
+        let all = r#"
+apiVersion: contour.heptio.com/v1beta1
+kind: IngressRoute
+metadata: {name: a, namespace: n, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec: {virtualhost: {fqdn: a.example.com, tls: {secretName: cert}}, routes: [{match: /, services: [{name: s, port: 80}]}]}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {name: b, namespace: n}
+spec: {virtualhost: {fqdn: b.example.com}, routes: [{backends: [{http: s, port: 80}]}]}
+---
+apiVersion: contour.heptio.com/v1alpha1
+kind: Route
+metadata: {name: c, namespace: n}
+spec: {host: c.example.com, routes: [{pathPrefix: /, upstreams: [{serviceName: s, servicePort: 80}]}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: sluice, annotations: {ingressclass.kubernetes.io/is-default-class: "true"}}
+spec: {controller: sluice.dev/ingress-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: gc}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: n}
+spec: {gatewayClassName: gc, listeners: [{name: http, port: 80, protocol: HTTP}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: s, namespace: n}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: cert, namespace: n}
+type: kubernetes.io/tls
+data: {tls.crt: "", tls.key: ""}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: n}
+"#;
+        let watched: Vec<&str> = all
+            .split("\n---\n")
+            .filter(|doc| {
+                WEBHOOK_WATCHED.iter().any(|k| {
+                    doc.contains(&format!("apiVersion: {}\n", k.api_version()))
+                        && doc.contains(&format!("kind: {}\n", k.kind()))
+                })
+            })
+            .collect();
+        assert_eq!(watched.len(), 6);
+        let options = sluice_core::dag::Options::default();
+        let full = Index::build(&sluice_core::store::Snapshot::from_test_yaml(all), &options);
+        let narrow = Index::build(
+            &sluice_core::store::Snapshot::from_test_yaml(&watched.join("\n---\n")),
+            &options,
+        );
+        assert_eq!(full.owned_hosts(), narrow.owned_hosts());
+        assert_eq!(full.owned_hosts().len(), 3);
+        assert_eq!(
+            full.default_ingress_classes(),
+            narrow.default_ingress_classes()
+        );
+        assert!(narrow.has_ingress_class("sluice"));
+        let gw = sluice_core::api::ObjKey::new("n", "gw");
+        assert_eq!(narrow.gateway_class_of(&gw), Some("gc"));
+        assert_eq!(full.gateway_class_of(&gw), narrow.gateway_class_of(&gw));
+        assert_eq!(
+            narrow.gateway_class_controller("gc"),
+            Some("sluice.dev/gateway-controller")
+        );
+        assert_eq!(
+            full.gateway_class_controller("gc"),
+            narrow.gateway_class_controller("gc")
+        );
+        assert!(full.len() > narrow.len());
     }
 }

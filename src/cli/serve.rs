@@ -362,10 +362,7 @@ pub fn run(args: ServeArgs) -> u8 {
         dag_options: args.dag_options(),
         translate_options: args.translate_options(),
         debounce: std::time::Duration::from_millis(200),
-        webhook: crate::cli::serve::webhook_config(
-            &args,
-            crate::webhook::Metrics::new(),
-        ),
+        webhook: crate::cli::serve::webhook_config(&args, crate::webhook::Metrics::new()),
         metrics_address: args.metrics_address,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
