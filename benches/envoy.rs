@@ -2,7 +2,7 @@
 //! route to Envoy serving it divides between sluice and Envoy (`envoy_*` keys).
 //!
 //! sluice's ADS server (the production `xds::serve` over loopback gRPC) serves the pipeline's
-//! snapshots of the synthetic cluster (`src/synth.rs`: 10k routing objects, 6,000 plain-HTTP
+//! snapshots of the synthetic cluster (`crates/core/src/synth.rs`: 10k routing objects, 6,000 plain-HTTP
 //! hosts, as many as the cluster benchmark's propagation) to a real Envoy started with the
 //! bootstrap `sluice bootstrap` writes and the flags docs/xds.md recommends. Then, one at a time,
 //! a root IngressRoute with a new host is added to the snapshot and published, as the cluster-mode

@@ -3,7 +3,7 @@
 //! keys; docs/benchmarks.md, "Envoy's update by the configuration's shape").
 //!
 //! For each shape, sluice's ADS server (the production `xds::serve` over loopback gRPC) serves the
-//! synthetic cluster's resources (`src/synth.rs`, 10k routing objects: 5,601 plain-HTTP virtual
+//! synthetic cluster's resources (`crates/core/src/synth.rs`, 10k routing objects: 5,601 plain-HTTP virtual
 //! hosts, 9,201 routes) with `ingress_http` rewritten in that shape to a real Envoy started with
 //! the bootstrap `sluice bootstrap` writes. Once Envoy has taken the first configuration in, one
 //! host is added at a time and each update is timed by Envoy's own log: received → route table

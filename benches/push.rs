@@ -1,7 +1,7 @@
 //! One object changes → the delta xDS push reaches a connected client (`change_push_ms_10k`).
 //!
 //! A real ADS server (the production `xds::serve` over loopback gRPC) serves the pipeline's
-//! snapshots of a synthetic cluster with 10k routing objects (`src/synth.rs`). A delta client
+//! snapshots of a synthetic cluster with 10k routing objects (`crates/core/src/synth.rs`). A delta client
 //! subscribes to every resource, ACKs every response, and timestamps each response as it is
 //! decoded. Then, one at a time, a change is handed to the pipeline — as the cluster-mode rebuild
 //! loop does once its debounce window has passed — and the time until the client holds the
