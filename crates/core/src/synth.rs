@@ -341,38 +341,40 @@ pub mod secure_backends {
         let ca = ca.replace('\n', "\\n");
         format!(
             r#"
-    apiVersion: v1
-    kind: Service
-    metadata: {{name: api, namespace: web}}
-    spec: {{ports: [{{name: https, port: 443}}]}}
-    ---
-    apiVersion: discovery.k8s.io/v1
-    kind: EndpointSlice
-    metadata: {{name: api-1, namespace: web, labels: {{kubernetes.io/service-name: api}}}}
-    addressType: IPv4
-    ports: [{{name: https, port: 8443}}]
-    endpoints: [{{addresses: [10.0.0.1], conditions: {{ready: true}}}}]
-    ---
-    apiVersion: v1
-    kind: Secret
-    metadata: {{name: api-ca, namespace: web}}
-    type: kubernetes.io/tls
-    stringData: {{ca.crt: "{ca}", tls.crt: "", tls.key: ""}}
-    ---
-    apiVersion: projectcontour.io/v1
-    kind: IngressRoute
-    metadata: {{name: root, namespace: web}}
-    spec:
-      virtualhost: {{fqdn: api.example.com}}
-      routes:
-      - services: [{}]
-    "#,
+apiVersion: v1
+kind: Service
+metadata: {{name: api, namespace: web}}
+spec: {{ports: [{{name: https, port: 443}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: api-1, namespace: web, labels: {{kubernetes.io/service-name: api}}}}
+addressType: IPv4
+ports: [{{name: https, port: 8443}}]
+endpoints: [{{addresses: [10.0.0.1], conditions: {{ready: true}}}}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: api-ca, namespace: web}}
+type: kubernetes.io/tls
+stringData: {{ca.crt: "{ca}", tls.crt: "", tls.key: ""}}
+---
+apiVersion: projectcontour.io/v1
+kind: IngressRoute
+metadata: {{name: root, namespace: web}}
+spec:
+  virtualhost: {{fqdn: api.example.com}}
+  routes:
+  - services: [{}]
+"#,
             backends.join(", ")
         )
     }
 
+    /// A backend verified with the CA of Secret `web/api-ca` (subject name in other letter case).
     pub const VERIFIED: &str =
         "{https: api, port: 443, validation: {caSecret: api-ca, subjectName: API.example.com}}";
+    /// A TLS backend without validation.
     pub const UNVERIFIED: &str = "{https: api, port: 443}";
 }
 
