@@ -275,8 +275,8 @@ fn main() {
 
     // One changed route: the previous and the new model, snapshot and xDS share structure.
     let mut changed = state.snapshot().clone();
-    if let Some(ir) = changed.ingressroutes_v1beta1.values().next() {
-        let mut ir = (**ir.object()).clone();
+    let first = changed.ingressroutes_v1beta1.values().next();
+    if let Some(mut ir) = first.map(|ir| (**ir.object()).clone()) {
         if let Some(r) = ir.spec.routes.first_mut() {
             r.match_ = format!("{}changed", r.match_);
         }

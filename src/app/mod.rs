@@ -516,7 +516,7 @@ mod tests {
         // model's endpoints are those of the last full build again, Envoy's are not (the
         // encoder reuses only what it encoded itself for the previous model).
         s.put_endpoint_slice(key.clone(), original.clone());
-        let last_route = s.ingressroutes_v1beta1.keys().next_back().unwrap().clone();
+        let last_route = s.ingressroutes_v1beta1.keys().last().unwrap().clone();
         s.ingressroutes_v1beta1.remove(&last_route);
         let (dag, path) = p.publish_counted(&s);
         assert!(matches!(path, PublishPath::Partial { .. }), "{path:?}");
@@ -670,8 +670,7 @@ mod tests {
     }
 
     /// At scale, every change is seen: the snapshot maps are persistent B-trees whose comparison
-    /// skips shared nodes, and a change anywhere in a large map must still be found. (imbl 6.1.0's
-    /// map diff missed some changes in maps of a few hundred entries; this failed with it.)
+    /// skips shared nodes, and a change anywhere in a large map must still be found.
     #[test]
     fn every_change_to_a_large_snapshot_is_rebuilt_and_pushed() {
         let mut snap = crate::synth::snapshot(crate::synth::Shape {

@@ -21,9 +21,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 
-use imbl::ordmap::DiffItem;
-
 use crate::api::{ObjKey, contour_v1, heptio_v1beta1, route_v1alpha1};
+use crate::pmap::{DiffItem, OrdMap};
 
 pub mod endpoints;
 mod prepared;
@@ -37,10 +36,10 @@ pub use service_index::{PortEndpoints, ServiceEntry, ServiceIndex};
 
 /// Objects of one kind by namespace/name (cluster-scoped kinds use an empty namespace).
 ///
-/// A persistent sorted map ([`imbl::OrdMap`]): cloning a snapshot is cheap and shares every object
+/// A persistent sorted map ([`OrdMap`], the one the routing model is made of): cloning a snapshot is cheap and shares every object
 /// and most of the map with the original, so each build can keep the snapshot it read, and two
 /// snapshots are compared where they differ only.
-pub type Objects<T> = imbl::OrdMap<ObjKey, Arc<T>>;
+pub type Objects<T> = OrdMap<ObjKey, Arc<T>>;
 
 /// Whether two object maps hold the same objects; maps that share structure (one derived from the
 /// other) are compared where they differ only.
@@ -418,7 +417,7 @@ fn put_prepared<T: Prepare>(map: &mut Objects<Prepared<T>>, key: ObjKey, object:
 /// `key`, with its namespace's text replaced by the one `map`'s keys of that namespace share.
 fn shared_key<T>(map: &Objects<T>, key: ObjKey) -> ObjKey {
     let first_of_namespace = ObjKey::new(key.namespace.clone(), "");
-    match map.range(first_of_namespace..).next() {
+    match map.range_from(&first_of_namespace).next() {
         Some((k, _)) if k.namespace == key.namespace => ObjKey {
             namespace: k.namespace.clone(),
             name: key.name,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use imbl::HashMap;
+use sluice_core::pmap::OrdMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -29,7 +29,7 @@ pub struct HostOwner {
 }
 
 /// What the webhook knows about the cluster, as of one snapshot. The maps are persistent
-/// (`imbl`): the index of the next snapshot is derived from this one by the roots that changed.
+/// ([`OrdMap`]): the index of the next snapshot is derived from this one by the roots that changed.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Index {
     /// Lowercased fqdn → every root claiming it, oldest first (by creationTimestamp, then
@@ -38,15 +38,15 @@ pub struct Index {
     /// the status names. The first claimant owns the host. Nearly every host has one claimant, so
     /// the claimants are a sorted `Vec` of exact capacity (a `BTreeSet` allocates a node of eleven
     /// slots for one: ~0.9 KB per host, 9 MB at 10k hosts).
-    claims: HashMap<String, Vec<Claim>>,
+    claims: OrdMap<String, Vec<Claim>>,
     /// Names of the IngressClasses marked default, sorted.
     default_classes: Vec<String>,
     /// Names of every IngressClass, sorted.
     ingress_classes: Vec<String>,
     /// GatewayClass name → controllerName.
-    gateway_class_controllers: HashMap<String, String>,
+    gateway_class_controllers: OrdMap<String, String>,
     /// Gateway namespace/name → gatewayClassName.
-    gateway_classes: HashMap<ObjKey, String>,
+    gateway_classes: OrdMap<ObjKey, String>,
     /// Number of objects in the snapshot the index was built from.
     objects: usize,
 }

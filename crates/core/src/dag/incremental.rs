@@ -579,7 +579,7 @@ fn objects_naming(s: &Snapshot, ns: &str, names: &Names, out: &mut Vec<ObjectRef
     where
         T: NamesOf,
     {
-        for (key, o) in objects.range(ObjKey::new(ns, "")..) {
+        for (key, o) in objects.range_from(&ObjKey::new(ns, "")) {
             if *key.namespace != *ns {
                 break;
             }

@@ -20,12 +20,12 @@
 
 use std::sync::Arc;
 
-use hashbrown::{DefaultHashBuilder, Equivalent};
 use smallvec::SmallVec;
 
 use super::endpoints::{Endpoints, slice_endpoints};
 use super::{ServicePorts, SliceEndpoints};
-use crate::api::ObjKey;
+use crate::api::{KeyParts, ObjKey};
+use crate::pmap::OrdMap;
 
 /// One Service name of a namespace, as a build resolves it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,35 +88,15 @@ impl ServiceEntry {
     }
 }
 
-/// Services and the EndpointSlices naming them, by namespace and Service name.
+/// Services and the EndpointSlices naming them, by namespace and Service name: a persistent map
+/// (a snapshot's clone shares it), searched with borrowed names ([`KeyParts`]).
 #[derive(Clone, Debug, Default)]
-pub struct ServiceIndex(
-    imbl::GenericHashMap<
-        ObjKey,
-        ServiceEntry,
-        DefaultHashBuilder,
-        imbl::shared_ptr::DefaultSharedPtr,
-    >,
-);
-
-/// A Service's namespace and name, borrowed: what a lookup is made with. It hashes as the
-/// [`ObjKey`] of the same texts does (each part as a `str`, in order).
-#[derive(Hash)]
-struct ServiceName<'a> {
-    namespace: &'a str,
-    name: &'a str,
-}
-
-impl Equivalent<ObjKey> for ServiceName<'_> {
-    fn equivalent(&self, key: &ObjKey) -> bool {
-        *key.namespace == *self.namespace && *key.name == *self.name
-    }
-}
+pub struct ServiceIndex(OrdMap<ObjKey, ServiceEntry>);
 
 impl ServiceIndex {
     /// The entry of Service `name` in `namespace`, with its key.
     pub fn get(&self, namespace: &str, name: &str) -> Option<(&ObjKey, &ServiceEntry)> {
-        self.0.get_key_value(&ServiceName { namespace, name })
+        self.0.get_key_value(&(namespace, name) as &dyn KeyParts)
     }
 
     /// The number of Service names with a Service or an EndpointSlice.
@@ -130,14 +110,11 @@ impl ServiceIndex {
 
     /// Sets (or, with None, clears) the Service of key `key`.
     pub(super) fn set_service(&mut self, key: &ObjKey, service: Option<Arc<ServicePorts>>) {
-        let name = ServiceName {
-            namespace: &key.namespace,
-            name: &key.name,
-        };
-        if let Some(entry) = self.0.get_mut(&name) {
+        let name: &dyn KeyParts = key;
+        if let Some(entry) = self.0.get_mut(name) {
             entry.service = service;
             if entry.is_empty() {
-                self.0.remove(&name);
+                self.0.remove(name);
             } else {
                 entry.resolve();
             }
@@ -179,10 +156,8 @@ impl ServiceIndex {
         let Some(service) = slice.service.as_deref() else {
             return;
         };
-        let name = ServiceName {
-            namespace: &key.namespace,
-            name: service,
-        };
+        let parts = (&*key.namespace, service);
+        let name: &dyn KeyParts = &parts;
         let put = |entry: &mut ServiceEntry| {
             let slices = &mut entry.slices;
             match slices.binary_search_by(|(n, _)| (**n).cmp(&*key.name)) {
@@ -191,7 +166,7 @@ impl ServiceIndex {
             }
             entry.resolve();
         };
-        if let Some(entry) = self.0.get_mut(&name) {
+        if let Some(entry) = self.0.get_mut(name) {
             put(entry);
             return;
         }
@@ -206,18 +181,16 @@ impl ServiceIndex {
         let Some(service) = slice.service.as_deref() else {
             return;
         };
-        let name = ServiceName {
-            namespace: &key.namespace,
-            name: service,
-        };
-        let Some(entry) = self.0.get_mut(&name) else {
+        let parts = (&*key.namespace, service);
+        let name: &dyn KeyParts = &parts;
+        let Some(entry) = self.0.get_mut(name) else {
             return;
         };
         if let Ok(at) = (entry.slices).binary_search_by(|(n, _)| (**n).cmp(&*key.name)) {
             entry.slices.remove(at);
         }
         if entry.is_empty() {
-            self.0.remove(&name);
+            self.0.remove(name);
         } else {
             entry.resolve();
         }
