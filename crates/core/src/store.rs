@@ -663,17 +663,6 @@ impl Snapshot {
         Some(changes)
     }
 
-    /// The snapshot of the objects of a YAML stream (its other documents skipped): test input.
-    #[cfg(any(test, feature = "test-support"))]
-    pub fn from_test_yaml(yaml: &str) -> Snapshot {
-        use crate::manifest::{Document, parse_documents};
-        let docs = parse_documents("test.yaml", yaml).expect("test input parses");
-        Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
-            Document::Object(o) => Some(o),
-            _ => None,
-        }))
-    }
-
     /// Builds a snapshot from decoded objects; later duplicates replace earlier ones.
     pub fn from_objects(objects: impl IntoIterator<Item = AnyObject>) -> Snapshot {
         let mut s = Snapshot::default();

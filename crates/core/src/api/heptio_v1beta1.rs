@@ -81,7 +81,7 @@ pub struct Route {
     pub services: Vec<Service>,
     /// Deprecated spelling of `services` used by seed 000: one service object or a list of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::api::crds::any_value")]
+    #[schemars(schema_with = "any_value")]
     pub service: Option<serde_json::Value>,
     /// Hands this prefix to another IngressRoute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,4 +111,9 @@ pub struct Service {
     /// Active health check for this service; overrides spec.healthCheck.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
+}
+
+/// Schema of a field that accepts any JSON value (validated by sluice, not by the schema).
+pub fn any_value(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
 }
