@@ -369,6 +369,20 @@ pub fn load_paths(paths: &[String]) -> Result<Loaded, LoadError> {
     Ok(out)
 }
 
+/// Test input: snapshots written as YAML (an inherent method of the store's type, defined here
+/// because it parses manifests).
+#[cfg(any(test, feature = "test-support"))]
+impl crate::store::Snapshot {
+    /// The snapshot of the objects of a YAML stream (its other documents skipped): test input.
+    pub fn from_test_yaml(yaml: &str) -> crate::store::Snapshot {
+        let docs = parse_documents("test.yaml", yaml).expect("test input parses");
+        crate::store::Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
+            Document::Object(o) => Some(o),
+            _ => None,
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,19 +545,5 @@ spec:
         assert!(
             matches!(&docs[0].1, Document::Rejected { error, .. } if error.path == "metadata.name")
         );
-    }
-}
-
-/// Test input: snapshots written as YAML (an inherent method of the store's type, defined here
-/// because it parses manifests).
-#[cfg(any(test, feature = "test-support"))]
-impl crate::store::Snapshot {
-    /// The snapshot of the objects of a YAML stream (its other documents skipped): test input.
-    pub fn from_test_yaml(yaml: &str) -> crate::store::Snapshot {
-        let docs = parse_documents("test.yaml", yaml).expect("test input parses");
-        crate::store::Snapshot::from_objects(docs.into_iter().filter_map(|(_, d)| match d {
-            Document::Object(o) => Some(o),
-            _ => None,
-        }))
     }
 }

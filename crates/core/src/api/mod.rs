@@ -376,6 +376,17 @@ pub struct Delegate {
     pub namespace: Option<String>,
 }
 
+impl Delegate {
+    /// The namespace the delegation names: its own, or the delegating object's (`own_ns`) when
+    /// it names none.
+    pub fn namespace_in<'a>(&'a self, own_ns: &'a str) -> &'a str {
+        self.namespace
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(own_ns)
+    }
+}
+
 // The stored routing objects are `Eq`: their equality is an equivalence (strings, integers,
 // booleans and JSON values, which hold no NaN), and with `Eq` an `Arc` of one compares its
 // pointers before its contents. The store's diffs (`store::each_change`) compare the objects

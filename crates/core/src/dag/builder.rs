@@ -12,41 +12,22 @@ use hashbrown::{DefaultHashBuilder, HashMap};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::Options;
+use super::halves::Half;
 use super::hosts::{EntryAcc, Hosts, Scope};
+pub use super::hosts::{route_precedence, vhost_clusters};
 use super::model::*;
-use super::parallel::Half;
 use super::slots::{ORPHANED, Of, Slot, SlotIndex, StatusSlots};
 use super::sort::sorted_entries;
 use crate::api::status::reason;
-use crate::api::{HealthCheck, Kind, LbStrategy, ObjKey, ObjectRef};
+use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::{CaBundle, Objects, ServicePortRef, Snapshot, TlsSecretData};
 
+pub use super::clusters::{BackendRef, DEFAULT_HEALTH_CHECK_HOST, PortRef};
 pub use super::clusters::{
     cluster_endpoints, clusters_of_service, effective_weights, health_check_policy,
 };
 pub(super) use super::clusters::{effective_weight, weights_even, write_cluster_name};
 pub use crate::store::SERVICE_NAME_LABEL;
-/// Host header of active health checks when the object names none.
-pub const DEFAULT_HEALTH_CHECK_HOST: &str = "contour-envoy-healthcheck";
-
-/// How a route names a Service port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PortRef<'a> {
-    Number(i32),
-    Name(&'a str),
-}
-
-/// A route's reference to one Service port, with the cluster settings it asks for.
-#[derive(Clone, Debug)]
-pub struct BackendRef<'a> {
-    pub namespace: &'a str,
-    pub service: &'a str,
-    pub port: PortRef<'a>,
-    pub protocol: UpstreamProtocol,
-    pub lb: LbStrategy,
-    pub health_check: Option<&'a HealthCheck>,
-    pub outlier_detection: Option<OutlierDetection>,
-}
 
 #[derive(Clone)]
 struct HostClaim {
@@ -915,61 +896,6 @@ impl SortedParts {
             entries: Map::from_distinct_sorted(self.entries),
         }
     }
-}
-
-/// The names of the clusters a virtual host's routes, TCP proxy and TLS passthrough forward to
-/// (with repeats).
-pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &ClusterName> {
-    let routes = v.routes.iter().flat_map(|r| match &r.action {
-        RouteAction::Forward(cs) => cs.as_slice(),
-        RouteAction::Unavailable(_) | RouteAction::Invalid(_) | RouteAction::Redirect(_) => &[],
-    });
-    let mirrors = v
-        .routes
-        .iter()
-        .flat_map(|r| r.mirrors().iter().map(|m| &m.cluster));
-    let proxied = v.tcp_proxy.iter().chain(&v.tls_passthrough).flatten();
-    (routes.chain(proxied)).map(|c| &c.cluster).chain(mirrors)
-}
-
-/// Route precedence: exact paths first, then regular expressions (longer first), then longer
-/// prefixes, then (same path) more header conditions, then more query parameter conditions, then
-/// a stable order.
-pub fn route_precedence(a: &Route, b: &Route) -> std::cmp::Ordering {
-    use std::cmp::Reverse;
-    fn rank(r: &Route) -> (u8, Reverse<usize>, u8, Reverse<usize>, Reverse<usize>) {
-        let (class, sub) = match &r.path {
-            PathMatch::Exact(_) => (0, 0),
-            PathMatch::Regex(_) => (1, 0),
-            PathMatch::Prefix(_) => (2, 0),
-            PathMatch::StringPrefix(_) => (2, 1),
-        };
-        (
-            class,
-            Reverse(r.path.value().len()),
-            sub,
-            Reverse(r.headers.len()),
-            Reverse(r.query().len()),
-        )
-    }
-    let by_rank = rank(a).cmp(&rank(b));
-    // Between Gateway API routes a tie goes to the older route, then to its earlier rule, as the
-    // Gateway API says: the order they were added in (routes oldest first, rules in order), which
-    // the stable sort keeps.
-    let gateway_api = |r: &Route| {
-        matches!(
-            r.source.kind,
-            Kind::HttpRoute | Kind::GrpcRoute | Kind::TlsRoute | Kind::TcpRoute
-        )
-    };
-    if by_rank.is_eq() && gateway_api(a) && gateway_api(b) {
-        return by_rank;
-    }
-    by_rank
-        .then_with(|| a.path.cmp(&b.path))
-        .then_with(|| a.headers.cmp(&b.headers))
-        .then_with(|| a.query().cmp(b.query()))
-        .then_with(|| a.source.cmp(&b.source))
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::{HealthCheck, LbStrategy};
 use crate::dag::hosts::INDEX_ROUTES_FROM;
 use crate::store::{SliceEndpoints, slice_endpoints};
 

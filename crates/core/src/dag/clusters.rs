@@ -6,10 +6,31 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::builder::{BackendRef, DEFAULT_HEALTH_CHECK_HOST};
 use super::model::*;
 use crate::api::{HealthCheck, LbStrategy, ObjKey};
 use crate::store::Snapshot;
+
+/// Host header of active health checks when the object names none.
+pub const DEFAULT_HEALTH_CHECK_HOST: &str = "contour-envoy-healthcheck";
+
+/// How a route names a Service port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortRef<'a> {
+    Number(i32),
+    Name(&'a str),
+}
+
+/// A route's reference to one Service port, with the cluster settings it asks for.
+#[derive(Clone, Debug)]
+pub struct BackendRef<'a> {
+    pub namespace: &'a str,
+    pub service: &'a str,
+    pub port: PortRef<'a>,
+    pub protocol: UpstreamProtocol,
+    pub lb: LbStrategy,
+    pub health_check: Option<&'a HealthCheck>,
+    pub outlier_detection: Option<OutlierDetection>,
+}
 
 /// Relative weights: when none is given traffic is split evenly; otherwise a backend without a weight
 /// gets none. All-zero weights also split evenly.

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 
-use super::builder::{route_precedence, vhost_clusters};
 use super::model::*;
 use super::sort::sorted_entries;
 use crate::api::ObjectRef;
@@ -180,4 +179,62 @@ pub(super) const INDEX_ROUTES_FROM: usize = 8;
 
 fn match_hash(hasher: &DefaultHashBuilder, r: &Route) -> u64 {
     hasher.hash_one((&r.path, &r.headers, r.query()))
+}
+
+/// The names of the clusters a virtual host's routes, TCP proxy and TLS passthrough forward to
+/// (with repeats).
+pub fn vhost_clusters(v: &VirtualHost) -> impl Iterator<Item = &ClusterName> {
+    let routes = v.routes.iter().flat_map(|r| match &r.action {
+        RouteAction::Forward(cs) => cs.as_slice(),
+        RouteAction::Unavailable(_) | RouteAction::Invalid(_) | RouteAction::Redirect(_) => &[],
+    });
+    let mirrors = v
+        .routes
+        .iter()
+        .flat_map(|r| r.mirrors().iter().map(|m| &m.cluster));
+    let proxied = v.tcp_proxy.iter().chain(&v.tls_passthrough).flatten();
+    (routes.chain(proxied)).map(|c| &c.cluster).chain(mirrors)
+}
+
+/// Route precedence: exact paths first, then regular expressions (longer first), then longer
+/// prefixes, then (same path) more header conditions, then more query parameter conditions, then
+/// a stable order.
+pub fn route_precedence(a: &Route, b: &Route) -> std::cmp::Ordering {
+    use std::cmp::Reverse;
+    fn rank(r: &Route) -> (u8, Reverse<usize>, u8, Reverse<usize>, Reverse<usize>) {
+        let (class, sub) = match &r.path {
+            PathMatch::Exact(_) => (0, 0),
+            PathMatch::Regex(_) => (1, 0),
+            PathMatch::Prefix(_) => (2, 0),
+            PathMatch::StringPrefix(_) => (2, 1),
+        };
+        (
+            class,
+            Reverse(r.path.value().len()),
+            sub,
+            Reverse(r.headers.len()),
+            Reverse(r.query().len()),
+        )
+    }
+    let by_rank = rank(a).cmp(&rank(b));
+    // Between Gateway API routes a tie goes to the older route, then to its earlier rule, as the
+    // Gateway API says: the order they were added in (routes oldest first, rules in order), which
+    // the stable sort keeps.
+    let gateway_api = |r: &Route| {
+        matches!(
+            r.source.kind,
+            crate::api::Kind::HttpRoute
+                | crate::api::Kind::GrpcRoute
+                | crate::api::Kind::TlsRoute
+                | crate::api::Kind::TcpRoute
+        )
+    };
+    if by_rank.is_eq() && gateway_api(a) && gateway_api(b) {
+        return by_rank;
+    }
+    by_rank
+        .then_with(|| a.path.cmp(&b.path))
+        .then_with(|| a.headers.cmp(&b.headers))
+        .then_with(|| a.query().cmp(b.query()))
+        .then_with(|| a.source.cmp(&b.source))
 }

@@ -45,21 +45,16 @@ mod gateway_part;
 #[path = "incremental_links.rs"]
 mod links;
 
-pub(super) use links::{LinkRef, gateway_api_link_hashes, ingress_links, ingressroute_links};
+use super::links::Link;
+#[cfg(test)]
+use super::links::ingress_links;
+pub(super) use links::gateway_api_link_hashes;
 use links::{
     Named, Names, copy_object, diff_keys, each_routing_object, object_links, objects_naming,
 };
 
 /// Above this fraction of the routing objects changed at once, a full build is cheaper.
 pub const MAX_CHANGED_FRACTION: f64 = 0.25;
-
-/// What routing objects share (see the module documentation).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Link {
-    /// In lower case.
-    Host(Arc<str>),
-    IngressRoute(ObjKey),
-}
 
 /// How a model was built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,6 +8,7 @@ use hashbrown::HashSet;
 
 use super::{Link, gateway_part};
 use crate::api::{Kind, ObjKey, ObjectRef};
+use crate::dag::links::{LinkRef, ingress_links, ingressroute_links};
 use crate::store::{Objects, Prepare, Prepared, Snapshot};
 
 /// Services and TLS Secrets of one namespace, by name.
@@ -208,97 +209,6 @@ pub(super) fn each_routing_object(
     );
     if let Some(links) = gateway_part::links(s, controller) {
         f(gateway_part::gateway_api(), links);
-    }
-}
-
-/// A link as a routing object names it, borrowed from the object (a host in any letter case).
-#[derive(Clone, Copy, Debug)]
-pub(in crate::dag) enum LinkRef<'a> {
-    Host(&'a str),
-    /// namespace, name
-    IngressRoute(&'a str, &'a str),
-}
-
-/// The hasher of [`LinkRef::hash`]: one per process, randomly seeded, so the hashes an object's
-/// preparation computed when it arrived match those a build computes later.
-static LINK_HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
-    std::sync::LazyLock::new(Default::default);
-
-impl LinkRef<'_> {
-    /// The link's hash, the same for a host in any letter case (a parallel build deals objects
-    /// into halves by these; see `parallel::sides`).
-    pub(in crate::dag) fn hash(self) -> u64 {
-        use std::hash::BuildHasher;
-        let hasher = &*LINK_HASHER;
-        match self {
-            LinkRef::Host(h) if h.bytes().any(|c| c.is_ascii_uppercase()) => {
-                hasher.hash_one((0u8, h.to_ascii_lowercase().as_str()))
-            }
-            LinkRef::Host(h) => hasher.hash_one((0u8, h)),
-            LinkRef::IngressRoute(ns, name) => hasher.hash_one((1u8, ns, name)),
-        }
-    }
-
-    /// The link, named by the object of key `key`: its namespace and name are shared with the
-    /// key where they are the same.
-    pub(super) fn to_link(self, key: &ObjKey) -> Link {
-        let shared = |s: &str, own: &Arc<str>| match **own == *s {
-            true => own.clone(),
-            false => Arc::from(s),
-        };
-        match self {
-            LinkRef::Host(h) if h.bytes().any(|c| c.is_ascii_uppercase()) => {
-                Link::Host(Arc::from(h.to_ascii_lowercase()))
-            }
-            LinkRef::Host(h) => Link::Host(Arc::from(h)),
-            LinkRef::IngressRoute(ns, name) => Link::IngressRoute(ObjKey {
-                namespace: shared(ns, &key.namespace),
-                name: shared(name, &key.name),
-            }),
-        }
-    }
-}
-
-/// The links of an IngressRoute (either API version): its own name, the names it delegates to,
-/// its fqdn.
-pub(in crate::dag) fn ingressroute_links<'a>(
-    key: &'a ObjKey,
-    delegates: impl Iterator<Item = &'a crate::api::Delegate>,
-    fqdn: Option<&'a str>,
-    f: &mut impl FnMut(LinkRef<'a>),
-) {
-    f(LinkRef::IngressRoute(&key.namespace, &key.name));
-    for d in delegates {
-        let ns = crate::dag::ingressroute::delegate_namespace(&key.namespace, d);
-        f(LinkRef::IngressRoute(ns, &d.name));
-    }
-    if let Some(h) = fqdn {
-        f(LinkRef::Host(h));
-    }
-}
-
-/// The links of an Ingress: its TLS hosts, its rules' hosts (the catch-all host for a rule
-/// without one) and the catch-all host for a default backend; repeats possible.
-pub(in crate::dag) fn ingress_links<'a>(
-    o: &'a k8s_openapi::api::networking::v1::Ingress,
-    f: &mut impl FnMut(LinkRef<'a>),
-) {
-    let Some(spec) = &o.spec else {
-        return;
-    };
-    for tls in spec.tls.iter().flatten() {
-        for h in tls.hosts.iter().flatten() {
-            f(LinkRef::Host(h));
-        }
-    }
-    for rule in spec.rules.iter().flatten() {
-        let host = rule.host.as_deref().filter(|h| !h.is_empty());
-        f(LinkRef::Host(
-            host.unwrap_or(crate::dag::ingress::CATCH_ALL_HOST),
-        ));
-    }
-    if spec.default_backend.is_some() {
-        f(LinkRef::Host(crate::dag::ingress::CATCH_ALL_HOST));
     }
 }
 

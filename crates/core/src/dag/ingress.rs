@@ -23,8 +23,7 @@ use crate::validate::ingress::{
     PathType, class_conflict, ingress_class, is_default_class, validate_ingress,
 };
 
-/// The virtual host of rules without a host, and of every Ingress's defaultBackend.
-pub const CATCH_ALL_HOST: &str = "*";
+pub use super::model::CATCH_ALL_HOST;
 /// Minimum TLS version of hosts served from Ingress TLS entries.
 pub const INGRESS_MIN_TLS: TlsVersion = TlsVersion::V1_2;
 /// Message of routes to `resource` backends.
@@ -60,7 +59,7 @@ impl Prepare for Ingress {
 
     fn prepare(_key: &ObjKey, o: &Self) -> ReadyIngress {
         let mut link_hashes = smallvec::SmallVec::new();
-        super::incremental::ingress_links(o, &mut |l| link_hashes.push(l.hash()));
+        super::links::ingress_links(o, &mut |l| link_hashes.push(l.hash()));
         link_hashes.sort_unstable();
         link_hashes.dedup();
         ReadyIngress {
@@ -487,7 +486,7 @@ mod tests {
 
     #[test]
     fn the_store_prepares_each_version_of_an_ingress_it_takes_in() {
-        use crate::dag::incremental::LinkRef;
+        use crate::dag::links::LinkRef;
         use crate::store::AnyObject;
         let ingress = |class: &str, path: &str| {
             format!(

@@ -13,7 +13,7 @@ use super::Builder;
 use super::delegation::{
     BackendField, Finder, Found, HealthCheckRef, Node, NodeBackend, NodeRoute, Target, Walk,
 };
-use super::incremental::ingressroute_links;
+use super::links::ingressroute_links;
 use super::model::*;
 use super::slots::{Slot, SlotIndex};
 use crate::api::contour_v1::{self, BackendProtocol};
@@ -342,16 +342,7 @@ fn build_version<'s, T, F>(
 }
 
 pub(super) fn delegate_key(own_ns: &str, d: &Delegate) -> ObjKey {
-    ObjKey::new(delegate_namespace(own_ns, d), d.name.clone())
-}
-
-/// The namespace a delegation names: its own, or the delegating object's (`own_ns`) when it
-/// names none.
-pub(super) fn delegate_namespace<'a>(own_ns: &'a str, d: &'a Delegate) -> &'a str {
-    d.namespace
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .unwrap_or(own_ns)
+    ObjKey::new(d.namespace_in(own_ns), d.name.clone())
 }
 
 /// Lowers the routes of a v1beta1 IngressRoute (valid by its own rules) for the walk.

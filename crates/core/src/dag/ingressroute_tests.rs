@@ -6,7 +6,7 @@ use crate::dag::{self, Dag, Options};
 use crate::store::{AnyObject, Snapshot};
 
 use super::*;
-use crate::dag::incremental::LinkRef;
+use crate::dag::links::LinkRef;
 
 fn mk_dag(yaml: &str) -> Dag {
     dag::build(&Snapshot::from_test_yaml(yaml), &Options::default())

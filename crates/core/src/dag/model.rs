@@ -29,6 +29,9 @@ pub const INVALID_BACKEND_CLUSTER: &str = "sluice:invalid-backend";
 /// The same for a GRPCRoute: Envoy answers 503, which a gRPC client gets as `UNAVAILABLE`.
 pub const UNAVAILABLE_BACKEND_CLUSTER: &str = "sluice:unavailable-backend";
 
+/// The virtual host of rules without a host, and of every Ingress's defaultBackend.
+pub const CATCH_ALL_HOST: &str = "*";
+
 /// The whole routing model plus statuses.
 ///
 /// Virtual hosts and clusters are held in `Arc`s: a model built from the previous one shares the

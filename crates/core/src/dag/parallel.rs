@@ -14,11 +14,12 @@
 use hashbrown::HashMap;
 
 use super::builder::SortedParts;
-use super::incremental::LinkRef;
+use super::halves::{Half, Sides};
+use super::links::LinkRef;
 use super::model::*;
 use super::slots::Place;
 use super::{Builder, Options};
-use crate::api::{Kind, ObjectRef};
+use crate::api::ObjectRef;
 use crate::store::Snapshot;
 
 /// Snapshots with at least this many routing objects are built on two threads. Dealing the
@@ -81,59 +82,6 @@ fn build_half<'a>(snapshot: &'a Snapshot, half: Half<'a>, options: &'a Options) 
     let mut b = Builder::half(snapshot, half, options);
     super::run(&mut b);
     b.finish_sorted()
-}
-
-/// Which half (0 or 1) each routing object of a snapshot is in, per kind, by position in the
-/// kind's key order.
-#[derive(Debug, Default)]
-pub(super) struct Sides {
-    ingresses: Vec<u8>,
-    ingressroutes_v1beta1: Vec<u8>,
-    ingressroutes_v1: Vec<u8>,
-    routes_v1alpha1: Vec<u8>,
-    /// The half of the Gateway API objects, all of them.
-    gateway_api: u8,
-}
-
-/// The routing objects one thread of a parallel build builds.
-#[derive(Clone, Copy)]
-pub(super) struct Half<'a> {
-    sides: &'a Sides,
-    side: u8,
-}
-
-impl<'a> Half<'a> {
-    /// Whether the object at `position` (in key order) among the objects of `kind` is in this
-    /// half. Only routing objects are dealt into halves.
-    pub(super) fn holds(self, kind: Kind, position: usize) -> bool {
-        let sides = match kind {
-            Kind::Ingress => &self.sides.ingresses,
-            Kind::IngressRouteV1beta1 => &self.sides.ingressroutes_v1beta1,
-            Kind::IngressRouteV1 => &self.sides.ingressroutes_v1,
-            Kind::RouteV1alpha1 => &self.sides.routes_v1alpha1,
-            _ => return false,
-        };
-        sides.get(position) == Some(&self.side)
-    }
-
-    /// Whether the Gateway API objects are in this half.
-    pub(super) fn holds_gateway_api(self) -> bool {
-        self.sides.gateway_api == self.side
-    }
-
-    /// The number of routing objects in this half (not counting the Gateway API objects).
-    pub(super) fn routing_objects(self) -> usize {
-        let s = self.sides;
-        [
-            &s.ingresses,
-            &s.ingressroutes_v1beta1,
-            &s.ingressroutes_v1,
-            &s.routes_v1alpha1,
-        ]
-        .into_iter()
-        .map(|v| v.iter().filter(|&&x| x == self.side).count())
-        .sum()
-    }
 }
 
 /// The routing objects of `snapshot` dealt into two halves of whole connected parts, of about
@@ -358,6 +306,7 @@ fn merge_by_place<V>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Kind;
     use crate::dag::incremental::tests::gateway::gateway_pool;
     use crate::synth::pool::pool;
     use crate::test_rng::Rng;

@@ -14,8 +14,8 @@ use std::rc::Rc;
 
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 
+use super::halves::Half;
 use super::model::{ObjectStatus, State, StatusMessage};
-use super::parallel::Half;
 use super::sort::sorted_entries;
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
