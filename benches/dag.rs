@@ -14,8 +14,8 @@
 //!   `Incremental::build_model`), then `translate::incremental::Encoder::encode` from nothing
 //!   (each resource is translated and encoded in turn, clusters on a second thread), then the
 //!   drop of the previous iteration's model, snapshot and encoder, timed on the calling thread
-//!   (key `dag_path_with_drop_ms_10k`; until 2026-12-02 this total was `dag_build_ms_10k`: at a
-//!   real start there is nothing to drop, and in a running sluice the drop is the drop thread's).
+//!   (key `dag_path_with_drop_ms_10k`; `dag_build_ms_10k` leaves the drop out: at a real start
+//!   there is nothing to drop, and in a running sluice the drop is the drop thread's).
 //!   After that total, `Incremental::index`: the index a full build leaves for the partial builds
 //!   after it, which `Pipeline::publish` makes once the model and its resources are published
 //!   (printed as "then index", key `dag_index_ms_10k`).
@@ -23,8 +23,7 @@
 //!   the previous model (what an IngressClass change causes): every resource is encoded again and
 //!   compared with the bytes it replaces.
 //! - **every proto at once**: `translate::build` (every resource as an envoy-types message) then
-//!   `xds::Snapshot::from_resources`, the path of the tests and the empty start-up snapshot; kept
-//!   for comparison with earlier rounds, whose `dag_build_ms_10k` it was.
+//!   `xds::Snapshot::from_resources`, the path of the tests and the empty start-up snapshot.
 //!
 //! Besides, the store's share, which it does as objects arrive and no build repeats: preparing the
 //! IngressRoutes and Ingresses (`store_prepare_ms_10k`), and putting the Services and
@@ -130,7 +129,7 @@ struct Row {
 #[derive(Clone, Copy)]
 struct Hashing {
     resources: usize,
-    /// As sluice hashed them before the hash round: BLAKE3 keyed, of the name, a zero byte and
+    /// The alternative the encoder's hash is compared with: BLAKE3 keyed, of the name, a zero byte and
     /// the bytes, one resource at a time (the hash alone; the two below also make each
     /// `Resource`, its version text included).
     blake3_one: f64,

@@ -1,7 +1,7 @@
 //! Instructions of one full `dag::build`, counted by callgrind (valgrind): for the same binary and
 //! input the count moves by ~0.2% from run to run (hash tables are seeded at random) however busy
 //! the machine is, so two commits compare here where timings on a shared VM drift by tens of per
-//! cent between minutes (docs/benchmarks-history.md, "Rules round").
+//! cent between minutes (docs/benchmarks.md, "Reading the numbers").
 //!
 //! `cargo bench --bench instructions` counts the build of the `dag` benchmark's 10k cluster
 //! (`sluice::synth`): on one thread (`dag_build_one_thread_minstr_10k`, millions) and as sluice

@@ -366,7 +366,7 @@ fn main() {
     // Routing changes again, back to back: each comes as soon as the one before is pushed, while
     // the caches (and the TLB) still hold what that one touched. The series above comes after a
     // pause, as a change to a quiet cluster does; the ratio of the two is what the return from
-    // idle costs on this machine (docs/benchmarks.md, "Next", item 6).
+    // idle costs on this machine (docs/benchmarks.md, "Reading the numbers").
     let (warm, _) = route_changes(
         &rt,
         &mut rx,

@@ -104,7 +104,7 @@ const SMOKE_LATENCY_BYTES: usize = 1 << 20;
 ///
 /// The reference workload above fits in the caches of some VMs and not of others; a build of
 /// 10k objects does not fit in any, and waits on memory for much of its time (docs/benchmarks.md,
-/// "Next", item 4). This number tells how long that wait is on the machine of a run, so two
+/// "Reading the numbers"). This number tells how long that wait is on the machine of a run, so two
 /// machines' results can be told apart by it. Each slot holds the next slot to visit: slot `i`
 /// holds `(a * i + c) mod n`, a full-period linear congruential sequence (n a power of two, `c`
 /// odd, `a` one more than a multiple of four), so the walk visits every slot once per cycle, each

@@ -1,5 +1,5 @@
-//! Wiring: the [`Pipeline`] every source feeds (store snapshot → `dag::build` → `translate` → xDS
-//! cache), and [`standalone`] mode (a manifest directory as the source). Cluster mode and the
+//! Wiring: the [`Pipeline`] every source feeds (store snapshot → `dag::incremental` →
+//! `translate::incremental::Encoder` → xDS cache), and [`standalone`] mode (a manifest directory as the source). Cluster mode and the
 //! webhook plug into the same pipeline: they call [`Pipeline::publish`] and read
 //! [`Pipeline::dag`].
 
@@ -288,8 +288,8 @@ struct Garbage {
 
 /// How long the drop thread waits after it is handed something before it frees it: a change's
 /// push to a few Envoys (the server's writes, their reads) takes well under this, and freeing
-/// what the change replaced at once would take a core from it. In alternated runs of the `push`
-/// benchmark a routing change's push came 4–6% sooner with the wait (12 of 14 pairs).
+/// what the change replaced at once would take a core from it (the `push` benchmark measures
+/// the difference).
 const DROP_DELAY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Drops `value` on a background thread (values dropped there are freed in order). Freeing a
