@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use hashbrown::HashMap;
 
-use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressSpec};
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressSpec, IngressTLS};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::model::{PathMatch, Route, RouteAction, UpstreamProtocol, VhostTls, WeightedCluster};
@@ -157,82 +157,111 @@ fn build_ingress(
     obj: &ObjectRef,
     spec: &IngressSpec,
 ) {
-    let ns = obj.key.namespace.as_ref();
-
     // TLS first: a host whose certificate cannot be used gets none of this Ingress's routes.
     let mut tls_ok: HashMap<String, bool> = HashMap::new();
     for (i, tls) in spec.tls.iter().flatten().enumerate() {
-        let hosts = tls.hosts.as_deref().unwrap_or(&[]);
-        let Some(secret_name) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) else {
-            continue;
-        };
-        if hosts.is_empty() {
-            continue;
-        }
-        // Hosts owned by a root are not ours to serve.
-        let mut entry_hosts: Vec<(usize, String)> = Vec::new();
-        for (j, host) in hosts.iter().enumerate() {
-            let host = host.to_ascii_lowercase();
-            match b.host_owner(&host) {
-                Some(owner) => {
-                    let msg = format!(
-                        "spec.tls[{i}].hosts[{j}]: {host:?} is owned by {owner}; the certificate is not used for it"
-                    );
-                    b.set_invalid(obj, reason::ROUTE_CONFLICT, msg);
-                }
-                None => entry_hosts.push((j, host)),
+        ingress_tls(b, state, obj, i, tls, &mut tls_ok);
+    }
+    let hosts = ingress_rules(b, state, obj, spec, &tls_ok);
+    // defaultBackend: the shortest prefix on the catch-all host and on every host of this
+    // Ingress's rules, so it takes exactly the requests no path takes.
+    if let Some(backend) = &spec.default_backend {
+        default_backend(b, state, obj, backend, hosts);
+    }
+}
+
+/// TLS entry `i` of an Ingress: its Secret on each of its hosts no root owns, unless another
+/// Secret was there first. Records in `tls_ok` whether each host's certificate can be used.
+fn ingress_tls(
+    b: &mut Builder<'_>,
+    state: &mut IngressState,
+    obj: &ObjectRef,
+    i: usize,
+    tls: &IngressTLS,
+    tls_ok: &mut HashMap<String, bool>,
+) {
+    let ns = obj.key.namespace.as_ref();
+    let hosts = tls.hosts.as_deref().unwrap_or(&[]);
+    let Some(secret_name) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+        return;
+    };
+    if hosts.is_empty() {
+        return;
+    }
+    // Hosts owned by a root are not ours to serve.
+    let mut entry_hosts: Vec<(usize, String)> = Vec::new();
+    for (j, host) in hosts.iter().enumerate() {
+        let host = host.to_ascii_lowercase();
+        match b.host_owner(&host) {
+            Some(owner) => {
+                let msg = format!(
+                    "spec.tls[{i}].hosts[{j}]: {host:?} is owned by {owner}; the certificate is not used for it"
+                );
+                b.set_invalid(obj, reason::ROUTE_CONFLICT, msg);
             }
-        }
-        if entry_hosts.is_empty() {
-            continue;
-        }
-        let secret = b.tls_secret(ns, secret_name);
-        if let Err(m) = &secret {
-            let names: Vec<String> = entry_hosts.iter().map(|(_, h)| format!("{h:?}")).collect();
-            b.set_invalid(
-                obj,
-                m.reason,
-                format!(
-                    "spec.tls[{i}].secretName: {}; rules for {} are not routed",
-                    m.message,
-                    names.join(", ")
-                ),
-            );
-        }
-        for (j, host) in entry_hosts {
-            let id = match &secret {
-                Err(_) => {
-                    tls_ok.insert(host, false);
-                    continue;
-                }
-                Ok(id) => id,
-            };
-            match state.tls.get(&host) {
-                Some((first, by)) if first != id => {
-                    let by = if by == obj {
-                        "an earlier spec.tls entry of this Ingress".to_string()
-                    } else {
-                        by.to_string()
-                    };
-                    let msg = format!(
-                        "spec.tls[{i}].hosts[{j}]: host {host:?} already uses TLS Secret {first:?} from {by}; Secret {id:?} is not used"
-                    );
-                    b.set_invalid(obj, reason::ROUTE_CONFLICT, msg);
-                }
-                Some(_) => {}
-                None => {
-                    state.tls.insert(host.clone(), (id.clone(), obj.clone()));
-                    b.vhost(&host).tls = Some(VhostTls {
-                        secret: id.clone(),
-                        min_version: INGRESS_MIN_TLS,
-                    });
-                }
-            }
-            tls_ok.entry(host).or_insert(true);
+            None => entry_hosts.push((j, host)),
         }
     }
+    if entry_hosts.is_empty() {
+        return;
+    }
+    let secret = b.tls_secret(ns, secret_name);
+    if let Err(m) = &secret {
+        let names: Vec<String> = entry_hosts.iter().map(|(_, h)| format!("{h:?}")).collect();
+        b.set_invalid(
+            obj,
+            m.reason,
+            format!(
+                "spec.tls[{i}].secretName: {}; rules for {} are not routed",
+                m.message,
+                names.join(", ")
+            ),
+        );
+    }
+    for (j, host) in entry_hosts {
+        let id = match &secret {
+            Err(_) => {
+                tls_ok.insert(host, false);
+                continue;
+            }
+            Ok(id) => id,
+        };
+        match state.tls.get(&host) {
+            Some((first, by)) if first != id => {
+                let by = if by == obj {
+                    "an earlier spec.tls entry of this Ingress".to_string()
+                } else {
+                    by.to_string()
+                };
+                let msg = format!(
+                    "spec.tls[{i}].hosts[{j}]: host {host:?} already uses TLS Secret {first:?} from {by}; Secret {id:?} is not used"
+                );
+                b.set_invalid(obj, reason::ROUTE_CONFLICT, msg);
+            }
+            Some(_) => {}
+            None => {
+                state.tls.insert(host.clone(), (id.clone(), obj.clone()));
+                b.vhost(&host).tls = Some(VhostTls {
+                    secret: id.clone(),
+                    min_version: INGRESS_MIN_TLS,
+                });
+            }
+        }
+        tls_ok.entry(host).or_insert(true);
+    }
+}
 
-    // Rules.
+/// The rules of an Ingress: each path's route on its host, unless a root owns the host or its
+/// certificate cannot be used. Returns the hosts the default backend also serves (those of the
+/// rules, when there is one).
+fn ingress_rules(
+    b: &mut Builder<'_>,
+    state: &mut IngressState,
+    obj: &ObjectRef,
+    spec: &IngressSpec,
+    tls_ok: &HashMap<String, bool>,
+) -> BTreeSet<String> {
+    let ns = obj.key.namespace.as_ref();
     let mut hosts: BTreeSet<String> = BTreeSet::new();
     for (i, rule) in spec.rules.iter().flatten().enumerate() {
         let host = rule
@@ -284,12 +313,18 @@ fn build_ingress(
             }
         }
     }
+    hosts
+}
 
-    // defaultBackend: the shortest prefix on the catch-all host and on every host of this Ingress's
-    // rules, so it takes exactly the requests no path takes.
-    let Some(backend) = &spec.default_backend else {
-        return;
-    };
+/// The default backend: prefix `/` on the catch-all host and on `hosts`.
+fn default_backend(
+    b: &mut Builder<'_>,
+    state: &mut IngressState,
+    obj: &ObjectRef,
+    backend: &IngressBackend,
+    mut hosts: BTreeSet<String>,
+) {
+    let ns = obj.key.namespace.as_ref();
     let action = backend_action(b, obj, ns, || "spec.defaultBackend".to_string(), backend);
     hosts.insert(CATCH_ALL_HOST.to_string());
     for host in &hosts {
