@@ -402,45 +402,7 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
         chain: &mut Vec<Rc<Node<'s>>>,
     ) -> Result<(), String> {
         // 1. Every route must stay inside the delegated space; compute effective header conditions.
-        let mut escapes = Vec::new();
-        let mut effective: Vec<Vec<HeaderMatch>> = Vec::with_capacity(node.routes.len());
-        for r in node.routes {
-            let mut headers = scope.headers.to_vec();
-            if let Some(by) = scope.by {
-                if !r.path.within(scope.path) {
-                    let written = match &r.path_written {
-                        Some(p) => quote(p),
-                        None => "absent (everything)".to_string(),
-                    };
-                    escapes.push(format!(
-                        "{}: {written} is outside the prefix {} delegated by {by}",
-                        r.path_field(),
-                        quote(scope.path.value())
-                    ));
-                }
-                for (k, h) in &r.headers {
-                    let inherited: Vec<String> = scope
-                        .headers
-                        .iter()
-                        .filter(|i| i.name == h.name)
-                        .map(|i| i.to_string())
-                        .collect();
-                    if !inherited.is_empty() && !scope.headers.contains(h) {
-                        escapes.push(format!(
-                            "{}: header condition {h} conflicts with {} delegated by {by}",
-                            r.header_field(*k),
-                            inherited.join(", ")
-                        ));
-                    }
-                }
-            }
-            if !r.headers.is_empty() {
-                headers.extend(r.headers.iter().map(|(_, h)| h.clone()));
-                headers.sort();
-                headers.dedup();
-            }
-            effective.push(headers);
-        }
+        let (effective, escapes) = effective_conditions(node, scope);
         if !escapes.is_empty() {
             for m in escapes {
                 self.invalid(b, &node.obj, reason::DELEGATION_ESCAPE, m);
@@ -456,29 +418,8 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
         }
 
         // 2. Routes, in the order written. A route with the same match as an earlier one (its own
-        // conditions plus the delegated ones) is refused: (index, index of the first) in order.
-        let mut same_as_earlier: Vec<(usize, usize)> = Vec::new();
-        let matches = || node.routes.iter().map(|r| &r.path).zip(&effective);
-        if node.routes.len() > SMALL_NODE_ROUTES {
-            let mut seen: HashMap<(&PathMatch, &[HeaderMatch]), usize> =
-                HashMap::with_capacity(node.routes.len());
-            for (i, (path, headers)) in matches().enumerate() {
-                match seen.entry((path, headers.as_slice())) {
-                    Entry::Occupied(first) => same_as_earlier.push((i, *first.get())),
-                    Entry::Vacant(e) => {
-                        e.insert(i);
-                    }
-                }
-            }
-        } else {
-            // A few routes (nearly every object) are compared pair by pair: no table to
-            // allocate and no match to hash.
-            for (i, m) in matches().enumerate().skip(1) {
-                if let Some(first) = matches().take(i).position(|earlier| earlier == m) {
-                    same_as_earlier.push((i, first));
-                }
-            }
-        }
+        // conditions plus the delegated ones) is refused.
+        let same_as_earlier = same_as_earlier(node, &effective);
         let mut same_as_earlier = same_as_earlier.into_iter().peekable();
         for (i, (r, headers)) in node.routes.iter().zip(effective).enumerate() {
             if let Some((_, first)) = same_as_earlier.next_if(|&(j, _)| j == i) {
@@ -495,39 +436,54 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
                 );
                 continue;
             }
-            let permit = r.permit_insecure && (scope.insecure_ok || !self.strict_insecure);
-            match &r.target {
-                Target::Backends(bs) => {
-                    let action = self.forward(b, node, bs, r.outlier.as_ref());
-                    self.add(b, ctx, node, r, headers, action, permit);
+            self.route(b, ctx, node, r, headers, scope, chain);
+        }
+        Ok(())
+    }
+
+    /// One route of a visited node, not refused as a repeat: forwarded, proxied (TCP, roots
+    /// only) or delegated (a delegation that fails answers 503 with its reason).
+    #[allow(clippy::too_many_arguments)]
+    fn route(
+        &mut self,
+        b: &mut Builder<'_>,
+        ctx: &RootCtx<'_>,
+        node: &Node<'s>,
+        r: &NodeRoute<'s>,
+        headers: Vec<HeaderMatch>,
+        scope: &Scope<'_>,
+        chain: &mut Vec<Rc<Node<'s>>>,
+    ) {
+        let permit = r.permit_insecure && (scope.insecure_ok || !self.strict_insecure);
+        match &r.target {
+            Target::Backends(bs) => {
+                let action = self.forward(b, node, bs, r.outlier.as_ref());
+                self.add(b, ctx, node, r, headers, action, permit);
+            }
+            Target::Tcp(bs) => {
+                // Only roots may proxy TCP (the single-object rules refuse it elsewhere).
+                if scope.by.is_none()
+                    && let RouteAction::Forward(cs) = self.forward(b, node, bs, r.outlier.as_ref())
+                {
+                    b.vhost_at(ctx.host_id).tcp_proxy = Some(cs);
                 }
-                Target::Tcp(bs) => {
-                    // Only roots may proxy TCP (the single-object rules refuse it elsewhere).
-                    if scope.by.is_none()
-                        && let RouteAction::Forward(cs) =
-                            self.forward(b, node, bs, r.outlier.as_ref())
-                    {
-                        b.vhost_at(ctx.host_id).tcp_proxy = Some(cs);
-                    }
-                }
-                Target::Delegate(key) => {
-                    let why = {
-                        let next = Scope {
-                            path: &r.path,
-                            headers: &headers,
-                            insecure_ok: scope.insecure_ok && r.permit_insecure,
-                            by: Some(&node.obj),
-                        };
-                        self.delegate(b, ctx, node, r, key, &next, chain)
+            }
+            Target::Delegate(key) => {
+                let why = {
+                    let next = Scope {
+                        path: &r.path,
+                        headers: &headers,
+                        insecure_ok: scope.insecure_ok && r.permit_insecure,
+                        by: Some(&node.obj),
                     };
-                    if let Some(why) = why {
-                        let action = RouteAction::Unavailable(why);
-                        self.add(b, ctx, node, r, headers, action, permit);
-                    }
+                    self.delegate(b, ctx, node, r, key, &next, chain)
+                };
+                if let Some(why) = why {
+                    let action = RouteAction::Unavailable(why);
+                    self.add(b, ctx, node, r, headers, action, permit);
                 }
             }
         }
-        Ok(())
     }
 
     /// Follows one delegation. Some(reason) when the delegating route must answer 503.
@@ -745,4 +701,81 @@ fn delegated_from(root: &ObjectRef) -> String {
     }
     s.push_str(name);
     s
+}
+
+/// Each route's header conditions with the delegated ones added, and the reasons routes leave
+/// the space delegated to the node (a path outside the delegated prefix, a header condition
+/// conflicting with a delegated one).
+fn effective_conditions(
+    node: &Node<'_>,
+    scope: &Scope<'_>,
+) -> (Vec<Vec<HeaderMatch>>, Vec<String>) {
+    let mut escapes = Vec::new();
+    let mut effective: Vec<Vec<HeaderMatch>> = Vec::with_capacity(node.routes.len());
+    for r in node.routes {
+        let mut headers = scope.headers.to_vec();
+        if let Some(by) = scope.by {
+            if !r.path.within(scope.path) {
+                let written = match &r.path_written {
+                    Some(p) => quote(p),
+                    None => "absent (everything)".to_string(),
+                };
+                escapes.push(format!(
+                    "{}: {written} is outside the prefix {} delegated by {by}",
+                    r.path_field(),
+                    quote(scope.path.value())
+                ));
+            }
+            for (k, h) in &r.headers {
+                let inherited: Vec<String> = scope
+                    .headers
+                    .iter()
+                    .filter(|i| i.name == h.name)
+                    .map(|i| i.to_string())
+                    .collect();
+                if !inherited.is_empty() && !scope.headers.contains(h) {
+                    escapes.push(format!(
+                        "{}: header condition {h} conflicts with {} delegated by {by}",
+                        r.header_field(*k),
+                        inherited.join(", ")
+                    ));
+                }
+            }
+        }
+        if !r.headers.is_empty() {
+            headers.extend(r.headers.iter().map(|(_, h)| h.clone()));
+            headers.sort();
+            headers.dedup();
+        }
+        effective.push(headers);
+    }
+    (effective, escapes)
+}
+
+/// The routes whose match (path and effective conditions) repeats an earlier route's, each as
+/// (index, index of the first), in order.
+fn same_as_earlier(node: &Node<'_>, effective: &[Vec<HeaderMatch>]) -> Vec<(usize, usize)> {
+    let mut same_as_earlier: Vec<(usize, usize)> = Vec::new();
+    let matches = || node.routes.iter().map(|r| &r.path).zip(effective);
+    if node.routes.len() > SMALL_NODE_ROUTES {
+        let mut seen: HashMap<(&PathMatch, &[HeaderMatch]), usize> =
+            HashMap::with_capacity(node.routes.len());
+        for (i, (path, headers)) in matches().enumerate() {
+            match seen.entry((path, headers.as_slice())) {
+                Entry::Occupied(first) => same_as_earlier.push((i, *first.get())),
+                Entry::Vacant(e) => {
+                    e.insert(i);
+                }
+            }
+        }
+    } else {
+        // A few routes (nearly every object) are compared pair by pair: no table to
+        // allocate and no match to hash.
+        for (i, m) in matches().enumerate().skip(1) {
+            if let Some(first) = matches().take(i).position(|earlier| earlier == m) {
+                same_as_earlier.push((i, first));
+            }
+        }
+    }
+    same_as_earlier
 }
