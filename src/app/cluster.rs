@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use anyhow::Context;
 use prometheus_client::registry::Registry;
 
-use crate::cli::serve::ServeArgs;
+use super::args::ServeArgs;
 use crate::k8s::{self, Cluster, LoadBalancerSource, Publisher};
 
 /// Cluster-mode settings from the `serve` flags.
@@ -136,7 +136,7 @@ pub async fn serve(
     };
 
     let webhook_metrics = crate::webhook::Metrics::new();
-    let webhook = match crate::cli::serve::webhook_config(args, webhook_metrics.clone()) {
+    let webhook = match super::args::webhook_config(args, webhook_metrics.clone()) {
         Some(cfg) => Some(
             crate::webhook::start(cfg, index.clone(), stopped(stop_rx.clone()))
                 .await

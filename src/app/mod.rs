@@ -3,6 +3,7 @@
 //! webhook plug into the same pipeline: they call [`Pipeline::publish`] and read
 //! [`Pipeline::dag`].
 
+pub mod args;
 pub mod cluster;
 pub mod object_metrics;
 pub mod standalone;

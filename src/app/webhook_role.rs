@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use prometheus_client::registry::Registry;
 
-use crate::cli::serve::ServeArgs;
+use super::args::ServeArgs;
 use crate::k8s::{self, Cluster, Publisher};
 use crate::webhook::index::IndexHandle;
 
@@ -30,7 +30,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
     let webhook_metrics = crate::webhook::Metrics::new();
-    let webhook_config = crate::cli::serve::webhook_config(args, webhook_metrics.clone())
+    let webhook_config = super::args::webhook_config(args, webhook_metrics.clone())
         .context("--role webhook needs --webhook-address, --webhook-cert and --webhook-key")?;
     let config = super::cluster::config_from_args(args)?;
     let clients = super::cluster::connect_cluster().await?;

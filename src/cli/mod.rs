@@ -54,17 +54,6 @@ pub fn main() -> std::process::ExitCode {
     std::process::ExitCode::from(code)
 }
 
-/// Comma-separated list flag values, flattened and trimmed.
-pub fn split_list(values: &[String]) -> Vec<String> {
-    values
-        .iter()
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect()
-}
-
 /// The flags that choose how routing is computed, shared by the commands that build the DAG.
 #[derive(Debug, Clone, Args)]
 pub struct RoutingFlags {
@@ -93,7 +82,7 @@ impl RoutingFlags {
     /// The DAG options these flags select.
     pub fn dag_options(&self) -> crate::dag::Options {
         crate::dag::Options {
-            root_namespaces: split_list(&self.root_namespaces),
+            root_namespaces: crate::app::args::split_list(&self.root_namespaces),
             ingress_class_name: self.ingress_class_name.clone(),
             gateway_controller_name: self.gateway_controller_name.clone(),
             reserved_ports: self.envoy_ports.clone(),
@@ -101,20 +90,4 @@ impl RoutingFlags {
             gateway_services: false,
         }
     }
-}
-
-/// The ports a Gateway's listener cannot have, as Envoy's own listeners bind them: the HTTP and
-/// HTTPS listeners' (`shared`), unless Gateways have addresses of their own and those listeners
-/// bind one address (not every address, which Gateways' addresses are among), and `others`.
-pub fn reserved_ports(
-    listen_address: &str,
-    shared: [u16; 2],
-    others: &[u16],
-    own_addresses: bool,
-) -> Vec<u16> {
-    let everywhere = listen_address
-        .parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_unspecified());
-    let shared = shared.into_iter().filter(|_| everywhere || !own_addresses);
-    shared.chain(others.iter().copied()).collect()
 }
