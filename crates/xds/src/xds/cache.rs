@@ -292,11 +292,11 @@ impl SetHash {
 
     /// The version string: 16 hex digits of a hash of the sum.
     pub fn version(&self) -> String {
-        let mut h = blake3::Hasher::new();
+        let mut state = content::params(b"sluice xds set").to_state();
         for lane in self.0 {
-            h.update(&lane.to_le_bytes());
+            state.update(&lane.to_le_bytes());
         }
-        hex8(h.finalize().as_bytes())
+        hex8(&content::digest_bytes(&state.finalize()))
     }
 }
 
@@ -381,13 +381,14 @@ pub struct Snapshot {
     types: BTreeMap<ResourceType, Arc<TypeSnapshot>>,
 }
 
-/// Resources at least this large are hashed in groups of their fields with BLAKE3, smaller ones
-/// in one piece with BLAKE2b, many of them side by side where the encoder makes many at once
-/// ([`content`]). The groups let a routing change hash again only the group of the host it
-/// changed in the HTTP route configuration of thousands of hosts. The size of one group
-/// ([`content::GROUP_BYTES`]): a route shard of ~40 KB at 10k routing objects is hashed by the
-/// groups its encoder keeps, once (with 64 KiB, before the shard hash round of
-/// docs/benchmarks.md, its groups were hashed and then the whole shard again in one piece).
+/// Resources at least this large are hashed in groups of their fields, smaller ones in one
+/// piece, many of them side by side where the encoder makes many at once ([`content`]). The
+/// groups let a routing change hash again only the group of the host it changed in the HTTP
+/// route configuration of thousands of hosts. The threshold is one group's size
+/// ([`content::GROUP_BYTES`]), so that a route shard (~40 KB at 10k routing objects) is hashed
+/// once, by the groups its encoder keeps; with a larger threshold, a shard below it but above a
+/// group's size would have its groups hashed for the encoder and then the whole shard again in
+/// one piece.
 pub(crate) const LARGE: usize = content::GROUP_BYTES as usize;
 
 /// The content hash of a resource: its name and encoded bytes. Which hash depends on the length
