@@ -4,17 +4,13 @@
 //! ([`HttpShard`]).
 
 use prost::Message;
-use prost::encoding::{WireType, encode_key, encode_varint};
 
-use super::super::route;
+use super::super::{route, wire_encode};
 #[cfg(test)]
 use super::BTreeMap;
 use super::{RouteConfiguration, content};
 use crate::xds::cache::LARGE;
 use sluice_core::dag::VirtualHost;
-
-/// Field number of `RouteConfiguration.virtual_hosts`.
-pub(super) const VIRTUAL_HOSTS_FIELD: u32 = 2;
 
 /// The layout of an encoded HTTP route configuration: its name field, then one entry per virtual
 /// host (field key, length, encoded `VirtualHost`) in the order of their names, which is the
@@ -70,9 +66,7 @@ impl Entry {
 /// Appends one entry (field 2 of `RouteConfiguration`) holding `body`; returns its entry.
 pub(super) fn write_entry(out: &mut Vec<u8>, host: String, body: &[u8]) -> Entry {
     let start = out.len();
-    encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, out);
-    encode_varint(body.len() as u64, out);
-    out.extend_from_slice(body);
+    wire_encode::put_always(wire_encode::VIRTUAL_HOSTS, body, out);
     let len = out.len() - start;
     Entry {
         host: host.into_boxed_str(),

@@ -24,6 +24,7 @@ mod route;
 mod route_shards;
 pub mod static_config;
 pub mod trace;
+pub(crate) mod wire_encode;
 
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,

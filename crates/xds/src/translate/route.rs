@@ -39,13 +39,15 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::DenominatorType};
 
+use super::wire_encode::{self, PathField, PlainAction};
 use super::{duration, u32v};
-use crate::xds::wire::{put_string, string_len};
 use sluice_core::dag::{
     Cors, Dag, HeaderEdit, HeaderEdits, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, Mirror,
     PathMatch, QueryMatch, QueryOp, Redirect, Route, RouteAction, VirtualHost,
 };
 use sluice_core::validate::common::Timeout;
+use std::borrow::Cow;
+use std::sync::LazyLock;
 
 /// Name of the route configuration of the plain HTTP listener.
 pub const HTTP_ROUTE_CONFIG: &str = "ingress_http";
@@ -261,22 +263,20 @@ pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Envo
 }
 
 /// `build_http_vhost(v, fallback).encode_to_vec()`, byte for byte, without the message: its name
-/// (field 1) and its one domain (field 2) written here, then each route (field 3) as it is made.
-/// prost writes a message's fields in the order of their numbers, and a virtual host sets no other
-/// field. The routes nearly every host has ([`put_plain_route`]) are written directly; the others
-/// are built and encoded by prost. Encoding the whole message measured each route once more.
+/// and its one domain ([`wire_encode::vhost_head`]), then each route as it is made. A virtual
+/// host sets no other field. The routes nearly every host has ([`plain_route`]) are written
+/// directly; the others are built and encoded by prost. Encoding the whole message measured
+/// each route once more.
 pub fn encode_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Vec<u8> {
-    let mut out = vhost_head(&v.host, v.routes.len());
+    let mut out = wire_encode::vhost_head(&v.host, v.routes.len());
     http_vhost_routes(v, fallback, |r, shape| put_route(r, shape, &mut out));
     out
 }
 
 /// `build_https_route_config(v)`: its name and its encoding, byte for byte, made as
-/// [`encode_http_vhost`] makes a plain-HTTP virtual host: the configuration's name (field 1),
-/// then its one virtual host (field 2, an entry of a list, written even when empty).
+/// [`encode_http_vhost`] makes a plain-HTTP virtual host.
 pub fn encode_https_route_config(v: &VirtualHost) -> (String, Vec<u8>) {
-    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
-    let mut vhost = vhost_head(&v.host, v.routes.len());
+    let mut vhost = wire_encode::vhost_head(&v.host, v.routes.len());
     for r in &v.routes {
         let shape = HttpShape::Own {
             host: &v.host,
@@ -285,34 +285,16 @@ pub fn encode_https_route_config(v: &VirtualHost) -> (String, Vec<u8>) {
         put_route(r, shape, &mut vhost);
     }
     let name = https_route_config_name(&v.host);
-    let mut out = Vec::with_capacity(
-        string_len(1, &name) + 1 + encoded_len_varint(vhost.len() as u64) + vhost.len(),
-    );
-    put_string(1, &name, &mut out);
-    encode_key(2, WireType::LengthDelimited, &mut out);
-    encode_varint(vhost.len() as u64, &mut out);
-    out.extend_from_slice(&vhost);
+    let out = wire_encode::route_config_of_one(&name, &vhost);
     (name, out)
 }
 
-/// The start of an encoded virtual host of one domain, `host`: its name (field 1) and the
-/// domain (field 2), with room for `routes` routes to follow.
-fn vhost_head(host: &str, routes: usize) -> Vec<u8> {
-    use prost::encoding::{WireType, encode_key, encode_varint};
-    let mut out = Vec::with_capacity(2 * string_len(1, host) + 2 + 96 * routes);
-    put_string(1, host, &mut out);
-    // The one domain: an entry of a list, written even when empty.
-    encode_key(2, WireType::LengthDelimited, &mut out);
-    encode_varint(host.len() as u64, &mut out);
-    out.extend_from_slice(host.as_bytes());
-    out
-}
-
-/// Appends `build_http_route(r, shape)` as field 3 of a virtual host: directly when
-/// [`put_plain_route`] takes it, else built and encoded by prost.
+/// Appends `build_http_route(r, shape)` as a route of a virtual host: directly when
+/// [`plain_route`] takes it, else built and encoded by prost.
 fn put_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) {
-    if !put_plain_route(r, shape, out) {
-        prost::encoding::message::encode(3, &build_http_route(r, shape), out)
+    match plain_route(r, shape) {
+        Some(plain) => wire_encode::put_plain_route(plain.field, &plain.path, plain.action, out),
+        None => wire_encode::put_route(&build_http_route(r, shape), out),
     }
 }
 
@@ -377,100 +359,71 @@ fn build_http_route(r: &Route, shape: HttpShape<'_>) -> EnvoyRoute {
     }
 }
 
-/// Writes `build_http_route(r, shape)` as field 3 of a virtual host, as prost encodes it, when
-/// the route is one nearly every host has: a host's own route (not a wildcard's), no header
-/// conditions, and a 301 to HTTPS, a 503, or one cluster with neither timeout nor retries.
-/// Returns false, writing nothing, for any other route. Building and dropping the Envoy `Route`
-/// (2,272 bytes) for each of them took more than a quarter of a 10k translation.
-///
-/// The bytes: `Route.match` (field 1) holding the path (`RouteMatch.prefix` field 1, `.path`
-/// field 2 or `.path_separated_prefix` field 14, members of a oneof so written even when empty),
-/// then the action, a oneof member: `Route.route` (field 2) holding `RouteAction.cluster` (field
-/// 1), or the fixed encoding of the redirect (field 3) or the 503 or 500 (field 7).
-fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
-    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
-    use std::sync::LazyLock;
-    static REDIRECT: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(redirect_to_https()));
-    static UNAVAILABLE: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(unavailable()));
-    static INVALID: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(invalid()));
-
-    let HttpShape::Own { host, redirect } = shape else {
-        return false;
-    };
-    if host.starts_with("*.") || !r.headers.is_empty() || r.extras.is_some() {
-        return false;
-    }
-    enum Then<'a> {
-        Fixed(&'a [u8]),
-        Cluster(&'a str),
-    }
-    let action = if redirect {
-        Then::Fixed(&REDIRECT)
-    } else {
-        match &r.action {
-            RouteAction::Unavailable(_) => Then::Fixed(&UNAVAILABLE),
-            RouteAction::Invalid(_) => Then::Fixed(&INVALID),
-            RouteAction::Redirect(_) => return false,
-            RouteAction::Forward(cs) => {
-                let mut live = cs.iter().filter(|c| c.weight > 0);
-                match (live.next(), live.next()) {
-                    (None, _) => Then::Fixed(&UNAVAILABLE),
-                    (Some(one), None) if r.timeout.is_none() && r.retry.is_none() => {
-                        Then::Cluster(&one.cluster)
-                    }
-                    _ => return false,
-                }
-            }
-        }
-    };
-    let merged;
-    let (tag, path) = match &r.path {
-        PathMatch::Exact(p) => (2, &**p),
-        PathMatch::Prefix(p) if &**p == "/" => (1, "/"),
-        PathMatch::Prefix(p) => (14, &**p),
-        PathMatch::StringPrefix(p) if p.contains("//") => {
-            merged = merge_slashes(p);
-            (1, merged.as_str())
-        }
-        PathMatch::StringPrefix(p) => (1, &**p),
-        PathMatch::Regex(_) => return false,
-    };
-    let field = |tag: u32, len: usize| key_len(tag) + encoded_len_varint(len as u64) + len;
-    let path_len = field(tag, path.len());
-    let action_len = match action {
-        Then::Fixed(fixed) => fixed.len(),
-        Then::Cluster(cluster) => field(2, field(1, cluster.len())),
-    };
-    let route_len = field(1, path_len) + action_len;
-    out.reserve(field(3, route_len));
-    encode_key(3, WireType::LengthDelimited, out);
-    encode_varint(route_len as u64, out);
-    encode_key(1, WireType::LengthDelimited, out);
-    encode_varint(path_len as u64, out);
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(path.len() as u64, out);
-    out.extend_from_slice(path.as_bytes());
-    match action {
-        Then::Fixed(fixed) => out.extend_from_slice(fixed),
-        Then::Cluster(cluster) => {
-            encode_key(2, WireType::LengthDelimited, out);
-            encode_varint(field(1, cluster.len()) as u64, out);
-            encode_key(1, WireType::LengthDelimited, out);
-            encode_varint(cluster.len() as u64, out);
-            out.extend_from_slice(cluster.as_bytes());
-        }
-    }
-    true
+/// A route [`wire_encode::put_plain_route`] writes: its path and where the path goes, and its
+/// action. The path is the route's own, or a string prefix with `//` merged.
+struct PlainRoute<'a> {
+    field: PathField,
+    path: Cow<'a, str>,
+    action: PlainAction<'a>,
 }
 
-/// How prost encodes a route holding only `action`: the action's field, for [`put_plain_route`].
-fn fixed_action(action: Action) -> Vec<u8> {
-    use prost::Message;
-    EnvoyRoute {
-        action: Some(action),
-        ..Default::default()
+/// `build_http_route(r, shape)` as a [`PlainRoute`], when the route is one nearly every host
+/// has: a host's own route (not a wildcard's), no header conditions, and a 301 to HTTPS, a 503,
+/// or one cluster with neither timeout nor retries; None for any other route. Building and
+/// dropping the Envoy `Route` (2,272 bytes) for each of them took more than a quarter of a 10k
+/// translation.
+fn plain_route<'a>(r: &'a Route, shape: HttpShape<'_>) -> Option<PlainRoute<'a>> {
+    let HttpShape::Own { host, redirect } = shape else {
+        return None;
+    };
+    if host.starts_with("*.") || !r.headers.is_empty() || r.extras.is_some() {
+        return None;
     }
-    .encode_to_vec()
+    let action = if redirect {
+        PlainAction::Fixed(&REDIRECT)
+    } else {
+        plain_action(r)?
+    };
+    let (field, path) = match &r.path {
+        PathMatch::Exact(p) => (PathField::Path, Cow::Borrowed(&**p)),
+        PathMatch::Prefix(p) if &**p == "/" => (PathField::Prefix, Cow::Borrowed("/")),
+        PathMatch::Prefix(p) => (PathField::PathSeparatedPrefix, Cow::Borrowed(&**p)),
+        PathMatch::StringPrefix(p) if p.contains("//") => {
+            (PathField::Prefix, Cow::Owned(merge_slashes(p)))
+        }
+        PathMatch::StringPrefix(p) => (PathField::Prefix, Cow::Borrowed(&**p)),
+        PathMatch::Regex(_) => return None,
+    };
+    Some(PlainRoute {
+        field,
+        path,
+        action,
+    })
+}
+
+/// The encoded actions of [`plain_route`]s: a 301 to HTTPS, a 503, a 500.
+static REDIRECT: LazyLock<Vec<u8>> =
+    LazyLock::new(|| wire_encode::action_bytes(redirect_to_https()));
+static UNAVAILABLE: LazyLock<Vec<u8>> = LazyLock::new(|| wire_encode::action_bytes(unavailable()));
+static INVALID: LazyLock<Vec<u8>> = LazyLock::new(|| wire_encode::action_bytes(invalid()));
+
+/// The action of a host's own route that is not redirected, when [`plain_route`] can write it.
+fn plain_action(r: &Route) -> Option<PlainAction<'_>> {
+    Some(match &r.action {
+        RouteAction::Unavailable(_) => PlainAction::Fixed(&UNAVAILABLE),
+        RouteAction::Invalid(_) => PlainAction::Fixed(&INVALID),
+        RouteAction::Redirect(_) => return None,
+        RouteAction::Forward(cs) => {
+            let mut live = cs.iter().filter(|c| c.weight > 0);
+            match (live.next(), live.next()) {
+                (None, _) => PlainAction::Fixed(&UNAVAILABLE),
+                (Some(one), None) if r.timeout.is_none() && r.retry.is_none() => {
+                    PlainAction::Cluster(&one.cluster)
+                }
+                _ => return None,
+            }
+        }
+    })
 }
 
 /// Whether every plain-HTTP request for this host gets the same answer, a 301 to HTTPS: a TLS host
