@@ -416,7 +416,32 @@ pub(super) struct HttpShard<'a> {
     pub(super) redirected_changed: bool,
 }
 
-impl HttpShard<'_> {
+impl<'a> HttpShard<'a> {
+    /// The shard's layout, previous bytes and edits, with the edit of the shared redirect host
+    /// ([`route::HTTPS_REDIRECT_VHOST`]) when the hosts it names changed.
+    pub(super) fn with_redirect_edit(self) -> (Layout, &'a [u8], HostEdits) {
+        let HttpShard {
+            layout,
+            old,
+            mut edits,
+            redirected_before,
+            redirected_changed,
+        } = self;
+        if redirected_changed {
+            let shared = route::HTTPS_REDIRECT_VHOST.to_string();
+            let bytes = (!layout.redirected.is_empty()).then(|| {
+                // In the model's order: its hosts are sorted by name.
+                let mut hosts: Vec<&str> = layout.redirected.iter().map(String::as_str).collect();
+                hosts.sort_unstable();
+                route::build_https_redirect_vhost(hosts).encode_to_vec()
+            });
+            if bytes.is_some() || redirected_before > 0 {
+                edits.put(shared, bytes);
+            }
+        }
+        (layout, old, edits)
+    }
+
     /// Puts host `v` in this shard: `bytes` is its encoded virtual host, or None for a host
     /// that [redirects everything](route::redirects_everything) (`redirect`), a domain of the
     /// shared virtual host (its own goes, if it had one).
