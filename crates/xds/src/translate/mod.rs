@@ -18,6 +18,7 @@
 pub mod access_log;
 mod cluster;
 mod entry;
+mod http_shards;
 pub mod incremental;
 mod listener;
 mod route;
