@@ -535,6 +535,60 @@ mod tests {
         );
     }
 
+    /// Responses of generated contents (names, versions, nonces and bodies of lengths around
+    /// the varint boundaries and the shared size, empty ones included): the SotW response is
+    /// prost's encoding of the generated message, the delta response decodes as it, and both go
+    /// out in frames that join into their encoding.
+    #[test]
+    fn generated_responses_encode_as_the_generated_messages() {
+        let mut rng = sluice_core::test_rng::Rng::new(31);
+        let len = |rng: &mut sluice_core::test_rng::Rng| {
+            [
+                0,
+                1,
+                20,
+                127,
+                128,
+                300,
+                SHARED_BODY_MIN - 1,
+                SHARED_BODY_MIN,
+            ][rng.below(8)]
+        };
+        let text = |rng: &mut sluice_core::test_rng::Rng| -> String {
+            let n = [0, 1, 8, 127, 128, 200][rng.below(6)];
+            (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect()
+        };
+        for _ in 0..200 {
+            let resources: Vec<Arc<Resource>> = (0..rng.below(5))
+                .map(|_| {
+                    let value = (0..len(&mut rng)).map(|i| (i % 251) as u8).collect();
+                    resource(&text(&mut rng), value)
+                })
+                .collect();
+            let sotw = SotwResponse {
+                version_info: text(&mut rng),
+                resources: resources.clone(),
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                nonce: text(&mut rng),
+            };
+            let bytes = sotw.encode_to_vec();
+            assert_eq!(bytes, sotw.to_proto().encode_to_vec());
+            assert_eq!(joined(&Frames::of(&sotw).unwrap()), grpc_message(&bytes));
+            let delta = DeltaResponse {
+                system_version_info: text(&mut rng),
+                resources,
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                removed_resources: (0..rng.below(3)).map(|_| text(&mut rng)).collect(),
+                nonce: text(&mut rng),
+            };
+            let bytes = delta.encode_to_vec();
+            assert_eq!(bytes.len(), delta.encoded_len());
+            let decoded = DeltaDiscoveryResponse::decode(&bytes[..]).unwrap();
+            assert_eq!(decoded, delta.to_proto());
+            assert_eq!(joined(&Frames::of(&delta).unwrap()), grpc_message(&bytes));
+        }
+    }
+
     #[test]
     fn decoding_one_skips_every_field() {
         let resp = DeltaResponse {
