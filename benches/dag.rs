@@ -129,9 +129,9 @@ struct Row {
 #[derive(Clone, Copy)]
 struct Hashing {
     resources: usize,
-    /// The alternative the encoder's hash is compared with: BLAKE3 keyed, of the name, a zero byte and
-    /// the bytes, one resource at a time (the hash alone; the two below also make each
-    /// `Resource`, its version text included).
+    /// The alternative to BLAKE2b that sluice's choice of hash is measured against: BLAKE3
+    /// keyed, of the name, a zero byte and the bytes, one resource at a time (the hash alone;
+    /// the two below also make each `Resource`, its version text included).
     blake3_one: f64,
     /// `Resource::new` of each: BLAKE2b-256, one at a time.
     one: f64,
@@ -580,7 +580,7 @@ fn row(n: usize, runs: usize, key_order: bool) -> Row {
     );
     let h = r.hashing;
     println!(
-        "  content hashes of {} clusters and load assignments: before (BLAKE3, the hash alone) {:.2} ms; Resource::new one at a time {:.2} ms, Resource::new_many {:.2} ms",
+        "  content hashes of {} clusters and load assignments: BLAKE3 (the hash alone) {:.2} ms; Resource::new one at a time {:.2} ms, Resource::new_many {:.2} ms",
         h.resources, h.blake3_one, h.one, h.many
     );
     let m = r.all_protos;

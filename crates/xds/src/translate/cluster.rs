@@ -35,8 +35,8 @@ use envoy_types::pb::envoy::r#type::v3::CodecClientType;
 
 use prost::Message;
 
+use super::wire_encode;
 use super::{ads_config_source, any, duration, u32v};
-use crate::xds::wire::{bytes_len, put_bytes, put_string, string_len};
 use sluice_core::api::LbStrategy;
 use sluice_core::dag::{
     Cluster, HealthCheckPolicy, OutlierDetection, SecretKind, SubjectAltName, TlsSecret,
@@ -95,9 +95,8 @@ impl ClusterSettings {
 
 /// Encodes Envoy clusters as `build_cluster(c).encode_to_vec()` does, byte for byte, building
 /// and encoding the message of each [`ClusterSettings`] once while it is among the last
-/// [`ClusterBytes::HELD`] used. prost writes a message's fields in the order of their numbers, and
-/// a cluster's name is field 1: its encoding is the name's field followed by the encoding of the
-/// same cluster without a name.
+/// [`ClusterBytes::HELD`] used: a cluster's encoding is its name's field followed by the
+/// encoding of the same cluster without a name ([`wire_encode::named_cluster`]).
 #[derive(Default)]
 pub struct ClusterBytes {
     /// Settings with their cluster's encoding without a name, the most recently used first.
@@ -120,11 +119,7 @@ impl ClusterBytes {
                 self.encoded.insert(0, (settings, rest));
             }
         }
-        let rest = &self.encoded[0].1;
-        let mut out = Vec::with_capacity(string_len(1, &c.name) + rest.len());
-        put_string(1, &c.name, &mut out);
-        out.extend_from_slice(rest);
-        out
+        wire_encode::named_cluster(&c.name, &self.encoded[0].1)
     }
 }
 
@@ -136,58 +131,81 @@ fn build_cluster_settings(c: &ClusterSettings) -> EnvoyCluster {
         LbStrategy::Random => LbPolicy::Random,
     };
     let h2 = matches!(c.protocol, UpstreamProtocol::H2 | UpstreamProtocol::H2c);
-    let health_checks = c
-        .health_check
-        .iter()
-        .map(|h| HealthCheck {
-            timeout: Some(duration(h.timeout)),
-            interval: Some(duration(h.interval)),
-            // Probe at the same pace before the cluster has seen traffic (Envoy's default is 60 s).
-            no_traffic_interval: Some(duration(h.interval)),
-            unhealthy_threshold: Some(u32v(h.unhealthy_threshold)),
-            healthy_threshold: Some(u32v(h.healthy_threshold)),
-            health_checker: Some(health_check::HealthChecker::HttpHealthCheck(
-                health_check::HttpHealthCheck {
-                    host: h.host.clone(),
-                    path: h.path.clone(),
-                    codec_client_type: if h2 {
-                        CodecClientType::Http2
-                    } else {
-                        CodecClientType::Http1
-                    } as i32,
-                    ..Default::default()
-                },
-            )),
-            ..Default::default()
-        })
-        .collect();
-    // Passive health checking is exactly "eject after this many consecutive 5xx": Envoy's
-    // success-rate ejection (on by default) is turned off, and up to half the hosts may be
-    // ejected (Envoy's default of 10% ejects none in a cluster of fewer than 10 hosts; past
-    // half, its panic threshold of 50% would send traffic to every host anyway).
-    let outlier_detection = c.outlier_detection.as_ref().map(|o| EnvoyOutlier {
+    EnvoyCluster {
+        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
+        eds_cluster_config: Some(EdsClusterConfig {
+            eds_config: Some(ads_config_source()),
+            service_name: String::new(),
+        }),
+        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
+        lb_policy: lb_policy as i32,
+        health_checks: (c.health_check.iter())
+            .map(|h| build_health_check(h, h2))
+            .collect(),
+        outlier_detection: c.outlier_detection.as_ref().map(build_outlier_detection),
+        transport_socket: upstream_transport_socket(c),
+        typed_extension_protocol_options: protocol_options(h2),
+        ..Default::default()
+    }
+}
+
+/// The active health check of a cluster: HTTP, over HTTP/2 when the cluster speaks it.
+fn build_health_check(h: &HealthCheckPolicy, h2: bool) -> HealthCheck {
+    HealthCheck {
+        timeout: Some(duration(h.timeout)),
+        interval: Some(duration(h.interval)),
+        // Probe at the same pace before the cluster has seen traffic (Envoy's default is 60 s).
+        no_traffic_interval: Some(duration(h.interval)),
+        unhealthy_threshold: Some(u32v(h.unhealthy_threshold)),
+        healthy_threshold: Some(u32v(h.healthy_threshold)),
+        health_checker: Some(health_check::HealthChecker::HttpHealthCheck(
+            health_check::HttpHealthCheck {
+                host: h.host.clone(),
+                path: h.path.clone(),
+                codec_client_type: if h2 {
+                    CodecClientType::Http2
+                } else {
+                    CodecClientType::Http1
+                } as i32,
+                ..Default::default()
+            },
+        )),
+        ..Default::default()
+    }
+}
+
+/// Passive health checking is exactly "eject after this many consecutive 5xx": Envoy's
+/// success-rate ejection (on by default) is turned off, and up to half the hosts may be
+/// ejected (Envoy's default of 10% ejects none in a cluster of fewer than 10 hosts; past half,
+/// its panic threshold of 50% would send traffic to every host anyway).
+fn build_outlier_detection(o: &OutlierDetection) -> EnvoyOutlier {
+    EnvoyOutlier {
         consecutive_5xx: Some(u32v(o.consecutive_5xx)),
         max_ejection_percent: Some(u32v(MAX_EJECTION_PERCENT)),
         enforcing_success_rate: Some(u32v(0)),
         ..Default::default()
-    });
-    let transport_socket = match c.protocol {
-        UpstreamProtocol::Https | UpstreamProtocol::H2 => {
-            let alpn = if c.protocol == UpstreamProtocol::H2 {
-                "h2"
-            } else {
-                "http/1.1"
-            };
-            let tls = upstream_tls_context(alpn, c.upstream_tls.as_deref());
-            Some(TransportSocket {
-                name: "envoy.transport_sockets.tls".to_string(),
-                config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
-            })
-        }
-        _ => None,
+    }
+}
+
+/// The TLS transport socket of a cluster whose protocol is HTTPS or HTTP/2 over TLS; None for
+/// the others.
+fn upstream_transport_socket(c: &ClusterSettings) -> Option<TransportSocket> {
+    let alpn = match c.protocol {
+        UpstreamProtocol::H2 => "h2",
+        UpstreamProtocol::Https => "http/1.1",
+        _ => return None,
     };
-    // A single entry: HashMap iteration order cannot make the encoding differ.
-    let mut typed_extension_protocol_options = HashMap::new();
+    let tls = upstream_tls_context(alpn, c.upstream_tls.as_deref());
+    Some(TransportSocket {
+        name: "envoy.transport_sockets.tls".to_string(),
+        config_type: Some(transport_socket::ConfigType::TypedConfig(any(&tls))),
+    })
+}
+
+/// The protocol options of a cluster: HTTP/2 upstream when it speaks HTTP/2, none otherwise.
+/// A single entry: HashMap iteration order cannot make the encoding differ.
+fn protocol_options(h2: bool) -> HashMap<String, super::Any> {
+    let mut options = HashMap::new();
     if h2 {
         let opts = HttpProtocolOptions {
             upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
@@ -199,22 +217,9 @@ fn build_cluster_settings(c: &ClusterSettings) -> EnvoyCluster {
             )),
             ..Default::default()
         };
-        typed_extension_protocol_options.insert(HTTP_PROTOCOL_OPTIONS.to_string(), any(&opts));
+        options.insert(HTTP_PROTOCOL_OPTIONS.to_string(), any(&opts));
     }
-    EnvoyCluster {
-        cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
-        eds_cluster_config: Some(EdsClusterConfig {
-            eds_config: Some(ads_config_source()),
-            service_name: String::new(),
-        }),
-        connect_timeout: Some(duration(CONNECT_TIMEOUT)),
-        lb_policy: lb_policy as i32,
-        health_checks,
-        outlier_detection,
-        transport_socket,
-        typed_extension_protocol_options,
-        ..Default::default()
-    }
+    options
 }
 
 /// The TLS context of a connection to a TLS backend: ALPN `alpn`, the SNI of `tls` and, when it
@@ -314,13 +319,10 @@ fn lb_endpoint(ip: IpAddr, port: u16) -> LbEndpoint {
 /// Encodes load assignments as `build_load_assignment(c).encode_to_vec()` does, byte for byte,
 /// without the message: each endpoint's nested messages (lb endpoint, endpoint, address, socket
 /// address) are measured once, innermost first, and written in one pass, where prost measures
-/// each level once per level above it. An endpoint of a Service sets two fields only, its
-/// address and port, so its encoding is small enough to write here with prost's primitives; the
-/// test of this type checks it against prost's encoding of the whole message.
-///
-/// The load assignment's fields are written in prost's order (that of their numbers): the
-/// cluster's name (field 1), then the one locality (field 2), which holds nothing but its
-/// endpoints (its field 2).
+/// each level once per level above it ([`wire_encode::put_lb_endpoint`]). An endpoint of a
+/// Service sets two fields only, its address and port. The load assignment is the cluster's
+/// name and the one locality, which holds nothing but its endpoints
+/// ([`wire_encode::load_assignment`]).
 #[derive(Default)]
 pub struct LoadAssignmentBytes {
     /// The address text of the endpoint being written (IPv6; IPv4 texts are written on the
@@ -341,67 +343,18 @@ impl LoadAssignmentBytes {
                 IpAddr::V4(v4) => {
                     let mut text = [0; 15];
                     let len = ipv4_text(v4, &mut text);
-                    put_lb_endpoint(&text[..len], e.port, &mut self.locality);
+                    wire_encode::put_lb_endpoint(&text[..len], e.port, &mut self.locality);
                 }
                 ip => {
                     self.ip.clear();
                     push_ip(&mut self.ip, ip);
-                    put_lb_endpoint(self.ip.as_bytes(), e.port, &mut self.locality);
+                    wire_encode::put_lb_endpoint(self.ip.as_bytes(), e.port, &mut self.locality);
                 }
             }
         }
         // No endpoints, no locality; with endpoints its bytes are never empty.
-        let mut out = Vec::with_capacity(string_len(1, &c.name) + bytes_len(2, &self.locality));
-        put_string(1, &c.name, &mut out);
-        put_bytes(2, &self.locality, &mut out);
-        out
+        wire_encode::load_assignment(&c.name, &self.locality)
     }
-}
-
-/// Appends `LocalityLbEndpoints.lb_endpoints` (field 2) holding the endpoint `ip`:`port`, as
-/// prost encodes [`lb_endpoint`]'s message: `LbEndpoint.endpoint` (field 1, of a oneof) →
-/// `Endpoint.address` (field 1) → `Address.socket_address` (field 1, of a oneof) →
-/// `SocketAddress.address` (field 2, a string, left out when empty) and `.port_value` (field 3,
-/// of a oneof, so written even when 0).
-fn put_lb_endpoint(ip: &[u8], port: u16, out: &mut Vec<u8>) {
-    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
-    let nested = |len: usize| key_len(1) + encoded_len_varint(len as u64) + len;
-    let socket = bytes_len(2, ip) + key_len(3) + encoded_len_varint(u64::from(port));
-    let address = nested(socket);
-    let endpoint = nested(address);
-    let lb_endpoint = nested(endpoint);
-    out.reserve(nested(lb_endpoint));
-    if lb_endpoint < 0x80 && !ip.is_empty() {
-        // Every length takes one byte (always so: an IPv6 address has at most 39 characters),
-        // and so does each key (`tag << 3 | wire type`, below 128): the ten bytes before the
-        // address's text at once, not a varint call each (a tenth of a 10k translation).
-        const LD: u8 = WireType::LengthDelimited as u8;
-        out.extend_from_slice(&[
-            2 << 3 | LD,
-            lb_endpoint as u8,
-            1 << 3 | LD,
-            endpoint as u8,
-            1 << 3 | LD,
-            address as u8,
-            1 << 3 | LD,
-            socket as u8,
-            2 << 3 | LD,
-            ip.len() as u8,
-        ]);
-        out.extend_from_slice(ip);
-        out.push(3 << 3 | WireType::Varint as u8);
-        encode_varint(u64::from(port), out);
-        return;
-    }
-    encode_key(2, WireType::LengthDelimited, out);
-    encode_varint(lb_endpoint as u64, out);
-    for len in [endpoint, address, socket] {
-        encode_key(1, WireType::LengthDelimited, out);
-        encode_varint(len as u64, out);
-    }
-    put_bytes(2, ip, out);
-    encode_key(3, WireType::Varint, out);
-    encode_varint(u64::from(port), out);
 }
 
 /// Appends an address as `Display` writes it (IPv4 through [`ipv4_text`]).
@@ -493,7 +446,7 @@ mod tests {
                 ..Default::default()
             };
             let mut got = Vec::new();
-            put_lb_endpoint(ip.as_bytes(), port, &mut got);
+            wire_encode::put_lb_endpoint(ip.as_bytes(), port, &mut got);
             assert_eq!(got, want.encode_to_vec(), "{ip:?}");
         }
     }

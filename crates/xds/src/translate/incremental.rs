@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use envoy_types::pb::envoy::config::route::v3::RouteConfiguration;
@@ -34,7 +33,7 @@ use super::{
 };
 use crate::xds::cache::{Body, Edit, Resource, ResourceName, Snapshot, TypeSnapshot};
 use crate::xds::content;
-use sluice_core::dag::{Cluster, Dag, VirtualHost};
+use sluice_core::dag::{Dag, VirtualHost};
 use sluice_core::pmap::DiffItem;
 
 /// Turns successive models into xDS snapshots, reusing what the previous one encoded.
@@ -122,14 +121,79 @@ impl Encoder {
 
     /// The xDS snapshot of `dag`, and what the encoder kept of the previous model (the caller
     /// decides where to free it: it can be large).
+    ///
+    /// The steps: the route shards (`Encoder::plan_shards`); the clusters and load assignments,
+    /// on a second thread when many changed (`ClusterJob`); the secrets; each changed host's
+    /// route configurations and virtual hosts (`Step::hosts`); the HTTP route configurations
+    /// spliced (`Step::splice`); the listeners and scopes (`Step::listeners`); the ports of
+    /// Gateways' own addresses (`Step::entries`).
     pub fn encode(&mut self, dag: &Arc<Dag>) -> (Snapshot, Retired) {
+        let plan = self.plan_shards(dag);
+        let mut prev_layouts = self.take_layouts();
+        let prev = self.prev.as_ref();
         let empty = Dag::default();
+        let prev_dag = prev.map_or(&empty, |p| p.dag.as_ref());
+        let prev_type = |t: ResourceType| prev.and_then(|p| p.snapshot.shared(t));
+        let heads = HttpHeads::new(&plan.groups);
+        let (http, reset) = heads.shards(prev, &mut prev_layouts);
+        let cluster_job = ClusterJob::start(
+            prev_dag,
+            dag,
+            prev_type(ResourceType::Cluster).cloned(),
+            prev_type(ResourceType::Endpoint).cloned(),
+        );
+        let mut step = Step {
+            options: &self.options,
+            dag,
+            prev_dag,
+            first: prev.is_none(),
+            secrets: Patch::new(ResourceType::Secret, prev_type(ResourceType::Secret)),
+            routes: Patch::new(ResourceType::Route, prev_type(ResourceType::Route)),
+            listeners: Patch::new(ResourceType::Listener, prev_type(ResourceType::Listener)),
+            scopes: Patch::new(
+                ResourceType::ScopedRoute,
+                prev_type(ResourceType::ScopedRoute),
+            ),
+            tls_changed: false,
+        };
+        step.secrets();
+        // The route configurations of a group no longer held.
+        for (name, _) in &prev_layouts {
+            if !heads.0.iter().any(|h| h.name == *name) {
+                step.routes.remove(name);
+            }
+        }
+        let http = step.hosts(http, &plan.groups, reset);
+        let layouts = step.splice(http, &heads, reset);
+        step.listeners(&plan);
+        step.entries();
+        let (endpoints, clusters) = cluster_job.finish();
+        let snapshot = Snapshot::from_types(BTreeMap::from([
+            (ResourceType::Listener, step.listeners.finish()),
+            (ResourceType::ScopedRoute, step.scopes.finish()),
+            (ResourceType::Route, step.routes.finish()),
+            (ResourceType::Cluster, clusters),
+            (ResourceType::Endpoint, endpoints),
+            (ResourceType::Secret, step.secrets.finish()),
+        ]));
+        let retired = self.prev.replace(Prev {
+            dag: dag.clone(),
+            snapshot: snapshot.clone(),
+            http: layouts,
+            shards: plan.shards,
+            draining: plan.draining,
+        });
+        (snapshot, Retired(retired))
+    }
+
+    /// The route shards of `dag`'s snapshot. Shards on or off (`auto`): the HTTP listener and
+    /// its scopes are new, and the previous listener's route configurations are kept up to date
+    /// beside the new ones for a while
+    /// ([`AutoRouteShards::keep_previous_for`](super::AutoRouteShards)): connections accepted
+    /// before Envoy had the new listener keep routing with them until they drain.
+    fn plan_shards(&self, dag: &Dag) -> ShardPlan {
         let prev_shards = self.http_route_shards();
         let shards = (self.options.route_shards).count(dag.vhosts.len(), prev_shards);
-        // Shards on or off (`auto`): the HTTP listener and its scopes are new, and the previous
-        // listener's route configurations are kept up to date beside the new ones for a while
-        // ([`AutoRouteShards::keep_previous_for`](super::AutoRouteShards)): connections
-        // accepted before Envoy had the new listener keep routing with them until they drain.
         let resharded = prev_shards.filter(|&before| before != shards);
         let draining = match (resharded, self.prev.as_ref().and_then(|p| p.draining)) {
             (Some(before), _) => {
@@ -145,33 +209,86 @@ impl Encoder {
             (None, Some(d)) if d.until > Instant::now() => Some(d),
             _ => None,
         };
-        let groups = HttpGroups::new(shards, draining.map(|d| d.shards));
-        let prev_groups = self.prev.as_ref().map(|p| p.groups());
-        let mut prev_layouts: Vec<(String, Layout)> = match self.prev.as_mut() {
-            Some(p) => (prev_groups.iter().flat_map(HttpGroups::names))
-                .map(|(_, name)| name)
-                .zip(std::mem::take(&mut p.http))
-                .collect(),
-            None => Vec::new(),
+        ShardPlan {
+            shards,
+            resharded,
+            draining,
+            groups: HttpGroups::new(shards, draining.map(|d| d.shards)),
+            prev_groups: self.prev.as_ref().map(|p| p.groups()),
+        }
+    }
+
+    /// The previous snapshot's HTTP route configurations' layouts, taken out of it, each with
+    /// its configuration's name.
+    fn take_layouts(&mut self) -> Vec<(String, Layout)> {
+        let Some(p) = self.prev.as_mut() else {
+            return Vec::new();
         };
-        let prev = self.prev.as_ref();
-        let prev_dag = prev.map_or(&empty, |p| p.dag.as_ref());
-        let prev_type = |t: ResourceType| prev.and_then(|p| p.snapshot.shared(t));
-        // The previous HTTP route configurations' bytes (less the suffix they share), which
-        // `layouts` describe: every shard of every group, in order. A shard new to the snapshot
-        // is filled with every host; should one not match its layout (an earlier encode
-        // stopped half-way), every host is encoded again into every shard.
-        let suffixes: Vec<Vec<u8>> = groups.counts().map(http_route_config_suffix).collect();
-        let heads: Vec<(String, Vec<u8>, usize)> = (groups.names())
-            .map(|(g, name)| {
-                let head = http_route_config_head(&name);
-                (name, head, g)
+        (p.groups().names())
+            .map(|(_, name)| name)
+            .zip(std::mem::take(&mut p.http))
+            .collect()
+    }
+}
+
+/// The route shards of one encode ([`Encoder::plan_shards`]).
+struct ShardPlan {
+    /// The HTTP listener's.
+    shards: u16,
+    /// The previous listener's shards, when they differ from these.
+    resharded: Option<u16>,
+    /// The previous listener's shards, while their route configurations are kept up to date.
+    draining: Option<Draining>,
+    groups: HttpGroups,
+    /// The previous snapshot's groups (None before the first).
+    prev_groups: Option<HttpGroups>,
+}
+
+/// One HTTP route configuration of the snapshot being encoded: its name, its encoding with
+/// nothing but the name (the bytes of a shard new to the snapshot), and its group.
+struct HttpHead {
+    name: String,
+    head: Vec<u8>,
+    group: usize,
+}
+
+/// Every HTTP route configuration of the snapshot being encoded ([`HttpGroups::names`]), and
+/// each group's suffix: the bytes after the virtual hosts, shared by the group's shards.
+struct HttpHeads(Vec<HttpHead>, Vec<Vec<u8>>);
+
+impl HttpHeads {
+    fn new(groups: &HttpGroups) -> HttpHeads {
+        let heads = (groups.names())
+            .map(|(group, name)| HttpHead {
+                head: http_route_config_head(&name),
+                name,
+                group,
             })
             .collect();
+        HttpHeads(
+            heads,
+            groups.counts().map(http_route_config_suffix).collect(),
+        )
+    }
+
+    fn suffix(&self, head: &HttpHead) -> &[u8] {
+        &self.1[head.group]
+    }
+
+    /// The shards of the HTTP route configurations as the change starts, each with its layout
+    /// (taken from `prev_layouts`) and its previous bytes less the suffix; and whether every
+    /// host is to be encoded again (a reset): a shard new to the snapshot is filled with every
+    /// host, and should one not match its layout (an earlier encode stopped half-way), every
+    /// host is encoded again into every shard.
+    fn shards<'a>(
+        &'a self,
+        prev: Option<&'a Prev>,
+        prev_layouts: &mut [(String, Layout)],
+    ) -> (Vec<HttpShard<'a>>, bool) {
         let mut fresh = false;
-        let mut layouts: Vec<Layout> = (heads.iter())
+        let mut layouts: Vec<Layout> = (self.0.iter())
             .map(
-                |(name, _, _)| match prev_layouts.iter_mut().find(|(n, _)| n == name) {
+                |h| match prev_layouts.iter_mut().find(|(n, _)| *n == h.name) {
                     Some((_, layout)) => std::mem::take(layout),
                     None => {
                         fresh = true;
@@ -180,97 +297,20 @@ impl Encoder {
                 },
             )
             .collect();
-        let mut old_http: Vec<&[u8]> = heads
-            .iter()
-            .map(|(name, head, g)| {
-                prev.and_then(|p| p.snapshot.of(ResourceType::Route).get(name.as_str()))
-                    .and_then(|r| r.body.value.strip_suffix(&suffixes[*g][..]))
-                    .unwrap_or(head)
+        let mut old_http: Vec<&[u8]> = (self.0.iter())
+            .map(|h| {
+                prev.and_then(|p| p.snapshot.of(ResourceType::Route).get(h.name.as_str()))
+                    .and_then(|r| r.body.value.strip_suffix(self.suffix(h)))
+                    .unwrap_or(&h.head)
             })
             .collect();
-        let stale = (layouts.iter().zip(&old_http).zip(&heads))
-            .any(|((layout, old), (_, head, _))| old.len() != layout.len.max(head.len()));
+        let stale = (layouts.iter().zip(&old_http).zip(&self.0))
+            .any(|((layout, old), h)| old.len() != layout.len.max(h.head.len()));
         if stale {
-            layouts = heads.iter().map(|_| Layout::default()).collect();
-            old_http = heads.iter().map(|(_, head, _)| &head[..]).collect();
+            layouts = self.0.iter().map(|_| Layout::default()).collect();
+            old_http = self.0.iter().map(|h| &h.head[..]).collect();
         }
-        let reset = fresh || stale;
-
-        // Clusters and their load assignments depend on nothing else encoded here. When many
-        // changed (a build from nothing, a full rebuild that changed most of them), a second
-        // thread encodes the clusters while this one does the rest; then both encode the load
-        // assignments, a chunk at a time, until none is left; then the second thread puts the
-        // clusters in their map while this one puts the load assignments in theirs. At 10k
-        // objects: ~7 ms of clusters there against ~11 ms of routes, listeners and secrets here,
-        // then ~10 ms of load assignments between them, then ~1 ms of map inserts each.
-        let cluster_changes: Vec<ClusterChange> = prev_dag
-            .clusters
-            .diff(&dag.clusters)
-            .map(|item| match item {
-                DiffItem::Remove(_, c) => ClusterChange::Removed(c.clone()),
-                DiffItem::Add(_, c) | DiffItem::Update { new: (_, c), .. } => {
-                    ClusterChange::Put(c.clone())
-                }
-            })
-            .collect();
-        let parallel = cluster_changes.len() >= PARALLEL_CLUSTERS;
-        let load_assignments = Arc::new(LoadAssignments {
-            changes: cluster_changes,
-            prev: prev_type(ResourceType::Endpoint).cloned(),
-            next: AtomicUsize::new(0),
-        });
-        // The load assignments the clusters' thread encoded, handed over before it puts the
-        // clusters in their map.
-        let (their_chunks, load_assignments_theirs) = std::sync::mpsc::channel();
-        let clusters_job = {
-            let prev_clusters = prev_type(ResourceType::Cluster).cloned();
-            let load_assignments = load_assignments.clone();
-            move || {
-                let changes = &load_assignments.changes;
-                let held = |name: &str| prev_clusters.as_ref()?.resources.get(name);
-                let mut bytes = ClusterBytes::default();
-                let edits = edits_of(ResourceType::Cluster, changes, held, |c| bytes.encode(c));
-                // Sent before the map inserts below: the receiver is alive until it has it.
-                let _ = their_chunks.send(load_assignments.encode_chunks());
-                apply_edits(
-                    ResourceType::Cluster,
-                    prev_clusters.as_ref(),
-                    changes,
-                    edits,
-                )
-            }
-        };
-        let clusters_job = if parallel {
-            Ok(std::thread::spawn(clusters_job))
-        } else {
-            Err(clusters_job)
-        };
-
-        let mut secrets = Patch::new(ResourceType::Secret, prev_type(ResourceType::Secret));
-        for item in prev_dag.secrets.diff(&dag.secrets) {
-            match item {
-                DiffItem::Remove(_, s) => secrets.remove(&s.name),
-                DiffItem::Add(_, s) | DiffItem::Update { new: (_, s), .. } => {
-                    let pb = build_secret(s);
-                    secrets.add(&pb.name, &pb);
-                }
-            }
-        }
-        // The TLS listener has one filter chain per TLS host, naming its secret: it changes only
-        // with what a host's chain is made of ([`tls_chain`]) or a secret.
-        let mut tls_changed = prev.is_none() || secrets.changed();
-
-        let mut routes = Patch::new(ResourceType::Route, prev_type(ResourceType::Route));
-        // The route configurations of a group no longer held.
-        for (name, _) in &prev_layouts {
-            if !heads.iter().any(|(n, _, _)| n == name) {
-                routes.remove(name);
-            }
-        }
-        let fallback = dag.vhosts.get("*").map(|v| &**v);
-        // Changed hosts of each shard of the HTTP route configuration: bytes to put, or None to
-        // remove; whether the shard's shared redirect host changed, and how many hosts it had.
-        let mut http: Vec<HttpShard> = (layouts.into_iter().zip(old_http))
+        let shards = (layouts.into_iter().zip(old_http))
             .map(|(layout, old)| HttpShard {
                 redirected_before: layout.redirected.len(),
                 layout,
@@ -279,24 +319,56 @@ impl Encoder {
                 redirected_changed: false,
             })
             .collect();
-        let set_http = |http: &mut [HttpShard], v: &VirtualHost| {
-            let redirect = route::redirects_everything(v);
-            // Encoded once for every shard that holds the host (a wildcard host's, every shard).
-            let mut bytes = (!redirect).then(|| route::encode_http_vhost(v, fallback));
-            let ranges = groups.shards_of(&v.host);
-            let mut left: usize = ranges.iter().map(ExactSizeIterator::len).sum();
-            for k in ranges.into_iter().flatten() {
-                left -= 1;
-                let bytes = if left == 0 {
-                    bytes.take()
-                } else {
-                    bytes.clone()
-                };
-                http[k].set(v, redirect, bytes);
+        (shards, fresh || stale)
+    }
+}
+
+/// The resources of one encode other than clusters and load assignments, as its steps make
+/// them from the previous model (`prev_dag`) and the new one (`dag`).
+struct Step<'a> {
+    options: &'a Options,
+    dag: &'a Dag,
+    prev_dag: &'a Dag,
+    /// Whether there is no previous snapshot.
+    first: bool,
+    secrets: Patch<'a>,
+    routes: Patch<'a>,
+    listeners: Patch<'a>,
+    scopes: Patch<'a>,
+    /// Whether the TLS listener changes: it has one filter chain per TLS host, naming its
+    /// secret, so it changes only with what a host's chain is made of ([`tls_chain`]) or a
+    /// secret.
+    tls_changed: bool,
+}
+
+impl Step<'_> {
+    /// The secrets that changed.
+    fn secrets(&mut self) {
+        for item in self.prev_dag.secrets.diff(&self.dag.secrets) {
+            match item {
+                DiffItem::Remove(_, s) => self.secrets.remove(&s.name),
+                DiffItem::Add(_, s) | DiffItem::Update { new: (_, s), .. } => {
+                    let pb = build_secret(s);
+                    self.secrets.add(&pb.name, &pb);
+                }
             }
-        };
+        }
+        self.tls_changed = self.first || self.secrets.changed();
+    }
+
+    /// Each changed host: its own HTTPS route configuration, its chain of the TLS listener, and
+    /// its virtual host in the HTTP route configurations' shards (`http`). A wildcard host's
+    /// HTTP routes end with those of the catch-all host `*`; after a reset every host is
+    /// encoded, once.
+    fn hosts<'h>(
+        &mut self,
+        mut http: Vec<HttpShard<'h>>,
+        groups: &HttpGroups,
+        reset: bool,
+    ) -> Vec<HttpShard<'h>> {
+        let fallback = self.dag.vhosts.get("*").map(|v| &**v);
         let mut removed_http = Vec::new();
-        for item in prev_dag.vhosts.diff(&dag.vhosts) {
+        for item in self.prev_dag.vhosts.diff(&self.dag.vhosts) {
             let (host, old, new) = match item {
                 DiffItem::Remove(h, v) => (h, Some(&**v), None),
                 DiffItem::Add(h, v) => (h, None, Some(&**v)),
@@ -305,31 +377,20 @@ impl Encoder {
                     new: (_, n),
                 } => (h, Some(&**o), Some(&**n)),
             };
-            tls_changed |= tls_chain(old) != tls_chain(new);
-            match new.filter(|v| has_https_routes(v)) {
-                Some(v) => {
-                    let (name, bytes) = route::encode_https_route_config(v);
-                    routes.add_encoded(&name, bytes);
-                }
-                None if old.is_some_and(has_https_routes) => {
-                    routes.remove(&https_route_config_name(host));
-                }
-                None => {}
-            }
+            self.tls_changed |= tls_chain(old) != tls_chain(new);
+            self.https_routes(host, old, new);
             match new.filter(|v| v.serves_http()) {
                 // After a reset the loop below puts every host, once.
                 Some(_) if reset => {}
-                Some(v) => set_http(&mut http, v),
+                Some(v) => put_http_host(&mut http, groups, v, fallback),
                 None => removed_http.push(host),
             }
         }
-        // A wildcard host's HTTP routes end with those of the catch-all host `*`; after a reset
-        // every host is encoded.
-        let catch_all_changed = prev_dag.vhosts.get("*") != dag.vhosts.get("*");
+        let catch_all_changed = self.prev_dag.vhosts.get("*") != self.dag.vhosts.get("*");
         if reset || catch_all_changed {
-            for v in dag.vhosts.values() {
+            for v in self.dag.vhosts.values() {
                 if (reset || v.host.starts_with("*.")) && v.serves_http() {
-                    set_http(&mut http, v);
+                    put_http_host(&mut http, groups, v, fallback);
                 }
             }
         }
@@ -338,93 +399,102 @@ impl Encoder {
                 http[k].remove(host);
             }
         }
-        let mut layouts = Vec::with_capacity(http.len());
-        for (shard, (name, _, g)) in http.into_iter().zip(&heads) {
-            let HttpShard {
-                mut layout,
-                old,
-                mut edits,
-                redirected_before,
-                redirected_changed,
-            } = shard;
-            if redirected_changed {
-                let shared = route::HTTPS_REDIRECT_VHOST.to_string();
-                let bytes = (!layout.redirected.is_empty()).then(|| {
-                    // In the model's order: its hosts are sorted by name.
-                    let mut hosts: Vec<&str> =
-                        layout.redirected.iter().map(String::as_str).collect();
-                    hosts.sort_unstable();
-                    route::build_https_redirect_vhost(hosts).encode_to_vec()
-                });
-                if bytes.is_some() || redirected_before > 0 {
-                    edits.put(shared, bytes);
-                }
+        http
+    }
+
+    /// The HTTPS route configuration of a host that changed from `old` to `new`.
+    fn https_routes(&mut self, host: &str, old: Option<&VirtualHost>, new: Option<&VirtualHost>) {
+        match new.filter(|v| has_https_routes(v)) {
+            Some(v) => {
+                let (name, bytes) = route::encode_https_route_config(v);
+                self.routes.add_encoded(&name, bytes);
             }
-            if !edits.is_empty() || !routes.has(name) {
-                let (bytes, digest) = layout.splice(name, old, edits, &suffixes[*g]);
-                if reset && routes.get(name).is_some_and(|r| r.body.value == bytes) {
+            None if old.is_some_and(has_https_routes) => {
+                self.routes.remove(&https_route_config_name(host));
+            }
+            None => {}
+        }
+    }
+
+    /// Each shard of the HTTP route configurations with its edits spliced into its previous
+    /// bytes: put in the routes unless the same as before; the shards' new layouts, in order.
+    fn splice(&mut self, http: Vec<HttpShard<'_>>, heads: &HttpHeads, reset: bool) -> Vec<Layout> {
+        let mut layouts = Vec::with_capacity(http.len());
+        for (shard, h) in http.into_iter().zip(&heads.0) {
+            let (mut layout, old, edits) = shard.with_redirect_edit();
+            let name = &h.name;
+            if !edits.is_empty() || !self.routes.has(name) {
+                let (bytes, digest) = layout.splice(name, old, edits, heads.suffix(h));
+                if reset && self.routes.get(name).is_some_and(|r| r.body.value == bytes) {
                     // Rebuilt from nothing, and the same as before.
                 } else {
                     // Different entries make different bytes: no need to compare them.
                     match digest {
-                        Some(digest) => routes.put_hashed(name, bytes, &digest),
-                        None => routes.put_changed(name, bytes),
+                        Some(digest) => self.routes.put_hashed(name, bytes, &digest),
+                        None => self.routes.put_changed(name, bytes),
                     }
                 }
             }
             layouts.push(layout);
         }
+        layouts
+    }
 
-        let mut listeners = Patch::new(ResourceType::Listener, prev_type(ResourceType::Listener));
-        let mut scopes = Patch::new(
-            ResourceType::ScopedRoute,
-            prev_type(ResourceType::ScopedRoute),
-        );
-        // The HTTP listener depends on the options, which are this encoder's for its life, and
-        // the route shards; the scopes on the groups held: unless those changed, the previous
-        // snapshot holds them.
-        if prev.is_none() || resharded.is_some() {
-            let http = listener::build_http_listener(&self.options, shards);
-            listeners.add(&http.name, &http);
+    /// The listeners and scopes. The HTTP listener depends on the options, which are this
+    /// encoder's for its life, and the route shards; the scopes on the groups held: unless
+    /// those changed, the previous snapshot holds them.
+    fn listeners(&mut self, plan: &ShardPlan) {
+        if self.first || plan.resharded.is_some() {
+            let http = listener::build_http_listener(self.options, plan.shards);
+            self.listeners.add(&http.name, &http);
         }
-        if prev_groups.as_ref() != Some(&groups) {
-            let new_scopes: Vec<_> = groups
-                .counts()
-                .flat_map(listener::build_scoped_routes)
-                .collect();
-            for old in prev_groups.iter().flat_map(|g| g.counts()) {
-                for scope in listener::build_scoped_routes(old) {
-                    if !new_scopes.iter().any(|s| s.name == scope.name) {
-                        scopes.remove(&scope.name);
-                    }
-                }
-            }
-            for scope in new_scopes {
-                scopes.add(&scope.name, &scope);
-            }
+        if plan.prev_groups.as_ref() != Some(&plan.groups) {
+            self.scopes(plan);
         }
-        if tls_changed {
-            match listener::build_https_listener(dag, &self.options) {
-                Some(https) => listeners.add(&https.name, &https),
-                None => listeners.remove(HTTPS_LISTENER),
+        if self.tls_changed {
+            match listener::build_https_listener(self.dag, self.options) {
+                Some(https) => self.listeners.add(&https.name, &https),
+                None => self.listeners.remove(HTTPS_LISTENER),
             }
         }
         // Gateway TCP listeners, a listener per port.
-        for item in prev_dag.tcp_listeners.diff(&dag.tcp_listeners) {
+        for item in self.prev_dag.tcp_listeners.diff(&self.dag.tcp_listeners) {
             match item {
-                DiffItem::Remove(port, _) => listeners.remove(&listener::tcp_listener_name(*port)),
+                DiffItem::Remove(port, _) => {
+                    self.listeners.remove(&listener::tcp_listener_name(*port))
+                }
                 DiffItem::Add(port, l) | DiffItem::Update { new: (port, l), .. } => {
-                    match listener::build_tcp_listener(l, &self.options) {
-                        Some(tcp) => listeners.add(&tcp.name, &tcp),
-                        None => listeners.remove(&listener::tcp_listener_name(*port)),
+                    match listener::build_tcp_listener(l, self.options) {
+                        Some(tcp) => self.listeners.add(&tcp.name, &tcp),
+                        None => self.listeners.remove(&listener::tcp_listener_name(*port)),
                     }
                 }
             }
         }
+    }
 
-        // The ports of Gateways' own addresses: a listener each, and its route configurations.
+    /// The scopes of the groups held, those of groups no longer held removed.
+    fn scopes(&mut self, plan: &ShardPlan) {
+        let new_scopes: Vec<_> = (plan.groups.counts())
+            .flat_map(listener::build_scoped_routes)
+            .collect();
+        for old in plan.prev_groups.iter().flat_map(|g| g.counts()) {
+            for scope in listener::build_scoped_routes(old) {
+                if !new_scopes.iter().any(|s| s.name == scope.name) {
+                    self.scopes.remove(&scope.name);
+                }
+            }
+        }
+        for scope in new_scopes {
+            self.scopes.add(&scope.name, &scope);
+        }
+    }
+
+    /// The ports of Gateways' own addresses: a listener each, and its route configurations.
+    fn entries(&mut self) {
+        let (dag, options) = (self.dag, self.options);
         let mut entry_listeners = BTreeMap::new();
-        for item in prev_dag.entries.diff(&dag.entries) {
+        for item in self.prev_dag.entries.diff(&dag.entries) {
             let (key, old, new) = match item {
                 DiffItem::Remove(k, e) => (k, Some(&**e), None),
                 DiffItem::Add(k, e) => (k, None, Some(&**e)),
@@ -436,217 +506,55 @@ impl Encoder {
             let configs = new.map_or_else(Vec::new, |e| entry::build_entry_route_configs(key, e));
             for name in old.map_or_else(Vec::new, |e| entry::entry_route_config_names(key, e)) {
                 if !configs.iter().any(|c| c.name == name) {
-                    routes.remove(&name);
+                    self.routes.remove(&name);
                 }
             }
             for config in &configs {
-                routes.add(&config.name, config);
+                self.routes.add(&config.name, config);
             }
-            let built = new.and_then(|e| entry::build_entry_listener(key, e, dag, &self.options));
+            let built = new.and_then(|e| entry::build_entry_listener(key, e, dag, options));
             entry_listeners.insert(key.name(), built);
         }
         // A port's TLS chains name their secrets: a secret's bytes changed, they stay as they
         // are (Envoy takes the secret by SDS); one gone or come changes which chains there are.
-        if secrets.changed() {
+        if self.secrets.changed() {
             for (key, e) in dag.entries.iter() {
                 if e.protocol == sluice_core::dag::EntryProtocol::Tls {
-                    let built = entry::build_entry_listener(key, e, dag, &self.options);
+                    let built = entry::build_entry_listener(key, e, dag, options);
                     entry_listeners.entry(key.name()).or_insert(built);
                 }
             }
         }
         for (name, l) in entry_listeners {
             match l {
-                Some(l) => listeners.add(&name, &l),
-                None => listeners.remove(&name),
+                Some(l) => self.listeners.add(&name, &l),
+                None => self.listeners.remove(&name),
             }
         }
+    }
+}
 
-        let mut endpoint_chunks = load_assignments.encode_chunks();
-        let (endpoints, clusters) = match clusters_job {
-            Ok(thread) => {
-                // Nothing to receive means the thread failed: its join says how.
-                if let Ok(theirs) = load_assignments_theirs.recv() {
-                    endpoint_chunks.extend(theirs);
-                }
-                let endpoints = load_assignments.finish(endpoint_chunks);
-                let clusters = thread
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (endpoints, clusters)
-            }
-            Err(job) => {
-                let clusters = job();
-                endpoint_chunks.extend(load_assignments_theirs.try_iter().flatten());
-                (load_assignments.finish(endpoint_chunks), clusters)
-            }
+/// Puts host `v` in every shard of the HTTP route configurations that holds it (a wildcard
+/// host's, every shard), encoded once; `fallback` is the catch-all host.
+fn put_http_host(
+    http: &mut [HttpShard<'_>],
+    groups: &HttpGroups,
+    v: &VirtualHost,
+    fallback: Option<&VirtualHost>,
+) {
+    let redirect = route::redirects_everything(v);
+    let mut bytes = (!redirect).then(|| route::encode_http_vhost(v, fallback));
+    let ranges = groups.shards_of(&v.host);
+    let mut left: usize = ranges.iter().map(ExactSizeIterator::len).sum();
+    for k in ranges.into_iter().flatten() {
+        left -= 1;
+        let bytes = if left == 0 {
+            bytes.take()
+        } else {
+            bytes.clone()
         };
-        let snapshot = Snapshot::from_types(BTreeMap::from([
-            (ResourceType::Listener, listeners.finish()),
-            (ResourceType::ScopedRoute, scopes.finish()),
-            (ResourceType::Route, routes.finish()),
-            (ResourceType::Cluster, clusters),
-            (ResourceType::Endpoint, endpoints),
-            (ResourceType::Secret, secrets.finish()),
-        ]));
-        let retired = self.prev.replace(Prev {
-            dag: dag.clone(),
-            snapshot: snapshot.clone(),
-            http: layouts,
-            shards,
-            draining,
-        });
-        (snapshot, Retired(retired))
+        http[k].set(v, redirect, bytes);
     }
-}
-
-/// When at least this many clusters changed, they and their load assignments are encoded on a
-/// second thread (a thread costs tens of microseconds; encoding 1,000 clusters and their load
-/// assignments, about 1.5 ms).
-const PARALLEL_CLUSTERS: usize = 1_000;
-
-/// A cluster of the model that changed.
-enum ClusterChange {
-    Removed(Arc<Cluster>),
-    /// Added or changed.
-    Put(Arc<Cluster>),
-}
-
-/// Load assignments in chunks of this many changed clusters are taken by whichever thread is free.
-const LOAD_ASSIGNMENT_CHUNK: usize = 128;
-
-/// The load assignments of the changed clusters, encoded by whichever threads call
-/// [`LoadAssignments::encode_chunks`], a chunk of changes at a time.
-struct LoadAssignments {
-    changes: Vec<ClusterChange>,
-    /// The previous load assignments.
-    prev: Option<Arc<TypeSnapshot>>,
-    /// The first change no thread has taken yet.
-    next: AtomicUsize,
-}
-
-/// The chunks of changes one thread encoded: each chunk's first position and edits.
-type Chunks = Vec<(usize, Vec<ResourceEdit>)>;
-
-impl LoadAssignments {
-    /// Encodes chunks of changes until none is left.
-    fn encode_chunks(&self) -> Chunks {
-        let held = |name: &str| self.prev.as_ref()?.resources.get(name);
-        let mut bytes = LoadAssignmentBytes::default();
-        let mut out = Vec::new();
-        loop {
-            let start = self
-                .next
-                .fetch_add(LOAD_ASSIGNMENT_CHUNK, Ordering::Relaxed);
-            let end = self.changes.len().min(start + LOAD_ASSIGNMENT_CHUNK);
-            let Some(chunk) = self.changes.get(start..end).filter(|c| !c.is_empty()) else {
-                return out;
-            };
-            let edits = edits_of(ResourceType::Endpoint, chunk, held, |c| bytes.encode(c));
-            out.push((start, edits));
-        }
-    }
-
-    /// The previous load assignments with every chunk's edits applied, in the order of the
-    /// changes (whichever thread encoded them).
-    fn finish(&self, mut chunks: Chunks) -> Arc<TypeSnapshot> {
-        chunks.sort_unstable_by_key(|(start, _)| *start);
-        debug_assert!(
-            chunks
-                .iter()
-                .map(|(start, _)| *start)
-                .eq((0..chunks.len()).map(|i| i * LOAD_ASSIGNMENT_CHUNK)),
-            "every chunk once"
-        );
-        let edits = chunks.into_iter().flat_map(|(_, edits)| edits);
-        apply_edits(
-            ResourceType::Endpoint,
-            self.prev.as_ref(),
-            &self.changes,
-            edits,
-        )
-    }
-}
-
-/// What one changed cluster does to one per-cluster type (clusters, or load assignments).
-enum ResourceEdit {
-    /// Nothing: the resource's bytes are those held.
-    Same,
-    Put(Arc<Resource>),
-    Removed,
-}
-
-impl ClusterChange {
-    fn cluster(&self) -> &Cluster {
-        match self {
-            ClusterChange::Removed(c) | ClusterChange::Put(c) => c,
-        }
-    }
-}
-
-/// How many changed clusters [`edits_of`] encodes before it hashes their resources together.
-const EDIT_BATCH: usize = 64;
-
-/// The edits of `changes` (one each, in order) to a per-cluster type whose resources held so far
-/// `held` finds: `encode` makes a changed cluster's resource; those whose bytes differ from the
-/// held ones are hashed side by side, a batch at a time ([`Resource::new_many`]).
-fn edits_of<'h>(
-    t: ResourceType,
-    changes: &[ClusterChange],
-    held: impl Fn(&str) -> Option<&'h Arc<Resource>>,
-    mut encode: impl FnMut(&Cluster) -> Vec<u8>,
-) -> Vec<ResourceEdit> {
-    let mut edits = Vec::with_capacity(changes.len());
-    let mut changed = Vec::with_capacity(EDIT_BATCH.min(changes.len()));
-    let mut at = Vec::with_capacity(EDIT_BATCH.min(changes.len()));
-    for batch in changes.chunks(EDIT_BATCH) {
-        for change in batch {
-            let c = match change {
-                ClusterChange::Removed(_) => {
-                    edits.push(ResourceEdit::Removed);
-                    continue;
-                }
-                ClusterChange::Put(c) => c,
-            };
-            let value = encode(c);
-            if held(&c.name).is_some_and(|r| r.body.value == value) {
-                edits.push(ResourceEdit::Same);
-                continue;
-            }
-            // The resource shares its name with the model's cluster; its edit is put in place
-            // once the batch is hashed.
-            at.push(edits.len());
-            edits.push(ResourceEdit::Same);
-            changed.push((c.name.clone(), Body::new(t, value)));
-        }
-        let resources = Resource::new_many(std::mem::take(&mut changed));
-        for (i, r) in at.drain(..).zip(resources) {
-            edits[i] = ResourceEdit::Put(Arc::new(r));
-        }
-    }
-    edits
-}
-
-/// The resources of one per-cluster type: the previous ones (`prev`) with the edits of
-/// `changes` (one each, in the same order) applied.
-fn apply_edits(
-    t: ResourceType,
-    prev: Option<&Arc<TypeSnapshot>>,
-    changes: &[ClusterChange],
-    edits: impl IntoIterator<Item = ResourceEdit>,
-) -> Arc<TypeSnapshot> {
-    let mut patch = Patch::new(t, prev);
-    let mut applied = 0;
-    for (change, edit) in changes.iter().zip(edits) {
-        applied += 1;
-        match edit {
-            ResourceEdit::Same => {}
-            ResourceEdit::Put(r) => patch.edit().insert(r),
-            ResourceEdit::Removed => patch.remove(&change.cluster().name),
-        }
-    }
-    debug_assert_eq!(applied, changes.len(), "an edit for every change");
-    patch.finish()
 }
 
 /// What the encoder held of a previous model, handed back by [`Encoder::encode`].
@@ -764,6 +672,12 @@ impl<'p> Patch<'p> {
         }
     }
 }
+
+#[path = "incremental_clusters.rs"]
+mod clusters;
+#[cfg(test)]
+use clusters::PARALLEL_CLUSTERS;
+use clusters::{ClusterJob, EDIT_BATCH};
 
 #[path = "incremental_layout.rs"]
 mod layout;

@@ -4,17 +4,13 @@
 //! ([`HttpShard`]).
 
 use prost::Message;
-use prost::encoding::{WireType, encode_key, encode_varint};
 
-use super::super::route;
+use super::super::{route, wire_encode};
 #[cfg(test)]
 use super::BTreeMap;
 use super::{RouteConfiguration, content};
 use crate::xds::cache::LARGE;
 use sluice_core::dag::VirtualHost;
-
-/// Field number of `RouteConfiguration.virtual_hosts`.
-pub(super) const VIRTUAL_HOSTS_FIELD: u32 = 2;
 
 /// The layout of an encoded HTTP route configuration: its name field, then one entry per virtual
 /// host (field key, length, encoded `VirtualHost`) in the order of their names, which is the
@@ -70,9 +66,7 @@ impl Entry {
 /// Appends one entry (field 2 of `RouteConfiguration`) holding `body`; returns its entry.
 pub(super) fn write_entry(out: &mut Vec<u8>, host: String, body: &[u8]) -> Entry {
     let start = out.len();
-    encode_key(VIRTUAL_HOSTS_FIELD, WireType::LengthDelimited, out);
-    encode_varint(body.len() as u64, out);
-    out.extend_from_slice(body);
+    wire_encode::put_always(wire_encode::VIRTUAL_HOSTS, body, out);
     let len = out.len() - start;
     Entry {
         host: host.into_boxed_str(),
@@ -422,7 +416,32 @@ pub(super) struct HttpShard<'a> {
     pub(super) redirected_changed: bool,
 }
 
-impl HttpShard<'_> {
+impl<'a> HttpShard<'a> {
+    /// The shard's layout, previous bytes and edits, with the edit of the shared redirect host
+    /// ([`route::HTTPS_REDIRECT_VHOST`]) when the hosts it names changed.
+    pub(super) fn with_redirect_edit(self) -> (Layout, &'a [u8], HostEdits) {
+        let HttpShard {
+            layout,
+            old,
+            mut edits,
+            redirected_before,
+            redirected_changed,
+        } = self;
+        if redirected_changed {
+            let shared = route::HTTPS_REDIRECT_VHOST.to_string();
+            let bytes = (!layout.redirected.is_empty()).then(|| {
+                // In the model's order: its hosts are sorted by name.
+                let mut hosts: Vec<&str> = layout.redirected.iter().map(String::as_str).collect();
+                hosts.sort_unstable();
+                route::build_https_redirect_vhost(hosts).encode_to_vec()
+            });
+            if bytes.is_some() || redirected_before > 0 {
+                edits.put(shared, bytes);
+            }
+        }
+        (layout, old, edits)
+    }
+
     /// Puts host `v` in this shard: `bytes` is its encoded virtual host, or None for a host
     /// that [redirects everything](route::redirects_everything) (`redirect`), a domain of the
     /// shared virtual host (its own goes, if it had one).

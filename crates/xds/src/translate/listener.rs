@@ -53,6 +53,7 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
     },
 };
 use super::trace::hcm_tracing;
+use super::wire_encode;
 use super::{Options, ads_config_source, any, boolv, duration, u32v};
 use sluice_core::api::TlsVersion;
 use sluice_core::dag::model::ClientValidation;
@@ -219,17 +220,14 @@ const HCM_FILTER: &str = "envoy.filters.network.http_connection_manager";
 /// The HTTP connection manager of every TLS host's filter chain, encoded once per listener: the
 /// hosts' differ only in the name of their route configuration (`rds`, field 3), so each host's
 /// is the bytes of the fields before that one, its own `rds`, and the bytes of the fields after
-/// it. prost writes a message's fields in the order of their numbers (a oneof at its lowest);
-/// a test holds the result to a whole encoding of each host's.
+/// it ([`wire_encode::hcm_with_rds`]); a test holds the result to a whole encoding of each
+/// host's.
 pub(super) struct HttpsHcm {
     before: Vec<u8>,
     after: Vec<u8>,
     /// `Rds.config_source` (field 1), encoded: the same for every host.
     config_source: Vec<u8>,
 }
-
-/// Field number of `HttpConnectionManager.rds`.
-const HCM_RDS_FIELD: u32 = 3;
 
 impl HttpsHcm {
     pub(super) fn new(shared: &Shared<'_>, stat_prefix: &str) -> HttpsHcm {
@@ -255,31 +253,8 @@ impl HttpsHcm {
 
     /// The filter of a host whose routes are the route configuration `route_config`.
     fn filter(&self, route_config: &str) -> Filter {
-        use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
-        let name = route_config.as_bytes();
-        // `route_config_name` (field 2), unless empty (proto3 writes no default value).
-        let name_len = match name.len() {
-            0 => 0,
-            n => key_len(2) + encoded_len_varint(n as u64) + n,
-        };
-        let rds_len = self.config_source.len() + name_len;
-        let mut value = Vec::with_capacity(
-            self.before.len()
-                + key_len(HCM_RDS_FIELD)
-                + encoded_len_varint(rds_len as u64)
-                + rds_len
-                + self.after.len(),
-        );
-        value.extend_from_slice(&self.before);
-        encode_key(HCM_RDS_FIELD, WireType::LengthDelimited, &mut value);
-        encode_varint(rds_len as u64, &mut value);
-        value.extend_from_slice(&self.config_source);
-        if !name.is_empty() {
-            encode_key(2, WireType::LengthDelimited, &mut value);
-            encode_varint(name.len() as u64, &mut value);
-            value.extend_from_slice(name);
-        }
-        value.extend_from_slice(&self.after);
+        let value =
+            wire_encode::hcm_with_rds(&self.before, &self.config_source, route_config, &self.after);
         Filter {
             name: HCM_FILTER.to_string(),
             config_type: Some(filter::ConfigType::TypedConfig(super::Any {

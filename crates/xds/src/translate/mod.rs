@@ -18,12 +18,14 @@
 pub mod access_log;
 mod cluster;
 mod entry;
+mod http_shards;
 pub mod incremental;
 mod listener;
 mod route;
 mod route_shards;
 pub mod static_config;
 pub mod trace;
+pub(crate) mod wire_encode;
 
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,

@@ -39,16 +39,20 @@ use envoy_types::pb::envoy::r#type::matcher::v3::{
 };
 use envoy_types::pb::envoy::r#type::v3::{FractionalPercent, fractional_percent::DenominatorType};
 
+use super::wire_encode::{self, PathField, PlainAction};
 use super::{duration, u32v};
-use crate::xds::wire::{put_string, string_len};
 use sluice_core::dag::{
     Cors, Dag, HeaderEdit, HeaderEdits, HeaderMatch, HeaderOp, INVALID_BACKEND_CLUSTER, Mirror,
     PathMatch, QueryMatch, QueryOp, Redirect, Route, RouteAction, VirtualHost,
 };
 use sluice_core::validate::common::Timeout;
+use std::borrow::Cow;
+use std::sync::LazyLock;
 
-/// Name of the route configuration of the plain HTTP listener.
-pub const HTTP_ROUTE_CONFIG: &str = "ingress_http";
+pub use super::http_shards::{
+    HTTP_ROUTE_CONFIG, MAX_HTTP_ROUTE_SHARDS, ROUTE_SHARD_HEADER, http_route_config_name,
+    shard_headers_to_remove, shard_lua, shard_of, shards_of,
+};
 
 /// What Envoy retries on when a route asks for retries.
 pub const RETRY_ON: &str = "5xx,connect-failure,reset";
@@ -93,102 +97,6 @@ pub fn https_route_config_name(host: &str) -> String {
 /// request to HTTPS](redirects_everything). No host can have this name (`_` is not allowed in host
 /// names), so it never clashes with a host's own virtual host.
 pub const HTTPS_REDIRECT_VHOST: &str = "https_redirect";
-
-/// The most route configurations [`Options::route_shards`](super::Options) may spread the
-/// plain-HTTP hosts over.
-pub const MAX_HTTP_ROUTE_SHARDS: u16 = 256;
-
-/// The request header that names a request's route shard ([`shard_of`] of its host): Envoy's
-/// scoped routes pick the shard's route configuration by it. Set on every request by the
-/// listener's first filter, whatever the client sent, and removed before the request goes
-/// upstream.
-pub const ROUTE_SHARD_HEADER: &str = "x-sluice-route-shard";
-
-/// The name of shard `k` of the HTTP route configuration: [`HTTP_ROUTE_CONFIG`] when there is
-/// one shard, else `ingress_http/<k>`.
-pub fn http_route_config_name(k: usize, shards: u16) -> String {
-    if shards <= 1 {
-        HTTP_ROUTE_CONFIG.to_string()
-    } else {
-        format!("{HTTP_ROUTE_CONFIG}/{k}")
-    }
-}
-
-/// The shard of a request whose host is `host`, of `shards`: a polynomial hash of the host in
-/// lower case, without a port, modulo a prime, modulo `shards`. The listener's Lua filter
-/// ([`shard_lua`]) computes the same for each request, byte for byte; Envoy's virtual host
-/// match ignores case, so the hash does too.
-pub fn shard_of(host: &str, shards: u16) -> usize {
-    if shards <= 1 {
-        return 0;
-    }
-    let host = host.as_bytes();
-    let host = match host.first() {
-        // An IPv6 literal: up to its `]`.
-        Some(b'[') => match host.iter().position(|&b| b == b']') {
-            Some(end) => &host[..=end],
-            None => host,
-        },
-        _ => match host.iter().rposition(|&b| b == b':') {
-            Some(colon) => &host[..colon],
-            None => host,
-        },
-    };
-    // The same value as reducing at every step, as the Lua does (it must stay below 2^53):
-    // `x` is reduced only when the next step could overflow, about once in six bytes.
-    let mut x: u64 = 0;
-    for &b in host {
-        if x > (u64::MAX - 255) / 31 {
-            x %= SHARD_HASH_MODULUS;
-        }
-        x = x * 31 + u64::from(b.to_ascii_lowercase());
-    }
-    (x % SHARD_HASH_MODULUS % u64::from(shards)) as usize
-}
-
-/// The modulus of [`shard_of`]'s hash: a prime below 2^30, so that every step is exact in the
-/// double-precision numbers of Envoy's Lua.
-const SHARD_HASH_MODULUS: u64 = 1_000_000_007;
-
-/// The shards whose route configuration holds `host`: its own shard for an exact host; every
-/// shard for a wildcard host (`*.suffix`) and for the catch-all host `*`, which requests of any
-/// shard may match.
-pub fn shards_of(host: &str, shards: u16) -> std::ops::Range<usize> {
-    if host.starts_with('*') {
-        0..usize::from(shards.max(1))
-    } else {
-        let k = shard_of(host, shards);
-        k..k + 1
-    }
-}
-
-/// The Lua source of the HTTP listener's shard filter when there are `shards` shards: it sets
-/// [`ROUTE_SHARD_HEADER`] to [`shard_of`] the request's `:authority` (replacing one a client
-/// sent) and clears the route cache, so that the connection manager picks the route from that
-/// shard's configuration.
-pub fn shard_lua(shards: u16) -> String {
-    format!(
-        r#"function envoy_on_request(handle)
-  local headers = handle:headers()
-  local host = headers:get(":authority") or ""
-  if string.byte(host, 1) == 91 then
-    local close = string.find(host, "]", 1, true)
-    if close then host = string.sub(host, 1, close) end
-  else
-    local colon = string.find(host, ":[^:]*$")
-    if colon then host = string.sub(host, 1, colon - 1) end
-  end
-  host = string.lower(host)
-  local x = 0
-  for i = 1, #host do
-    x = (x * 31 + string.byte(host, i)) % {SHARD_HASH_MODULUS}
-  end
-  headers:replace("{ROUTE_SHARD_HEADER}", tostring(x % {shards}))
-  handle:clearRouteCache()
-end
-"#
-    )
-}
 
 /// The HTTP route configuration: every host that routes HTTP, spread over `shards` shards
 /// ([`shards_of`]), in shard order. Routes of TLS hosts answer 301 to HTTPS unless they permit
@@ -235,16 +143,6 @@ pub fn build_http_route_configs(dag: &Dag, shards: u16) -> Vec<RouteConfiguratio
         .collect()
 }
 
-/// What each shard's route configuration removes from requests: [`ROUTE_SHARD_HEADER`] when
-/// there are shards.
-pub fn shard_headers_to_remove(shards: u16) -> Vec<String> {
-    if shards > 1 {
-        vec![ROUTE_SHARD_HEADER.to_string()]
-    } else {
-        Vec::new()
-    }
-}
-
 /// One host of the HTTP route configuration (`fallback` is the model's `*` host, whose routes a
 /// `*.suffix` host carries as well). Only hosts without a TCP proxy are in that configuration.
 pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> EnvoyVhost {
@@ -261,22 +159,20 @@ pub fn build_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Envo
 }
 
 /// `build_http_vhost(v, fallback).encode_to_vec()`, byte for byte, without the message: its name
-/// (field 1) and its one domain (field 2) written here, then each route (field 3) as it is made.
-/// prost writes a message's fields in the order of their numbers, and a virtual host sets no other
-/// field. The routes nearly every host has ([`put_plain_route`]) are written directly; the others
-/// are built and encoded by prost. Encoding the whole message measured each route once more.
+/// and its one domain ([`wire_encode::vhost_head`]), then each route as it is made. A virtual
+/// host sets no other field. The routes nearly every host has ([`plain_route`]) are written
+/// directly; the others are built and encoded by prost. Encoding the whole message measured
+/// each route once more.
 pub fn encode_http_vhost(v: &VirtualHost, fallback: Option<&VirtualHost>) -> Vec<u8> {
-    let mut out = vhost_head(&v.host, v.routes.len());
+    let mut out = wire_encode::vhost_head(&v.host, v.routes.len());
     http_vhost_routes(v, fallback, |r, shape| put_route(r, shape, &mut out));
     out
 }
 
 /// `build_https_route_config(v)`: its name and its encoding, byte for byte, made as
-/// [`encode_http_vhost`] makes a plain-HTTP virtual host: the configuration's name (field 1),
-/// then its one virtual host (field 2, an entry of a list, written even when empty).
+/// [`encode_http_vhost`] makes a plain-HTTP virtual host.
 pub fn encode_https_route_config(v: &VirtualHost) -> (String, Vec<u8>) {
-    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
-    let mut vhost = vhost_head(&v.host, v.routes.len());
+    let mut vhost = wire_encode::vhost_head(&v.host, v.routes.len());
     for r in &v.routes {
         let shape = HttpShape::Own {
             host: &v.host,
@@ -285,34 +181,16 @@ pub fn encode_https_route_config(v: &VirtualHost) -> (String, Vec<u8>) {
         put_route(r, shape, &mut vhost);
     }
     let name = https_route_config_name(&v.host);
-    let mut out = Vec::with_capacity(
-        string_len(1, &name) + 1 + encoded_len_varint(vhost.len() as u64) + vhost.len(),
-    );
-    put_string(1, &name, &mut out);
-    encode_key(2, WireType::LengthDelimited, &mut out);
-    encode_varint(vhost.len() as u64, &mut out);
-    out.extend_from_slice(&vhost);
+    let out = wire_encode::route_config_of_one(&name, &vhost);
     (name, out)
 }
 
-/// The start of an encoded virtual host of one domain, `host`: its name (field 1) and the
-/// domain (field 2), with room for `routes` routes to follow.
-fn vhost_head(host: &str, routes: usize) -> Vec<u8> {
-    use prost::encoding::{WireType, encode_key, encode_varint};
-    let mut out = Vec::with_capacity(2 * string_len(1, host) + 2 + 96 * routes);
-    put_string(1, host, &mut out);
-    // The one domain: an entry of a list, written even when empty.
-    encode_key(2, WireType::LengthDelimited, &mut out);
-    encode_varint(host.len() as u64, &mut out);
-    out.extend_from_slice(host.as_bytes());
-    out
-}
-
-/// Appends `build_http_route(r, shape)` as field 3 of a virtual host: directly when
-/// [`put_plain_route`] takes it, else built and encoded by prost.
+/// Appends `build_http_route(r, shape)` as a route of a virtual host: directly when
+/// [`plain_route`] takes it, else built and encoded by prost.
 fn put_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) {
-    if !put_plain_route(r, shape, out) {
-        prost::encoding::message::encode(3, &build_http_route(r, shape), out)
+    match plain_route(r, shape) {
+        Some(plain) => wire_encode::put_plain_route(plain.field, &plain.path, plain.action, out),
+        None => wire_encode::put_route(&build_http_route(r, shape), out),
     }
 }
 
@@ -377,100 +255,71 @@ fn build_http_route(r: &Route, shape: HttpShape<'_>) -> EnvoyRoute {
     }
 }
 
-/// Writes `build_http_route(r, shape)` as field 3 of a virtual host, as prost encodes it, when
-/// the route is one nearly every host has: a host's own route (not a wildcard's), no header
-/// conditions, and a 301 to HTTPS, a 503, or one cluster with neither timeout nor retries.
-/// Returns false, writing nothing, for any other route. Building and dropping the Envoy `Route`
-/// (2,272 bytes) for each of them took more than a quarter of a 10k translation.
-///
-/// The bytes: `Route.match` (field 1) holding the path (`RouteMatch.prefix` field 1, `.path`
-/// field 2 or `.path_separated_prefix` field 14, members of a oneof so written even when empty),
-/// then the action, a oneof member: `Route.route` (field 2) holding `RouteAction.cluster` (field
-/// 1), or the fixed encoding of the redirect (field 3) or the 503 or 500 (field 7).
-fn put_plain_route(r: &Route, shape: HttpShape<'_>, out: &mut Vec<u8>) -> bool {
-    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
-    use std::sync::LazyLock;
-    static REDIRECT: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(redirect_to_https()));
-    static UNAVAILABLE: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(unavailable()));
-    static INVALID: LazyLock<Vec<u8>> = LazyLock::new(|| fixed_action(invalid()));
-
-    let HttpShape::Own { host, redirect } = shape else {
-        return false;
-    };
-    if host.starts_with("*.") || !r.headers.is_empty() || r.extras.is_some() {
-        return false;
-    }
-    enum Then<'a> {
-        Fixed(&'a [u8]),
-        Cluster(&'a str),
-    }
-    let action = if redirect {
-        Then::Fixed(&REDIRECT)
-    } else {
-        match &r.action {
-            RouteAction::Unavailable(_) => Then::Fixed(&UNAVAILABLE),
-            RouteAction::Invalid(_) => Then::Fixed(&INVALID),
-            RouteAction::Redirect(_) => return false,
-            RouteAction::Forward(cs) => {
-                let mut live = cs.iter().filter(|c| c.weight > 0);
-                match (live.next(), live.next()) {
-                    (None, _) => Then::Fixed(&UNAVAILABLE),
-                    (Some(one), None) if r.timeout.is_none() && r.retry.is_none() => {
-                        Then::Cluster(&one.cluster)
-                    }
-                    _ => return false,
-                }
-            }
-        }
-    };
-    let merged;
-    let (tag, path) = match &r.path {
-        PathMatch::Exact(p) => (2, &**p),
-        PathMatch::Prefix(p) if &**p == "/" => (1, "/"),
-        PathMatch::Prefix(p) => (14, &**p),
-        PathMatch::StringPrefix(p) if p.contains("//") => {
-            merged = merge_slashes(p);
-            (1, merged.as_str())
-        }
-        PathMatch::StringPrefix(p) => (1, &**p),
-        PathMatch::Regex(_) => return false,
-    };
-    let field = |tag: u32, len: usize| key_len(tag) + encoded_len_varint(len as u64) + len;
-    let path_len = field(tag, path.len());
-    let action_len = match action {
-        Then::Fixed(fixed) => fixed.len(),
-        Then::Cluster(cluster) => field(2, field(1, cluster.len())),
-    };
-    let route_len = field(1, path_len) + action_len;
-    out.reserve(field(3, route_len));
-    encode_key(3, WireType::LengthDelimited, out);
-    encode_varint(route_len as u64, out);
-    encode_key(1, WireType::LengthDelimited, out);
-    encode_varint(path_len as u64, out);
-    encode_key(tag, WireType::LengthDelimited, out);
-    encode_varint(path.len() as u64, out);
-    out.extend_from_slice(path.as_bytes());
-    match action {
-        Then::Fixed(fixed) => out.extend_from_slice(fixed),
-        Then::Cluster(cluster) => {
-            encode_key(2, WireType::LengthDelimited, out);
-            encode_varint(field(1, cluster.len()) as u64, out);
-            encode_key(1, WireType::LengthDelimited, out);
-            encode_varint(cluster.len() as u64, out);
-            out.extend_from_slice(cluster.as_bytes());
-        }
-    }
-    true
+/// A route [`wire_encode::put_plain_route`] writes: its path and where the path goes, and its
+/// action. The path is the route's own, or a string prefix with `//` merged.
+struct PlainRoute<'a> {
+    field: PathField,
+    path: Cow<'a, str>,
+    action: PlainAction<'a>,
 }
 
-/// How prost encodes a route holding only `action`: the action's field, for [`put_plain_route`].
-fn fixed_action(action: Action) -> Vec<u8> {
-    use prost::Message;
-    EnvoyRoute {
-        action: Some(action),
-        ..Default::default()
+/// `build_http_route(r, shape)` as a [`PlainRoute`], when the route is one nearly every host
+/// has: a host's own route (not a wildcard's), no header conditions, and a 301 to HTTPS, a 503,
+/// or one cluster with neither timeout nor retries; None for any other route. Building and
+/// dropping the Envoy `Route` (2,272 bytes) for each of them took more than a quarter of a 10k
+/// translation.
+fn plain_route<'a>(r: &'a Route, shape: HttpShape<'_>) -> Option<PlainRoute<'a>> {
+    let HttpShape::Own { host, redirect } = shape else {
+        return None;
+    };
+    if host.starts_with("*.") || !r.headers.is_empty() || r.extras.is_some() {
+        return None;
     }
-    .encode_to_vec()
+    let action = if redirect {
+        PlainAction::Fixed(&REDIRECT)
+    } else {
+        plain_action(r)?
+    };
+    let (field, path) = match &r.path {
+        PathMatch::Exact(p) => (PathField::Path, Cow::Borrowed(&**p)),
+        PathMatch::Prefix(p) if &**p == "/" => (PathField::Prefix, Cow::Borrowed("/")),
+        PathMatch::Prefix(p) => (PathField::PathSeparatedPrefix, Cow::Borrowed(&**p)),
+        PathMatch::StringPrefix(p) if p.contains("//") => {
+            (PathField::Prefix, Cow::Owned(merge_slashes(p)))
+        }
+        PathMatch::StringPrefix(p) => (PathField::Prefix, Cow::Borrowed(&**p)),
+        PathMatch::Regex(_) => return None,
+    };
+    Some(PlainRoute {
+        field,
+        path,
+        action,
+    })
+}
+
+/// The encoded actions of [`plain_route`]s: a 301 to HTTPS, a 503, a 500.
+static REDIRECT: LazyLock<Vec<u8>> =
+    LazyLock::new(|| wire_encode::action_bytes(redirect_to_https()));
+static UNAVAILABLE: LazyLock<Vec<u8>> = LazyLock::new(|| wire_encode::action_bytes(unavailable()));
+static INVALID: LazyLock<Vec<u8>> = LazyLock::new(|| wire_encode::action_bytes(invalid()));
+
+/// The action of a host's own route that is not redirected, when [`plain_route`] can write it.
+fn plain_action(r: &Route) -> Option<PlainAction<'_>> {
+    Some(match &r.action {
+        RouteAction::Unavailable(_) => PlainAction::Fixed(&UNAVAILABLE),
+        RouteAction::Invalid(_) => PlainAction::Fixed(&INVALID),
+        RouteAction::Redirect(_) => return None,
+        RouteAction::Forward(cs) => {
+            let mut live = cs.iter().filter(|c| c.weight > 0);
+            match (live.next(), live.next()) {
+                (None, _) => PlainAction::Fixed(&UNAVAILABLE),
+                (Some(one), None) if r.timeout.is_none() && r.retry.is_none() => {
+                    PlainAction::Cluster(&one.cluster)
+                }
+                _ => return None,
+            }
+        }
+    })
 }
 
 /// Whether every plain-HTTP request for this host gets the same answer, a 301 to HTTPS: a TLS host

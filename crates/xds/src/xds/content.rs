@@ -4,26 +4,30 @@
 //! A resource's version is a hash of its name and bytes, so that the same content gets the same
 //! version in every sluice process.
 //!
+//! One hash function makes every digest: BLAKE2b-256 (`blake2b_simd`), with a personalization
+//! per use (a small resource, a group, a large resource's digest of its groups, a type's set), so
+//! that no digest of one kind can be made to equal one of another.
+//!
 //! **Small resources** (below [`LARGE`](crate::xds::cache::LARGE) bytes: clusters, load
-//! assignments, secrets, a host's route configuration) are hashed with BLAKE2b-256
+//! assignments, secrets, a host's route configuration) are hashed in one piece
 //! ([`small_digest`]). A build from nothing hashes 20,000 of them at 10k objects, each of a few
 //! hundred bytes: one to three compressions of the hash each, and a single message's
 //! compressions follow one another, so its time is their latency. [`small_digests`] hashes up
 //! to four messages side by side in the lanes of one compression (AVX2; two with SSE4.1), with
-//! the same result as one at a time. BLAKE3, which hashes the large resources' groups, runs
-//! messages side by side only within one message of more than 1 KiB; its crate has no public
-//! way to hash many short messages at once. The `dag` benchmark compares the ways on the 20,000
-//! clusters and load assignments of its 10k build (`cargo bench --bench dag`, "content hashes";
-//! docs/benchmarks.md, "Side-by-side hash round"): BLAKE3 one at a time ~4.2 ms for the hashes alone,
-//! `Resource::new` with BLAKE2b one at a time ~5.6 ms, `Resource::new_many` ~2.3 ms. Where the
-//! CPU has none of the SIMD the crate uses (ARM), BLAKE2b one at a time costs about what BLAKE3
-//! did. SHA-256 would be faster still on CPUs with SHA instructions and several times slower on
-//! those without, and a version must not depend on the CPU that computed it.
+//! the same result as one at a time. This is why the hash is BLAKE2b: BLAKE3 runs messages side
+//! by side only within one message of more than 1 KiB, and its crate has no public way to hash
+//! many short messages at once. The `dag` benchmark compares the ways on the 20,000 clusters and
+//! load assignments of its 10k build (`cargo bench --bench dag`, "content hashes"): BLAKE3 one
+//! at a time ~4.2 ms for the hashes alone, `Resource::new` with BLAKE2b one at a time ~5.6 ms,
+//! `Resource::new_many` ~2.3 ms. Where the CPU has none of the SIMD the crate uses (ARM),
+//! BLAKE2b one at a time costs about what BLAKE3 does. SHA-256 would be faster still on CPUs
+//! with SHA instructions and several times slower on those without, and a version must not
+//! depend on the CPU that computed it.
 //!
 //! **Large resources** (a group's size, [`GROUP_BYTES`], or more) are cut into groups. The HTTP
 //! route configuration holds every host (630 KB at 6,000 hosts; ~40 KB per route shard at 10k
 //! routing objects) and changes with any of them; hashed as one run of bytes, a change of
-//! one host hashed everything after it again. Hashed here, it is cut into groups of whole
+//! one host would hash everything after it again. Hashed here, it is cut into groups of whole
 //! top-level fields (a route configuration's virtual hosts), each group hashed alone, and the
 //! version is the hash of the name and the groups' hashes in order. Where a group ends depends
 //! only on the field that ends it, never on where the field is: a host added or removed shifts
@@ -34,20 +38,26 @@
 //! The digest is a function of the name and the bytes alone: an encoder that keeps group
 //! hashes and [`large_digest`] over the same bytes agree (the encoder's tests compare them). Two
 //! different byte strings with equal digests would need two different lists of group hashes
-//! with equal BLAKE3 hashes, or two different groups with equal hashes. Host names chosen so
-//! that no field ends a group make one group of everything: a change then hashes the whole
-//! resource again, as a change of its first host did before groups, and no more. A small and a
-//! large resource are hashed by different functions (BLAKE2b with sluice's personalization,
-//! BLAKE3), so no small resource can be made to hash like a large one.
+//! with equal hashes, or two different groups with equal hashes. Host names chosen so that no
+//! field ends a group make one group of everything: a change then hashes the whole resource
+//! again, and no more. A small resource, a group and a large resource's list of group hashes are
+//! hashed with different personalizations, so no small resource can be made to hash like a
+//! large one.
 
 use std::ops::Range;
 
-/// The BLAKE2b parameters of a small resource's digest: 32 bytes of output, and sluice's
-/// personalization, which keeps these digests apart from any other use of BLAKE2b.
-fn small_params() -> blake2b_simd::Params {
+/// The BLAKE2b parameters of one kind of digest: 32 bytes of output, and a personalization of
+/// sluice's (at most 16 bytes), which keeps these digests apart from those of the other kinds
+/// and from any other use of BLAKE2b.
+pub(crate) fn params(personal: &[u8]) -> blake2b_simd::Params {
     let mut params = blake2b_simd::Params::new();
-    params.hash_length(32).personal(b"sluice xds small");
+    params.hash_length(32).personal(personal);
     params
+}
+
+/// The parameters of a small resource's digest.
+fn small_params() -> blake2b_simd::Params {
+    params(b"sluice xds small")
 }
 
 /// What a small resource's digest hashes, in order: the name's length (4 bytes, little-endian),
@@ -57,7 +67,8 @@ fn name_len(name: &str) -> [u8; 4] {
     u32::try_from(name.len()).unwrap_or(u32::MAX).to_le_bytes()
 }
 
-fn digest_bytes(hash: &blake2b_simd::Hash) -> [u8; 32] {
+/// A 32-byte BLAKE2b hash as an array.
+pub(crate) fn digest_bytes(hash: &blake2b_simd::Hash) -> [u8; 32] {
     let mut out = [0u8; 32];
     out.copy_from_slice(&hash.as_bytes()[..32]);
     out
@@ -112,7 +123,7 @@ pub(crate) fn small_digests(resources: &[(&str, &[u8])]) -> Vec<[u8; 32]> {
 
 /// The size a group ends at, on average: a field of `n` bytes ends its group with a chance of
 /// `n` in this many, so groups hold about this many bytes whatever the fields' sizes (a field
-/// at least this large always ends one). BLAKE3 hashes 16 of its 1 KiB chunks at a time.
+/// at least this large always ends one). A group is 128 compressions of the hash.
 pub(crate) const GROUP_BYTES: u64 = 16 << 10;
 
 /// Bytes at the start of a field's value that decide whether it ends a group. A virtual host
@@ -138,18 +149,18 @@ pub(crate) fn ends_group(value: &[u8], field_len: usize) -> bool {
 
 /// The hash of one group's bytes.
 pub(crate) fn group_digest(bytes: &[u8]) -> [u8; 32] {
-    *blake3::hash(bytes).as_bytes()
+    digest_bytes(&params(b"sluice xds group").hash(bytes))
 }
 
-/// The digest of a resource from its groups' hashes, fed in order.
-pub(crate) struct Digest(blake3::Hasher);
+/// The digest of a resource from its groups' hashes, fed in order: the name's length, the name,
+/// then each group's hash.
+pub(crate) struct Digest(blake2b_simd::State);
 
 impl Digest {
     pub(crate) fn new(name: &str) -> Digest {
-        let mut h = blake3::Hasher::new();
-        h.update(name.as_bytes());
-        h.update(&[0]);
-        Digest(h)
+        let mut state = params(b"sluice xds large").to_state();
+        state.update(&name_len(name)).update(name.as_bytes());
+        Digest(state)
     }
 
     pub(crate) fn group(&mut self, digest: &[u8; 32]) {
@@ -157,7 +168,7 @@ impl Digest {
     }
 
     pub(crate) fn finish(&self) -> [u8; 32] {
-        *self.0.finalize().as_bytes()
+        digest_bytes(&self.0.finalize())
     }
 }
 

@@ -70,10 +70,12 @@ impl AdsServer {
         self.stats.clone()
     }
 
+    /// Starts the task of one stream of `mode`: `handle` answers a request, `names` counts the
+    /// names a request subscribes to, `unwrap` takes the responses of this stream's kind.
     fn spawn<Req, Resp>(
         &self,
         mode: Mode,
-        mut inbound: Streaming<Req>,
+        inbound: Streaming<Req>,
         handle: fn(&mut Stream, &Req, &Snapshot) -> Vec<Response>,
         names: fn(&Req) -> usize,
         unwrap: fn(Response) -> Option<Resp>,
@@ -84,85 +86,132 @@ impl AdsServer {
         Streaming<Req>: Send,
     {
         let (tx, rx) = mpsc::channel(32);
-        let mut snapshots = self.snapshots.clone();
-        let mut shutdown = self.shutdown.clone();
-        let stats = self.stats.clone();
-        let ready = self.ready.clone();
-        tokio::spawn(async move {
-            let held = match ready {
-                Some(ready) => match hold_until_ready(ready, &mut inbound, &mut shutdown).await {
+        let task = StreamTask {
+            inbound,
+            tx,
+            snapshots: self.snapshots.clone(),
+            shutdown: self.shutdown.clone(),
+            sm: Stream::new(mode, self.stats.clone()),
+            mode,
+            handle,
+            names,
+            unwrap,
+        };
+        tokio::spawn(task.run(self.ready.clone()));
+        rx
+    }
+}
+
+/// One ADS stream's task: its [`Stream`] state machine, the client's requests, the snapshots
+/// and the channel its responses go out on.
+struct StreamTask<Req, Resp> {
+    inbound: Streaming<Req>,
+    tx: mpsc::Sender<Result<Resp, Status>>,
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    shutdown: watch::Receiver<bool>,
+    sm: Stream,
+    mode: Mode,
+    handle: fn(&mut Stream, &Req, &Snapshot) -> Vec<Response>,
+    names: fn(&Req) -> usize,
+    unwrap: fn(Response) -> Option<Resp>,
+}
+
+impl<Req, Resp> StreamTask<Req, Resp> {
+    /// Runs the stream: the requests held until `ready`, then requests and snapshot changes
+    /// until the client, the snapshots' sender or the server's shutdown ends it.
+    async fn run(mut self, ready: Option<watch::Receiver<bool>>) {
+        if self.answer_held(ready).await.is_none() {
+            return;
+        }
+        if self.serve().await {
+            tracing::info!(node = self.sm.node(), mode = ?self.mode, "xDS stream closed");
+        }
+    }
+
+    /// Holds the client's requests until `ready` (if any) and answers them from the snapshot
+    /// published by then. None when the stream ended.
+    async fn answer_held(&mut self, ready: Option<watch::Receiver<bool>>) -> Option<()> {
+        let held = match ready {
+            Some(ready) => {
+                match hold_until_ready(ready, &mut self.inbound, &mut self.shutdown).await {
                     Ok(held) => held,
                     Err(status) => {
                         if let Some(status) = status {
-                            let _ = tx.send(Err(status)).await;
+                            let _ = self.tx.send(Err(status)).await;
                         }
-                        return;
-                    }
-                },
-                None => Vec::new(),
-            };
-            let mut sm = Stream::new(mode, stats);
-            let mut out = Vec::new();
-            for req in &held {
-                let snap = snapshots.borrow_and_update().clone();
-                out.extend(handle(&mut sm, req, &snap));
-            }
-            drop(held);
-            if sm.subscribed_names() > MAX_SUBSCRIBED_NAMES {
-                let _ = tx.send(Err(too_many_names())).await;
-                return;
-            }
-            for r in out {
-                if let Some(resp) = unwrap(r)
-                    && tx.send(Ok(resp)).await.is_err()
-                {
-                    return;
-                }
-            }
-            loop {
-                let mut too_many = false;
-                let out = tokio::select! {
-                    msg = inbound.message() => match msg {
-                        Ok(Some(req)) if names(&req) > MAX_SUBSCRIBED_NAMES => {
-                            too_many = true;
-                            Vec::new()
-                        }
-                        Ok(Some(req)) => {
-                            let snap = snapshots.borrow_and_update().clone();
-                            let out = handle(&mut sm, &req, &snap);
-                            too_many = sm.subscribed_names() > MAX_SUBSCRIBED_NAMES;
-                            out
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::debug!(node = sm.node(), error = %e, "xDS stream error");
-                            break;
-                        }
-                    },
-                    changed = snapshots.changed() => {
-                        if changed.is_err() {
-                            break;
-                        }
-                        let snap = snapshots.borrow_and_update().clone();
-                        sm.on_snapshot(&snap)
-                    }
-                    _ = shutdown.wait_for(|s| *s) => break,
-                };
-                if too_many {
-                    let _ = tx.send(Err(too_many_names())).await;
-                    break;
-                }
-                for r in out {
-                    if let Some(resp) = unwrap(r)
-                        && tx.send(Ok(resp)).await.is_err()
-                    {
-                        return;
+                        return None;
                     }
                 }
             }
-            tracing::info!(node = sm.node(), ?mode, "xDS stream closed");
-        });
-        rx
+            None => Vec::new(),
+        };
+        let mut out = Vec::new();
+        for req in &held {
+            let snap = self.snapshots.borrow_and_update().clone();
+            out.extend((self.handle)(&mut self.sm, req, &snap));
+        }
+        drop(held);
+        if self.sm.subscribed_names() > MAX_SUBSCRIBED_NAMES {
+            let _ = self.tx.send(Err(too_many_names())).await;
+            return None;
+        }
+        self.send(out).await
+    }
+
+    /// Sends the responses of this stream's kind; None when the client is gone. (`&mut self`:
+    /// the task is `Send` but not `Sync`, and a shared borrow held across an await would need
+    /// `Sync`.)
+    async fn send(&mut self, out: Vec<Response>) -> Option<()> {
+        for r in out {
+            if let Some(resp) = (self.unwrap)(r)
+                && self.tx.send(Ok(resp)).await.is_err()
+            {
+                return None;
+            }
+        }
+        Some(())
+    }
+
+    /// Answers requests and snapshot changes until the stream ends: true when it was closed
+    /// (by the client, the snapshots' sender, the shutdown or too many names), false when the
+    /// client is gone.
+    async fn serve(&mut self) -> bool {
+        while let Some((out, too_many)) = self.next().await {
+            if too_many {
+                let _ = self.tx.send(Err(too_many_names())).await;
+                return true;
+            }
+            if self.send(out).await.is_none() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The responses to the next request or snapshot change, and whether the stream now
+    /// subscribes to more than [`MAX_SUBSCRIBED_NAMES`] names; None when the stream ends.
+    async fn next(&mut self) -> Option<(Vec<Response>, bool)> {
+        tokio::select! {
+            msg = self.inbound.message() => match msg {
+                Ok(Some(req)) if (self.names)(&req) > MAX_SUBSCRIBED_NAMES => Some((Vec::new(), true)),
+                Ok(Some(req)) => {
+                    let snap = self.snapshots.borrow_and_update().clone();
+                    let out = (self.handle)(&mut self.sm, &req, &snap);
+                    Some((out, self.sm.subscribed_names() > MAX_SUBSCRIBED_NAMES))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::debug!(node = self.sm.node(), error = %e, "xDS stream error");
+                    None
+                }
+            },
+            changed = self.snapshots.changed() => {
+                changed.ok()?;
+                let snap = self.snapshots.borrow_and_update().clone();
+                Some((self.sm.on_snapshot(&snap), false))
+            }
+            _ = self.shutdown.wait_for(|s| *s) => None,
+        }
     }
 }
 

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::service::discovery::v3::{DeltaDiscoveryRequest, DiscoveryRequest};
 
-use super::cache::{Resource, ResourceMap, ResourceName, Snapshot, TypeSnapshot, set_version};
+use super::cache::{Resource, ResourceMap, ResourceName, Snapshot, TypeSnapshot};
 use super::resources::ResourceType;
 use super::wire::{DeltaResponse, SotwResponse};
 use sluice_core::pmap::DiffItem;
@@ -159,6 +159,73 @@ struct TypeState {
 }
 
 impl TypeState {
+    /// A delta stream's first request of type `t`: the subscription starts, and the client
+    /// holds the resources of `initial_resource_versions` at those versions.
+    fn start_delta(&mut self, t: ResourceType, req: &DeltaDiscoveryRequest) {
+        if self.subscribed {
+            return;
+        }
+        self.subscribed = true;
+        self.must_respond = true;
+        self.wildcard = req.resource_names_subscribe.is_empty() && t.wildcard_by_default();
+        self.scope_gen += 1;
+        // Sorted so that the state does not depend on HashMap order.
+        let known: BTreeMap<&String, &String> = req.initial_resource_versions.iter().collect();
+        for (n, v) in known {
+            let r = Arc::new(Resource::known(n.as_str(), v.clone()));
+            self.sent.insert(r.name.clone(), r.clone());
+            self.acked.insert(r.name.clone(), r);
+        }
+        self.acked_basis = None;
+    }
+
+    /// A delta request's `resource_names_subscribe` (`*`: the wildcard).
+    fn delta_subscribe(&mut self, names: &[String]) {
+        for n in names {
+            if n == "*" {
+                self.wildcard = true;
+                self.must_respond = true;
+                self.scope_gen += 1;
+            } else if self.names.insert(n.clone()) {
+                self.must_respond = true;
+                self.new_names.insert(n.clone());
+                self.scope_gen += 1;
+            }
+        }
+    }
+
+    /// A delta request's `resource_names_unsubscribe` (`*`: the wildcard).
+    fn delta_unsubscribe(&mut self, names: &[String]) {
+        for n in names {
+            if n == "*" {
+                self.wildcard = false;
+                self.scope_gen += 1;
+                self.narrowed += 1;
+            } else {
+                if self.names.remove(n) {
+                    self.scope_gen += 1;
+                    self.narrowed += 1;
+                }
+                self.new_names.remove(n);
+            }
+        }
+    }
+
+    /// The client forgets what it no longer subscribes to.
+    fn forget_out_of_scope(&mut self) {
+        let gone: Vec<ResourceName> = (self.sent.keys())
+            .filter(|n| !self.in_scope(n))
+            .cloned()
+            .collect();
+        if !gone.is_empty() {
+            for n in gone {
+                self.sent.remove(&*n);
+                self.acked.remove(&*n);
+            }
+            self.acked_basis = None;
+        }
+    }
+
     fn in_scope(&self, name: &str) -> bool {
         self.wildcard || self.names.contains(name)
     }
@@ -353,67 +420,18 @@ impl Stream {
         };
         let scope_before = self.st(t).scope_gen;
         if req.response_nonce.is_empty() {
-            let st = self.st(t);
-            if !st.subscribed {
-                st.subscribed = true;
-                st.must_respond = true;
-                st.wildcard = req.resource_names_subscribe.is_empty() && t.wildcard_by_default();
-                st.scope_gen += 1;
-                // Sorted so that the state does not depend on HashMap order.
-                let known: BTreeMap<&String, &String> =
-                    req.initial_resource_versions.iter().collect();
-                for (n, v) in known {
-                    let r = Arc::new(Resource::known(n.as_str(), v.clone()));
-                    st.sent.insert(r.name.clone(), r.clone());
-                    st.acked.insert(r.name.clone(), r);
-                }
-                st.acked_basis = None;
-            }
+            self.st(t).start_delta(t, req);
         } else {
             let error = req.error_detail.as_ref().map(|e| e.message.clone());
             self.settle(t, &req.response_nonce, error);
         }
         let st = self.st(t);
-        for n in &req.resource_names_subscribe {
-            if n == "*" {
-                st.wildcard = true;
-                st.must_respond = true;
-                st.scope_gen += 1;
-            } else if st.names.insert(n.clone()) {
-                st.must_respond = true;
-                st.new_names.insert(n.clone());
-                st.scope_gen += 1;
-            }
-        }
-        for n in &req.resource_names_unsubscribe {
-            if n == "*" {
-                st.wildcard = false;
-                st.scope_gen += 1;
-                st.narrowed += 1;
-            } else {
-                if st.names.remove(n) {
-                    st.scope_gen += 1;
-                    st.narrowed += 1;
-                }
-                st.new_names.remove(n);
-            }
-        }
-        // The client forgets what it no longer subscribes to. Everything it holds was in scope
-        // after the previous request, so only a changed subscription can leave something out.
+        st.delta_subscribe(&req.resource_names_subscribe);
+        st.delta_unsubscribe(&req.resource_names_unsubscribe);
+        // Everything the client holds was in scope after the previous request, so only a
+        // changed subscription can leave something out.
         if st.scope_gen != scope_before {
-            let gone: Vec<ResourceName> = st
-                .sent
-                .keys()
-                .filter(|n| !st.in_scope(n))
-                .cloned()
-                .collect();
-            if !gone.is_empty() {
-                for n in gone {
-                    st.sent.remove(&*n);
-                    st.acked.remove(&*n);
-                }
-                st.acked_basis = None;
-            }
+            st.forget_out_of_scope();
         }
         self.mark_after_request(t);
         self.pump(snap)
@@ -746,84 +764,9 @@ impl Stream {
     }
 }
 
-/// One step of a walk over subscribed names and resources sorted by the same names ([`join`]): a
-/// name with no resource, a resource whose name is not subscribed, or both (name, resource).
-enum Joined<'a, K, B> {
-    NameOnly,
-    ResourceOnly,
-    Both(&'a K, &'a B),
-}
-
-/// Walks sorted names and a map sorted by name side by side: each name once.
-fn join<'a, N: AsRef<str> + 'a, K: AsRef<str> + 'a, B: 'a>(
-    names: impl Iterator<Item = &'a N>,
-    map: impl Iterator<Item = (&'a K, &'a B)>,
-) -> impl Iterator<Item = Joined<'a, K, B>> {
-    let (mut a, mut b) = (names.peekable(), map.peekable());
-    std::iter::from_fn(move || match (a.peek(), b.peek()) {
-        (Some(an), Some((bn, _))) => Some(match (*an).as_ref().cmp((*bn).as_ref()) {
-            std::cmp::Ordering::Less => a.next().map(|_| Joined::NameOnly)?,
-            std::cmp::Ordering::Greater => b.next().map(|_| Joined::ResourceOnly)?,
-            std::cmp::Ordering::Equal => {
-                a.next()?;
-                let (n, y) = b.next()?;
-                Joined::Both(n, y)
-            }
-        }),
-        (Some(_), None) => a.next().map(|_| Joined::NameOnly),
-        (None, Some(_)) => b.next().map(|_| Joined::ResourceOnly),
-        (None, None) => None,
-    })
-}
-
-/// What a response carries against what the client holds: the resources of `desired` whose
-/// content differs from `sent`'s (or that `sent` lacks), and the names of `sent` that `desired`
-/// lacks, in name order. The maps' shared nodes are skipped: the cost is what changed.
-fn diff(desired: &ResourceMap, sent: &ResourceMap) -> (Vec<Arc<Resource>>, BTreeSet<String>) {
-    let mut changed = Vec::new();
-    let mut removed = BTreeSet::new();
-    for d in sent.diff(desired) {
-        match d {
-            DiffItem::Add(_, r) => changed.push(Arc::clone(r)),
-            DiffItem::Update {
-                old: (_, old),
-                new: (_, r),
-            } if !old.same_content(r) => changed.push(Arc::clone(r)),
-            DiffItem::Update { .. } => {}
-            DiffItem::Remove(n, _) => {
-                removed.insert(n.to_string());
-            }
-        }
-    }
-    (changed, removed)
-}
-
-/// The names held in both `before` and `after` with different contents.
-fn changed_versions(before: &ResourceMap, after: &ResourceMap) -> Vec<ResourceName> {
-    before
-        .diff(after)
-        .filter_map(|d| match d {
-            DiffItem::Update {
-                old: (n, a),
-                new: (_, b),
-            } if !a.same_content(b) => Some(n.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The version of a set of resources ([`set_version`]): when the set is exactly the snapshot's
-/// resources of the type (same count, nothing kept, every name in scope), the snapshot's own
-/// version, which is the same sum already kept.
-fn set_version_of(desired: &ResourceMap, basis: &Basis) -> String {
-    match &basis.snapshot {
-        Some(s) if !basis.kept && s.resources.len() == desired.len() => {
-            debug_assert_eq!(s.version, set_version(desired.values()));
-            s.version.clone()
-        }
-        _ => set_version(desired.values()),
-    }
-}
+#[path = "stream_sets.rs"]
+mod sets;
+use sets::{Joined, changed_versions, diff, join, set_version_of};
 
 #[cfg(test)]
 #[path = "stream_tests.rs"]

@@ -4,6 +4,7 @@ use envoy_types::pb::google::protobuf::Any;
 use envoy_types::pb::google::rpc::Status;
 
 use super::*;
+use crate::xds::cache::set_version;
 use ResourceType::{Cluster as C, Endpoint as E, Listener as L, Route as R, Secret as S};
 use sluice_core::test_rng::Rng;
 

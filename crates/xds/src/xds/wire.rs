@@ -16,11 +16,11 @@ use envoy_types::pb::envoy::service::discovery::v3::{
     DeltaDiscoveryResponse, DiscoveryResponse, Resource as DeltaResource,
 };
 use prost::bytes::{Buf, BufMut, Bytes, BytesMut};
-use prost::encoding::{DecodeContext, WireType, encode_key, encode_varint, encoded_len_varint};
-use prost::encoding::{key_len, message, string};
+use prost::encoding::{DecodeContext, WireType, encoded_len_varint, key_len, message, string};
 use prost::{DecodeError, Message};
 
 use super::cache::{Body, Resource};
+use crate::translate::wire_encode::{bytes_len, put_bytes, put_head, put_string, string_len};
 
 /// `DiscoveryResponse` (state of the world) with the snapshot's resources.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -77,50 +77,15 @@ impl DeltaResponse {
     }
 }
 
-/// A string field as prost writes it in proto3: nothing when empty.
-pub(crate) fn put_string(tag: u32, value: &str, buf: &mut impl BufMut) {
-    put_bytes(tag, value.as_bytes(), buf);
-}
-
-pub(crate) fn string_len(tag: u32, value: &str) -> usize {
-    bytes_len(tag, value.as_bytes())
-}
-
-/// A bytes field as prost writes it in proto3: nothing when empty.
-pub(crate) fn put_bytes(tag: u32, value: &[u8], buf: &mut impl BufMut) {
-    if !value.is_empty() {
-        encode_key(tag, WireType::LengthDelimited, buf);
-        encode_varint(value.len() as u64, buf);
-        buf.put_slice(value);
-    }
-}
-
-pub(crate) fn bytes_len(tag: u32, value: &[u8]) -> usize {
-    if value.is_empty() {
-        0
-    } else {
-        key_len(tag) + encoded_len_varint(value.len() as u64) + value.len()
-    }
-}
-
-/// The `prost::Message` methods of a message that is only ever encoded: decoding skips every
-/// field, and clearing resets it to its default.
-macro_rules! encode_only {
-    () => {
-        fn merge_field(
-            &mut self,
-            tag: u32,
-            wire_type: WireType,
-            buf: &mut impl Buf,
-            ctx: DecodeContext,
-        ) -> Result<(), DecodeError> {
-            prost::encoding::skip_field(wire_type, tag, buf, ctx)
-        }
-
-        fn clear(&mut self) {
-            *self = Self::default();
-        }
-    };
+/// The `prost::Message::merge_field` of a message that is only ever encoded: decoding skips
+/// every field.
+fn skip_field(
+    tag: u32,
+    wire_type: WireType,
+    buf: &mut impl Buf,
+    ctx: DecodeContext,
+) -> Result<(), DecodeError> {
+    prost::encoding::skip_field(wire_type, tag, buf, ctx)
 }
 
 /// Where a response's encoding goes: its fields into a buffer, its resource bodies as
@@ -232,11 +197,9 @@ impl Out for Frames {
             return;
         }
         let buf = &mut self.buf;
-        encode_key(tag, WireType::LengthDelimited, buf);
-        encode_varint(r.body.encoded_len() as u64, buf);
+        put_head(tag, r.body.encoded_len(), buf);
         put_string(ANY_TYPE_URL, &r.body.type_url, buf);
-        encode_key(ANY_VALUE, WireType::LengthDelimited, buf);
-        encode_varint(value.len() as u64, buf);
+        put_head(ANY_VALUE, value.len(), buf);
         self.chunks.push(self.buf.split().freeze());
         self.chunks.push(Bytes::from_owner(SharedBody(r.clone())));
     }
@@ -262,7 +225,19 @@ impl Message for Body {
         put_bytes(ANY_VALUE, &self.value, buf);
     }
 
-    encode_only!();
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), DecodeError> {
+        skip_field(tag, wire_type, buf, ctx)
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
 
     fn encoded_len(&self) -> usize {
         string_len(ANY_TYPE_URL, &self.type_url) + bytes_len(ANY_VALUE, &self.value)
@@ -292,7 +267,19 @@ impl Message for SotwResponse {
         self.write(&mut Copied(buf));
     }
 
-    encode_only!();
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), DecodeError> {
+        skip_field(tag, wire_type, buf, ctx)
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
 
     fn encoded_len(&self) -> usize {
         string_len(SOTW_VERSION_INFO, &self.version_info)
@@ -333,8 +320,7 @@ impl DeltaResponse {
         );
         for r in &self.resources {
             let buf = out.buf();
-            encode_key(DELTA_RESOURCES, WireType::LengthDelimited, buf);
-            encode_varint(delta_resource_len(r) as u64, buf);
+            put_head(DELTA_RESOURCES, delta_resource_len(r), buf);
             put_string(RESOURCE_VERSION, &r.version, buf);
             out.body(RESOURCE_BODY, r);
             put_string(RESOURCE_NAME, &r.name, out.buf());
@@ -353,7 +339,19 @@ impl Message for DeltaResponse {
         self.write(&mut Copied(buf));
     }
 
-    encode_only!();
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), DecodeError> {
+        skip_field(tag, wire_type, buf, ctx)
+    }
+
+    fn clear(&mut self) {
+        *self = Self::default();
+    }
 
     fn encoded_len(&self) -> usize {
         string_len(DELTA_SYSTEM_VERSION_INFO, &self.system_version_info)
@@ -535,6 +533,60 @@ mod tests {
             delta.shared_len(),
             630_000 + SHARED_BODY_MIN + SHARED_BODY_MIN + 1
         );
+    }
+
+    /// Responses of generated contents (names, versions, nonces and bodies of lengths around
+    /// the varint boundaries and the shared size, empty ones included): the SotW response is
+    /// prost's encoding of the generated message, the delta response decodes as it, and both go
+    /// out in frames that join into their encoding.
+    #[test]
+    fn generated_responses_encode_as_the_generated_messages() {
+        let mut rng = sluice_core::test_rng::Rng::new(31);
+        let len = |rng: &mut sluice_core::test_rng::Rng| {
+            [
+                0,
+                1,
+                20,
+                127,
+                128,
+                300,
+                SHARED_BODY_MIN - 1,
+                SHARED_BODY_MIN,
+            ][rng.below(8)]
+        };
+        let text = |rng: &mut sluice_core::test_rng::Rng| -> String {
+            let n = [0, 1, 8, 127, 128, 200][rng.below(6)];
+            (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect()
+        };
+        for _ in 0..200 {
+            let resources: Vec<Arc<Resource>> = (0..rng.below(5))
+                .map(|_| {
+                    let value = (0..len(&mut rng)).map(|i| (i % 251) as u8).collect();
+                    resource(&text(&mut rng), value)
+                })
+                .collect();
+            let sotw = SotwResponse {
+                version_info: text(&mut rng),
+                resources: resources.clone(),
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                nonce: text(&mut rng),
+            };
+            let bytes = sotw.encode_to_vec();
+            assert_eq!(bytes, sotw.to_proto().encode_to_vec());
+            assert_eq!(joined(&Frames::of(&sotw).unwrap()), grpc_message(&bytes));
+            let delta = DeltaResponse {
+                system_version_info: text(&mut rng),
+                resources,
+                type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
+                removed_resources: (0..rng.below(3)).map(|_| text(&mut rng)).collect(),
+                nonce: text(&mut rng),
+            };
+            let bytes = delta.encode_to_vec();
+            assert_eq!(bytes.len(), delta.encoded_len());
+            let decoded = DeltaDiscoveryResponse::decode(&bytes[..]).unwrap();
+            assert_eq!(decoded, delta.to_proto());
+            assert_eq!(joined(&Frames::of(&delta).unwrap()), grpc_message(&bytes));
+        }
     }
 
     #[test]
