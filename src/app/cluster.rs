@@ -7,12 +7,16 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::args::ServeArgs;
 use crate::k8s::{self, Cluster, LoadBalancerSource, Publisher};
+use crate::webhook::index::IndexHandle;
 
 /// Cluster-mode settings from the `serve` flags.
 pub fn config_from_args(args: &ServeArgs) -> anyhow::Result<k8s::Config> {
@@ -118,8 +122,6 @@ pub async fn serve(
     args: &ServeArgs,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    use std::sync::Arc;
-
     let xds_tls = super::standalone::build_xds_tls(
         args.xds_ca.as_deref(),
         args.xds_cert.as_deref(),
@@ -129,11 +131,8 @@ pub async fn serve(
         args.dag_options(),
         args.translate_options(),
     ));
-    let index = crate::webhook::index::IndexHandle::new(args.dag_options());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
+    let index = IndexHandle::new(args.dag_options());
+    let (stop_tx, stop_rx) = watch::channel(false);
 
     let webhook_metrics = crate::webhook::Metrics::new();
     let webhook = match super::args::webhook_config(args, webhook_metrics.clone()) {
@@ -151,7 +150,7 @@ pub async fn serve(
     tracing::info!(address = %args.xds_address, tls = xds_tls.is_some(), "serving xDS (cluster mode)");
     // Envoys that connect (or reconnect to this restarted sluice) are answered once the first
     // complete build is published, never with the pipeline's empty start.
-    let (first_build_tx, first_build) = tokio::sync::watch::channel(false);
+    let (first_build_tx, first_build) = watch::channel(false);
     let server = crate::xds::AdsServer::new(pipeline.xds(), stop_rx.clone()).after(first_build);
     let xds_stats = server.stats();
     let xds_task = tokio::spawn(crate::xds::serve(
@@ -161,32 +160,10 @@ pub async fn serve(
         stopped(stop_rx.clone()),
     ));
 
-    let publish: Publisher = {
-        let pipeline = pipeline.clone();
-        let index = index.clone();
-        // The model whose statuses were last logged.
-        let logged: std::sync::Mutex<Option<Arc<crate::dag::Dag>>> = Default::default();
-        Arc::new(move |snapshot: &crate::store::Snapshot| {
-            // Envoy's update first; the webhook's index follows right after (EndpointSlices are
-            // not in it, so an endpoint-only change leaves it alone).
-            let (dag, path) = pipeline.publish_counted(snapshot);
-            first_build_tx.send_if_modified(|built| !std::mem::replace(built, true));
-            if path.rebuilt() {
-                index.replace(snapshot);
-                let mut logged = logged.lock().unwrap_or_else(|p| p.into_inner());
-                match logged.as_ref() {
-                    Some(prev) => super::log_status_changes(prev, &dag),
-                    None => super::log_statuses(&dag),
-                }
-                *logged = Some(dag.clone());
-            }
-            dag
-        })
-    };
+    let publish = publisher(pipeline.clone(), index, first_build_tx);
     let with_webhook = webhook.is_some();
-    let pipeline_metrics = pipeline.clone();
     let register = move |registry: &mut Registry| {
-        pipeline_metrics.register_metrics(registry);
+        pipeline.register_metrics(registry);
         if with_webhook {
             webhook_metrics.register(registry);
         }
@@ -194,6 +171,48 @@ pub async fn serve(
     };
     let result = run(args, publish, |_| {}, register, shutdown).await;
     let _ = stop_tx.send(true);
+    wait_stopped(webhook, xds_task).await;
+    result
+}
+
+/// Resolves once `rx` turns true.
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// The cluster's [`Publisher`]: each snapshot goes through the pipeline (Envoy's update first),
+/// then into the webhook's `index`, and opens `first_build`; the statuses of each rebuilt model
+/// are logged (what changed since the last one).
+fn publisher(
+    pipeline: Arc<super::Pipeline>,
+    index: IndexHandle,
+    first_build: watch::Sender<bool>,
+) -> Publisher {
+    // The model whose statuses were last logged.
+    let logged: std::sync::Mutex<Option<Arc<crate::dag::Dag>>> = Default::default();
+    Arc::new(move |snapshot: &crate::store::Snapshot| {
+        // Envoy's update first; the webhook's index follows right after (EndpointSlices are
+        // not in it, so an endpoint-only change leaves it alone).
+        let (dag, path) = pipeline.publish_counted(snapshot);
+        first_build.send_if_modified(|built| !std::mem::replace(built, true));
+        if path.rebuilt() {
+            index.replace(snapshot);
+            let mut logged = logged.lock().unwrap_or_else(|p| p.into_inner());
+            match logged.as_ref() {
+                Some(prev) => super::log_status_changes(prev, &dag),
+                None => super::log_statuses(&dag),
+            }
+            *logged = Some(dag.clone());
+        }
+        dag
+    })
+}
+
+/// Waits (10 s at most each) for the webhook and the xDS server, told to stop, to end.
+async fn wait_stopped<E: std::fmt::Display, X>(
+    webhook: Option<JoinHandle<Result<(), E>>>,
+    xds_task: JoinHandle<X>,
+) {
     if let Some(w) = webhook {
         match tokio::time::timeout(std::time::Duration::from_secs(10), w).await {
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "webhook stopped with an error"),
@@ -202,7 +221,6 @@ pub async fn serve(
         }
     }
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), xds_task).await;
-    result
 }
 
 /// `/metrics` in the Prometheus text format.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 
 use super::{Pipeline, log_statuses};
 use crate::manifest::{Document, load_paths};
@@ -127,18 +128,7 @@ pub async fn run(
         loaded_tx.send_if_modified(|done| ok && !std::mem::replace(done, true));
     };
     mark_loaded(reload(&pipeline, &index, &cfg));
-
-    let (changes_tx, mut changes) = mpsc::unbounded_channel::<()>();
-    let mut watcher =
-        notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
-            Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
-            Ok(_) => _ = changes_tx.send(()),
-            Err(e) => tracing::warn!(error = %e, "file watch error"),
-        })
-        .context("starting the file watcher")?;
-    watcher
-        .watch(&cfg.manifests, RecursiveMode::Recursive)
-        .with_context(|| format!("watching {}", cfg.manifests.display()))?;
+    let (watcher, changes) = watch_manifests(&cfg.manifests)?;
 
     let listener = tokio::net::TcpListener::bind(cfg.xds_address)
         .await
@@ -151,17 +141,11 @@ pub async fn run(
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     let webhook = match cfg.webhook.clone() {
-        Some(w) => {
-            let mut stop = stop_rx.clone();
-            let stopped = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            Some(
-                crate::webhook::start(w, index.clone(), stopped)
-                    .await
-                    .context("admission webhook")?,
-            )
-        }
+        Some(w) => Some(
+            crate::webhook::start(w, index.clone(), stopped(stop_rx.clone()))
+                .await
+                .context("admission webhook")?,
+        ),
         None => None,
     };
     let server = xds::AdsServer::new(pipeline.xds(), stop_rx.clone()).after(loaded);
@@ -174,16 +158,58 @@ pub async fn run(
         pipeline.register_metrics(&mut registry);
         tokio::spawn(super::cluster::serve_metrics(addr, registry))
     });
-    let mut server_stop = stop_rx;
     let server_task = tokio::spawn(xds::serve(
         listener,
         server,
         cfg.xds_tls.clone(),
-        async move {
-            let _ = server_stop.wait_for(|s| *s).await;
-        },
+        stopped(stop_rx),
     ));
 
+    reload_on_changes(changes, cfg.debounce, shutdown, || {
+        mark_loaded(reload(&pipeline, &index, &cfg));
+    })
+    .await;
+    tracing::info!("shutting down");
+    drop(watcher);
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
+    let _ = stop_tx.send(true);
+    wait_stopped(webhook, server_task).await
+}
+
+/// Resolves once `rx` turns true.
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Watches `dir` (recursively): a message per change of a file under it. The watch lasts as long
+/// as the watcher returned.
+fn watch_manifests(
+    dir: &Path,
+) -> anyhow::Result<(notify::RecommendedWatcher, mpsc::UnboundedReceiver<()>)> {
+    let (changes_tx, changes) = mpsc::unbounded_channel::<()>();
+    let mut watcher =
+        notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+            Ok(ev) if matches!(ev.kind, EventKind::Access(_)) => {}
+            Ok(_) => _ = changes_tx.send(()),
+            Err(e) => tracing::warn!(error = %e, "file watch error"),
+        })
+        .context("starting the file watcher")?;
+    watcher
+        .watch(dir, RecursiveMode::Recursive)
+        .with_context(|| format!("watching {}", dir.display()))?;
+    Ok((watcher, changes))
+}
+
+/// Calls `reload` after each burst of `changes`, once they have been quiet for `debounce`,
+/// until `shutdown` completes or the changes end.
+async fn reload_on_changes(
+    mut changes: mpsc::UnboundedReceiver<()>,
+    debounce: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+    mut reload: impl FnMut(),
+) {
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -195,21 +221,27 @@ pub async fn run(
                 // Debounce: wait until the directory has been quiet for a while.
                 loop {
                     tokio::select! {
-                        _ = tokio::time::sleep(cfg.debounce) => break,
+                        _ = tokio::time::sleep(debounce) => break,
                         more = changes.recv() => if more.is_none() { break },
                     }
                 }
                 tracing::info!("manifests changed, reloading");
-                mark_loaded(reload(&pipeline, &index, &cfg));
+                reload();
             }
         }
     }
-    tracing::info!("shutting down");
-    drop(watcher);
-    if let Some(t) = metrics_task {
-        t.abort();
-    }
-    let _ = stop_tx.send(true);
+}
+
+/// Waits (10 s at most each) for the webhook and the xDS server, told to stop, to end; their
+/// errors are standalone mode's.
+async fn wait_stopped<E, S>(
+    webhook: Option<JoinHandle<Result<(), E>>>,
+    server_task: JoinHandle<Result<(), S>>,
+) -> anyhow::Result<()>
+where
+    E: std::error::Error + Send + Sync + 'static,
+    S: std::error::Error + Send + Sync + 'static,
+{
     if let Some(w) = webhook {
         match tokio::time::timeout(Duration::from_secs(10), w).await {
             Ok(Ok(r)) => r.context("admission webhook")?,

@@ -32,6 +32,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use tokio::sync::watch;
 
 use super::Built;
+use gateway_api::apis::experimental::gateways::Gateway;
 use sluice_core::api::{Kind, ObjKey, ObjectRef};
 use sluice_core::dag::Dag;
 use sluice_core::store::Snapshot;
@@ -83,7 +84,32 @@ pub fn desired(snapshot: &Snapshot, dag: &Dag) -> BTreeMap<ObjKey, GatewayObject
         let Some(uid) = gw.metadata.uid.clone().filter(|_| accepted) else {
             continue;
         };
-        let name = service_name(&key.name);
+        let owned = Owned::new(key, gw, uid);
+        let service = owned.service();
+        let address = status.addresses.first().filter(|a| endpoint_allowed(a));
+        let slice = address.map(|a| owned.slice(a));
+        let key = ObjKey::new(&*key.namespace, &*owned.name);
+        out.insert(key, GatewayObjects { service, slice });
+    }
+    out
+}
+
+/// What a Gateway's Service and EndpointSlice share: name, namespace, labels, annotations,
+/// owner and ports.
+struct Owned<'a> {
+    key: &'a ObjKey,
+    /// The Service's name ([`service_name`]).
+    name: String,
+    labels: BTreeMap<String, String>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner: OwnerReference,
+    /// Port and protocol of each listener.
+    ports: BTreeSet<(i32, &'static str)>,
+}
+
+impl<'a> Owned<'a> {
+    /// For the accepted Gateway `gw` at `key`, whose uid is `uid`.
+    fn new(key: &'a ObjKey, gw: &Gateway, uid: String) -> Self {
         let infra = gw.spec.infrastructure.as_ref();
         let mut labels = (infra.and_then(|i| i.labels.clone())).unwrap_or_default();
         labels.insert(GATEWAY_NAME_LABEL.into(), key.name.to_string());
@@ -91,7 +117,7 @@ pub fn desired(snapshot: &Snapshot, dag: &Dag) -> BTreeMap<ObjKey, GatewayObject
         let annotations = infra
             .and_then(|i| i.annotations.clone())
             .filter(|a| !a.is_empty());
-        let ports: BTreeSet<(i32, &'static str)> = (gw.spec.listeners.iter())
+        let ports = (gw.spec.listeners.iter())
             .map(|l| {
                 let protocol = if l.protocol == "UDP" { "UDP" } else { "TCP" };
                 (l.port, protocol)
@@ -105,21 +131,36 @@ pub fn desired(snapshot: &Snapshot, dag: &Dag) -> BTreeMap<ObjKey, GatewayObject
             controller: Some(true),
             block_owner_deletion: None,
         };
-        let meta = |name: &str, labels: BTreeMap<String, String>| ObjectMeta {
+        Owned {
+            key,
+            name: service_name(&key.name),
+            labels,
+            annotations,
+            owner,
+            ports,
+        }
+    }
+
+    /// The metadata of an object named `name` with `labels`.
+    fn meta(&self, name: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
+        ObjectMeta {
             name: Some(name.to_string()),
-            namespace: Some(key.namespace.to_string()),
+            namespace: Some(self.key.namespace.to_string()),
             labels: Some(labels),
-            annotations: annotations.clone(),
-            owner_references: Some(vec![owner.clone()]),
+            annotations: self.annotations.clone(),
+            owner_references: Some(vec![self.owner.clone()]),
             ..ObjectMeta::default()
-        };
-        let port_name = |port: i32, protocol: &str| format!("{}-{port}", protocol.to_lowercase());
-        let service = Service {
-            metadata: meta(&name, labels.clone()),
+        }
+    }
+
+    /// The headless Service, a port per listener port.
+    fn service(&self) -> Service {
+        Service {
+            metadata: self.meta(&self.name, self.labels.clone()),
             spec: Some(ServiceSpec {
                 cluster_ip: Some("None".into()),
                 ports: Some(
-                    (ports.iter())
+                    (self.ports.iter())
                         .map(|(port, protocol)| ServicePort {
                             name: Some(port_name(*port, protocol)),
                             port: *port,
@@ -131,38 +172,41 @@ pub fn desired(snapshot: &Snapshot, dag: &Dag) -> BTreeMap<ObjKey, GatewayObject
                 ..ServiceSpec::default()
             }),
             status: None,
-        };
-        let address = status.addresses.first().filter(|a| endpoint_allowed(a));
-        let slice = address.map(|a| {
-            let mut labels = labels.clone();
-            labels.insert("kubernetes.io/service-name".into(), name.clone());
-            labels.insert(
-                "endpointslice.kubernetes.io/managed-by".into(),
-                "sluice.dev".into(),
-            );
-            EndpointSlice {
-                metadata: meta(&name, labels),
-                address_type: if a.is_ipv4() { "IPv4" } else { "IPv6" }.into(),
-                endpoints: vec![Endpoint {
-                    addresses: vec![a.to_string()],
-                    ..Endpoint::default()
-                }],
-                ports: Some(
-                    (ports.iter())
-                        .map(|(port, protocol)| EndpointPort {
-                            name: Some(port_name(*port, protocol)),
-                            port: Some(*port),
-                            protocol: Some((*protocol).into()),
-                            ..EndpointPort::default()
-                        })
-                        .collect(),
-                ),
-            }
-        });
-        let key = ObjKey::new(&*key.namespace, &*name);
-        out.insert(key, GatewayObjects { service, slice });
+        }
     }
-    out
+
+    /// The Service's EndpointSlice, with the Gateway's `address`.
+    fn slice(&self, address: &std::net::IpAddr) -> EndpointSlice {
+        let mut labels = self.labels.clone();
+        labels.insert("kubernetes.io/service-name".into(), self.name.clone());
+        labels.insert(
+            "endpointslice.kubernetes.io/managed-by".into(),
+            "sluice.dev".into(),
+        );
+        EndpointSlice {
+            metadata: self.meta(&self.name, labels),
+            address_type: if address.is_ipv4() { "IPv4" } else { "IPv6" }.into(),
+            endpoints: vec![Endpoint {
+                addresses: vec![address.to_string()],
+                ..Endpoint::default()
+            }],
+            ports: Some(
+                (self.ports.iter())
+                    .map(|(port, protocol)| EndpointPort {
+                        name: Some(port_name(*port, protocol)),
+                        port: Some(*port),
+                        protocol: Some((*protocol).into()),
+                        ..EndpointPort::default()
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The name of a Service's or EndpointSlice's port: protocol and number (`tcp-80`).
+fn port_name(port: i32, protocol: &str) -> String {
+    format!("{}-{port}", protocol.to_lowercase())
 }
 
 /// Whether the API server takes `address` in an EndpointSlice (not loopback, link-local or

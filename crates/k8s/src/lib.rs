@@ -166,6 +166,71 @@ impl ApiClients {
     }
 }
 
+/// The load-balancer address Ingress statuses carry: fixed, none, or followed from the Envoy
+/// Service by a task pushed onto `background`.
+fn load_balancer(
+    source: &LoadBalancerSource,
+    watches: &Client,
+    background: &mut Vec<JoinHandle<()>>,
+) -> channel::Receiver<Option<LoadBalancer>> {
+    let (lb_tx, lb_rx) = channel::channel(None);
+    match source {
+        LoadBalancerSource::None => {}
+        LoadBalancerSource::Address(a) => {
+            lb_tx.send_replace(Some(LoadBalancer::from_address(a)));
+        }
+        LoadBalancerSource::EnvoyService(key) => {
+            background.push(tokio::spawn(watch_envoy_service(
+                watches.clone(),
+                key.clone(),
+                lb_tx,
+            )));
+        }
+    }
+    lb_rx
+}
+
+/// Keeps the `sluice_leader` gauge at the value of `leader`.
+fn leader_gauge(metrics: &Metrics, mut leader: channel::Receiver<bool>) -> JoinHandle<()> {
+    let gauge = metrics.leader.clone();
+    tokio::spawn(async move {
+        while leader.changed().await.is_ok() {
+            gauge.set(i64::from(*leader.borrow()));
+        }
+    })
+}
+
+/// The leader's tasks besides the status writer: warning Events, and the Gateway Services
+/// when `config` asks for them.
+fn leader_tasks(
+    client: &Client,
+    config: &Config,
+    built: &channel::Receiver<Option<Arc<Built>>>,
+    leader: &channel::Receiver<bool>,
+    shutdown: &channel::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let mut tasks = vec![tokio::spawn(events::event_loop(
+        client.clone(),
+        config.identity.clone(),
+        events::EventInputs {
+            built: built.clone(),
+            leader: leader.clone(),
+            shutdown: shutdown.clone(),
+        },
+    ))];
+    if config.gateway_services {
+        tasks.push(tokio::spawn(gateway_services::service_loop(
+            client.clone(),
+            gateway_services::ServiceInputs {
+                built: built.clone(),
+                leader: leader.clone(),
+                shutdown: shutdown.clone(),
+            },
+        )));
+    }
+    tasks
+}
+
 /// Errors starting cluster mode.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -229,32 +294,10 @@ impl Cluster {
             mut background,
         } = Self::watch(clients, &config, &kinds::WATCHED, publish).await?;
 
-        let (lb_tx, lb_rx) = channel::channel(None);
-        match &config.load_balancer {
-            LoadBalancerSource::None => {}
-            LoadBalancerSource::Address(a) => {
-                lb_tx.send_replace(Some(LoadBalancer::from_address(a)));
-            }
-            LoadBalancerSource::EnvoyService(key) => {
-                background.push(tokio::spawn(watch_envoy_service(
-                    watches.clone(),
-                    key.clone(),
-                    lb_tx,
-                )));
-            }
-        }
-
+        let lb_rx = load_balancer(&config.load_balancer, &watches, &mut background);
         let (shutdown_tx, shutdown_rx) = channel::channel(false);
         let (leader_tx, leader_rx) = channel::channel(false);
-        {
-            let gauge = metrics.leader.clone();
-            let mut rx = leader_rx.clone();
-            background.push(tokio::spawn(async move {
-                while rx.changed().await.is_ok() {
-                    gauge.set(i64::from(*rx.borrow()));
-                }
-            }));
-        }
+        background.push(leader_gauge(&metrics, leader_rx.clone()));
         let elector = leader::Elector::new(
             client.clone(),
             &config.namespace,
@@ -264,25 +307,13 @@ impl Cluster {
         );
         let elector = tokio::spawn(elector.run(leader_tx, shutdown_rx.clone()));
 
-        background.push(tokio::spawn(events::event_loop(
-            client.clone(),
-            config.identity.clone(),
-            events::EventInputs {
-                built: built_rx.clone(),
-                leader: leader_rx.clone(),
-                shutdown: shutdown_rx.clone(),
-            },
-        )));
-        if config.gateway_services {
-            background.push(tokio::spawn(gateway_services::service_loop(
-                client.clone(),
-                gateway_services::ServiceInputs {
-                    built: built_rx.clone(),
-                    leader: leader_rx.clone(),
-                    shutdown: shutdown_rx.clone(),
-                },
-            )));
-        }
+        background.extend(leader_tasks(
+            &client,
+            &config,
+            &built_rx,
+            &leader_rx,
+            &shutdown_rx,
+        ));
         let writer = tokio::spawn(writer::write_loop(
             writer::WriterContext {
                 client,

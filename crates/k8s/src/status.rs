@@ -24,7 +24,7 @@ use sluice_core::api::status::{
     STATUS_INVALID, STATUS_ORPHANED, STATUS_VALID, reason,
 };
 use sluice_core::dag::gateway::GROUP;
-use sluice_core::dag::{GatewayApiStatus, GatewayCondition, ObjectStatus, State};
+use sluice_core::dag::{GatewayApiStatus, GatewayCondition, ObjectStatus, ParentStatus, State};
 
 /// What to do about one object's status.
 #[derive(Clone, Debug, PartialEq)]
@@ -313,101 +313,144 @@ fn gateway_status(
     lb: Option<&LoadBalancer>,
     now: &str,
 ) -> Value {
-    let conditions = |prefix: &str, cs: &[GatewayCondition]| -> Value {
-        Value::Array(
-            cs.iter()
-                .map(|c| {
-                    let type_ = format!("{prefix}{}", c.type_);
-                    let mut v = condition(
-                        &type_, c.status, c.reason, &c.message, generation, observed, now,
-                    );
-                    v["type"] = json!(c.type_);
-                    v
-                })
-                .collect(),
-        )
+    let conditions = Conditions {
+        generation,
+        observed,
+        now,
     };
     let mut status = Map::new();
     if !g.conditions.is_empty() {
-        status.insert("conditions".into(), conditions("", &g.conditions));
+        status.insert("conditions".into(), conditions.list("", &g.conditions));
     }
     if !g.supported_features.is_empty() {
         let names = g.supported_features.iter().map(|f| json!({ "name": f }));
         status.insert("supportedFeatures".into(), Value::Array(names.collect()));
     }
     if !g.listeners.is_empty() {
-        let listeners = g.listeners.iter().map(|l| {
-            let kinds: Vec<Value> = (l.supported_kinds.iter())
-                .map(|k| json!({ "group": GROUP, "kind": k }))
-                .collect();
-            json!({
-                "name": l.name,
-                "supportedKinds": kinds,
-                "attachedRoutes": l.attached_routes,
-                "conditions": conditions(&listener_prefix(&l.name), &l.conditions),
-            })
-        });
-        status.insert("listeners".into(), Value::Array(listeners.collect()));
-        if !g.addresses.is_empty() {
-            // The Gateway's own address (`--gateway-addresses`).
-            let addresses = (g.addresses.iter()).map(
-                |ip| json!({ "type": sluice_core::dag::addresses::IP_ADDRESS, "value": ip.to_string() }),
-            );
-            status.insert("addresses".into(), Value::Array(addresses.collect()));
-        } else if let Some(lb) = lb.filter(|lb| !lb.is_empty()) {
-            let addresses = (lb
-                .ips
-                .iter()
-                .map(|ip| json!({ "type": "IPAddress", "value": ip })))
-            .chain((lb.hostnames.iter()).map(|h| json!({ "type": "Hostname", "value": h })));
-            status.insert("addresses".into(), Value::Array(addresses.collect()));
+        status.insert("listeners".into(), listeners(g, &conditions));
+        if let Some(addresses) = gateway_addresses(g, lb) {
+            status.insert("addresses".into(), addresses);
         }
     }
     if let Some(n) = g.attached_listener_sets {
         status.insert("attachedListenerSets".into(), json!(n));
     }
     if !g.parents.is_empty() {
-        let parents = g.parents.iter().map(|p| {
-            let mut parent_ref = json!({
-                "group": GROUP,
-                "kind": p.kind.unwrap_or("Gateway"),
-                "namespace": p.namespace,
-                "name": p.name,
-            });
-            if let Some(s) = &p.section_name {
-                parent_ref["sectionName"] = json!(s);
-            }
-            if let Some(port) = p.port {
-                parent_ref["port"] = json!(port);
-            }
-            let prefix = parent_prefix(&parent_ref);
-            json!({
-                "parentRef": parent_ref,
-                "controllerName": p.controller_name,
-                "conditions": conditions(&prefix, &p.conditions),
-            })
-        });
-        status.insert("parents".into(), Value::Array(parents.collect()));
+        status.insert("parents".into(), parents(&g.parents, &conditions));
     }
-    if let Some(ancestors) = &g.ancestors {
+    if let Some(list) = &g.ancestors {
         // A policy's: the Gateways it affects, by `ancestorRef`.
-        let ancestors = ancestors.iter().map(|p| {
-            let ancestor_ref = json!({
-                "group": GROUP,
-                "kind": "Gateway",
-                "namespace": p.namespace,
-                "name": p.name,
-            });
-            let prefix = ancestor_prefix(&ancestor_ref);
-            json!({
-                "ancestorRef": ancestor_ref,
-                "controllerName": p.controller_name,
-                "conditions": conditions(&prefix, &p.conditions),
-            })
-        });
-        status.insert("ancestors".into(), Value::Array(ancestors.collect()));
+        status.insert("ancestors".into(), ancestors(list, &conditions));
     }
     Value::Object(status)
+}
+
+/// What every condition of one object's Gateway API status is written with.
+struct Conditions<'a> {
+    generation: Option<i64>,
+    observed: Option<&'a ObservedStatus>,
+    now: &'a str,
+}
+
+impl Conditions<'_> {
+    /// The conditions `cs` of the part whose transition times are kept under `prefix`.
+    fn list(&self, prefix: &str, cs: &[GatewayCondition]) -> Value {
+        Value::Array(
+            cs.iter()
+                .map(|c| {
+                    let type_ = format!("{prefix}{}", c.type_);
+                    let mut v = condition(
+                        &type_,
+                        c.status,
+                        c.reason,
+                        &c.message,
+                        self.generation,
+                        self.observed,
+                        self.now,
+                    );
+                    v["type"] = json!(c.type_);
+                    v
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A Gateway's `status.listeners`.
+fn listeners(g: &GatewayApiStatus, conditions: &Conditions) -> Value {
+    let listeners = g.listeners.iter().map(|l| {
+        let kinds: Vec<Value> = (l.supported_kinds.iter())
+            .map(|k| json!({ "group": GROUP, "kind": k }))
+            .collect();
+        json!({
+            "name": l.name,
+            "supportedKinds": kinds,
+            "attachedRoutes": l.attached_routes,
+            "conditions": conditions.list(&listener_prefix(&l.name), &l.conditions),
+        })
+    });
+    Value::Array(listeners.collect())
+}
+
+/// A Gateway's `status.addresses`: its own (`--gateway-addresses`), else the load balancer's.
+fn gateway_addresses(g: &GatewayApiStatus, lb: Option<&LoadBalancer>) -> Option<Value> {
+    if !g.addresses.is_empty() {
+        let addresses = (g.addresses.iter()).map(
+            |ip| json!({ "type": sluice_core::dag::addresses::IP_ADDRESS, "value": ip.to_string() }),
+        );
+        return Some(Value::Array(addresses.collect()));
+    }
+    let lb = lb.filter(|lb| !lb.is_empty())?;
+    let addresses = (lb
+        .ips
+        .iter()
+        .map(|ip| json!({ "type": "IPAddress", "value": ip })))
+    .chain((lb.hostnames.iter()).map(|h| json!({ "type": "Hostname", "value": h })));
+    Some(Value::Array(addresses.collect()))
+}
+
+/// A route's `status.parents`.
+fn parents(parents: &[ParentStatus], conditions: &Conditions) -> Value {
+    let parents = parents.iter().map(|p| {
+        let mut parent_ref = json!({
+            "group": GROUP,
+            "kind": p.kind.unwrap_or("Gateway"),
+            "namespace": p.namespace,
+            "name": p.name,
+        });
+        if let Some(s) = &p.section_name {
+            parent_ref["sectionName"] = json!(s);
+        }
+        if let Some(port) = p.port {
+            parent_ref["port"] = json!(port);
+        }
+        let prefix = parent_prefix(&parent_ref);
+        json!({
+            "parentRef": parent_ref,
+            "controllerName": p.controller_name,
+            "conditions": conditions.list(&prefix, &p.conditions),
+        })
+    });
+    Value::Array(parents.collect())
+}
+
+/// A policy's `status.ancestors`.
+fn ancestors(ancestors: &[ParentStatus], conditions: &Conditions) -> Value {
+    let ancestors = ancestors.iter().map(|p| {
+        let ancestor_ref = json!({
+            "group": GROUP,
+            "kind": "Gateway",
+            "namespace": p.namespace,
+            "name": p.name,
+        });
+        let prefix = ancestor_prefix(&ancestor_ref);
+        json!({
+            "ancestorRef": ancestor_ref,
+            "controllerName": p.controller_name,
+            "conditions": conditions.list(&prefix, &p.conditions),
+        })
+    });
+    Value::Array(ancestors.collect())
 }
 
 /// The key a listener's conditions' transition times are kept under ([`ObservedStatus`]).

@@ -19,9 +19,9 @@
 //! newer status. Each write is bounded by [`WRITE_TIMEOUT`], and a replica that stops leading
 //! abandons its writes in flight at once (docs/cluster-mode.md, "Leader election").
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::Client;
@@ -29,10 +29,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use serde_json::Value;
 use tokio::sync::watch;
-use tokio::time::Instant;
 
 use sluice_core::api::{Kind, ObjectRef};
-use sluice_core::pmap::DiffItem;
 
 use super::metrics::Metrics;
 use super::rebuild::Built;
@@ -40,39 +38,9 @@ use super::state::{ClusterState, FIELD_MANAGER, Rejected, prepare};
 use super::status::{LoadBalancer, Plan, Verdict, apply_body, plan, writes_status};
 use super::watch::lock;
 
-/// A token bucket: `rate` requests per second on average, `burst` at once.
-#[derive(Debug)]
-pub struct RateLimit {
-    rate: f64,
-    burst: f64,
-    tokens: f64,
-    last: Instant,
-}
+mod machine;
 
-impl RateLimit {
-    pub fn new(rate: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        RateLimit {
-            rate: rate.max(0.1),
-            burst,
-            tokens: burst,
-            last: Instant::now(),
-        }
-    }
-
-    /// How long to wait before the next request may go (and takes its token).
-    fn take(&mut self, now: Instant) -> Duration {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now;
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
-        self.tokens -= 1.0;
-        if self.tokens >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-self.tokens / self.rate)
-        }
-    }
-}
+pub use machine::{Outcome, Planner, RateLimit, Write, Writer};
 
 /// Everything the writer needs.
 pub struct WriterContext {
@@ -114,19 +82,7 @@ pub struct WriterInputs {
     pub shutdown: watch::Receiver<bool>,
 }
 
-/// What the writer is doing between two plans.
-#[derive(Default)]
-struct Pass {
-    build: u64,
-    objects: usize,
-    planned: usize,
-    written: usize,
-    failed: usize,
-    /// The pass's end was logged.
-    reported: bool,
-}
-
-/// Runs until shutdown.
+/// Runs until shutdown: the async shell of [`Writer`], which decides what to write.
 ///
 /// Writes are a continuous pipeline, not passes that wait for their slowest write: every input
 /// change (a build, the lease, the load-balancer address) plans again from the latest state, and
@@ -140,197 +96,86 @@ struct Pass {
 /// checks the lease again right before it is sent. Each write is abandoned after
 /// `write_timeout`, and retried like a failed one.
 pub async fn write_loop(ctx: WriterContext, mut inputs: WriterInputs) {
-    let mut limiter = RateLimit::new(ctx.rate, ctx.burst);
-    let mut backoff = Duration::from_millis(200);
-    let concurrency = ctx.concurrency.max(1);
+    let mut writer = Writer::new(ctx.state.clone(), ctx.rate, ctx.burst, ctx.concurrency);
+    writer.on_built(inputs.built.borrow_and_update().clone());
+    writer.on_load_balancer(inputs.load_balancer.borrow_and_update().clone());
     // Read by each write right before it is sent.
     let lease = inputs.leader.clone();
     let mut in_flight = futures::stream::FuturesUnordered::new();
-    // Objects with a write in flight, and those of them a later plan left out.
-    let mut busy: HashSet<ObjectRef> = HashSet::new();
-    let mut skipped: HashSet<ObjectRef> = HashSet::new();
-    // Objects whose write failed, held back until `retry_at`.
-    let mut held: HashSet<ObjectRef> = HashSet::new();
-    let mut retry_at: Option<Instant> = None;
-    let mut queue = Queue::default();
-    let mut pass = Pass {
-        reported: true,
-        ..Pass::default()
-    };
-    let mut replan = true;
-    // The next plan covers every object (at start, on a lease or load-balancer change, after a
-    // backoff); otherwise it covers what changed since the last one.
-    let mut full = true;
-    // What the last plan was made from.
-    let mut planned_from: Option<(Arc<Built>, Option<LoadBalancer>)> = None;
     loop {
         if *inputs.shutdown.borrow() {
             return;
         }
-        let leading = *inputs.leader.borrow_and_update();
-        if !leading && !in_flight.is_empty() {
+        let abandoned = writer.on_lease(*inputs.leader.borrow_and_update());
+        if abandoned > 0 {
             tracing::warn!(
-                abandoned = in_flight.len(),
+                abandoned,
                 "not leading any more: abandoning the status writes in flight"
             );
             in_flight.clear();
-            busy.clear();
-            skipped.clear();
         }
-        if replan {
-            replan = false;
-            let built = inputs.built.borrow_and_update().clone();
-            let lb = inputs.load_balancer.borrow_and_update().clone();
-            let observed_changes = lock(&ctx.state).take_observed_changes();
-            match (leading, built) {
-                (true, Some(built)) => {
-                    let since = planned_from
-                        .take()
-                        .filter(|(_, prev_lb)| !full && *prev_lb == lb)
-                        .map(|(prev, _)| prev);
-                    let planned = match since {
-                        // Only objects whose verdict or observed status changed since the last
-                        // plan can plan differently: a plan of every object per build was most
-                        // of sluice's CPU while hundreds of objects were being created.
-                        Some(prev) => {
-                            let changed = changed_since(&prev, &built, observed_changes);
-                            for obj in &changed {
-                                queue.remove(obj);
-                            }
-                            plan_statuses(&ctx, &built, lb.as_ref(), Some(&changed))
-                        }
-                        None => {
-                            queue.clear();
-                            plan_statuses(&ctx, &built, lb.as_ref(), None)
-                        }
-                    };
-                    for (obj, status) in planned {
-                        if busy.contains(&obj) {
-                            skipped.insert(obj);
-                        } else if !held.contains(&obj) {
-                            queue.push(obj, status);
-                        }
-                    }
-                    if full || pass.reported {
-                        pass = Pass {
-                            build: built.version,
-                            objects: built.dag.statuses.len() + built.rejected.len(),
-                            planned: queue.len(),
-                            ..Pass::default()
-                        };
-                    } else {
-                        pass.build = built.version;
-                        pass.objects = built.dag.statuses.len() + built.rejected.len();
-                        pass.planned = pass.written + pass.failed + in_flight.len() + queue.len();
-                    }
-                    full = false;
-                    planned_from = Some((built, lb));
-                }
-                _ => {
-                    queue.clear();
-                    planned_from = None;
-                    full = true;
-                }
-            }
+        for write in writer.next_writes(Instant::now()) {
+            in_flight.push(send(&ctx, &lease, write));
         }
-        // Start what the free slots allow; a replica that lost the lease starts nothing.
-        while leading && in_flight.len() < concurrency {
-            let Some((obj, status)) = queue.pop() else {
-                break;
-            };
-            let wait = limiter.take(Instant::now());
-            busy.insert(obj.clone());
-            let (ctx, lease) = (&ctx, &lease);
-            in_flight.push(async move {
-                if !wait.is_zero() {
-                    tokio::time::sleep(wait).await;
-                }
-                let result = if *lease.borrow() {
-                    tokio::time::timeout(ctx.write_timeout, write_one(ctx, &obj, &status))
-                        .await
-                        .unwrap_or(Err(WriteError::TimedOut(ctx.write_timeout)))
-                } else {
-                    Err(WriteError::NotLeader)
-                };
-                (obj, result)
-            });
-        }
-        if !pass.reported && queue.is_empty() && in_flight.is_empty() {
-            pass.reported = true;
-            tracing::info!(
-                build = pass.build,
-                objects = pass.objects,
-                planned = pass.planned,
-                written = pass.written,
-                failed = pass.failed,
-                "status pass complete"
-            );
-        }
-        let retry = async {
-            match retry_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
+        let retry = sleep_until(writer.next_wakeup());
         tokio::select! {
             Some((obj, result)) = in_flight.next(), if !in_flight.is_empty() => {
-                busy.remove(&obj);
-                let was_skipped = skipped.remove(&obj);
-                match result {
-                    Ok(()) => {
-                        pass.written += 1;
-                        if held.is_empty() {
-                            backoff = Duration::from_millis(200);
-                        }
-                    }
-                    Err(WriteError::Api(kube::Error::Api(s))) if s.code == 404 => {
-                        tracing::debug!(object = %obj, "object gone before its status was written");
-                    }
-                    Err(WriteError::NotLeader) => {
-                        tracing::debug!(object = %obj, "not leading any more: status write not sent");
-                    }
-                    Err(e) => {
-                        pass.failed += 1;
-                        ctx.metrics.count_write(obj.kind.kind(), false);
-                        tracing::warn!(
-                            object = %obj,
-                            error = %e,
-                            retry_in_ms = backoff.as_millis() as u64,
-                            "status write failed; will retry"
-                        );
-                        held.insert(obj.clone());
-                        if retry_at.is_none() {
-                            retry_at = Some(Instant::now() + backoff);
-                            backoff = (backoff * 2).min(Duration::from_secs(30));
-                        }
-                    }
+                let outcome = outcome(result);
+                if let Outcome::Failed(_) = outcome {
+                    ctx.metrics.count_write(obj.kind.kind(), false);
                 }
-                // Left out of the last plan while in flight: plan it now, from the same inputs.
-                if was_skipped
-                    && !held.contains(&obj)
-                    && let Some((built, lb)) = &planned_from
-                {
-                    let again = plan_statuses(&ctx, built, lb.as_ref(), Some(&[obj]));
-                    pass.planned += again.len();
-                    for (obj, status) in again {
-                        queue.push(obj, status);
-                    }
-                }
+                writer.on_write_done(obj, outcome, Instant::now());
             }
-            _ = retry => {
-                retry_at = None;
-                held.clear();
-                replan = true;
-                full = true;
+            _ = retry => writer.on_wakeup(Instant::now()),
+            _ = changed(&mut inputs.built) => {
+                writer.on_built(inputs.built.borrow_and_update().clone());
             }
-            _ = changed(&mut inputs.built) => replan = true,
-            _ = changed(&mut inputs.leader) => {
-                replan = true;
-                full = true;
+            // Read at the top of the loop.
+            _ = changed(&mut inputs.leader) => {}
+            _ = changed(&mut inputs.load_balancer) => {
+                writer.on_load_balancer(inputs.load_balancer.borrow_and_update().clone());
             }
-            _ = changed(&mut inputs.load_balancer) => replan = true,
             _ = changed(&mut inputs.shutdown) => {}
         }
+    }
+}
+
+/// Sends one write after its wait in the token bucket, if this replica still leads then,
+/// bounded by the write timeout.
+async fn send(
+    ctx: &WriterContext,
+    lease: &watch::Receiver<bool>,
+    write: Write,
+) -> (ObjectRef, Result<(), WriteError>) {
+    let Write { obj, status, wait } = write;
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+    }
+    let result = if *lease.borrow() {
+        tokio::time::timeout(ctx.write_timeout, write_one(ctx, &obj, &status))
+            .await
+            .unwrap_or(Err(WriteError::TimedOut(ctx.write_timeout)))
+    } else {
+        Err(WriteError::NotLeader)
+    };
+    (obj, result)
+}
+
+/// What a write's result means to the writer.
+fn outcome(result: Result<(), WriteError>) -> Outcome {
+    match result {
+        Ok(()) => Outcome::Written,
+        Err(WriteError::Api(kube::Error::Api(s))) if s.code == 404 => Outcome::Gone,
+        Err(WriteError::NotLeader) => Outcome::NotSent,
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+/// Resolves at `at`; never without it.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -341,79 +186,26 @@ async fn changed<T>(rx: &mut watch::Receiver<T>) {
     }
 }
 
-/// Planned writes in the order they were planned; planning an object again replaces its write.
-#[derive(Default)]
-struct Queue {
-    order: VecDeque<ObjectRef>,
-    writes: HashMap<ObjectRef, Value>,
-}
-
-impl Queue {
-    fn push(&mut self, obj: ObjectRef, status: Value) {
-        if self.writes.insert(obj.clone(), status).is_none() {
-            self.order.push_back(obj);
-        }
+/// Plans from the live state.
+impl Planner for Arc<Mutex<ClusterState>> {
+    fn take_observed_changes(&mut self) -> HashSet<ObjectRef> {
+        lock(self).take_observed_changes()
     }
 
-    fn remove(&mut self, obj: &ObjectRef) {
-        self.writes.remove(obj);
+    fn plan(
+        &mut self,
+        built: &Built,
+        lb: Option<&LoadBalancer>,
+        only: Option<&[ObjectRef]>,
+    ) -> Vec<(ObjectRef, Value)> {
+        plan_statuses(self, built, lb, only)
     }
-
-    fn pop(&mut self) -> Option<(ObjectRef, Value)> {
-        while let Some(obj) = self.order.pop_front() {
-            if let Some(status) = self.writes.remove(&obj) {
-                return Some((obj, status));
-            }
-        }
-        None
-    }
-
-    fn clear(&mut self) {
-        self.order.clear();
-        self.writes.clear();
-    }
-
-    fn len(&self) -> usize {
-        self.writes.len()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.writes.is_empty()
-    }
-}
-
-/// The objects whose plan may differ between a plan made from `prev` and one from `built` (with
-/// the same load-balancer address): those whose verdict differs (a diff of the two builds'
-/// persistent status maps, which steps over what an incremental build shares), every object
-/// that does not decode (few), and those whose observed status changed in between.
-fn changed_since(
-    prev: &Built,
-    built: &Built,
-    mut observed_changes: HashSet<ObjectRef>,
-) -> Vec<ObjectRef> {
-    if !Arc::ptr_eq(&prev.dag, &built.dag) {
-        for item in prev.dag.statuses.diff(&built.dag.statuses) {
-            let r = match item {
-                DiffItem::Add(r, _) | DiffItem::Remove(r, _) => r,
-                DiffItem::Update { new: (r, _), .. } => r,
-            };
-            if !observed_changes.contains(r) {
-                observed_changes.insert(r.clone());
-            }
-        }
-    }
-    for r in prev.rejected.keys().chain(built.rejected.keys()) {
-        if !observed_changes.contains(r) {
-            observed_changes.insert(r.clone());
-        }
-    }
-    observed_changes.into_iter().collect()
 }
 
 /// The status of every routing object of one build that differs from what the cluster holds
 /// (of the `only` objects).
 fn plan_statuses(
-    ctx: &WriterContext,
+    state: &Mutex<ClusterState>,
     built: &Built,
     lb: Option<&LoadBalancer>,
     only: Option<&[ObjectRef]>,
@@ -422,7 +214,7 @@ fn plan_statuses(
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())
         .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now().to_string());
-    let st = lock(&ctx.state);
+    let st = lock(state);
     type Candidate<'b> = (&'b ObjectRef, Verdict<'b>, Option<i64>);
     fn dag<'b>((r, s): (&'b ObjectRef, &'b sluice_core::dag::ObjectStatus)) -> Candidate<'b> {
         (r, Verdict::Dag(s), s.generation)

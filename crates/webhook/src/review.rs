@@ -54,34 +54,91 @@ fn labels(
 
 /// Answers one request body.
 pub fn answer(endpoint: Endpoint, body: &[u8], state: &State) -> Answer {
-    let bad = |uid: &str, version: &str, message: String| Answer {
-        status: StatusCode::BAD_REQUEST,
-        body: encode_bad_request(uid, version, &message),
-        labels: RequestLabels {
-            endpoint: endpoint.as_str(),
-            kind: "unknown",
-            operation: "unknown",
-            verdict: "bad_request",
+    match read(body) {
+        Err(Unreadable { uid, message }) => Answer {
+            status: StatusCode::BAD_REQUEST,
+            body: encode_bad_request(&uid, API_VERSION_V1, &message),
+            labels: RequestLabels {
+                endpoint: endpoint.as_str(),
+                kind: "unknown",
+                operation: "unknown",
+                verdict: "bad_request",
+            },
+            recheck: false,
         },
-        recheck: false,
-    };
-    let value: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => {
-            return bad(
-                "",
-                API_VERSION_V1,
-                format!("request body is not a JSON AdmissionReview: {e}"),
-            );
+        Ok(Read::V1beta1 { uid }) => v1beta1_denial(endpoint, &uid),
+        Ok(Read::V1(review)) => judge(endpoint, *review, state),
+    }
+}
+
+/// A body that is not a well-formed AdmissionReview: its uid (empty when it has none that can
+/// be echoed) and what is wrong.
+struct Unreadable {
+    uid: String,
+    message: String,
+}
+
+impl Unreadable {
+    fn new(uid: &str, message: impl Into<String>) -> Self {
+        Unreadable {
+            uid: uid.to_string(),
+            message: message.into(),
         }
-    };
-    let Value::Object(mut review) = value else {
-        return bad(
+    }
+}
+
+/// A well-formed AdmissionReview.
+enum Read {
+    /// A `v1beta1` one, which sluice does not serve.
+    V1beta1 { uid: String },
+    /// A `v1` one: the request, with its objects apart.
+    V1(Box<Review>),
+}
+
+/// The request of a `v1` AdmissionReview.
+struct Review {
+    req: AdmissionRequest<DynamicObject>,
+    object: Option<Value>,
+    old_object: Option<Value>,
+}
+
+/// Reads a request body as an AdmissionReview.
+fn read(body: &[u8]) -> Result<Read, Unreadable> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        Unreadable::new(
             "",
-            API_VERSION_V1,
-            "request body is not a JSON object (an AdmissionReview)".into(),
-        );
+            format!("request body is not a JSON AdmissionReview: {e}"),
+        )
+    })?;
+    let Value::Object(mut review) = value else {
+        return Err(Unreadable::new(
+            "",
+            "request body is not a JSON object (an AdmissionReview)",
+        ));
     };
+    let (api_version, uid) = envelope(&review)?;
+    if api_version == API_VERSION_V1BETA1 {
+        return Ok(Read::V1beta1 { uid });
+    }
+    let Some(Value::Object(mut request)) = review.remove("request") else {
+        return Err(Unreadable::new("", "AdmissionReview has no request"));
+    };
+    if uid.is_empty() {
+        return Err(Unreadable::new("", "AdmissionReview request has no uid"));
+    }
+    let object = request.remove("object");
+    let old_object = request.remove("oldObject");
+    let req = serde_json::from_value(Value::Object(request))
+        .map_err(|e| Unreadable::new(&uid, format!("AdmissionReview request is malformed: {e}")))?;
+    Ok(Read::V1(Box::new(Review {
+        req,
+        object,
+        old_object,
+    })))
+}
+
+/// An AdmissionReview's apiVersion (v1 or v1beta1) and its request's uid (empty if none).
+fn envelope(review: &Map<String, Value>) -> Result<(&'static str, String), Unreadable> {
     let api_version = review
         .get("apiVersion")
         .and_then(Value::as_str)
@@ -93,59 +150,51 @@ pub fn answer(endpoint: Endpoint, body: &[u8], state: &State) -> Answer {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    if kind != REVIEW_KIND || !matches!(api_version, API_VERSION_V1 | API_VERSION_V1BETA1) {
-        return bad(
-            &uid,
-            API_VERSION_V1,
-            format!(
-                "expected kind AdmissionReview with apiVersion {API_VERSION_V1}, got kind {} apiVersion {}",
-                sluice_core::validate::quote(kind),
-                sluice_core::validate::quote(api_version)
-            ),
-        );
-    }
-    if api_version == API_VERSION_V1BETA1 {
-        // Answered in the request's own version so the API server shows the reason to the user.
-        let d = Decision {
-            code: 400,
-            errors: vec![sluice_core::validate::FieldError::spec(
-                "",
-                format!(
-                    "sluice serves {API_VERSION_V1} AdmissionReviews only; register its webhooks with admissionReviewVersions: [\"v1\"]"
-                ),
-            )],
-            ..Decision::default()
-        };
-        return Answer {
-            status: StatusCode::OK,
-            body: encode_decision(&uid, API_VERSION_V1BETA1, &d),
-            labels: labels(endpoint, None, "unknown", "denied"),
-            recheck: false,
-        };
-    }
-    let Some(Value::Object(mut request)) = review.remove("request") else {
-        return bad("", API_VERSION_V1, "AdmissionReview has no request".into());
-    };
-    if uid.is_empty() {
-        return bad(
-            "",
-            API_VERSION_V1,
-            "AdmissionReview request has no uid".into(),
-        );
-    }
-    let object = request.remove("object");
-    let old_object = request.remove("oldObject");
-    let req: AdmissionRequest<DynamicObject> = match serde_json::from_value(Value::Object(request))
-    {
-        Ok(r) => r,
-        Err(e) => {
-            return bad(
+    let api_version = match api_version {
+        API_VERSION_V1 if kind == REVIEW_KIND => API_VERSION_V1,
+        API_VERSION_V1BETA1 if kind == REVIEW_KIND => API_VERSION_V1BETA1,
+        _ => {
+            return Err(Unreadable::new(
                 &uid,
-                API_VERSION_V1,
-                format!("AdmissionReview request is malformed: {e}"),
-            );
+                format!(
+                    "expected kind AdmissionReview with apiVersion {API_VERSION_V1}, got kind {} apiVersion {}",
+                    sluice_core::validate::quote(kind),
+                    sluice_core::validate::quote(api_version)
+                ),
+            ));
         }
     };
+    Ok((api_version, uid))
+}
+
+/// The answer to a `v1beta1` AdmissionReview: a denial in the request's own version, so the API
+/// server shows the reason to the user.
+fn v1beta1_denial(endpoint: Endpoint, uid: &str) -> Answer {
+    let d = Decision {
+        code: 400,
+        errors: vec![sluice_core::validate::FieldError::spec(
+            "",
+            format!(
+                "sluice serves {API_VERSION_V1} AdmissionReviews only; register its webhooks with admissionReviewVersions: [\"v1\"]"
+            ),
+        )],
+        ..Decision::default()
+    };
+    Answer {
+        status: StatusCode::OK,
+        body: encode_decision(uid, API_VERSION_V1BETA1, &d),
+        labels: labels(endpoint, None, "unknown", "denied"),
+        recheck: false,
+    }
+}
+
+/// The verdict on a `v1` request, from the index as it is now.
+fn judge(endpoint: Endpoint, review: Review, state: &State) -> Answer {
+    let Review {
+        req,
+        object,
+        old_object,
+    } = review;
     let request_kind = Kind::from_type(
         &gvk_api_version(&req.kind.group, &req.kind.version),
         &req.kind.kind,
@@ -173,18 +222,22 @@ pub fn answer(endpoint: Endpoint, body: &[u8], state: &State) -> Answer {
         (true, true) => "patched",
         (true, false) => "allowed",
     };
-    let operation = match req.operation {
-        kube::core::admission::Operation::Create => "CREATE",
-        kube::core::admission::Operation::Update => "UPDATE",
-        kube::core::admission::Operation::Delete => "DELETE",
-        kube::core::admission::Operation::Connect => "CONNECT",
-    };
     let recheck = (d.errors.iter()).any(|e| e.reason == reason::INGRESS_CLASS_NOT_FOUND);
     Answer {
         status: StatusCode::OK,
         body: encode_decision(&req.uid, API_VERSION_V1, &d),
-        labels: labels(endpoint, d.kind, operation, verdict),
+        labels: labels(endpoint, d.kind, operation_name(&req.operation), verdict),
         recheck,
+    }
+}
+
+/// An operation as the metrics label it.
+fn operation_name(operation: &kube::core::admission::Operation) -> &'static str {
+    match operation {
+        kube::core::admission::Operation::Create => "CREATE",
+        kube::core::admission::Operation::Update => "UPDATE",
+        kube::core::admission::Operation::Delete => "DELETE",
+        kube::core::admission::Operation::Connect => "CONNECT",
     }
 }
 
