@@ -6,7 +6,6 @@
 //! for the webhook's index, reads [`Cluster::built`].
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -104,7 +103,7 @@ pub async fn run(
         let mut registry = Registry::default();
         cluster.metrics().register(&mut registry);
         register(&mut registry);
-        tokio::spawn(serve_metrics(addr, registry))
+        tokio::spawn(super::serving::serve_metrics(addr, registry))
     });
     shutdown.await;
     tracing::info!("shutting down");
@@ -122,7 +121,7 @@ pub async fn serve(
     args: &ServeArgs,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let xds_tls = super::standalone::build_xds_tls(
+    let xds_tls = super::serving::build_xds_tls(
         args.xds_ca.as_deref(),
         args.xds_cert.as_deref(),
         args.xds_key.as_deref(),
@@ -221,33 +220,6 @@ async fn wait_stopped<E: std::fmt::Display, X>(
         }
     }
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), xds_task).await;
-}
-
-/// `/metrics` in the Prometheus text format.
-pub(super) async fn serve_metrics(addr: SocketAddr, registry: Registry) {
-    let registry = std::sync::Arc::new(registry);
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let registry = registry.clone();
-            async move {
-                let mut out = String::new();
-                match prometheus_client::encoding::text::encode(&mut out, &registry) {
-                    Ok(()) => (axum::http::StatusCode::OK, out),
-                    Err(e) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-                }
-            }
-        }),
-    );
-    match tokio::net::TcpListener::bind(addr).await {
-        Ok(l) => {
-            tracing::info!(address = %addr, "serving metrics");
-            if let Err(e) = axum::serve(l, app).await {
-                tracing::warn!(error = %e, "metrics server stopped");
-            }
-        }
-        Err(e) => tracing::warn!(address = %addr, error = %e, "cannot bind the metrics address"),
-    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

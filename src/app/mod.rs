@@ -6,6 +6,7 @@
 pub mod args;
 pub mod cluster;
 pub mod object_metrics;
+pub mod serving;
 pub mod standalone;
 pub mod webhook_role;
 

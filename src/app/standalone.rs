@@ -68,19 +68,6 @@ pub fn load_manifests(dir: &Path, ingress_class: &str) -> Result<Snapshot, Vec<S
     }
 }
 
-/// The xDS server's TLS from PEM files: server identity (reloaded when the files change), plus
-/// client verification with a CA.
-pub fn build_xds_tls(
-    ca: Option<&Path>,
-    cert: Option<&Path>,
-    key: Option<&Path>,
-) -> anyhow::Result<Option<XdsTls>> {
-    let (Some(cert), Some(key)) = (cert, key) else {
-        return Ok(None);
-    };
-    Ok(Some(XdsTls::load(cert, key, ca)?))
-}
-
 /// Loads, publishes (to Envoy first, then to the webhook's index) and reports; keeps the last
 /// good state on failure. Returns whether it published.
 fn reload(pipeline: &Pipeline, index: &IndexHandle, cfg: &StandaloneConfig) -> bool {
@@ -156,7 +143,7 @@ pub async fn run(
         }
         xds::stream::register_stats(&mut registry, server.stats());
         pipeline.register_metrics(&mut registry);
-        tokio::spawn(super::cluster::serve_metrics(addr, registry))
+        tokio::spawn(super::serving::serve_metrics(addr, registry))
     });
     let server_task = tokio::spawn(xds::serve(
         listener,

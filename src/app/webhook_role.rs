@@ -53,7 +53,7 @@ pub async fn serve(
         let mut registry = Registry::default();
         cluster.metrics().register(&mut registry);
         webhook_metrics.register(&mut registry);
-        tokio::spawn(super::cluster::serve_metrics(addr, registry))
+        tokio::spawn(super::serving::serve_metrics(addr, registry))
     });
     shutdown.await;
     tracing::info!("shutting down");

@@ -66,7 +66,7 @@ pub fn run(args: ServeArgs) -> u8 {
     let Some(manifests) = args.manifests.clone() else {
         return run_cluster(args);
     };
-    let xds_tls = match crate::app::standalone::build_xds_tls(
+    let xds_tls = match crate::app::serving::build_xds_tls(
         args.xds_ca.as_deref(),
         args.xds_cert.as_deref(),
         args.xds_key.as_deref(),

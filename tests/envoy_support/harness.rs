@@ -217,7 +217,7 @@ impl Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let pki = (link == XdsLink::Mtls).then(|| write_pki(dir.path()));
         let xds_tls = pki.as_ref().map(|p| {
-            sluice::app::standalone::build_xds_tls(
+            sluice::app::serving::build_xds_tls(
                 Some(&p.ca),
                 Some(&p.server_cert),
                 Some(&p.server_key),

@@ -62,11 +62,14 @@ pub fn service_name(gateway: &str) -> String {
     if plain.len() <= 63 && !gateway.contains('.') {
         return plain;
     }
-    let hash = blake3::hash(gateway.as_bytes()).to_hex();
+    // SHA-256, as the other names sluice makes (clusters, Gateway addresses) are hashed.
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(gateway.as_bytes());
     let mut head = plain;
     head.truncate(63 - 9);
     let head = head.trim_end_matches('-');
-    format!("{head}-{}", &hash[..8])
+    let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{head}-{hex}")
 }
 
 /// The objects sluice keeps for each accepted Gateway of its own, by namespace and Service name.

@@ -25,7 +25,7 @@ mod route;
 mod route_shards;
 pub mod static_config;
 pub mod trace;
-pub(crate) mod wire_encode;
+pub(crate) use crate::xds::wire_encode;
 
 use envoy_types::pb::envoy::config::core::v3::{
     AggregatedConfigSource, ApiVersion, ConfigSource, config_source::ConfigSourceSpecifier,
@@ -238,3 +238,5 @@ mod secure_backends_tests;
 mod shard_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire_encode_tests;

@@ -26,7 +26,7 @@ use envoy_types::pb::google::protobuf::BoolValue;
 use prost::Message;
 use sluice_core::test_rng::Rng;
 
-use super::*;
+use super::wire_encode::*;
 
 /// How many inputs each property is checked on.
 const CASES: usize = 500;
@@ -100,7 +100,7 @@ fn action(rng: &mut Rng) -> Action {
         }),
         _ => Action::Route(RouteAction {
             cluster_specifier: Some(ClusterSpecifier::Cluster(text(rng))),
-            timeout: Some(super::super::duration(std::time::Duration::from_millis(
+            timeout: Some(super::duration(std::time::Duration::from_millis(
                 rng.below(100_000) as u64,
             ))),
             ..Default::default()
@@ -221,7 +221,7 @@ fn named_clusters_are_prosts_encoding_of_the_cluster() {
         let settings = EnvoyCluster {
             cluster_discovery_type: Some(ClusterDiscoveryType::Type(DiscoveryType::Eds as i32)),
             lb_policy: policies[rng.below(policies.len())] as i32,
-            connect_timeout: Some(super::super::duration(std::time::Duration::from_millis(
+            connect_timeout: Some(super::duration(std::time::Duration::from_millis(
                 rng.below(10_000) as u64,
             ))),
             alt_stat_name: text(&mut rng),

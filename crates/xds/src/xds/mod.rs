@@ -9,6 +9,7 @@ pub mod server;
 pub mod stream;
 pub mod tls;
 pub mod wire;
+pub(crate) mod wire_encode;
 
 pub use cache::{Resource, Snapshot};
 pub use server::{AdsServer, serve};

@@ -20,7 +20,7 @@ use prost::encoding::{DecodeContext, WireType, encoded_len_varint, key_len, mess
 use prost::{DecodeError, Message};
 
 use super::cache::{Body, Resource};
-use crate::translate::wire_encode::{bytes_len, put_bytes, put_head, put_string, string_len};
+use super::wire_encode::{bytes_len, put_bytes, put_head, put_string, string_len};
 
 /// `DiscoveryResponse` (state of the world) with the snapshot's resources.
 #[derive(Clone, Debug, Default, PartialEq)]

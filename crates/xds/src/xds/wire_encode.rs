@@ -4,7 +4,7 @@
 //! its shared settings, load assignments' endpoints, and an HTTPS filter chain's connection
 //! manager. This is the only module that assembles protobuf bytes by hand; each function's doc
 //! names the generated message whose prost encoding it writes, and the property tests
-//! (`wire_encode_tests.rs`) hold it to that encoding byte for byte over generated inputs.
+//! (`translate/wire_encode_tests.rs`) hold it to that encoding byte for byte over generated inputs.
 //!
 //! prost writes a message's fields in the order of their numbers (a oneof at its member's), and
 //! leaves out a proto3 scalar or string field at its default unless it is a member of a oneof
@@ -68,7 +68,7 @@ pub(crate) const VIRTUAL_HOSTS: u32 = 2;
 const VHOST_NAME: u32 = 1;
 const VHOST_DOMAINS: u32 = 2;
 /// `VirtualHost.routes`.
-const VHOST_ROUTES: u32 = 3;
+pub(crate) const VHOST_ROUTES: u32 = 3;
 const ROUTE_MATCH: u32 = 1;
 const ROUTE_ROUTE: u32 = 2;
 const ROUTE_ACTION_CLUSTER: u32 = 1;
@@ -265,7 +265,3 @@ pub(crate) fn hcm_with_rds(
     value.extend_from_slice(after);
     value
 }
-
-#[cfg(test)]
-#[path = "wire_encode_tests.rs"]
-mod tests;
