@@ -106,85 +106,112 @@ pub fn run(args: CertgenArgs) -> u8 {
     }
 }
 
+/// Creates what the arguments ask for and is missing: the webhook's certificate (and its CA in
+/// the webhook configurations), then the xDS pair.
 async fn certgen(args: &CertgenArgs) -> anyhow::Result<()> {
     let client = crate::app::cluster::connect().await?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &args.namespace);
     let validity = Validity::days_from_now(args.days);
     if let Some(name) = &args.webhook_secret {
-        let existing = secrets
-            .get_opt(name)
-            .await
-            .context(format!("reading Secret {name}"))?;
-        match tls_data(name, existing.as_ref())? {
-            Some(_) => tracing::info!(secret = %name, "webhook certificate kept"),
-            None => {
-                let ca = Ca::new("sluice webhook CA", validity)?;
-                let leaf = ca.leaf(&args.webhook_dns_names, Usage::Server, validity)?;
-                create(&secrets, name, leaf).await?;
-            }
-        }
-        if let Some(config) = &args.webhook_configuration {
-            let secret = secrets
-                .get(name)
-                .await
-                .context(format!("reading Secret {name}"))?;
-            let ca = tls_data(name, Some(&secret))?
-                .and_then(|mut d| d.remove("ca.crt"))
-                .context(format!("Secret {name} lost its ca.crt"))?;
-            set_ca_bundle(&client, config, &ca).await?;
-        }
+        webhook_certificate(args, &client, &secrets, name, validity).await?;
     }
     if let (Some(server), Some(client_name)) = (&args.xds_server_secret, &args.xds_client_secret) {
-        let server_old = secrets
-            .get_opt(server)
+        xds_certificates(args, &secrets, (server, client_name), validity).await?;
+    }
+    Ok(())
+}
+
+/// The webhook's serving certificate in Secret `name`, made with a CA of its own unless it is
+/// there; then that CA as the `caBundle` of the webhook configuration, when one is named.
+async fn webhook_certificate(
+    args: &CertgenArgs,
+    client: &Client,
+    secrets: &Api<Secret>,
+    name: &str,
+    validity: Validity,
+) -> anyhow::Result<()> {
+    let existing = secrets
+        .get_opt(name)
+        .await
+        .context(format!("reading Secret {name}"))?;
+    match tls_data(name, existing.as_ref())? {
+        Some(_) => tracing::info!(secret = %name, "webhook certificate kept"),
+        None => {
+            let ca = Ca::new("sluice webhook CA", validity)?;
+            let leaf = ca.leaf(&args.webhook_dns_names, Usage::Server, validity)?;
+            create(secrets, name, leaf).await?;
+        }
+    }
+    if let Some(config) = &args.webhook_configuration {
+        let secret = secrets
+            .get(name)
             .await
-            .context(format!("reading Secret {server}"))?;
-        let client_old = secrets
-            .get_opt(client_name)
-            .await
-            .context(format!("reading Secret {client_name}"))?;
-        let server_data = tls_data(server, server_old.as_ref())?;
-        let client_data = tls_data(client_name, client_old.as_ref())?;
-        let have = (server_data.is_some(), client_data.is_some());
-        match have {
-            (true, true) => {
-                let ca =
-                    |d: &Option<BTreeMap<String, String>>| d.as_ref().map(|d| d["ca.crt"].clone());
-                if ca(&server_data) != ca(&client_data) {
-                    bail!(
-                        "Secrets {server} and {client_name} hold certificates of different CAs, \
-                         so Envoy and sluice do not trust each other: delete both in namespace \
-                         {} and run certgen again to have both created",
-                        args.namespace
-                    );
-                }
-                tracing::info!(%server, client = %client_name, "xDS certificates kept")
-            }
-            (false, false) => {
-                let ca = Ca::new("sluice xDS CA", validity)?;
-                let server_leaf = ca.leaf(&args.xds_dns_names, Usage::Server, validity)?;
-                let client_leaf = ca.leaf(
-                    std::slice::from_ref(&args.xds_client_name),
-                    Usage::Client,
-                    validity,
-                )?;
-                create(&secrets, server, server_leaf).await?;
-                create(&secrets, client_name, client_leaf).await?;
-            }
-            (true, false) | (false, true) => {
-                let (there, missing) = if have.0 {
-                    (server, client_name)
-                } else {
-                    (client_name, server)
-                };
+            .context(format!("reading Secret {name}"))?;
+        let ca = tls_data(name, Some(&secret))?
+            .and_then(|mut d| d.remove("ca.crt"))
+            .context(format!("Secret {name} lost its ca.crt"))?;
+        set_ca_bundle(client, config, &ca).await?;
+    }
+    Ok(())
+}
+
+/// The xDS server's and Envoy's client certificates, in Secrets `server` and `client_name`: both
+/// made with one new CA when neither is there, both kept when both are there with one CA, and
+/// an error otherwise (certgen keeps no CA key to complete or mend a pair).
+async fn xds_certificates(
+    args: &CertgenArgs,
+    secrets: &Api<Secret>,
+    (server, client_name): (&str, &str),
+    validity: Validity,
+) -> anyhow::Result<()> {
+    let server_old = secrets
+        .get_opt(server)
+        .await
+        .context(format!("reading Secret {server}"))?;
+    let client_old = secrets
+        .get_opt(client_name)
+        .await
+        .context(format!("reading Secret {client_name}"))?;
+    let server_data = tls_data(server, server_old.as_ref())?;
+    let client_data = tls_data(client_name, client_old.as_ref())?;
+    let have = (server_data.is_some(), client_data.is_some());
+    match have {
+        (true, true) => {
+            let ca = |d: &Option<BTreeMap<String, String>>| d.as_ref().map(|d| d["ca.crt"].clone());
+            if ca(&server_data) != ca(&client_data) {
                 bail!(
-                    "Secret {there} exists but Secret {missing} does not; the two must hold \
-                     certificates of one CA, and certgen keeps no CA key to sign a new one: \
-                     delete Secret {there} in namespace {} and run certgen again to have both \
-                     created",
+                    "Secrets {server} and {client_name} hold certificates of different CAs, \
+                     so Envoy and sluice do not trust each other: delete both in namespace \
+                     {} and run certgen again to have both created",
                     args.namespace
                 );
             }
+            tracing::info!(%server, client = %client_name, "xDS certificates kept")
+        }
+        (false, false) => {
+            let ca = Ca::new("sluice xDS CA", validity)?;
+            let server_leaf = ca.leaf(&args.xds_dns_names, Usage::Server, validity)?;
+            let client_leaf = ca.leaf(
+                std::slice::from_ref(&args.xds_client_name),
+                Usage::Client,
+                validity,
+            )?;
+            create(secrets, server, server_leaf).await?;
+            create(secrets, client_name, client_leaf).await?;
+        }
+        (true, false) | (false, true) => {
+            let (there, missing) = if have.0 {
+                (server, client_name)
+            } else {
+                (client_name, server)
+            };
+            bail!(
+                "Secret {there} exists but Secret {missing} does not; the two must hold \
+                 certificates of one CA, and certgen keeps no CA key to sign a new one: \
+                 delete Secret {there} in namespace {} and run certgen again to have both \
+                 created",
+                args.namespace
+            );
         }
     }
     Ok(())

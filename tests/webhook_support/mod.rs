@@ -191,3 +191,39 @@ pub fn field_errors_of(review: &Value) -> Vec<String> {
         Document::Skipped { .. } => Vec::new(),
     }
 }
+
+/// The uid of a fixture's AdmissionReview.
+pub fn uid_of(name: &str) -> String {
+    fixture(name)["request"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Denied with code 422, the uid echoed, and every FieldError `validate_object` produces for the
+/// same object listed in the message.
+pub async fn assert_denied_with_shared_errors(state: &State, name: &str) -> Reply {
+    let reply = post_fixture(state, "/validate", name).await;
+    reply.assert_well_formed();
+    reply.assert_denied(422);
+    assert_eq!(reply.uid(), uid_of(name));
+    let expected = field_errors_of(&fixture(name));
+    assert!(
+        !expected.is_empty(),
+        "{name}: validate_object finds nothing wrong"
+    );
+    for e in &expected {
+        assert!(
+            reply.message().contains(e.as_str()),
+            "{name}: {e:?} missing from {reply}"
+        );
+    }
+    reply
+}
+
+/// A new AdmissionReview for an object (uid and everything else from a fixture).
+pub fn mk_review_of(template: &str, object: Value) -> Vec<u8> {
+    let mut review = fixture(template);
+    review["request"]["object"] = object;
+    serde_json::to_vec(&review).unwrap()
+}

@@ -145,134 +145,154 @@ pub fn objects(shape: Shape) -> Vec<AnyObject> {
     let mut s: Vec<AnyObject> = Vec::new();
     let roots = shape.routing_objects * 2 / 5;
     let ingresses = shape.routing_objects - 2 * roots;
-    let add_service = |s: &mut Vec<AnyObject>, ns: &str, name: &str, seed: usize| {
-        s.push(AnyObject::Service(Arc::new(service(ns, name))));
-        s.push(AnyObject::EndpointSlice(Arc::new(slice(
-            ns,
-            name,
-            shape.endpoints_per_service,
-            seed,
-        ))));
-    };
     for i in 0..roots {
-        let root_ns = format!("team-{}", i % 100);
-        let vertex_ns = format!("app-{}", i % 100);
-        let root_svc = format!("root-svc-{i}");
-        let vertex_svc = format!("vertex-svc-{i}");
-        add_service(&mut s, &root_ns, &root_svc, 2 * i);
-        add_service(&mut s, &vertex_ns, &vertex_svc, 2 * i + 1);
-        let root = IngressRoute::new(
-            &format!("root-{i}"),
-            IngressRouteSpec {
-                virtualhost: Some(VirtualHost {
-                    fqdn: format!("host-{i}.example.com"),
-                    tls: (i % 10 == 0).then(|| Tls {
-                        secret_name: format!("tls-{i}"),
-                        minimum_protocol_version: None,
-                    }),
+        push_delegation(&mut s, shape, i);
+    }
+    for i in 0..ingresses {
+        push_ingress(&mut s, shape, i);
+    }
+    for i in 0..shape.unrelated_secrets {
+        s.push(AnyObject::Secret(Arc::new(unrelated_secret(i))));
+    }
+    s
+}
+
+/// Adds a Service `ns/name` and its EndpointSlice of the shape's endpoint count, whose
+/// addresses `seed` picks.
+fn push_service(s: &mut Vec<AnyObject>, shape: Shape, ns: &str, name: &str, seed: usize) {
+    s.push(AnyObject::Service(Arc::new(service(ns, name))));
+    s.push(AnyObject::EndpointSlice(Arc::new(slice(
+        ns,
+        name,
+        shape.endpoints_per_service,
+        seed,
+    ))));
+}
+
+/// Adds root `i` (`team-{i % 100}/root-{i}`, host `host-{i}.example.com`, HTTPS with its own
+/// Secret when `i` is a multiple of 10) delegating `/api` to vertex `i` (`app-{i % 100}`), each
+/// with its Service.
+fn push_delegation(s: &mut Vec<AnyObject>, shape: Shape, i: usize) {
+    let root_ns = format!("team-{}", i % 100);
+    let vertex_ns = format!("app-{}", i % 100);
+    let root_svc = format!("root-svc-{i}");
+    let vertex_svc = format!("vertex-svc-{i}");
+    push_service(s, shape, &root_ns, &root_svc, 2 * i);
+    push_service(s, shape, &vertex_ns, &vertex_svc, 2 * i + 1);
+    let root = IngressRoute::new(
+        &format!("root-{i}"),
+        IngressRouteSpec {
+            virtualhost: Some(VirtualHost {
+                fqdn: format!("host-{i}.example.com"),
+                tls: i.is_multiple_of(10).then(|| Tls {
+                    secret_name: format!("tls-{i}"),
+                    minimum_protocol_version: None,
                 }),
-                routes: vec![
-                    Route {
-                        match_: "/".into(),
-                        services: vec![IrService {
-                            name: root_svc,
-                            port: 80,
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    },
-                    Route {
-                        match_: "/api".into(),
-                        delegate: Some(Delegate {
-                            name: format!("vertex-{i}"),
-                            namespace: Some(vertex_ns.clone()),
-                        }),
-                        ..Default::default()
-                    },
-                ],
-                ..Default::default()
-            },
-        );
-        if i % 10 == 0 {
-            let name = format!("tls-{i}");
-            s.push(AnyObject::Secret(Arc::new(tls_secret(&root_ns, &name))));
-        }
-        let mut root = root;
-        root.metadata = meta(&root_ns, &format!("root-{i}"));
-        s.push(AnyObject::IngressRouteV1beta1(Arc::new(root)));
-        let mut vertex = IngressRoute::new(
-            &format!("vertex-{i}"),
-            IngressRouteSpec {
-                routes: vec![Route {
-                    match_: "/api/v1".into(),
+            }),
+            routes: vec![
+                Route {
+                    match_: "/".into(),
                     services: vec![IrService {
-                        name: vertex_svc,
+                        name: root_svc,
                         port: 80,
                         ..Default::default()
                     }],
                     ..Default::default()
+                },
+                Route {
+                    match_: "/api".into(),
+                    delegate: Some(Delegate {
+                        name: format!("vertex-{i}"),
+                        namespace: Some(vertex_ns.clone()),
+                    }),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        },
+    );
+    if i.is_multiple_of(10) {
+        let name = format!("tls-{i}");
+        s.push(AnyObject::Secret(Arc::new(tls_secret(&root_ns, &name))));
+    }
+    let mut root = root;
+    root.metadata = meta(&root_ns, &format!("root-{i}"));
+    s.push(AnyObject::IngressRouteV1beta1(Arc::new(root)));
+    let mut vertex = IngressRoute::new(
+        &format!("vertex-{i}"),
+        IngressRouteSpec {
+            routes: vec![Route {
+                match_: "/api/v1".into(),
+                services: vec![IrService {
+                    name: vertex_svc,
+                    port: 80,
+                    ..Default::default()
                 }],
                 ..Default::default()
-            },
-        );
-        vertex.metadata = meta(&vertex_ns, &format!("vertex-{i}"));
-        s.push(AnyObject::IngressRouteV1beta1(Arc::new(vertex)));
-    }
-    for i in 0..ingresses {
-        let ns = format!("web-{}", i % 100);
-        let svc = format!("web-svc-{i}");
-        add_service(&mut s, &ns, &svc, 1_000_000 + i);
-        let mut annotations = BTreeMap::new();
-        annotations.insert(
-            "kubernetes.io/ingress.class".to_string(),
-            crate::dag::DEFAULT_INGRESS_CLASS.to_string(),
-        );
-        let ing = Ingress {
-            metadata: ObjectMeta {
-                annotations: Some(annotations),
-                ..meta(&ns, &format!("web-{i}"))
-            },
-            spec: Some(IngressSpec {
-                rules: Some(vec![IngressRule {
-                    host: Some(format!("web-{i}.example.com")),
-                    http: Some(HTTPIngressRuleValue {
-                        paths: vec![HTTPIngressPath {
-                            path: Some("/".into()),
-                            path_type: "Prefix".into(),
-                            backend: IngressBackend {
-                                service: Some(IngressServiceBackend {
-                                    name: svc,
-                                    port: Some(ServiceBackendPort {
-                                        number: Some(80),
-                                        ..Default::default()
-                                    }),
+            }],
+            ..Default::default()
+        },
+    );
+    vertex.metadata = meta(&vertex_ns, &format!("vertex-{i}"));
+    s.push(AnyObject::IngressRouteV1beta1(Arc::new(vertex)));
+}
+
+/// Adds Ingress `i` (`web-{i % 100}/web-{i}`, of sluice's default class by annotation) routing
+/// host `web-{i}.example.com` to its own Service.
+fn push_ingress(s: &mut Vec<AnyObject>, shape: Shape, i: usize) {
+    let ns = format!("web-{}", i % 100);
+    let svc = format!("web-svc-{i}");
+    push_service(s, shape, &ns, &svc, 1_000_000 + i);
+    let mut annotations = BTreeMap::new();
+    annotations.insert(
+        "kubernetes.io/ingress.class".to_string(),
+        crate::dag::DEFAULT_INGRESS_CLASS.to_string(),
+    );
+    let ing = Ingress {
+        metadata: ObjectMeta {
+            annotations: Some(annotations),
+            ..meta(&ns, &format!("web-{i}"))
+        },
+        spec: Some(IngressSpec {
+            rules: Some(vec![IngressRule {
+                host: Some(format!("web-{i}.example.com")),
+                http: Some(HTTPIngressRuleValue {
+                    paths: vec![HTTPIngressPath {
+                        path: Some("/".into()),
+                        path_type: "Prefix".into(),
+                        backend: IngressBackend {
+                            service: Some(IngressServiceBackend {
+                                name: svc,
+                                port: Some(ServiceBackendPort {
+                                    number: Some(80),
+                                    ..Default::default()
                                 }),
-                                ..Default::default()
-                            },
-                        }],
-                    }),
-                }]),
-                ..Default::default()
-            }),
+                            }),
+                            ..Default::default()
+                        },
+                    }],
+                }),
+            }]),
             ..Default::default()
-        };
-        s.push(AnyObject::Ingress(Arc::new(ing)));
+        }),
+        ..Default::default()
+    };
+    s.push(AnyObject::Ingress(Arc::new(ing)));
+}
+
+/// Secret `i` that no route uses (`team-{i % 100}/unrelated-{i}`).
+fn unrelated_secret(i: usize) -> Secret {
+    let ns = format!("team-{}", i % 100);
+    let mut data = BTreeMap::new();
+    data.insert(
+        "password".to_string(),
+        ByteString(format!("secret-{i}").into_bytes()),
+    );
+    Secret {
+        metadata: meta(&ns, &format!("unrelated-{i}")),
+        data: Some(data),
+        ..Default::default()
     }
-    for i in 0..shape.unrelated_secrets {
-        let ns = format!("team-{}", i % 100);
-        let mut data = BTreeMap::new();
-        data.insert(
-            "password".to_string(),
-            ByteString(format!("secret-{i}").into_bytes()),
-        );
-        let secret = Secret {
-            metadata: meta(&ns, &format!("unrelated-{i}")),
-            data: Some(data),
-            ..Default::default()
-        };
-        s.push(AnyObject::Secret(Arc::new(secret)));
-    }
-    s
 }
 
 /// Gateway API objects for a synthetic cluster of at least `routes` * 5 / 2 routing objects: a
@@ -382,6 +402,30 @@ spec:
 mod tests {
     use super::*;
     use crate::dag::{self, State};
+
+    #[test]
+    fn a_delegation_is_two_services_two_routes_and_a_secret_every_tenth() {
+        let shape = Shape {
+            routing_objects: 0,
+            endpoints_per_service: 3,
+            unrelated_secrets: 0,
+        };
+        let kinds = |i: usize| {
+            let mut s = Vec::new();
+            push_delegation(&mut s, shape, i);
+            s.iter()
+                .map(|o| o.object_ref().kind.kind())
+                .collect::<Vec<_>>()
+        };
+        let pair = ["Service", "EndpointSlice", "Service", "EndpointSlice"];
+        let routes = ["IngressRoute", "IngressRoute"];
+        assert_eq!(kinds(10), [&pair[..], &["Secret"], &routes].concat());
+        assert_eq!(kinds(11), [&pair[..], &routes].concat());
+        assert_eq!(
+            unrelated_secret(7).metadata.name.as_deref(),
+            Some("unrelated-7")
+        );
+    }
 
     #[test]
     fn every_object_routes_and_every_tenth_root_serves_https() {

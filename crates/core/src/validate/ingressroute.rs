@@ -14,11 +14,12 @@ use super::common::{
     validate_path,
 };
 use super::{FieldError, Verdict, quote};
-use crate::api::contour_v1::{self, Backend, BackendProtocol, HeaderCondition, MatchConditions};
+use crate::api::contour_v1::{self, HeaderCondition, MatchConditions};
 use crate::api::heptio_v1beta1::{self, Service, VirtualHost};
 use crate::api::status::reason;
 use crate::api::{Delegate, HealthCheck};
 use crate::route_match::{HeaderMatch, HeaderOp, PathMatch};
+use backend::{validate_tcp_route, validate_v1_backends};
 
 /// Largest relative weight of one service or backend.
 pub const MAX_WEIGHT: u32 = 1_000_000;
@@ -251,83 +252,124 @@ fn validate_v1beta1_service(v: &mut Verdict, path: impl fmt::Display + Copy, s: 
 pub fn validate_v1beta1(o: &heptio_v1beta1::IngressRoute) -> Verdict {
     let mut v = Verdict::default();
     let spec = &o.spec;
-    if let Some(vh) = &spec.virtualhost {
-        validate_virtualhost(&mut v, vh);
-    }
-    if let Some(h) = &spec.health_check {
-        validate_health_check(&mut v, "spec.healthCheck", h);
-    }
-    if spec.routes.is_empty() {
-        v.error(FieldError::spec(
-            "spec.routes",
-            "must hold at least one route",
-        ));
-    }
+    validate_spec_head(
+        &mut v,
+        spec.virtualhost.as_ref(),
+        spec.health_check.as_ref(),
+        spec.routes.len(),
+    );
     // By the prefix each match stands for (`PathMatch::prefix`: without trailing slashes); a
     // single route has nothing to repeat.
     let several = spec.routes.len() > 1;
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (i, r) in spec.routes.iter().enumerate() {
-        let at = RouteAt(i);
-        match validate_path(format_args!("{at}.match"), &r.match_, true) {
-            Err(e) => v.error(e),
-            Ok(()) => {
-                let prefix = match r.match_.trim_end_matches('/') {
-                    "" => "/",
-                    trimmed => trimmed,
-                };
-                if several && let Some(first) = seen.insert(prefix, i) {
-                    v.error(FieldError::invalid(
-                        format!("{at}.match"),
-                        &r.match_,
-                        format!("is the same match as spec.routes[{first}]; a match may appear once per IngressRoute"),
-                    ));
-                }
-            }
-        }
-        let has_service = r.service.is_some();
-        if has_service {
-            v.warn(format!("{at}.service is deprecated; use services"));
-        }
-        if has_service && !r.services.is_empty() {
-            v.error(FieldError::spec(
-                at.to_string(),
-                "has both service and services; use services only",
-            ));
-        }
-        // The deprecated `service` field, decoded (the `services` list is checked as written).
-        let deprecated = if has_service {
-            let (services, errors) = v1beta1_services(r, i);
-            v.errors.extend(errors);
-            services
-        } else {
-            Vec::new()
-        };
-        check_service_count(&mut v, format_args!("{at}.services"), r.services.len());
-        check_service_count(&mut v, format_args!("{at}.service"), deprecated.len());
-        let has_services = has_service || !r.services.is_empty();
-        match (&r.delegate, has_services) {
-            (None, false) => v.error(FieldError::spec(
-                at.to_string(),
-                "must have services or a delegate",
-            )),
-            (Some(_), true) => v.error(FieldError::spec(
-                at.to_string(),
-                "must have services or a delegate, not both",
-            )),
-            _ => {}
-        }
-        for (j, s) in r.services.iter().enumerate() {
-            validate_v1beta1_service(&mut v, format_args!("{at}.services[{j}]"), s);
-        }
-        for (path, s) in deprecated.iter().skip(r.services.len()) {
-            validate_v1beta1_service(&mut v, path.as_str(), s);
-        }
-        if let Some(d) = &r.delegate {
-            validate_delegate(&mut v, format_args!("{at}.delegate"), d, &o.metadata);
-        }
+        validate_v1beta1_match(&mut v, i, r, several.then_some(&mut seen));
+        validate_v1beta1_targets(&mut v, i, r, &o.metadata);
     }
     v
+}
+
+/// What both versions check before their routes: the virtual host, the default health check and
+/// that there is at least one route.
+fn validate_spec_head(
+    v: &mut Verdict,
+    vh: Option<&VirtualHost>,
+    health_check: Option<&HealthCheck>,
+    route_count: usize,
+) {
+    if let Some(vh) = vh {
+        validate_virtualhost(v, vh);
+    }
+    if let Some(h) = health_check {
+        validate_health_check(v, "spec.healthCheck", h);
+    }
+    if route_count == 0 {
+        v.error(FieldError::spec(
+            "spec.routes",
+            "must hold at least one route",
+        ));
+    }
+}
+
+/// A v1beta1 route's `match`: a valid path prefix, and (when `seen` is given, the routes of an
+/// object with several) not the prefix of an earlier route.
+fn validate_v1beta1_match<'a>(
+    v: &mut Verdict,
+    i: usize,
+    r: &'a heptio_v1beta1::Route,
+    seen: Option<&mut HashMap<&'a str, usize>>,
+) {
+    let at = RouteAt(i);
+    match validate_path(format_args!("{at}.match"), &r.match_, true) {
+        Err(e) => v.error(e),
+        Ok(()) => {
+            let prefix = match r.match_.trim_end_matches('/') {
+                "" => "/",
+                trimmed => trimmed,
+            };
+            if let Some(seen) = seen
+                && let Some(first) = seen.insert(prefix, i)
+            {
+                v.error(FieldError::invalid(
+                    format!("{at}.match"),
+                    &r.match_,
+                    format!("is the same match as spec.routes[{first}]; a match may appear once per IngressRoute"),
+                ));
+            }
+        }
+    }
+}
+
+/// Where a v1beta1 route sends its requests: `services` or the deprecated `service` (warned
+/// about, never both), or a delegate, exactly one of the two; then each service and the delegate.
+fn validate_v1beta1_targets(
+    v: &mut Verdict,
+    i: usize,
+    r: &heptio_v1beta1::Route,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) {
+    let at = RouteAt(i);
+    let has_service = r.service.is_some();
+    if has_service {
+        v.warn(format!("{at}.service is deprecated; use services"));
+    }
+    if has_service && !r.services.is_empty() {
+        v.error(FieldError::spec(
+            at.to_string(),
+            "has both service and services; use services only",
+        ));
+    }
+    // The deprecated `service` field, decoded (the `services` list is checked as written).
+    let deprecated = if has_service {
+        let (services, errors) = v1beta1_services(r, i);
+        v.errors.extend(errors);
+        services
+    } else {
+        Vec::new()
+    };
+    check_service_count(v, format_args!("{at}.services"), r.services.len());
+    check_service_count(v, format_args!("{at}.service"), deprecated.len());
+    let has_services = has_service || !r.services.is_empty();
+    match (&r.delegate, has_services) {
+        (None, false) => v.error(FieldError::spec(
+            at.to_string(),
+            "must have services or a delegate",
+        )),
+        (Some(_), true) => v.error(FieldError::spec(
+            at.to_string(),
+            "must have services or a delegate, not both",
+        )),
+        _ => {}
+    }
+    for (j, s) in r.services.iter().enumerate() {
+        validate_v1beta1_service(v, format_args!("{at}.services[{j}]"), s);
+    }
+    for (path, s) in deprecated.iter().skip(r.services.len()) {
+        validate_v1beta1_service(v, path.as_str(), s);
+    }
+    if let Some(d) = &r.delegate {
+        validate_delegate(v, format_args!("{at}.delegate"), d, meta);
+    }
 }
 
 /// `spec.routes[i]`, written out only where a message needs it.
@@ -408,7 +450,15 @@ fn header_ops(c: &HeaderCondition) -> Vec<(&'static str, HeaderOp)> {
     ops
 }
 
+/// One v1 header condition: its shape (see [`validate_condition_shape`]), then its values.
 fn validate_header_condition(v: &mut Verdict, path: &str, c: &HeaderCondition) {
+    validate_condition_shape(v, path, c);
+    validate_condition_values(v, path, c);
+}
+
+/// A condition names exactly one of header, cookie and userAgent; a header takes exactly one
+/// operator, a cookie or userAgent none.
+fn validate_condition_shape(v: &mut Verdict, path: &str, c: &HeaderCondition) {
     let names: Vec<&str> = [
         ("header", c.header.is_some()),
         ("cookie", c.cookie.is_some()),
@@ -458,6 +508,11 @@ fn validate_header_condition(v: &mut Verdict, path: &str, c: &HeaderCondition) {
             ),
         )),
     }
+}
+
+/// A condition's values: valid header values, none of the substring ones empty, a regex RE2
+/// accepts.
+fn validate_condition_values(v: &mut Verdict, path: &str, c: &HeaderCondition) {
     for (field, value) in [
         ("value", &c.value),
         ("exact", &c.exact),
@@ -511,22 +566,6 @@ fn found(names: &[&str]) -> String {
     }
 }
 
-/// The protocol keys set on a backend.
-fn protocol_keys(b: &Backend) -> Vec<(&'static str, &str)> {
-    [
-        ("http", &b.http),
-        ("https", &b.https),
-        ("http2", &b.http2),
-        ("h2c", &b.h2c),
-        ("https2", &b.https2),
-        ("h2", &b.h2),
-        ("tcp", &b.tcp),
-    ]
-    .into_iter()
-    .filter_map(|(k, n)| n.as_deref().map(|n| (k, n)))
-    .collect()
-}
-
 /// The field name a v1 route's backends are written under (`backends`, or its alias `services`).
 pub fn v1_backends_field(r: &contour_v1::Route) -> &'static str {
     if r.backends.is_empty() && !r.services.is_empty() {
@@ -536,232 +575,91 @@ pub fn v1_backends_field(r: &contour_v1::Route) -> &'static str {
     }
 }
 
-/// One v1 backend; `ns`: the IngressRoute's namespace, when it names one.
-fn validate_backend(
-    v: &mut Verdict,
-    path: impl fmt::Display + Copy,
-    b: &Backend,
-    ns: Option<&str>,
-) {
-    let keys = protocol_keys(b);
-    match keys.as_slice() {
-        [(key, name)] => {
-            check(
-                v,
-                validate_dns1035_label(format_args!("{path}.{key}"), name, "Service"),
-            );
-            validate_backend_tls(v, path, (key, name), b, ns);
-        }
-        _ => {
-            let names: Vec<&str> = keys.iter().map(|(k, _)| *k).collect();
-            v.error(FieldError::spec(
-                path.to_string(),
-                format!(
-                    "must name its Service under exactly one protocol key: http, https, http2, h2c, https2, h2 or tcp (found {})",
-                    found(&names)
-                ),
-            ));
-        }
-    }
-    check(v, validate_port(format_args!("{path}.port"), b.port));
-    validate_weight(v, path, b.weight);
-    if let Some(h) = &b.health_check {
-        validate_health_check(v, &format!("{path}.healthCheck"), h);
-    }
-}
-
-/// A backend's `validation` (docs/ingressroute.md, "Secure backends"): on TLS backends only, a
-/// CA Secret of the IngressRoute's own namespace and a DNS subject name. A TLS backend without
-/// it gets an admission warning: its certificate is not verified.
-fn validate_backend_tls(
-    v: &mut Verdict,
-    path: impl fmt::Display + Copy,
-    (key, name): (&str, &str),
-    b: &Backend,
-    ns: Option<&str>,
-) {
-    let tls = b.protocol_and_name().is_some_and(|(p, _)| p.is_tls());
-    let Some(val) = &b.validation else {
-        if tls {
-            let ns = ns.filter(|n| !n.is_empty()).unwrap_or("<namespace>");
-            v.warn(format!(
-                "{path}: the certificate of {key} backend {} is not verified (Envoy sends SNI {name}.{ns}.svc and accepts any certificate); add validation: {{caSecret, subjectName}} to verify it",
-                quote(name)
-            ));
-        }
-        return;
-    };
-    if !tls {
-        v.error(FieldError::spec(
-            format!("{path}.validation"),
-            format!(
-                "is for TLS backends only, and {key} backend {} is reached without TLS; name the Service under https or https2 to verify its certificate, or remove validation",
-                quote(name)
-            ),
-        ));
-        return;
-    }
-    let ca = format!("{path}.validation.caSecret");
-    if val.ca_secret.contains('/') {
-        v.error(FieldError::invalid(
-            ca,
-            &val.ca_secret,
-            "must name a Secret in the IngressRoute's own namespace (no namespace/ prefix): copy the CA's ca.crt into a Secret of this namespace",
-        ));
-    } else {
-        check(v, validate_dns1123_subdomain(ca, &val.ca_secret, "Secret"));
-    }
-    let subject = format!("{path}.validation.subjectName");
-    if validate_hostname(&subject, &val.subject_name, false).is_err() {
-        v.error(FieldError::invalid(
-            subject,
-            &val.subject_name,
-            "must be the DNS name the backend's certificate carries, like \"api.web.svc\" (letters, digits, '-' and '.'; no wildcard, no port, no IP address: it is also sent as SNI)",
-        ));
-    }
-}
-
-/// TCP proxying: only on a TLS root, in a route matching everything, with nothing but tcp backends.
-fn validate_tcp_route(v: &mut Verdict, o: &contour_v1::IngressRoute, i: usize) {
-    let r = &o.spec.routes[i];
-    let list = r.backend_list();
-    let field = v1_backends_field(r);
-    let protocol = |b: &Backend| b.protocol_and_name().map(|(p, _)| p);
-    let Some(j) = list
-        .iter()
-        .position(|b| protocol(b) == Some(BackendProtocol::Tcp))
-    else {
-        return;
-    };
-    let tls_root = o
-        .spec
-        .virtualhost
-        .as_ref()
-        .is_some_and(|vh| vh.tls.is_some());
-    if !tls_root {
-        v.error(FieldError::spec(
-            format!("spec.routes[{i}].{field}[{j}].tcp"),
-            "tcp backends are only allowed on a root IngressRoute with spec.virtualhost.tls (the TCP stream is proxied after TLS termination)",
-        ));
-    }
-    let everything = r.match_.as_ref().is_none_or(|m| {
-        m.headers.is_empty()
-            && m.path
-                .as_deref()
-                .is_none_or(|p| p.trim_end_matches('/').is_empty())
-    });
-    if !everything {
-        v.error(FieldError::spec(
-            format!("spec.routes[{i}].match"),
-            "a route with tcp backends must match everything (no match, or path \"/\" without headers)",
-        ));
-    }
-    if list
-        .iter()
-        .any(|b| protocol(b).is_some_and(|p| p != BackendProtocol::Tcp))
-    {
-        v.error(FieldError::spec(
-            format!("spec.routes[{i}].{field}"),
-            "tcp backends cannot be mixed with backends of other protocols in one route",
-        ));
-    }
-}
-
 /// The single-object rules of an IngressRoute `projectcontour.io/v1`.
 pub fn validate_v1(o: &contour_v1::IngressRoute) -> Verdict {
     let mut v = Verdict::default();
     let spec = &o.spec;
-    if let Some(vh) = &spec.virtualhost {
-        validate_virtualhost(&mut v, vh);
-    }
-    if let Some(h) = &spec.health_check {
-        validate_health_check(&mut v, "spec.healthCheck", h);
-    }
-    if spec.routes.is_empty() {
-        v.error(FieldError::spec(
-            "spec.routes",
-            "must hold at least one route",
-        ));
-    }
+    validate_spec_head(
+        &mut v,
+        spec.virtualhost.as_ref(),
+        spec.health_check.as_ref(),
+        spec.routes.len(),
+    );
     let mut seen: HashMap<(PathMatch, Vec<HeaderMatch>), usize> = HashMap::new();
     for (i, r) in spec.routes.iter().enumerate() {
         let at = RouteAt(i);
-        let before = v.errors.len();
-        if let Some(m) = &r.match_ {
-            if let Some(p) = &m.path {
-                check(
-                    &mut v,
-                    validate_path(format_args!("{at}.match.path"), p, true),
-                );
-            }
-            for (k, c) in m.headers.iter().enumerate() {
-                validate_header_condition(&mut v, &format!("{at}.match.headers[{k}]"), c);
-            }
-        }
-        if v.errors.len() == before && spec.routes.len() > 1 {
-            let mut headers: Vec<HeaderMatch> = r
-                .match_
-                .iter()
-                .flat_map(|m| m.headers.iter().filter_map(v1_header_match))
-                .collect();
-            headers.sort();
-            headers.dedup();
-            if let Some(first) = seen.insert((v1_path_match(r.match_.as_ref()), headers), i) {
-                v.error(FieldError::spec(
-                    format!("{at}.match"),
-                    format!("is the same match as spec.routes[{first}]; a match may appear once per IngressRoute"),
-                ));
-            }
-        }
-        if !r.backends.is_empty() && !r.services.is_empty() {
-            v.error(FieldError::spec(
-                at.to_string(),
-                "has both backends and services (services is an alias of backends); use backends only",
-            ));
-        }
-        let list = r.backend_list();
-        match (&r.delegate, list.is_empty()) {
-            (None, true) => v.error(FieldError::spec(
-                at.to_string(),
-                "must have backends or a delegate",
-            )),
-            (Some(_), false) => v.error(FieldError::spec(
-                at.to_string(),
-                "must have backends or a delegate, not both",
-            )),
-            _ => {}
-        }
-        let field = v1_backends_field(r);
-        check_service_count(&mut v, format_args!("{at}.{field}"), list.len());
-        for (j, b) in list.iter().enumerate() {
-            let ns = o.metadata.namespace.as_deref();
-            validate_backend(&mut v, format_args!("{at}.{field}[{j}]"), b, ns);
-        }
+        validate_v1_match(&mut v, i, r, (spec.routes.len() > 1).then_some(&mut seen));
+        validate_v1_backends(&mut v, i, r, o.metadata.namespace.as_deref());
         validate_tcp_route(&mut v, o, i);
         if let Some(d) = &r.delegate {
             validate_delegate(&mut v, format_args!("{at}.delegate"), d, &o.metadata);
         }
-        if let Some(t) = r.timeout_policy.as_ref().and_then(|t| t.request.as_deref())
-            && let Err(e) = parse_timeout(&format!("{at}.timeoutPolicy.request"), t)
-        {
-            v.error(e);
-        }
-        if let Some(f) = &r.failure_policy {
-            if let Some(c) = f.count.filter(|c| *c > 100) {
-                v.error(FieldError::spec(
-                    format!("{at}.failurePolicy.count"),
-                    format!("{c} must be between 0 and 100"),
-                ));
-            }
-            if let Some(t) = &f.per_try_timeout
-                && let Err(e) = parse_timeout(&format!("{at}.failurePolicy.perTryTimeout"), t)
-            {
-                v.error(e);
-            }
-        }
+        validate_v1_policies(&mut v, at, r);
     }
     v
 }
+
+/// A v1 route's `match`: its path and header conditions, and (when they are valid and `seen` is
+/// given, the routes of an object with several) not the same match as an earlier route's.
+fn validate_v1_match(
+    v: &mut Verdict,
+    i: usize,
+    r: &contour_v1::Route,
+    seen: Option<&mut HashMap<(PathMatch, Vec<HeaderMatch>), usize>>,
+) {
+    let at = RouteAt(i);
+    let before = v.errors.len();
+    if let Some(m) = &r.match_ {
+        if let Some(p) = &m.path {
+            check(v, validate_path(format_args!("{at}.match.path"), p, true));
+        }
+        for (k, c) in m.headers.iter().enumerate() {
+            validate_header_condition(v, &format!("{at}.match.headers[{k}]"), c);
+        }
+    }
+    if v.errors.len() == before
+        && let Some(seen) = seen
+    {
+        let mut headers: Vec<HeaderMatch> = r
+            .match_
+            .iter()
+            .flat_map(|m| m.headers.iter().filter_map(v1_header_match))
+            .collect();
+        headers.sort();
+        headers.dedup();
+        if let Some(first) = seen.insert((v1_path_match(r.match_.as_ref()), headers), i) {
+            v.error(FieldError::spec(
+                format!("{at}.match"),
+                format!("is the same match as spec.routes[{first}]; a match may appear once per IngressRoute"),
+            ));
+        }
+    }
+}
+
+/// A v1 route's timeout and retry policies: durations Envoy takes, at most 100 retries.
+fn validate_v1_policies(v: &mut Verdict, at: RouteAt, r: &contour_v1::Route) {
+    if let Some(t) = r.timeout_policy.as_ref().and_then(|t| t.request.as_deref())
+        && let Err(e) = parse_timeout(&format!("{at}.timeoutPolicy.request"), t)
+    {
+        v.error(e);
+    }
+    if let Some(f) = &r.failure_policy {
+        if let Some(c) = f.count.filter(|c| *c > 100) {
+            v.error(FieldError::spec(
+                format!("{at}.failurePolicy.count"),
+                format!("{c} must be between 0 and 100"),
+            ));
+        }
+        if let Some(t) = &f.per_try_timeout
+            && let Err(e) = parse_timeout(&format!("{at}.failurePolicy.perTryTimeout"), t)
+        {
+            v.error(e);
+        }
+    }
+}
+
+#[path = "ingressroute_backend.rs"]
+mod backend;
 
 #[cfg(test)]
 #[path = "ingressroute_tests.rs"]

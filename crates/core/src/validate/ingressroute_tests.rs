@@ -651,3 +651,54 @@ fn a_tls_backend_without_validation_gets_a_warning() {
     let plain = validate_v1(&mk_v1(&v1_backend("{http: api, port: 80}")));
     assert!(plain.warnings.is_empty());
 }
+
+#[test]
+fn the_spec_head_checks_what_both_versions_share() {
+    let mut v = Verdict::default();
+    validate_spec_head(&mut v, None, None, 0);
+    let e: Vec<String> = v.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(e, vec!["spec.routes: must hold at least one route"]);
+    let mut v = Verdict::default();
+    validate_spec_head(&mut v, None, None, 1);
+    assert!(v.allowed());
+}
+
+#[test]
+fn a_header_condition_is_checked_for_its_shape_then_its_values() {
+    let c: HeaderCondition =
+        serde_norway::from_str("{cookie: \"\", contains: x}").expect("test condition parses");
+    let mut shape = Verdict::default();
+    validate_condition_shape(&mut shape, "c", &c);
+    let shape: Vec<String> = shape.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shape,
+        vec![
+            "c: cookie takes no operator (found contains); it matches when the Cookie header contains its value"
+        ]
+    );
+    let mut values = Verdict::default();
+    validate_condition_values(&mut values, "c", &c);
+    let values: Vec<String> = values.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(values.len(), 1, "{values:?}");
+    assert!(values[0].starts_with("c.cookie: \"\""), "{values:?}");
+}
+
+#[test]
+fn a_v1_route_policy_is_checked_alone() {
+    let r: contour_v1::Route = serde_norway::from_str(
+        "{failurePolicy: {count: 101, perTryTimeout: soon}, timeoutPolicy: {request: 5s}}",
+    )
+    .expect("test route parses");
+    let mut v = Verdict::default();
+    validate_v1_policies(&mut v, RouteAt(2), &r);
+    let e: Vec<String> = v.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert_eq!(
+        e[0],
+        "spec.routes[2].failurePolicy.count: 101 must be between 0 and 100"
+    );
+    assert!(
+        e[1].starts_with("spec.routes[2].failurePolicy.perTryTimeout"),
+        "{e:?}"
+    );
+}

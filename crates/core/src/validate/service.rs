@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::common::{validate_dns1035_label, validate_dns1123_label, validate_dns1123_subdomain};
@@ -31,6 +31,24 @@ pub fn validate_service(o: &Service) -> Verdict {
         ));
         return v;
     };
+    let ports = spec.ports.as_deref().unwrap_or(&[]);
+    validate_kind(spec, ports, &mut v);
+    let mut seen = SeenPorts::default();
+    for (i, p) in ports.iter().enumerate() {
+        validate_port(
+            &format!("spec.ports[{i}]"),
+            p,
+            ports.len(),
+            &mut seen,
+            &mut v,
+        );
+    }
+    v
+}
+
+/// Checks the Service's type and what that type asks for: an ExternalName Service names a DNS
+/// name; any other type lists at least one port unless it is headless (`clusterIP: None`).
+fn validate_kind(spec: &ServiceSpec, ports: &[ServicePort], v: &mut Verdict) {
     let type_ = spec.type_.as_deref().unwrap_or("ClusterIP");
     if !TYPES.contains(&type_) {
         v.error(FieldError::invalid(
@@ -39,7 +57,6 @@ pub fn validate_service(o: &Service) -> Verdict {
             "must be one of \"ClusterIP\", \"NodePort\", \"LoadBalancer\", \"ExternalName\"",
         ));
     }
-    let ports = spec.ports.as_deref().unwrap_or(&[]);
     let headless = spec.cluster_ip.as_deref() == Some("None");
     if type_ == "ExternalName" {
         match spec.external_name.as_deref().filter(|n| !n.is_empty()) {
@@ -48,7 +65,7 @@ pub fn validate_service(o: &Service) -> Verdict {
                 "a Service of type ExternalName names the DNS name it stands for",
             )),
             Some(name) => push(
-                &mut v,
+                v,
                 validate_dns1123_subdomain(
                     "spec.externalName",
                     name.strip_suffix('.').unwrap_or(name),
@@ -62,69 +79,91 @@ pub fn validate_service(o: &Service) -> Verdict {
             "list at least one port (only a headless Service, clusterIP: None, may have none)",
         ));
     }
-    let mut names: HashSet<&str> = HashSet::new();
-    let mut pairs: HashSet<(i32, &str)> = HashSet::new();
-    for (i, p) in ports.iter().enumerate() {
-        let at = format!("spec.ports[{i}]");
-        match p.name.as_deref().filter(|n| !n.is_empty()) {
-            None if ports.len() > 1 => v.error(FieldError::required(
-                format!("{at}.name"),
-                "a Service with several ports names each of them",
-            )),
-            None => {}
-            Some(name) => {
-                push(
-                    &mut v,
-                    validate_dns1123_label(format!("{at}.name"), name, "port"),
-                );
-                if !names.insert(name) {
-                    v.error(FieldError::invalid(
-                        format!("{at}.name"),
-                        name,
-                        "is the name of an earlier port; port names are unique",
-                    ));
-                }
+}
+
+/// The port names and (port, protocol) pairs of the ports checked so far, each unique in a
+/// Service.
+#[derive(Default)]
+struct SeenPorts<'a> {
+    names: HashSet<&'a str>,
+    pairs: HashSet<(i32, &'a str)>,
+}
+
+/// Checks one entry of `spec.ports` (at `at`): its name, port number, protocol and target port,
+/// and that its name and its port with protocol were not listed before it.
+fn validate_port<'a>(
+    at: &str,
+    p: &'a ServicePort,
+    count: usize,
+    seen: &mut SeenPorts<'a>,
+    v: &mut Verdict,
+) {
+    match p.name.as_deref().filter(|n| !n.is_empty()) {
+        None if count > 1 => v.error(FieldError::required(
+            format!("{at}.name"),
+            "a Service with several ports names each of them",
+        )),
+        None => {}
+        Some(name) => {
+            push(
+                v,
+                validate_dns1123_label(format!("{at}.name"), name, "port"),
+            );
+            if !seen.names.insert(name) {
+                v.error(FieldError::invalid(
+                    format!("{at}.name"),
+                    name,
+                    "is the name of an earlier port; port names are unique",
+                ));
             }
         }
-        if !(1..=65535).contains(&p.port) {
-            v.error(FieldError::invalid(
-                format!("{at}.port"),
-                &p.port.to_string(),
-                "must be a port number from 1 to 65535",
-            ));
-        }
-        let protocol = p.protocol.as_deref().unwrap_or("TCP");
-        if !PROTOCOLS.contains(&protocol) {
-            v.error(FieldError::invalid(
-                format!("{at}.protocol"),
-                protocol,
-                "must be one of \"TCP\", \"UDP\", \"SCTP\"",
-            ));
-        } else if !pairs.insert((p.port, protocol)) {
-            v.error(FieldError::spec(
-                format!("{at}.port"),
-                format!(
-                    "port {} with protocol {} is listed twice; each port and protocol is unique",
-                    p.port,
-                    quote(protocol)
-                ),
-            ));
-        }
-        match &p.target_port {
-            // 0 is "not set": the API server defaults it to the port.
-            Some(IntOrString::Int(n)) if !(0..=65535).contains(n) => v.error(FieldError::invalid(
-                format!("{at}.targetPort"),
-                &n.to_string(),
-                "must be a port number from 1 to 65535, or the name of a container port",
-            )),
-            Some(IntOrString::String(name)) => push(
-                &mut v,
-                validate_iana_svc_name(format!("{at}.targetPort"), name),
-            ),
-            _ => {}
-        }
     }
-    v
+    if !(1..=65535).contains(&p.port) {
+        v.error(FieldError::invalid(
+            format!("{at}.port"),
+            &p.port.to_string(),
+            "must be a port number from 1 to 65535",
+        ));
+    }
+    validate_protocol(at, p, seen, v);
+    validate_target_port(at, p.target_port.as_ref(), v);
+}
+
+/// Checks a port's protocol (TCP when unset) and that its port with that protocol is new.
+fn validate_protocol<'a>(at: &str, p: &'a ServicePort, seen: &mut SeenPorts<'a>, v: &mut Verdict) {
+    let protocol = p.protocol.as_deref().unwrap_or("TCP");
+    if !PROTOCOLS.contains(&protocol) {
+        v.error(FieldError::invalid(
+            format!("{at}.protocol"),
+            protocol,
+            "must be one of \"TCP\", \"UDP\", \"SCTP\"",
+        ));
+    } else if !seen.pairs.insert((p.port, protocol)) {
+        v.error(FieldError::spec(
+            format!("{at}.port"),
+            format!(
+                "port {} with protocol {} is listed twice; each port and protocol is unique",
+                p.port,
+                quote(protocol)
+            ),
+        ));
+    }
+}
+
+/// Checks a port's `targetPort`: a port number, or the IANA name of a container port.
+fn validate_target_port(at: &str, target: Option<&IntOrString>, v: &mut Verdict) {
+    match target {
+        // 0 is "not set": the API server defaults it to the port.
+        Some(IntOrString::Int(n)) if !(0..=65535).contains(n) => v.error(FieldError::invalid(
+            format!("{at}.targetPort"),
+            &n.to_string(),
+            "must be a port number from 1 to 65535, or the name of a container port",
+        )),
+        Some(IntOrString::String(name)) => {
+            push(v, validate_iana_svc_name(format!("{at}.targetPort"), name))
+        }
+        _ => {}
+    }
 }
 
 fn push(v: &mut Verdict, r: Result<(), FieldError>) {
@@ -224,5 +263,33 @@ mod tests {
                 "{yaml}: want {want:?}, got {got:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_port_is_checked_against_the_ports_before_it() {
+        let port = |yaml: &str| -> ServicePort { serde_norway::from_str(yaml).unwrap() };
+        let (a, b) = (
+            port("{name: a, port: 80}"),
+            port("{name: a, port: 80, protocol: TCP}"),
+        );
+        let mut seen = SeenPorts::default();
+        let mut v = Verdict::default();
+        validate_port("p[0]", &a, 2, &mut seen, &mut v);
+        assert!(v.allowed(), "{:?}", v.errors);
+        validate_port("p[1]", &b, 2, &mut seen, &mut v);
+        let e: Vec<String> = v.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[0].starts_with("p[1].name: \"a\" is the name of an earlier port"));
+        assert!(e[1].starts_with("p[1].port: port 80 with protocol \"TCP\" is listed twice"));
+    }
+
+    #[test]
+    fn a_target_port_of_zero_is_unset() {
+        let mut v = Verdict::default();
+        validate_target_port("t", Some(&IntOrString::Int(0)), &mut v);
+        validate_target_port("t", None, &mut v);
+        assert!(v.allowed());
+        validate_target_port("t", Some(&IntOrString::Int(-1)), &mut v);
+        assert_eq!(v.errors.len(), 1);
     }
 }
