@@ -631,6 +631,28 @@ mod tests {
     }
 
     #[test]
+    fn a_routes_parents_are_read_whatever_its_kind() {
+        for kind in ["HTTPRoute", "GRPCRoute"] {
+            let route = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
+                "metadata": {"name": "r", "namespace": "shop"},
+                "spec": {"parentRefs": [{"name": "edge"},
+                    {"name": "other", "namespace": "infra", "kind": "ListenerSet"}]}});
+            let Ok(Document::Object(obj)) = decode_value(route) else {
+                panic!("{kind} decodes")
+            };
+            let read: Vec<String> = (route_parents(&obj).iter())
+                .map(|p| format!("{} {}", p.names_gateway(), p.key("shop")))
+                .collect();
+            assert_eq!(read, ["true shop/edge", "false infra/other"], "{kind}");
+        }
+        let gateway = decode_value(mk_gateway(json!([])));
+        let Ok(Document::Object(gateway)) = gateway else {
+            panic!("a Gateway decodes")
+        };
+        assert!(route_parents(&gateway).is_empty());
+    }
+
+    #[test]
     fn delete_connect_and_missing_objects() {
         let index = Index::default();
         assert!(run(Operation::Delete, None, Some(mk_gateway(json!([]))), &index).allowed());
