@@ -19,7 +19,7 @@ use crate::validate::FieldError;
 use crate::validate::label_selector::listener_selector;
 
 /// The port and hostname of each accepted listener that takes HTTP routes
-/// ([`GatewayAcc::http_hostnames`]).
+/// ([`super::GatewayAcc::http_hostnames`]).
 pub(in crate::dag) fn http_hostnames(listeners: &[Option<Listener>]) -> Vec<(i32, Option<String>)> {
     (listeners.iter().flatten())
         .filter(|l| l.programmed && l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
@@ -253,8 +253,7 @@ pub(in crate::dag) fn listener(
     // Route kinds: a kind the listener does not take is a reference that does not resolve.
     let (kinds, kinds_problem) = route_kinds(&field, l, how.kinds());
     status.supported_kinds = kinds;
-    let mut unresolved: Option<(&'static str, String)> =
-        kinds_problem.map(|e| (e.reason, e.to_string()));
+    let mut unresolved: Option<FieldError> = kinds_problem;
     let from = match route_namespaces(&field, l) {
         Ok(from) => from,
         Err(e) => return not_accepted(status, cond::INVALID, e.to_string()),
@@ -341,7 +340,7 @@ fn client_validation(
     how: Serving,
     l: &GatewayListeners,
     frontend: &Frontend,
-    unresolved: &mut Option<(&'static str, String)>,
+    unresolved: &mut Option<FieldError>,
 ) -> Result<Option<ClientValidation>, Vec<GatewayCondition>> {
     if !how.https {
         return Ok(None);
@@ -351,7 +350,7 @@ fn client_validation(
         ForListener::Unconfigured => Ok(None),
         ForListener::Validated(validation, problem) => {
             if unresolved.is_none() {
-                *unresolved = problem;
+                *unresolved = problem.map(|(reason, why)| FieldError::new("", reason, why));
             }
             Ok(Some(validation))
         }
@@ -365,7 +364,7 @@ fn client_validation(
 fn listener_conditions(
     how: Serving,
     port: i32,
-    unresolved: Option<(&'static str, String)>,
+    unresolved: Option<FieldError>,
     programmed: bool,
 ) -> Vec<GatewayCondition> {
     let programmed_condition = match (&unresolved, programmed) {
@@ -375,7 +374,7 @@ fn listener_conditions(
             cond::PROGRAMMED,
             how.description(port),
         ),
-        (Some((_, why)), false) => condition(cond::PROGRAMMED, false, cond::INVALID, why.clone()),
+        (Some(why), false) => condition(cond::PROGRAMMED, false, cond::INVALID, why.to_string()),
         (None, false) => condition(
             cond::PROGRAMMED,
             false,
@@ -384,7 +383,7 @@ fn listener_conditions(
         ),
     };
     let resolved = match unresolved {
-        Some((reason, why)) => condition(cond::RESOLVED_REFS, false, reason, why),
+        Some(why) => condition(cond::RESOLVED_REFS, false, why.reason, why.to_string()),
         None => refs_resolved(),
     };
     vec![
@@ -395,51 +394,46 @@ fn listener_conditions(
 }
 
 /// The Secret id of the certificate of a listener that terminates TLS (`field` names it), or why
-/// it does not resolve (the reason and message of its `ResolvedRefs=False`).
+/// it does not resolve (the reason and the text of its `ResolvedRefs=False`).
 fn certificate(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
     (kind, ns): (&str, &str),
     field: &str,
     l: &GatewayListeners,
-) -> Result<String, (&'static str, String)> {
+) -> Result<String, FieldError> {
     let t = l.tls.as_ref();
     let refs = t.and_then(|t| t.certificate_refs.as_deref()).unwrap_or(&[]);
     let Some(cert) = refs.first() else {
-        return Err((
+        return Err(FieldError::new(
+            format!("{field}.tls.certificateRefs"),
             cond::INVALID_CERTIFICATE_REF,
-            format!(
-                "{field}.tls.certificateRefs: a listener that terminates TLS needs a certificate (a kubernetes.io/tls Secret)"
-            ),
+            "a listener that terminates TLS needs a certificate (a kubernetes.io/tls Secret)",
         ));
     };
     let cert_field = format!("{field}.tls.certificateRefs[0]");
     if !cert.group.as_deref().unwrap_or("").is_empty()
         || cert.kind.as_deref().unwrap_or("Secret") != "Secret"
     {
-        return Err((
+        return Err(FieldError::new(
+            cert_field,
             cond::INVALID_CERTIFICATE_REF,
-            format!(
-                "{cert_field}: sluice reads certificates from Secrets (group \"\", kind Secret)"
-            ),
+            "sluice reads certificates from Secrets (group \"\", kind Secret)",
         ));
     }
     let cert_ns = cert.namespace.as_deref().unwrap_or(ns);
     if cert_ns != ns && !granted(snapshot, kind, ns, "Secret", cert_ns, &cert.name) {
-        return Err((
+        return Err(FieldError::new(
+            cert_field,
             cond::REF_NOT_PERMITTED,
             format!(
-                "{cert_field}: Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets {kind}s of {ns:?} use it",
+                "Secret \"{cert_ns}/{}\" is in another namespace and no ReferenceGrant there lets {kind}s of {ns:?} use it",
                 cert.name
             ),
         ));
     }
-    b.tls_secret(cert_ns, &cert.name).map_err(|m| {
-        (
-            cond::INVALID_CERTIFICATE_REF,
-            format!("{cert_field}: {}", m.message),
-        )
-    })
+    (b.tls_secret(cert_ns, &cert.name))
+        .map_err(|m| FieldError::new(cert_field, cond::INVALID_CERTIFICATE_REF, m.message))
 }
 
 #[cfg(test)]
