@@ -2,6 +2,8 @@
 //! ([`sluice_core::validate::validate_object`]) plus the few cross-object rules whose answer does not
 //! depend on apply order, read from the [`Index`]. Pure: no I/O, no clock, no side effects.
 
+use gateway_api::apis::experimental::listenersets::ListenerSet;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::core::admission::Operation;
 use serde_json::Value;
 
@@ -16,14 +18,6 @@ use sluice_core::validate::ingress::{
     DEFAULT_CLASS_ANNOTATION, class_field, ingress_class, is_default_class, validate_new_ingress,
 };
 use sluice_core::validate::{FieldError, Verdict, quote, validate_object_for_class};
-
-/// A route's parents as `(group, kind, namespace, name)`, whatever the route's kind.
-macro_rules! parent_refs {
-    ($route:expr) => {
-        ($route.spec.parent_refs.iter().flatten())
-            .map(|p| (&p.group, &p.kind, &p.namespace, &p.name))
-    };
-}
 
 /// Which endpoint asked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,96 +229,94 @@ fn check(obj: &AnyObject, creating: bool, cx: &Context<'_>) -> Verdict {
             }
         }
         AnyObject::RouteV1alpha1(r) => check_root(obj, "spec.host", &r.spec.host, cx, &mut v),
-        // What sluice does not route yet, in a route attached to one of its Gateways: refused
-        // now rather than reported in the route's status after the fact.
-        AnyObject::HttpRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
-            for e in sluice_core::dag::httproute::unsupported(r) {
-                v.error(e);
-            }
-        }
-        AnyObject::GrpcRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
-            for e in sluice_core::dag::grpcroute::unsupported(r) {
-                v.error(e);
-            }
-        }
-        AnyObject::Gateway(g) if class_is_ours(&g.spec.gateway_class_name, cx) => {
-            for e in sluice_core::dag::gateway::unsupported(g) {
-                v.error(e);
-            }
-        }
-        // A ListenerSet's listeners on one of sluice's Gateways: what sluice does not serve in
-        // them, as in a Gateway's.
-        AnyObject::ListenerSet(ls) if listener_set_parent_is_ours(obj, ls, cx) => {
-            for e in sluice_core::dag::gateway::unsupported_in_listener_set(ls) {
-                v.error(e);
-            }
-        }
-        AnyObject::TcpRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
-            for e in sluice_core::dag::tcproute::unsupported(r) {
-                v.error(e);
-            }
-        }
-        AnyObject::TlsRoute(r) if attached_to_ours(obj, parent_refs!(r), cx) => {
-            for e in sluice_core::dag::tlsroute::unsupported(r) {
-                v.error(e);
-            }
-        }
-        // Seed 001's rules for a new Ingress: the class in spec.ingressClassName alone, and an
-        // IngressClass of that name exists. They concern Ingresses of sluice's class (another
-        // controller's Ingresses are its own to refuse).
-        AnyObject::Ingress(ing) if creating => {
-            let ours = cx.options.ingress_class_name.as_str();
-            let field = class_field(ing);
-            if ingress_class(ing) == Some(ours) || field == Some(ours) {
-                for e in validate_new_ingress(ing) {
-                    v.error(e);
-                }
-            }
-            if let Some(class) = field
-                && ingress_class(ing) == Some(ours)
-                && !cx.index.has_ingress_class(class)
-            {
-                v.error(FieldError::new(
-                    "spec.ingressClassName",
-                    reason::INGRESS_CLASS_NOT_FOUND,
-                    format!(
-                        "IngressClass {} does not exist; create it first, or name an existing IngressClass",
-                        quote(class)
-                    ),
-                ));
-            }
-            let defaults = cx.index.default_ingress_classes();
-            if ingress_class(ing).is_none() && defaults.len() > 1 {
-                let names: Vec<String> = defaults.iter().map(|n| quote(n)).collect();
-                v.error(FieldError::required(
-                    "spec.ingressClassName",
-                    format!(
-                        "more than one IngressClass is marked default ({}), so a new Ingress must name its class; set spec.ingressClassName or leave {DEFAULT_CLASS_ANNOTATION} on one IngressClass only",
-                        names.join(", "),
-                    ),
-                ));
-            }
-        }
+        AnyObject::Ingress(ing) if creating => check_new_ingress(ing, cx, &mut v),
         AnyObject::IngressClass(class) if is_default_class(class) => {
-            let name = class.metadata.name.as_deref().unwrap_or("");
-            let others: Vec<String> = cx
-                .index
-                .default_ingress_classes()
-                .iter()
-                .filter(|n| n.as_str() != name)
-                .map(|n| quote(n))
-                .collect();
-            if !others.is_empty() {
-                v.warn(format!(
-                    "IngressClass {} is marked default like {}: new Ingresses without a class will be refused until only one IngressClass is marked default",
-                    quote(name),
-                    others.join(", ")
-                ));
-            }
+            check_default_class(class, cx, &mut v)
         }
-        _ => {}
+        _ => check_unsupported(obj, cx, &mut v),
     }
     v
+}
+
+/// What sluice does not serve yet in a Gateway API object that is sluice's (a route attached to
+/// one of its Gateways, a Gateway of its class, a ListenerSet on such a Gateway): refused now
+/// rather than reported in the object's status after the fact.
+fn check_unsupported(obj: &AnyObject, cx: &Context<'_>, v: &mut Verdict) {
+    use sluice_core::dag::{gateway, grpcroute, httproute, tcproute, tlsroute};
+    let errors = match obj {
+        AnyObject::HttpRoute(r) if attached_to_ours(obj, cx) => httproute::unsupported(r),
+        AnyObject::GrpcRoute(r) if attached_to_ours(obj, cx) => grpcroute::unsupported(r),
+        AnyObject::Gateway(g) if class_is_ours(&g.spec.gateway_class_name, cx) => {
+            gateway::unsupported(g)
+        }
+        AnyObject::ListenerSet(ls) if listener_set_parent_is_ours(obj, ls, cx) => {
+            gateway::unsupported_in_listener_set(ls)
+        }
+        AnyObject::TcpRoute(r) if attached_to_ours(obj, cx) => tcproute::unsupported(r),
+        AnyObject::TlsRoute(r) if attached_to_ours(obj, cx) => tlsroute::unsupported(r),
+        _ => return,
+    };
+    for e in errors {
+        v.error(e);
+    }
+}
+
+/// Seed 001's rules for a new Ingress: the class in spec.ingressClassName alone, and an
+/// IngressClass of that name exists. They concern Ingresses of sluice's class (another
+/// controller's Ingresses are its own to refuse). A new Ingress without a class needs a single
+/// default IngressClass.
+fn check_new_ingress(ing: &Ingress, cx: &Context<'_>, v: &mut Verdict) {
+    let ours = cx.options.ingress_class_name.as_str();
+    let field = class_field(ing);
+    if ingress_class(ing) == Some(ours) || field == Some(ours) {
+        for e in validate_new_ingress(ing) {
+            v.error(e);
+        }
+    }
+    if let Some(class) = field
+        && ingress_class(ing) == Some(ours)
+        && !cx.index.has_ingress_class(class)
+    {
+        v.error(FieldError::new(
+            "spec.ingressClassName",
+            reason::INGRESS_CLASS_NOT_FOUND,
+            format!(
+                "IngressClass {} does not exist; create it first, or name an existing IngressClass",
+                quote(class)
+            ),
+        ));
+    }
+    let defaults = cx.index.default_ingress_classes();
+    if ingress_class(ing).is_none() && defaults.len() > 1 {
+        let names: Vec<String> = defaults.iter().map(|n| quote(n)).collect();
+        v.error(FieldError::required(
+            "spec.ingressClassName",
+            format!(
+                "more than one IngressClass is marked default ({}), so a new Ingress must name its class; set spec.ingressClassName or leave {DEFAULT_CLASS_ANNOTATION} on one IngressClass only",
+                names.join(", "),
+            ),
+        ));
+    }
+}
+
+/// An IngressClass marked default beside others so marked: a warning, as new Ingresses without
+/// a class will be refused.
+fn check_default_class(class: &IngressClass, cx: &Context<'_>, v: &mut Verdict) {
+    let name = class.metadata.name.as_deref().unwrap_or("");
+    let others: Vec<String> = cx
+        .index
+        .default_ingress_classes()
+        .iter()
+        .filter(|n| n.as_str() != name)
+        .map(|n| quote(n))
+        .collect();
+    if !others.is_empty() {
+        v.warn(format!(
+            "IngressClass {} is marked default like {}: new Ingresses without a class will be refused until only one IngressClass is marked default",
+            quote(name),
+            others.join(", ")
+        ));
+    }
 }
 
 /// A root (IngressRoute with a virtual host, or Route) must live in a root namespace and may not
@@ -380,13 +372,14 @@ fn in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
             None => true,
         },
         AnyObject::Gateway(g) => gateway_class_in_scope(&g.spec.gateway_class_name, cx),
-        AnyObject::HttpRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
-        AnyObject::GrpcRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
-        AnyObject::TlsRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
-        AnyObject::TcpRoute(r) => parents_in_scope(obj, parent_refs!(r), cx),
+        AnyObject::HttpRoute(_)
+        | AnyObject::GrpcRoute(_)
+        | AnyObject::TlsRoute(_)
+        | AnyObject::TcpRoute(_) => parents_in_scope(obj, cx),
         // A ListenerSet is another controller's when its parent Gateway is known to be.
         AnyObject::ListenerSet(ls) => {
-            match cx.index.gateway_class_of(&listener_set_parent(obj, ls)) {
+            let parent = listener_set_parent(ls).key(&obj.key().namespace);
+            match cx.index.gateway_class_of(&parent) {
                 Some(class) => gateway_class_in_scope(class, cx),
                 None => true,
             }
@@ -395,58 +388,91 @@ fn in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
     }
 }
 
-/// The key of the Gateway a ListenerSet (`obj`) names as its parent.
-fn listener_set_parent(
-    obj: &AnyObject,
-    ls: &gateway_api::apis::experimental::listenersets::ListenerSet,
-) -> ObjKey {
+/// The parentRef of a ListenerSet.
+fn listener_set_parent(ls: &ListenerSet) -> ParentRef<'_> {
     let p = &ls.spec.parent_ref;
-    let own_ns = obj.key().namespace;
-    ObjKey::new(p.namespace.as_deref().unwrap_or(&own_ns), p.name.as_str())
+    ParentRef {
+        group: p.group.as_deref(),
+        kind: p.kind.as_deref(),
+        namespace: p.namespace.as_deref(),
+        name: &p.name,
+    }
 }
 
 /// Whether a ListenerSet's parent is a Gateway the index knows to be of a class of sluice's.
-fn listener_set_parent_is_ours(
-    obj: &AnyObject,
-    ls: &gateway_api::apis::experimental::listenersets::ListenerSet,
-    cx: &Context<'_>,
-) -> bool {
-    let p = &ls.spec.parent_ref;
-    let names_gateway = p
-        .group
-        .as_deref()
-        .unwrap_or(sluice_core::dag::gateway::GROUP)
-        == sluice_core::dag::gateway::GROUP
-        && p.kind.as_deref().unwrap_or("Gateway") == "Gateway";
-    names_gateway
-        && (cx.index.gateway_class_of(&listener_set_parent(obj, ls)))
+fn listener_set_parent_is_ours(obj: &AnyObject, ls: &ListenerSet, cx: &Context<'_>) -> bool {
+    let parent = listener_set_parent(ls);
+    parent.names_gateway()
+        && (cx.index.gateway_class_of(&parent.key(&obj.key().namespace)))
             .is_some_and(|class| class_is_ours(class, cx))
 }
 
+/// A parentRef of a route or a ListenerSet, whatever its kind.
+struct ParentRef<'a> {
+    group: Option<&'a str>,
+    kind: Option<&'a str>,
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl ParentRef<'_> {
+    /// Whether it names a Gateway (the default group and kind).
+    fn names_gateway(&self) -> bool {
+        self.group.unwrap_or(sluice_core::dag::gateway::GROUP) == sluice_core::dag::gateway::GROUP
+            && self.kind.unwrap_or("Gateway") == "Gateway"
+    }
+
+    /// The key of the object it names, `own_ns` the route's namespace.
+    fn key(&self, own_ns: &str) -> ObjKey {
+        ObjKey::new(self.namespace.unwrap_or(own_ns), self.name)
+    }
+}
+
+/// The parentRefs of a Gateway API route (HTTPRoute, GRPCRoute, TLSRoute, TCPRoute); none for
+/// other objects.
+fn route_parents(obj: &AnyObject) -> Vec<ParentRef<'_>> {
+    /// Reads each parentRef of a route's generated type.
+    fn read<'a, P>(
+        refs: &'a Option<Vec<P>>,
+        parent: impl Fn(&'a P) -> ParentRef<'a>,
+    ) -> Vec<ParentRef<'a>> {
+        refs.iter().flatten().map(parent).collect()
+    }
+    match obj {
+        AnyObject::HttpRoute(r) => read(&r.spec.parent_refs, |p| ParentRef {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+        }),
+        AnyObject::GrpcRoute(r) => read(&r.spec.parent_refs, |p| ParentRef {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+        }),
+        AnyObject::TlsRoute(r) => read(&r.spec.parent_refs, |p| ParentRef {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+        }),
+        AnyObject::TcpRoute(r) => read(&r.spec.parent_refs, |p| ParentRef {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+        }),
+        _ => Vec::new(),
+    }
+}
+
 /// Whether a parent of the route is a Gateway the index knows to be of a class of sluice's.
-fn attached_to_ours<'a>(
-    obj: &AnyObject,
-    mut parents: impl Iterator<
-        Item = (
-            &'a Option<String>,
-            &'a Option<String>,
-            &'a Option<String>,
-            &'a String,
-        ),
-    >,
-    cx: &Context<'_>,
-) -> bool {
+fn attached_to_ours(obj: &AnyObject, cx: &Context<'_>) -> bool {
     let own_ns = obj.key().namespace;
-    parents.any(|(group, kind, namespace, name)| {
-        group.as_deref().unwrap_or(sluice_core::dag::gateway::GROUP)
-            == sluice_core::dag::gateway::GROUP
-            && kind.as_deref().unwrap_or("Gateway") == "Gateway"
-            && cx
-                .index
-                .gateway_class_of(&ObjKey::new(
-                    namespace.as_deref().unwrap_or(&own_ns),
-                    name.as_str(),
-                ))
+    route_parents(obj).iter().any(|p| {
+        p.names_gateway()
+            && (cx.index.gateway_class_of(&p.key(&own_ns)))
                 .is_some_and(|class| class_is_ours(class, cx))
     })
 }
@@ -469,37 +495,18 @@ fn gateway_class_in_scope(class: &str, cx: &Context<'_>) -> bool {
 }
 
 /// A route is out of scope only when every parent is a known Gateway of another controller.
-fn parents_in_scope<'a>(
-    obj: &AnyObject,
-    parents: impl Iterator<
-        Item = (
-            &'a Option<String>,
-            &'a Option<String>,
-            &'a Option<String>,
-            &'a String,
-        ),
-    >,
-    cx: &Context<'_>,
-) -> bool {
+fn parents_in_scope(obj: &AnyObject, cx: &Context<'_>) -> bool {
     if cx.settings.gateway_controller_name.is_none() {
         return true;
     }
     let own_ns = obj.key().namespace;
-    let mut any = false;
-    for (group, kind, namespace, name) in parents {
-        any = true;
-        let group = group.as_deref().unwrap_or("gateway.networking.k8s.io");
-        let kind = kind.as_deref().unwrap_or("Gateway");
-        if group != "gateway.networking.k8s.io" || kind != "Gateway" {
-            return true;
-        }
-        let key = ObjKey::new(namespace.as_deref().unwrap_or(&own_ns), name.as_str());
-        match cx.index.gateway_class_of(&key) {
-            Some(class) if !gateway_class_in_scope(class, cx) => {}
-            _ => return true,
-        }
-    }
-    !any
+    let parents = route_parents(obj);
+    parents.is_empty()
+        || parents.iter().any(|p| {
+            !p.names_gateway()
+                || (cx.index.gateway_class_of(&p.key(&own_ns)))
+                    .is_none_or(|class| gateway_class_in_scope(class, cx))
+        })
 }
 
 #[cfg(test)]
@@ -621,6 +628,28 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn a_routes_parents_are_read_whatever_its_kind() {
+        for kind in ["HTTPRoute", "GRPCRoute"] {
+            let route = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": kind,
+                "metadata": {"name": "r", "namespace": "shop"},
+                "spec": {"parentRefs": [{"name": "edge"},
+                    {"name": "other", "namespace": "infra", "kind": "ListenerSet"}]}});
+            let Ok(Document::Object(obj)) = decode_value(route) else {
+                panic!("{kind} decodes")
+            };
+            let read: Vec<String> = (route_parents(&obj).iter())
+                .map(|p| format!("{} {}", p.names_gateway(), p.key("shop")))
+                .collect();
+            assert_eq!(read, ["true shop/edge", "false infra/other"], "{kind}");
+        }
+        let gateway = decode_value(mk_gateway(json!([])));
+        let Ok(Document::Object(gateway)) = gateway else {
+            panic!("a Gateway decodes")
+        };
+        assert!(route_parents(&gateway).is_empty());
     }
 
     #[test]

@@ -1,9 +1,198 @@
-//! Checks of route filters' fields: CORS policies (HTTPRoute), mirrors' shares (HTTPRoute and
-//! GRPCRoute), replacement paths of redirects and rewrites (HTTPRoute).
+//! Checks of route filters' fields: header modifiers and mirrors (HTTPRoute and GRPCRoute), CORS
+//! policies, redirects and rewrites (HTTPRoute). The Gateway API generates a type of its own for
+//! each filter list (a rule's and a backendRef's, of each route kind): each reads as one
+//! [`FilterFields`] ([`RouteFilter`]), which one function checks.
 
-use super::push;
-use crate::validate::common::{is_http_token, validate_header_name, validate_path};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use super::{push, validate_port};
+use crate::validate::common::{
+    is_http_token, validate_header_name, validate_header_value, validate_hostname, validate_path,
+};
 use crate::validate::{FieldError, Verdict};
+
+/// A route filter of any of the generated filter types, as the checks read it.
+pub(super) trait RouteFilter {
+    /// The filter's fields that can be wrong.
+    fn fields(&self) -> FilterFields<'_>;
+}
+
+/// The fields of a route filter that can be wrong. GRPCRoute filters have no redirect, rewrite
+/// or CORS policy (theirs stay None).
+#[derive(Default)]
+pub(super) struct FilterFields<'a> {
+    pub(super) request_headers: Option<HeaderModifier<'a>>,
+    pub(super) response_headers: Option<HeaderModifier<'a>>,
+    pub(super) redirect: Option<RedirectFields<'a>>,
+    pub(super) rewrite: Option<RewriteFields<'a>>,
+    pub(super) cors: Option<CorsFields<'a>>,
+    pub(super) mirror: Option<MirrorFields>,
+    /// A `CORS` filter without its policy (a rule's filters are checked for it).
+    pub(super) cors_missing: bool,
+}
+
+/// A header modifier's lists: `set` and `add` as `(name, value)`, `remove` as names.
+pub(super) struct HeaderModifier<'a> {
+    pub(super) set: Vec<(&'a str, &'a str)>,
+    pub(super) add: Vec<(&'a str, &'a str)>,
+    pub(super) remove: Vec<&'a str>,
+}
+
+/// The `(name, value)` of each header of a modifier's `set` or `add` list (`name_value` reads
+/// one entry of the list's generated type).
+pub(super) fn headers<'a, H>(
+    list: &'a Option<Vec<H>>,
+    name_value: impl Fn(&'a H) -> (&'a str, &'a str),
+) -> Vec<(&'a str, &'a str)> {
+    list.iter().flatten().map(name_value).collect()
+}
+
+/// The names of a modifier's `remove` list.
+pub(super) fn names(list: &Option<Vec<String>>) -> Vec<&str> {
+    list.iter().flatten().map(String::as_str).collect()
+}
+
+/// A `RequestRedirect` filter's fields.
+pub(super) struct RedirectFields<'a> {
+    pub(super) hostname: Option<&'a str>,
+    pub(super) path: Option<ReplacementPath<'a>>,
+    pub(super) port: Option<i32>,
+    pub(super) status_code: Option<i64>,
+}
+
+/// A `URLRewrite` filter's fields.
+pub(super) struct RewriteFields<'a> {
+    pub(super) hostname: Option<&'a str>,
+    pub(super) path: Option<ReplacementPath<'a>>,
+}
+
+/// The path of a redirect or a rewrite: `replaceFullPath`, `replacePrefixMatch`.
+pub(super) struct ReplacementPath<'a> {
+    pub(super) full: Option<&'a str>,
+    pub(super) prefix: Option<&'a str>,
+}
+
+/// A `RequestMirror` filter's fields: its backendRef's port, `percent`, and `fraction` as
+/// `(numerator, denominator)`.
+pub(super) struct MirrorFields {
+    pub(super) port: Option<i32>,
+    pub(super) percent: Option<i32>,
+    pub(super) fraction: Option<(i32, Option<i32>)>,
+}
+
+/// Checks one filter, `path` naming it.
+pub(super) fn validate_filter(v: &mut Verdict, path: &str, f: &FilterFields<'_>) {
+    if let Some(m) = &f.request_headers {
+        validate_header_modifier(v, &format!("{path}.requestHeaderModifier"), m);
+    }
+    if let Some(m) = &f.response_headers {
+        validate_header_modifier(v, &format!("{path}.responseHeaderModifier"), m);
+    }
+    if let Some(r) = &f.redirect {
+        validate_redirect(v, &format!("{path}.requestRedirect"), r);
+    }
+    if let Some(r) = &f.rewrite {
+        let at = format!("{path}.urlRewrite");
+        if let Some(h) = r.hostname {
+            push(
+                v,
+                validate_hostname(format_args!("{at}.hostname"), h, false),
+            );
+        }
+        if let Some(p) = &r.path {
+            validate_replacement_path(v, &format!("{at}.path"), p.full, p.prefix);
+        }
+    }
+    if let Some(c) = &f.cors {
+        validate_cors(v, &format!("{path}.cors"), c);
+    }
+    if let Some(m) = &f.mirror {
+        let at = format!("{path}.requestMirror");
+        if let Some(port) = m.port {
+            validate_port(v, &format!("{at}.backendRef.port"), port);
+        }
+        validate_mirror_share(v, &at, m.percent, m.fraction);
+    }
+    if f.cors_missing {
+        v.error(FieldError::spec(
+            format!("{path}.cors"),
+            "is required for a CORS filter: set allowOrigins and the other fields of the policy",
+        ));
+    }
+}
+
+/// A redirect (`at` naming it): its hostname, path, port and status code.
+fn validate_redirect(v: &mut Verdict, at: &str, r: &RedirectFields<'_>) {
+    if let Some(h) = r.hostname {
+        push(
+            v,
+            validate_hostname(format_args!("{at}.hostname"), h, false),
+        );
+    }
+    if let Some(p) = &r.path {
+        validate_replacement_path(v, &format!("{at}.path"), p.full, p.prefix);
+    }
+    if let Some(port) = r.port {
+        validate_port(v, &format!("{at}.port"), port);
+    }
+    if let Some(code) = r.status_code
+        && ![301, 302, 303, 307, 308].contains(&code)
+    {
+        v.error(FieldError::spec(
+            format!("{at}.statusCode"),
+            format!("{code} must be one of 301, 302, 303, 307, 308"),
+        ));
+    }
+}
+
+/// A header modifier: names are header names, values carry no control characters, and no header
+/// is set (or added, or removed) twice under names that differ only in case.
+fn validate_header_modifier(v: &mut Verdict, path: &str, m: &HeaderModifier<'_>) {
+    for (list, entries) in [("set", &m.set), ("add", &m.add)] {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (k, (name, value)) in entries.iter().enumerate() {
+            let at = format!("{path}.{list}[{k}]");
+            push(v, validate_header_name(&format!("{at}.name"), name));
+            push(v, validate_header_value(&format!("{at}.value"), value));
+            if let Some(first) = first_of(&mut seen, name, k) {
+                v.error(FieldError::invalid(
+                    format!("{at}.name"),
+                    name,
+                    format!(
+                        "names the same header as {list}[{first}] (header names are case-insensitive)"
+                    ),
+                ));
+            }
+        }
+    }
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (k, name) in m.remove.iter().enumerate() {
+        let at = format!("{path}.remove[{k}]");
+        push(v, validate_header_name(&at, name));
+        if let Some(first) = first_of(&mut seen, name, k) {
+            v.error(FieldError::invalid(
+                at,
+                name,
+                format!(
+                    "names the same header as remove[{first}] (header names are case-insensitive)"
+                ),
+            ));
+        }
+    }
+}
+
+/// The index of the earlier entry of `seen` naming header `name` (case-insensitively), if any;
+/// otherwise `name` joins `seen` as entry `k`.
+fn first_of(seen: &mut HashMap<String, usize>, name: &str, k: usize) -> Option<usize> {
+    match seen.entry(name.to_ascii_lowercase()) {
+        Entry::Occupied(first) => Some(*first.get()),
+        Entry::Vacant(slot) => {
+            slot.insert(k);
+            None
+        }
+    }
+}
 
 /// The fields of a `CORS` filter that can be wrong (a rule's and a backendRef's filters are
 /// types of their own).
@@ -19,7 +208,7 @@ pub(super) struct CorsFields<'a> {
 /// host that may start with `*`), methods and header names as HTTP tokens or `*`, and a
 /// `maxAge` of at least a second. Envoy gets the lists joined with commas, so a comma in a value
 /// would split it: tokens have none.
-pub(super) fn validate_cors(v: &mut Verdict, at: &str, c: CorsFields<'_>) {
+fn validate_cors(v: &mut Verdict, at: &str, c: &CorsFields<'_>) {
     for (i, origin) in c.allow_origins.iter().enumerate() {
         if let Err(problem) = check_origin(origin) {
             v.error(FieldError::invalid(
@@ -91,7 +280,7 @@ fn check_origin(origin: &str) -> Result<(), &'static str> {
 
 /// A mirror's `percent` (0–100) or `fraction` (a numerator from 0 to its denominator, which is
 /// above 0; 100 when unset), not both.
-pub(super) fn validate_mirror_share(
+fn validate_mirror_share(
     v: &mut Verdict,
     at: &str,
     percent: Option<i32>,
@@ -127,7 +316,8 @@ pub(super) fn validate_mirror_share(
     }
 }
 
-pub(super) fn validate_replacement_path(
+/// A redirect's or a rewrite's path: `replaceFullPath` and `replacePrefixMatch` are paths.
+fn validate_replacement_path(
     v: &mut Verdict,
     path: &str,
     full: Option<&str>,

@@ -570,6 +570,32 @@ fn grpc_method_matches_are_names_or_valid_regexes() {
     );
 }
 
+/// GRPCRoute's filters (a rule's and a backendRef's) and backends take HTTPRoute's checks.
+#[test]
+fn grpc_filters_and_backends_are_checked_as_http_ones() {
+    let r = mk(
+        GW,
+        "GRPCRoute",
+        json!({"rules": [{
+            "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                "set": [{"name": "x-a", "value": "1"}, {"name": "X-A", "value": "2"}]}}],
+            "backendRefs": [
+                {"name": "api", "port": 8080, "filters": [{"type": "RequestMirror",
+                    "requestMirror": {"backendRef": {"name": "m", "port": 80}, "percent": 150}}]},
+                {"name": "api"},
+            ],
+        }]}),
+    );
+    assert_eq!(
+        errors(r),
+        [
+            "spec.rules[0].filters[0].requestHeaderModifier.set[1].name: \"X-A\" names the same header as set[0] (header names are case-insensitive)",
+            "spec.rules[0].backendRefs[0].filters[0].requestMirror.percent: 150 must be between 0 and 100",
+            "spec.rules[0].backendRefs[1].port: is required; a Service backend names the Service port to send to",
+        ]
+    );
+}
+
 #[test]
 fn rule_names_are_section_names_unique_within_the_route() {
     let backend = json!([{"name": "web", "port": 80}]);

@@ -1,0 +1,301 @@
+//! The rules of an HTTPRoute: what it shares with GRPCRoute ([`super::routes::validate_route`]),
+//! its matches (paths, headers, query parameters, RE2 regexes), the filters only it has
+//! (redirects, rewrites, CORS policies), its timeouts and its retries.
+
+use std::str::FromStr;
+
+use gateway_api::apis::experimental::httproutes::{
+    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFilters,
+    HttpRouteRulesFilters, HttpRouteRulesFiltersType, HttpRouteRulesMatches,
+    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
+    HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry, HttpRouteRulesTimeouts,
+};
+
+use super::filters::{
+    CorsFields, FilterFields, HeaderModifier, MirrorFields, RedirectFields, ReplacementPath,
+    RewriteFields, RouteFilter, headers, names,
+};
+use super::push;
+use super::routes::{
+    Backend, BackendTarget, FilteredBackend, RouteRule, validate_header_match, validate_route,
+};
+use crate::validate::common::{check_regex, validate_header_value, validate_path};
+use crate::validate::{FieldError, Verdict, quote};
+
+/// Host names, match syntax (paths, headers, query parameters, RE2 regexes), filters, backends and
+/// timeouts of an HTTPRoute.
+pub fn validate_http_route(r: &HttpRoute) -> Verdict {
+    let spec = &r.spec;
+    validate_route(
+        spec.hostnames.as_deref().unwrap_or_default(),
+        (spec.parent_refs.iter().flatten()).map(|p| (p.port, p.section_name.as_deref())),
+        spec.rules.as_deref().unwrap_or_default(),
+    )
+}
+
+impl RouteRule for HttpRouteRules {
+    type Filter = HttpRouteRulesFilters;
+    type Backend = HttpRouteRulesBackendRefs;
+
+    fn name(&self) -> Option<&String> {
+        self.name.as_ref()
+    }
+
+    fn filters(&self) -> &[HttpRouteRulesFilters] {
+        self.filters.as_deref().unwrap_or_default()
+    }
+
+    fn backend_refs(&self) -> &[HttpRouteRulesBackendRefs] {
+        self.backend_refs.as_deref().unwrap_or_default()
+    }
+
+    fn validate_matches(&self, v: &mut Verdict, base: &str) {
+        for (j, m) in self.matches.iter().flatten().enumerate() {
+            validate_match(v, &format!("{base}.matches[{j}]"), m);
+        }
+    }
+
+    fn validate_rest(&self, v: &mut Verdict, base: &str) {
+        if let Some(t) = &self.timeouts {
+            validate_timeouts(v, base, t);
+        }
+        if let Some(r) = &self.retry {
+            validate_retry(v, base, r);
+        }
+    }
+}
+
+impl Backend for HttpRouteRulesBackendRefs {
+    fn target(&self) -> BackendTarget<'_> {
+        BackendTarget {
+            group: self.group.as_deref(),
+            kind: self.kind.as_deref(),
+            port: self.port,
+            weight: self.weight,
+        }
+    }
+}
+
+impl FilteredBackend for HttpRouteRulesBackendRefs {
+    type Filter = HttpRouteRulesBackendRefsFilters;
+
+    fn filters(&self) -> &[HttpRouteRulesBackendRefsFilters] {
+        self.filters.as_deref().unwrap_or_default()
+    }
+}
+
+/// One match (`at` names it): its path, headers and query parameters.
+fn validate_match(v: &mut Verdict, at: &str, m: &HttpRouteRulesMatches) {
+    if let Some(p) = &m.path {
+        let value = p.value.as_deref().unwrap_or("/");
+        let vpath = format!("{at}.path.value");
+        match p
+            .r#type
+            .clone()
+            .unwrap_or(HttpRouteRulesMatchesPathType::PathPrefix)
+        {
+            HttpRouteRulesMatchesPathType::RegularExpression => check_regex(v, &vpath, value),
+            HttpRouteRulesMatchesPathType::Exact | HttpRouteRulesMatchesPathType::PathPrefix => {
+                push(v, validate_path(&vpath, value, true))
+            }
+        }
+    }
+    for (k, h) in m.headers.iter().flatten().enumerate() {
+        let regex = matches!(
+            h.r#type,
+            Some(HttpRouteRulesMatchesHeadersType::RegularExpression)
+        );
+        validate_header_match(v, &format!("{at}.headers[{k}]"), &h.name, &h.value, regex);
+    }
+    for (k, q) in m.query_params.iter().flatten().enumerate() {
+        let qat = format!("{at}.queryParams[{k}]");
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if q.name.is_empty() || q.name.len() > 256 || !q.name.bytes().all(token) {
+            v.error(FieldError::invalid(
+                format!("{qat}.name"),
+                &q.name,
+                "must be a query parameter name (letters, digits and !#$%&'*+-.^_`|~)",
+            ));
+        }
+        let vat = format!("{qat}.value");
+        match q.r#type {
+            Some(HttpRouteRulesMatchesQueryParamsType::RegularExpression) => {
+                check_regex(v, &vat, &q.value)
+            }
+            _ => push(v, validate_header_value(&vat, &q.value)),
+        }
+    }
+}
+
+/// `timeouts.request` and `timeouts.backendRequest` are durations, the second no longer than
+/// the first.
+fn validate_timeouts(v: &mut Verdict, base: &str, t: &HttpRouteRulesTimeouts) {
+    let request = t
+        .request
+        .as_deref()
+        .and_then(|d| validate_duration(v, &format!("{base}.timeouts.request"), d));
+    let backend = t
+        .backend_request
+        .as_deref()
+        .and_then(|d| validate_duration(v, &format!("{base}.timeouts.backendRequest"), d));
+    if let (Some(req), Some(be)) = (request, backend) {
+        // Zero means no timeout: a request with none takes any backendRequest, and a
+        // backendRequest of none leaves the request's alone to bound it (as the
+        // Gateway API's own schema rule reads them).
+        if !req.is_zero() && be > req {
+            v.error(FieldError::spec(
+                format!("{base}.timeouts.backendRequest"),
+                format!(
+                    "{} must not be longer than timeouts.request ({})",
+                    quote(t.backend_request.as_deref().unwrap_or("")),
+                    quote(t.request.as_deref().unwrap_or(""))
+                ),
+            ));
+        }
+    }
+}
+
+/// `retry`: a backoff duration, 0 to 100 attempts, HTTP error status codes.
+fn validate_retry(v: &mut Verdict, base: &str, r: &HttpRouteRulesRetry) {
+    if let Some(b) = r.backoff.as_deref() {
+        validate_duration(v, &format!("{base}.retry.backoff"), b);
+    }
+    if let Some(a) = r.attempts.filter(|a| !(0..=100).contains(a)) {
+        v.error(FieldError::spec(
+            format!("{base}.retry.attempts"),
+            format!("{a} is not a number of retries from 0 to 100"),
+        ));
+    }
+    for (k, c) in r.codes.iter().flatten().enumerate() {
+        if !(400..=599).contains(c) {
+            v.error(FieldError::spec(
+                format!("{base}.retry.codes[{k}]"),
+                format!("{c} is not an HTTP error status code (400 to 599)"),
+            ));
+        }
+    }
+}
+
+/// A Gateway API duration; None (and an error) when `value` is not one.
+fn validate_duration(v: &mut Verdict, path: &str, value: &str) -> Option<std::time::Duration> {
+    match gateway_api::Duration::from_str(value) {
+        Ok(d) => Some(std::time::Duration::from_nanos(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        )),
+        Err(_) => {
+            v.error(FieldError::invalid(
+                path,
+                value,
+                "must be a duration like \"10s\", \"500ms\" or \"1h30m\" (units h, m, s, ms; at most 5 digits per unit)",
+            ));
+            None
+        }
+    }
+}
+
+// ---- the two filter types: a rule's and a backendRef's ----
+
+impl RouteFilter for HttpRouteRulesFilters {
+    fn fields(&self) -> FilterFields<'_> {
+        FilterFields {
+            request_headers: self
+                .request_header_modifier
+                .as_ref()
+                .map(|m| HeaderModifier {
+                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
+                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
+                    remove: names(&m.remove),
+                }),
+            response_headers: self
+                .response_header_modifier
+                .as_ref()
+                .map(|m| HeaderModifier {
+                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
+                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
+                    remove: names(&m.remove),
+                }),
+            redirect: self.request_redirect.as_ref().map(|r| RedirectFields {
+                hostname: r.hostname.as_deref(),
+                path: r.path.as_ref().map(|p| ReplacementPath {
+                    full: p.replace_full_path.as_deref(),
+                    prefix: p.replace_prefix_match.as_deref(),
+                }),
+                port: r.port,
+                status_code: r.status_code,
+            }),
+            rewrite: self.url_rewrite.as_ref().map(|r| RewriteFields {
+                hostname: r.hostname.as_deref(),
+                path: r.path.as_ref().map(|p| ReplacementPath {
+                    full: p.replace_full_path.as_deref(),
+                    prefix: p.replace_prefix_match.as_deref(),
+                }),
+            }),
+            cors: self.cors.as_ref().map(|c| CorsFields {
+                allow_origins: c.allow_origins.as_deref().unwrap_or_default(),
+                allow_methods: c.allow_methods.as_deref().unwrap_or_default(),
+                allow_headers: c.allow_headers.as_deref().unwrap_or_default(),
+                expose_headers: c.expose_headers.as_deref().unwrap_or_default(),
+                max_age: c.max_age,
+            }),
+            mirror: self.request_mirror.as_ref().map(|m| MirrorFields {
+                port: m.backend_ref.port,
+                percent: m.percent,
+                fraction: m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+            }),
+            cors_missing: self.r#type == HttpRouteRulesFiltersType::Cors && self.cors.is_none(),
+        }
+    }
+}
+
+impl RouteFilter for HttpRouteRulesBackendRefsFilters {
+    fn fields(&self) -> FilterFields<'_> {
+        FilterFields {
+            request_headers: self
+                .request_header_modifier
+                .as_ref()
+                .map(|m| HeaderModifier {
+                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
+                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
+                    remove: names(&m.remove),
+                }),
+            response_headers: self
+                .response_header_modifier
+                .as_ref()
+                .map(|m| HeaderModifier {
+                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
+                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
+                    remove: names(&m.remove),
+                }),
+            redirect: self.request_redirect.as_ref().map(|r| RedirectFields {
+                hostname: r.hostname.as_deref(),
+                path: r.path.as_ref().map(|p| ReplacementPath {
+                    full: p.replace_full_path.as_deref(),
+                    prefix: p.replace_prefix_match.as_deref(),
+                }),
+                port: r.port,
+                status_code: r.status_code,
+            }),
+            rewrite: self.url_rewrite.as_ref().map(|r| RewriteFields {
+                hostname: r.hostname.as_deref(),
+                path: r.path.as_ref().map(|p| ReplacementPath {
+                    full: p.replace_full_path.as_deref(),
+                    prefix: p.replace_prefix_match.as_deref(),
+                }),
+            }),
+            cors: self.cors.as_ref().map(|c| CorsFields {
+                allow_origins: c.allow_origins.as_deref().unwrap_or_default(),
+                allow_methods: c.allow_methods.as_deref().unwrap_or_default(),
+                allow_headers: c.allow_headers.as_deref().unwrap_or_default(),
+                expose_headers: c.expose_headers.as_deref().unwrap_or_default(),
+                max_age: c.max_age,
+            }),
+            mirror: self.request_mirror.as_ref().map(|m| MirrorFields {
+                port: m.backend_ref.port,
+                percent: m.percent,
+                fraction: m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+            }),
+            // A backendRef's filters are not checked for a CORS filter without its policy.
+            cors_missing: false,
+        }
+    }
+}
