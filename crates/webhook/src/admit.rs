@@ -321,7 +321,7 @@ fn check_default_class(class: &IngressClass, cx: &Context<'_>, v: &mut Verdict) 
 
 /// A root (IngressRoute with a virtual host, or Route) must live in a root namespace and may not
 /// claim a host another root already owns. The messages are the status messages `dag::build` gives
-/// the same object (tests/webhook_router.rs compares them), so the denial and the status agree.
+/// the same object (tests/webhook_router_*.rs compares them), so the denial and the status agree.
 fn check_root(obj: &AnyObject, path: &str, host: &str, cx: &Context<'_>, v: &mut Verdict) {
     let me = obj.object_ref();
     let ns = &me.key.namespace;
