@@ -24,7 +24,8 @@ use std::sync::Arc;
 
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::backendtlspolicies::{
-    BackendTlsPolicy, BackendTlsPolicyValidationSubjectAltNamesType as SanType,
+    BackendTlsPolicy, BackendTlsPolicyValidation,
+    BackendTlsPolicyValidationSubjectAltNamesType as SanType,
 };
 
 use super::Builder;
@@ -257,6 +258,48 @@ fn read_policy(b: &mut Builder<'_>, key: &ObjKey, p: &BackendTlsPolicy) -> Polic
         return acc;
     }
     // The CA certificates of every reference that resolves, one bundle.
+    let (pem, problems) = ca_bundle(b, key, val);
+    if let Some((why, _)) = problems.first() {
+        let messages: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
+        acc.resolved = condition(reason::RESOLVED_REFS, false, why, messages.join("; "));
+    }
+    if pem.is_empty() {
+        acc.accepted = condition(
+            reason::ACCEPTED,
+            false,
+            reason::NO_VALID_CA_CERTIFICATE,
+            format!(
+                "no caCertificateRef resolves to CA certificates: {}",
+                acc.resolved.message
+            ),
+        );
+        return acc;
+    }
+    let id = ca_id(key);
+    b.trusted_ca(&id, Arc::from(pem));
+    let subject_alt_names = (val.subject_alt_names.iter().flatten())
+        .filter_map(|san| match san.r#type {
+            SanType::Hostname => {
+                (san.hostname.as_deref()).map(|h| SubjectAltName::Dns(h.to_ascii_lowercase()))
+            }
+            SanType::Uri => san.uri.clone().map(SubjectAltName::Uri),
+        })
+        .collect();
+    acc.validation = Some(UpstreamValidation {
+        ca_secret: id,
+        subject_name: val.hostname.to_ascii_lowercase(),
+        subject_alt_names,
+    });
+    acc
+}
+
+/// The CA certificates of a policy's references that resolve, as one PEM bundle, and a reason and
+/// message for each that does not.
+fn ca_bundle(
+    b: &Builder<'_>,
+    key: &ObjKey,
+    val: &BackendTlsPolicyValidation,
+) -> (String, Vec<(&'static str, String)>) {
     let mut pem = String::new();
     let mut problems: Vec<(&'static str, String)> = Vec::new();
     for (i, r) in val.ca_certificate_refs.iter().flatten().enumerate() {
@@ -296,38 +339,7 @@ fn read_policy(b: &mut Builder<'_>, key: &ObjKey, p: &BackendTlsPolicy) -> Polic
             }
         }
     }
-    if let Some((why, _)) = problems.first() {
-        let messages: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
-        acc.resolved = condition(reason::RESOLVED_REFS, false, why, messages.join("; "));
-    }
-    if pem.is_empty() {
-        acc.accepted = condition(
-            reason::ACCEPTED,
-            false,
-            reason::NO_VALID_CA_CERTIFICATE,
-            format!(
-                "no caCertificateRef resolves to CA certificates: {}",
-                acc.resolved.message
-            ),
-        );
-        return acc;
-    }
-    let id = ca_id(key);
-    b.trusted_ca(&id, Arc::from(pem));
-    let subject_alt_names = (val.subject_alt_names.iter().flatten())
-        .filter_map(|san| match san.r#type {
-            SanType::Hostname => {
-                (san.hostname.as_deref()).map(|h| SubjectAltName::Dns(h.to_ascii_lowercase()))
-            }
-            SanType::Uri => san.uri.clone().map(SubjectAltName::Uri),
-        })
-        .collect();
-    acc.validation = Some(UpstreamValidation {
-        ca_secret: id,
-        subject_name: val.hostname.to_ascii_lowercase(),
-        subject_alt_names,
-    });
-    acc
+    (pem, problems)
 }
 
 /// A Gateway's client certificate for its TLS backends (`spec.tls.backend.clientCertificateRef`)

@@ -550,40 +550,7 @@ impl<'a> Builder<'a> {
                 (key, Arc::new(entry))
             })
             .collect();
-        let mut secrets = Vec::new();
-        let entry_hosts = entries.iter().flat_map(|(_, e)| e.vhosts.values());
-        for v in vhosts.iter().map(|(_, v)| v).chain(entry_hosts) {
-            if let Some(tls) = &v.tls
-                && let Some(s) = self.secrets.get(&tls.secret)
-            {
-                secrets.push((tls.secret.clone(), s.clone()));
-            }
-        }
-        // The ports' default certificates and the CA certificates their clients' are verified
-        // with.
-        let entry_secrets = entries.iter().flat_map(|(_, e)| {
-            (e.default_secret.iter()).chain(e.client_validation.iter().map(|v| &v.ca_secret))
-        });
-        for id in entry_secrets {
-            if let Some(s) = self.secrets.get(id) {
-                secrets.push((id.clone(), s.clone()));
-            }
-        }
-        // The CA certificates of the clusters that verify their backends, when a route uses
-        // them (of the routes above: a Gateway's TCP listener never verifies a backend).
-        // So are the client certificates they present (a Gateway's backend TLS).
-        for name in &self.verifying {
-            if let Some((c, true)) = clusters.get(name) {
-                for id in super::model::cluster_secrets(c) {
-                    if let Some(s) = self.secrets.get(id) {
-                        secrets.push((id.to_string(), s.clone()));
-                    }
-                }
-            }
-        }
-        // Hosts and clusters sharing a secret name it once.
-        secrets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        secrets.dedup_by(|a, b| a.0 == b.0);
+        let secrets = used_secrets(&self.secrets, &vhosts, &entries, &self.verifying, &clusters);
         let mut tcp_listeners = self.tcp_listeners;
         tcp_listeners.sort_unstable_by_key(|(port, _)| *port);
         for (_, l) in &tcp_listeners {
@@ -625,6 +592,53 @@ pub(super) struct SortedParts {
     pub status_places: Option<Vec<super::slots::Place>>,
     pub tcp_listeners: Vec<(u16, Arc<TcpListener>)>,
     pub entries: Vec<(EntryKey, Arc<Entry>)>,
+}
+
+/// The secrets the model holds, each once, sorted by name: those of its hosts' TLS (on the shared
+/// listeners and on the ports of Gateways' own addresses), the ports' default certificates and
+/// client CAs, and those of the clusters that verify their backends when a route uses them.
+fn used_secrets(
+    table: &HashMap<String, TlsSecret>,
+    vhosts: &[(String, Arc<VirtualHost>)],
+    entries: &[(EntryKey, Arc<Entry>)],
+    verifying: &[ClusterName],
+    clusters: &HashMap<ClusterName, (Arc<Cluster>, bool)>,
+) -> Vec<(String, TlsSecret)> {
+    let mut secrets = Vec::new();
+    let entry_hosts = entries.iter().flat_map(|(_, e)| e.vhosts.values());
+    for v in vhosts.iter().map(|(_, v)| v).chain(entry_hosts) {
+        if let Some(tls) = &v.tls
+            && let Some(s) = table.get(&tls.secret)
+        {
+            secrets.push((tls.secret.clone(), s.clone()));
+        }
+    }
+    // The ports' default certificates and the CA certificates their clients' are verified
+    // with.
+    let entry_secrets = entries.iter().flat_map(|(_, e)| {
+        (e.default_secret.iter()).chain(e.client_validation.iter().map(|v| &v.ca_secret))
+    });
+    for id in entry_secrets {
+        if let Some(s) = table.get(id) {
+            secrets.push((id.clone(), s.clone()));
+        }
+    }
+    // The CA certificates of the clusters that verify their backends, when a route uses
+    // them (of the routes above: a Gateway's TCP listener never verifies a backend).
+    // So are the client certificates they present (a Gateway's backend TLS).
+    for name in verifying {
+        if let Some((c, true)) = clusters.get(name) {
+            for id in super::model::cluster_secrets(c) {
+                if let Some(s) = table.get(id) {
+                    secrets.push((id.to_string(), s.clone()));
+                }
+            }
+        }
+    }
+    // Hosts and clusters sharing a secret name it once.
+    secrets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    secrets.dedup_by(|a, b| a.0 == b.0);
+    secrets
 }
 
 impl SortedParts {

@@ -498,96 +498,63 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
         next: &Scope<'_>,
         chain: &mut Vec<Rc<Node<'s>>>,
     ) -> Option<String> {
-        let kind = node.obj.kind.kind();
-        let field = || format!("{}.delegate", r.at());
         let found = self.find(key);
+        if let Some(refused) = refusal(node, r, key, &found, chain) {
+            self.invalid(b, &node.obj, refused.reason, refused.message);
+            return Some(refused.short);
+        }
         match found {
-            Found::Missing(hint) => {
-                let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
-                self.invalid(
-                    b,
-                    &node.obj,
-                    reason::DELEGATE_NOT_FOUND,
-                    format!("{}: {} {key} not found{hint}", field(), node.obj.kind),
-                );
-                return Some(format!("delegate {key} not found"));
-            }
-            Found::Root => {
-                self.invalid(
-                    b,
-                    &node.obj,
-                    reason::DELEGATE_IS_ROOT,
-                    format!(
-                        "{}: {kind} {key} is a root (it has spec.virtualhost); only IngressRoutes without a virtualhost can be delegated to",
-                        field()
-                    ),
-                );
-                return Some(format!("delegate {key} is a root"));
-            }
-            _ => {}
+            Found::Invalid => Some(format!("delegate {key} is invalid")),
+            Found::Vertex(target) => self.follow(b, ctx, node, r, key, target, next, chain),
+            Found::Missing(_) | Found::Root => None,
         }
-        if let Some(start) = chain.iter().position(|n| n.obj.key == *key) {
-            let cycle: Vec<String> = chain[start..]
-                .iter()
-                .map(|n| &n.obj.key)
-                .chain(std::iter::once(key))
-                .map(|k| k.to_string())
-                .collect();
-            self.invalid(
-                b,
-                &node.obj,
-                reason::DELEGATION_CYCLE,
-                format!("delegation cycle: {kind} {}", cycle.join(" → ")),
-            );
-            return Some("delegation cycle".to_string());
+    }
+
+    /// Visits the vertex a delegation reaches, once per scope (a vertex delegated to twice in
+    /// one scope is visited once), within the root's budget of visits. Some(reason) when the
+    /// delegating route must answer 503.
+    #[allow(clippy::too_many_arguments)]
+    fn follow(
+        &mut self,
+        b: &mut Builder<'_>,
+        ctx: &RootCtx<'_>,
+        node: &Node<'s>,
+        r: &NodeRoute<'s>,
+        key: &ObjKey,
+        target: Rc<Node<'s>>,
+        next: &Scope<'_>,
+        chain: &mut Vec<Rc<Node<'s>>>,
+    ) -> Option<String> {
+        let visit_key = (
+            Rc::as_ptr(&target).cast::<()>(),
+            next.path.clone(),
+            next.headers.to_vec(),
+            next.insecure_ok,
+        );
+        if let Some(res) = self.visited.get(&visit_key) {
+            return res.clone().err();
         }
-        if chain.len() > MAX_DELEGATION_DEPTH {
+        if self.budget == 0 {
             self.invalid(
                 b,
                 &node.obj,
                 reason::INVALID,
                 format!(
-                    "{}: {kind} {key} is not followed: delegation chains are limited to {MAX_DELEGATION_DEPTH} delegations",
-                    field()
+                    "{}.delegate: {} {key} is not followed: the delegation graph of {} needs more than {} vertex visits",
+                    r.at(),
+                    node.obj.kind.kind(),
+                    ctx.root,
+                    self.budget_per_root
                 ),
             );
-            return Some("delegation chain too long".to_string());
+            return Some("delegation graph too large".to_string());
         }
-        match found {
-            Found::Invalid => Some(format!("delegate {key} is invalid")),
-            Found::Vertex(target) => {
-                let visit_key = (
-                    Rc::as_ptr(&target).cast::<()>(),
-                    next.path.clone(),
-                    next.headers.to_vec(),
-                    next.insecure_ok,
-                );
-                if let Some(res) = self.visited.get(&visit_key) {
-                    return res.clone().err();
-                }
-                if self.budget == 0 {
-                    self.invalid(
-                        b,
-                        &node.obj,
-                        reason::INVALID,
-                        format!(
-                            "{}: {kind} {key} is not followed: the delegation graph of {} needs more than {} vertex visits",
-                            field(),
-                            ctx.root,
-                            self.budget_per_root
-                        ),
-                    );
-                    return Some("delegation graph too large".to_string());
-                }
-                self.budget -= 1;
-                chain.push(target.clone());
-                let res = self.visit(b, ctx, &target, next, chain);
-                chain.pop();
-                self.visited.insert(visit_key, res.clone());
-                res.err()
-            }
-            Found::Missing(_) | Found::Root => None,
-        }
+        self.budget -= 1;
+        chain.push(target.clone());
+        let res = self.visit(b, ctx, &target, next, chain);
+        chain.pop();
+        self.visited.insert(visit_key, res.clone());
+        res.err()
     }
 
     fn forward(
@@ -701,6 +668,83 @@ fn delegated_from(root: &ObjectRef) -> String {
     }
     s.push_str(name);
     s
+}
+
+/// Why a delegation is not followed, for the delegating object's status (`reason`, `message`)
+/// and its route's 503 (`short`).
+struct Refusal {
+    reason: &'static str,
+    message: String,
+    short: String,
+}
+
+/// A delegation that cannot be followed: to an IngressRoute that is missing or is a root, one
+/// that closes a cycle on `chain`, or one past the depth limit.
+fn refusal(
+    node: &Node<'_>,
+    r: &NodeRoute<'_>,
+    key: &ObjKey,
+    found: &Found<'_>,
+    chain: &[Rc<Node<'_>>],
+) -> Option<Refusal> {
+    let kind = node.obj.kind.kind();
+    let field = || format!("{}.delegate", r.at());
+    let refuse = |reason, message, short: String| {
+        Some(Refusal {
+            reason,
+            message,
+            short,
+        })
+    };
+    match found {
+        Found::Missing(hint) => {
+            let hint = hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
+            let message = format!("{}: {} {key} not found{hint}", field(), node.obj.kind);
+            return refuse(
+                reason::DELEGATE_NOT_FOUND,
+                message,
+                format!("delegate {key} not found"),
+            );
+        }
+        Found::Root => {
+            let message = format!(
+                "{}: {kind} {key} is a root (it has spec.virtualhost); only IngressRoutes without a virtualhost can be delegated to",
+                field()
+            );
+            return refuse(
+                reason::DELEGATE_IS_ROOT,
+                message,
+                format!("delegate {key} is a root"),
+            );
+        }
+        _ => {}
+    }
+    if let Some(start) = chain.iter().position(|n| n.obj.key == *key) {
+        let cycle: Vec<String> = chain[start..]
+            .iter()
+            .map(|n| &n.obj.key)
+            .chain(std::iter::once(key))
+            .map(|k| k.to_string())
+            .collect();
+        let message = format!("delegation cycle: {kind} {}", cycle.join(" → "));
+        return refuse(
+            reason::DELEGATION_CYCLE,
+            message,
+            "delegation cycle".to_string(),
+        );
+    }
+    if chain.len() > MAX_DELEGATION_DEPTH {
+        let message = format!(
+            "{}: {kind} {key} is not followed: delegation chains are limited to {MAX_DELEGATION_DEPTH} delegations",
+            field()
+        );
+        return refuse(
+            reason::INVALID,
+            message,
+            "delegation chain too long".to_string(),
+        );
+    }
+    None
 }
 
 /// Each route's header conditions with the delegated ones added, and the reasons routes leave

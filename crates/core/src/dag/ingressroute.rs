@@ -459,33 +459,7 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let field = v1_backends_field(r);
-            let backends: Vec<NodeBackend> = r
-                .backend_list()
-                .iter()
-                .enumerate()
-                .filter_map(|(j, be)| {
-                    let (protocol, name) = be.protocol_and_name()?;
-                    Some(NodeBackend {
-                        field: BackendField::Indexed {
-                            route: i,
-                            list: field,
-                            item: j,
-                        },
-                        name: Cow::Owned(name.to_owned()),
-                        port: be.port,
-                        weight: be.weight,
-                        protocol: upstream_protocol(protocol),
-                        lb: be.strategy.or(spec.strategy).unwrap_or_default(),
-                        health_check: match &be.health_check {
-                            Some(h) => Some(Arc::new(h.clone())),
-                            None => inherited.clone(),
-                        }
-                        .map(HealthCheckRef::Shared),
-                        validation: lower_validation(be, protocol),
-                    })
-                })
-                .collect();
+            let backends = lower_v1_backends(spec, i, r, &inherited);
             let target = match &r.delegate {
                 Some(d) => Target::Delegate(delegate_key(&key.namespace, d)),
                 None if backends
@@ -506,26 +480,7 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
                 "",
                 r.timeout_policy.as_ref().and_then(|t| t.request.as_deref()),
             );
-            let (retry, outlier) = match &r.failure_policy {
-                None => (None, None),
-                Some(f) => {
-                    let retry = f.retry_policy_enabled.unwrap_or(true).then(|| RetryPolicy {
-                        count: f.count.unwrap_or(1),
-                        per_try_timeout: match duration("", f.per_try_timeout.as_deref()) {
-                            Some(Timeout::After(d)) => Some(d),
-                            _ => None,
-                        },
-                        ..RetryPolicy::new(0, None)
-                    });
-                    let outlier =
-                        f.passive_health_check_enabled
-                            .unwrap_or(true)
-                            .then(|| OutlierDetection {
-                                consecutive_5xx: ejection_threshold(f.count),
-                            });
-                    (retry, outlier)
-                }
-            };
+            let (retry, outlier) = lower_failure_policy(r.failure_policy.as_ref());
             NodeRoute {
                 index: i,
                 path_suffix: ".match.path",
@@ -544,6 +499,69 @@ fn lower_v1(key: &ObjKey, o: &contour_v1::IngressRoute) -> Vec<NodeRoute<'static
             }
         })
         .collect()
+}
+
+/// The backends of route `i` of a v1 IngressRoute, each with its settings (a backend's own, else
+/// the route's or the object's: strategy, health check inherited from the spec).
+fn lower_v1_backends(
+    spec: &contour_v1::IngressRouteSpec,
+    i: usize,
+    r: &contour_v1::Route,
+    inherited: &Option<Arc<crate::api::HealthCheck>>,
+) -> Vec<NodeBackend<'static>> {
+    let field = v1_backends_field(r);
+    r.backend_list()
+        .iter()
+        .enumerate()
+        .filter_map(|(j, be)| {
+            let (protocol, name) = be.protocol_and_name()?;
+            Some(NodeBackend {
+                field: BackendField::Indexed {
+                    route: i,
+                    list: field,
+                    item: j,
+                },
+                name: Cow::Owned(name.to_owned()),
+                port: be.port,
+                weight: be.weight,
+                protocol: upstream_protocol(protocol),
+                lb: be.strategy.or(spec.strategy).unwrap_or_default(),
+                health_check: match &be.health_check {
+                    Some(h) => Some(Arc::new(h.clone())),
+                    None => inherited.clone(),
+                }
+                .map(HealthCheckRef::Shared),
+                validation: lower_validation(be, protocol),
+            })
+        })
+        .collect()
+}
+
+/// A v1 route's `failurePolicy` as a retry policy and passive health checks (each on unless
+/// turned off).
+fn lower_failure_policy(
+    failure_policy: Option<&contour_v1::FailurePolicy>,
+) -> (Option<RetryPolicy>, Option<OutlierDetection>) {
+    match failure_policy {
+        None => (None, None),
+        Some(f) => {
+            let retry = f.retry_policy_enabled.unwrap_or(true).then(|| RetryPolicy {
+                count: f.count.unwrap_or(1),
+                per_try_timeout: match duration("", f.per_try_timeout.as_deref()) {
+                    Some(Timeout::After(d)) => Some(d),
+                    _ => None,
+                },
+                ..RetryPolicy::new(0, None)
+            });
+            let outlier =
+                f.passive_health_check_enabled
+                    .unwrap_or(true)
+                    .then(|| OutlierDetection {
+                        consecutive_5xx: ejection_threshold(f.count),
+                    });
+            (retry, outlier)
+        }
+    }
 }
 
 /// Backends listed in full in a `BackendTLSVerified` message, of each kind (verified, not);
