@@ -8,6 +8,20 @@ metadata: {name: sluice}
 spec: {controllerName: sluice.dev/gateway-controller}
 ";
 
+/// A Gateway `ns/name` of sluice's class asking for address `ip` (`--gateway-addresses`), with
+/// `spec`: the rest of its spec (YAML lines indented by two: listeners, tls).
+pub fn addressed_gateway(ns: &str, name: &str, ip: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {name}, namespace: {ns}}}
+spec:
+  gatewayClassName: sluice
+  addresses: [{{value: {ip}}}]
+{spec}"
+    )
+}
+
 /// sluice's GatewayClass and one of another controller.
 pub const CLASSES: &str = "apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass

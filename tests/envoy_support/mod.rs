@@ -9,6 +9,7 @@ pub mod gateway;
 pub mod harness;
 mod ports;
 pub mod scripted;
+pub mod tls;
 pub mod websocket;
 
 pub use ports::free_port;
