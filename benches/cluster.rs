@@ -35,7 +35,7 @@
 
 mod common;
 #[allow(dead_code)]
-#[path = "../e2e/tests/support.rs"]
+#[path = "../e2e/tests/support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;

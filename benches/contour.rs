@@ -36,7 +36,7 @@
 
 mod common;
 #[allow(dead_code)]
-#[path = "../e2e/tests/support.rs"]
+#[path = "../e2e/tests/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -148,7 +148,7 @@ fi
 e2e_log "control plane up in $(( $(date +%s) - t0 ))s: $E2E_APISERVER (work dir $E2E_WORK)"
 
 # The release's CRDs (one bundle version, one channel, as the suite checks), then sluice's own
-# CRDs and config as the e2e tests install them (e2e/tests/support.rs), without the webhooks:
+# CRDs and config as the e2e tests install them (e2e/tests/support/mod.rs), without the webhooks:
 # the suite applies objects sluice's webhook would refuse and checks their status instead.
 "$KUBECTL" apply --server-side --force-conflicts -f "$GWAPI/crds.yaml" >/dev/null
 "$KUBECTL" apply -f "$E2E_ROOT/crds" >/dev/null

@@ -11,71 +11,17 @@
 
 mod envoy_support;
 
-use std::convert::Infallible;
-use std::sync::Arc;
-
-use base64::Engine;
+use envoy_support::gateway::CLASS;
 use envoy_support::harness::{Harness, docs, service, slice};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use envoy_support::tls::{Ca, Seen, tls_backend};
+use rcgen::SanType;
 use sluice::cli::bootstrap::XdsProtocol;
-use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 /// The DNS name the backends' certificates are for.
 const SUBJECT: &str = "api.example.com";
 /// The URI their certificates carry too.
 const URI: &str = "spiffe://example.com/api";
-
-/// A CA of the test.
-struct Ca(CertifiedIssuer<'static, KeyPair>);
-
-impl Ca {
-    fn new(cn: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let key = KeyPair::generate().expect("CA key");
-        Ca(CertifiedIssuer::self_signed(params, key).expect("self-signed CA"))
-    }
-
-    /// A ConfigMap `web/<name>` with this CA's certificate under `ca.crt`.
-    fn config_map(&self, name: &str) -> String {
-        format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: web}}\ndata:\n  ca.crt: {:?}\n",
-            self.0.pem()
-        )
-    }
-
-    /// A certificate of this CA for `sans` and its key (DER).
-    fn leaf(&self, sans: Vec<SanType>) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("leaf parameters");
-        params.subject_alt_names = sans;
-        params.distinguished_name.push(DnType::CommonName, "leaf");
-        let key = KeyPair::generate().expect("leaf key");
-        let cert = params.signed_by(&key, &self.0).expect("leaf certificate");
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        (CertificateDer::from(cert.der().to_vec()), key)
-    }
-
-    /// A `kubernetes.io/tls` Secret `web/<name>` with a client certificate of this CA.
-    fn client_secret(&self, name: &str) -> String {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("client parameters");
-        params.distinguished_name.push(DnType::CommonName, "envoy");
-        let key = KeyPair::generate().expect("client key");
-        let cert = params.signed_by(&key, &self.0).expect("client certificate");
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: web}}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n",
-            b64(&cert.pem()),
-            b64(&key.serialize_pem())
-        )
-    }
-}
 
 /// A TLS server configuration with a certificate of `ca` for [`SUBJECT`] and [`URI`]; with
 /// `clients`, it requires a client certificate of that CA.
@@ -84,68 +30,14 @@ fn acceptor(ca: &Ca, clients: Option<&Ca>) -> TlsAcceptor {
         SanType::DnsName(SUBJECT.try_into().expect("DNS name")),
         SanType::URI(URI.try_into().expect("URI")),
     ];
-    let (cert, key) = ca.leaf(sans);
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions");
-    let builder = match clients {
-        None => builder.with_no_client_auth(),
-        Some(client_ca) => {
-            let mut roots = rustls::RootCertStore::empty();
-            roots
-                .add(CertificateDer::from(client_ca.0.der().to_vec()))
-                .expect("client CA");
-            let verifier =
-                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
-                    .build()
-                    .expect("client verifier");
-            builder.with_client_cert_verifier(verifier)
-        }
-    };
-    let mut config = builder
-        .with_single_cert(vec![cert], key)
-        .expect("backend certificate");
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    TlsAcceptor::from(Arc::new(config))
+    ca.acceptor(sans, clients, &["http/1.1"])
 }
 
-/// Starts a TLS backend; returns its port. Each answer is `sni=<SNI> client=<yes|no>`.
-async fn tls_backend(acceptor: TlsAcceptor) -> (u16, tokio::task::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("backend address").port();
-    let task = tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                // A handshake Envoy or the backend gives up on ends here.
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let (_, session) = tls.get_ref();
-                let sni = session.server_name().unwrap_or("-").to_string();
-                let client = match session.peer_certificates() {
-                    Some(c) if !c.is_empty() => "yes",
-                    _ => "no",
-                };
-                let svc = hyper::service::service_fn(move |_req: Request<Incoming>| {
-                    let body = format!("sni={sni} client={client}");
-                    async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(body)))) }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    (port, task)
+/// A backend's answer: `sni=<SNI> client=<yes|no>`.
+fn sni_and_client(seen: &Seen) -> String {
+    let client = if seen.client_certificate { "yes" } else { "no" };
+    format!("sni={} client={client}", seen.sni)
 }
-
-const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: sluice}
-spec: {controllerName: sluice.dev/gateway-controller}
-";
 
 /// Gateway `web/<name>` with one HTTP listener, presenting `client` (a Secret's name, or none)
 /// to its TLS backends.
@@ -193,8 +85,8 @@ async fn backend_tls(protocol: XdsProtocol) {
         Ca::new("other CA"),
         Ca::new("client CA"),
     );
-    let (port, _backend) = tls_backend(acceptor(&ca, None)).await;
-    let (mtls_port, _mtls) = tls_backend(acceptor(&ca, Some(&client_ca))).await;
+    let (port, _backend) = tls_backend(acceptor(&ca, None), sni_and_client).await;
+    let (mtls_port, _mtls) = tls_backend(acceptor(&ca, Some(&client_ca)), sni_and_client).await;
     // Each case its own Service (a policy applies to a Service port): name, backend port,
     // policy (None: no policy).
     let cases: [(&str, u16, Option<String>); 9] = [
@@ -260,9 +152,9 @@ async fn backend_tls(protocol: XdsProtocol) {
         CLASS.to_string(),
         gateway("edge", Some("client")),
         gateway("bare", None),
-        ca.config_map("ca"),
-        other_ca.config_map("other-ca"),
-        client_ca.client_secret("client"),
+        ca.config_map("web", "ca"),
+        other_ca.config_map("web", "other-ca"),
+        client_ca.client_secret("web", "client", "envoy"),
         // The mTLS backend through a Gateway that presents no client certificate.
         route("mtls-bare", "bare", "mtls"),
     ];
@@ -324,15 +216,15 @@ async fn backend_tls(protocol: XdsProtocol) {
 
     // The ConfigMap of the missing CA created: the policy is accepted and the backend reached.
     let mut more = objects.clone();
-    more.push(ca.config_map("gone"));
+    more.push(ca.config_map("web", "gone"));
     h.write("all.yaml", &docs(&more));
     h.expect("missing-ca.example.com", "/", &[], &ok).await;
     // The wrong CA's ConfigMap now holds the right one: sent by SDS, the backend is reached.
     let other_at = (more
         .iter()
-        .position(|o| *o == other_ca.config_map("other-ca")))
+        .position(|o| *o == other_ca.config_map("web", "other-ca")))
     .expect("the other CA's ConfigMap");
-    more[other_at] = ca.config_map("other-ca");
+    more[other_at] = ca.config_map("web", "other-ca");
     h.write("all.yaml", &docs(&more));
     h.expect("wrong-ca.example.com", "/", &[], &ok).await;
     h.expect("wrong-name.example.com", "/", &[], "503").await;

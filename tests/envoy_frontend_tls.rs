@@ -11,49 +11,11 @@ mod envoy_support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use envoy_support::backend::Backend;
 use envoy_support::free_port;
+use envoy_support::gateway::{CLASS, addressed_gateway};
 use envoy_support::harness::{CONVERGE, Harness, docs, services};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-use sluice::cli::bootstrap::XdsProtocol;
-
-const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: sluice}
-spec: {controllerName: sluice.dev/gateway-controller}
-";
-
-/// A CA of the test.
-struct Ca(CertifiedIssuer<'static, KeyPair>);
-
-impl Ca {
-    fn new(cn: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let key = KeyPair::generate().expect("CA key");
-        Ca(CertifiedIssuer::self_signed(params, key).expect("self-signed CA"))
-    }
-
-    /// A ConfigMap `gw/<name>` with this CA's certificate under `ca.crt`.
-    fn config_map(&self, name: &str) -> String {
-        format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: gw}}\ndata:\n  ca.crt: {:?}\n",
-            self.0.pem()
-        )
-    }
-
-    /// A client certificate of this CA and its key, PEM, as one text (reqwest's identity).
-    fn client_identity(&self) -> reqwest::Identity {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("client parameters");
-        params.distinguished_name.push(DnType::CommonName, "client");
-        let key = KeyPair::generate().expect("client key");
-        let cert = params.signed_by(&key, &self.0).expect("client certificate");
-        let pem = format!("{}{}", cert.pem(), key.serialize_pem());
-        reqwest::Identity::from_pem(pem.as_bytes()).expect("client identity")
-    }
-}
+use envoy_support::tls::{Ca, self_signed_secret};
 
 /// An HTTPS request for `https://app.example.com/` to `addr`, presenting `identity`: the body
 /// of a 200, the status otherwise, or `error` when the connection fails (a handshake refused).
@@ -99,18 +61,11 @@ async fn expect(addr: SocketAddr, identity: Option<&reqwest::Identity>, what: &s
 async fn client_certificates_are_required_or_asked_for_as_each_port_says() {
     let web = Backend::start("gw/web").await;
     let (client_ca, other_ca) = (Ca::new("client CA"), Ca::new("other CA"));
-    let server = rcgen::generate_simple_self_signed(vec!["app.example.com".to_string()]).unwrap();
-    let b64 = |s: String| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = self_signed_secret("gw", "cert", "app.example.com");
     let (strict, fallback) = (free_port(), free_port());
     let ip = "127.0.89.1";
-    let gateway = format!(
-        "apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: edge, namespace: gw}}
-spec:
-  gatewayClassName: sluice
-  addresses: [{{value: {ip}}}]
-  tls:
+    let spec = format!(
+        "  tls:
     frontend:
       default:
         validation:
@@ -124,15 +79,11 @@ spec:
   listeners:
   - {{name: strict, protocol: HTTPS, port: {strict}, tls: {{certificateRefs: [{{name: cert}}]}}}}
   - {{name: fallback, protocol: HTTPS, port: {fallback}, tls: {{certificateRefs: [{{name: cert}}]}}}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: cert, namespace: gw}}
-type: kubernetes.io/tls
-data:
-  tls.crt: {}
-  tls.key: {}
----
+"
+    );
+    let gateway = format!(
+        "{}---
+{secret}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: web, namespace: gw}}
@@ -142,8 +93,7 @@ spec:
   rules:
   - backendRefs: [{{name: web, port: 80}}]
 ",
-        b64(server.cert.pem()),
-        b64(server.signing_key.serialize_pem()),
+        addressed_gateway("gw", "edge", ip, &spec)
     );
     let files = [
         (
@@ -151,18 +101,17 @@ spec:
             docs(&[
                 CLASS.to_string(),
                 gateway,
-                client_ca.config_map("client-ca"),
+                client_ca.config_map("gw", "client-ca"),
             ]),
         ),
         ("web.yaml", services("gw", &[&web])),
     ];
-    let options = sluice::dag::Options {
-        gateway_addresses: Some("127.0.89.0/29".parse().unwrap()),
-        ..sluice::dag::Options::default()
-    };
-    let h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
+    let h = Harness::start_with_addresses(&files, "127.0.89.0/29").await;
     let at = |port| SocketAddr::new(ip.parse().unwrap(), port);
-    let (good, other) = (client_ca.client_identity(), other_ca.client_identity());
+    let (good, other) = (
+        client_ca.client_identity("client"),
+        other_ca.client_identity("client"),
+    );
 
     // AllowValidOnly: a certificate of the trusted CA gets through; none, or one of another CA,
     // does not get past the handshake.

@@ -9,14 +9,9 @@ use std::net::SocketAddr;
 
 use envoy_support::backend::Backend;
 use envoy_support::free_port;
+use envoy_support::gateway::{CLASS, addressed_gateway};
 use envoy_support::harness::{Harness, docs, services};
-use sluice::cli::bootstrap::XdsProtocol;
-
-const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {name: sluice}
-spec: {controllerName: sluice.dev/gateway-controller}
-";
+use envoy_support::tls::self_signed_secret;
 
 /// A Gateway `ns/name` asking for address `ip`, with an HTTP listener on `port`.
 fn gateway(ns: &str, name: &str, ip: &str, port: u16) -> String {
@@ -71,11 +66,7 @@ async fn each_gateway_answers_at_its_own_address_with_its_own_routes() {
         ("a.yaml", services("team-a", &[&a])),
         ("b.yaml", services("team-b", &[&b])),
     ];
-    let options = sluice::dag::Options {
-        gateway_addresses: Some("127.0.88.0/29".parse().unwrap()),
-        ..sluice::dag::Options::default()
-    };
-    let h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
+    let h = Harness::start_with_addresses(&files, "127.0.88.0/29").await;
     let at = |ip: &str| SocketAddr::new(ip.parse().unwrap(), port);
 
     h.expect_at(at(ip_a), "app.example.com", "/", "team-a/a")
@@ -141,22 +132,11 @@ async fn accepted_then_closed(addr: SocketAddr) -> bool {
 #[tokio::test]
 async fn a_gateways_tls_ports_answer_every_sni_and_ports_with_nowhere_to_go_close() {
     let web = Backend::start("gw/web").await;
-    let cert = rcgen::generate_simple_self_signed(vec!["example.org".to_string()]).unwrap();
-    let b64 = |s: String| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(s)
-    };
+    let secret = self_signed_secret("gw", "cert", "example.org");
     let (https, passthrough, tcp) = (free_port(), free_port(), free_port());
     let ip = "127.0.88.9";
-    let gateway = format!(
-        "{CLASS}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: edge, namespace: gw}}
-spec:
-  gatewayClassName: sluice
-  addresses: [{{value: {ip}}}]
-  listeners:
+    let listeners = format!(
+        "  listeners:
   - name: https
     protocol: HTTPS
     port: {https}
@@ -166,15 +146,12 @@ spec:
     port: {passthrough}
     tls: {{mode: Passthrough}}
   - {{name: tcp, protocol: TCP, port: {tcp}}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: cert, namespace: gw}}
-type: kubernetes.io/tls
-data:
-  tls.crt: {}
-  tls.key: {}
----
+"
+    );
+    let gateway = format!(
+        "{CLASS}---
+{}---
+{secret}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {{name: web, namespace: gw}}
@@ -183,18 +160,13 @@ spec:
   rules:
   - backendRefs: [{{name: web, port: 80}}]
 ",
-        b64(cert.cert.pem()),
-        b64(cert.signing_key.serialize_pem()),
+        addressed_gateway("gw", "edge", ip, &listeners)
     );
     let files = [
         ("gateway.yaml", gateway),
         ("web.yaml", services("gw", &[&web])),
     ];
-    let options = sluice::dag::Options {
-        gateway_addresses: Some("127.0.88.8/29".parse().unwrap()),
-        ..sluice::dag::Options::default()
-    };
-    let _h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
+    let _h = Harness::start_with_addresses(&files, "127.0.88.8/29").await;
     let at = |port| SocketAddr::new(ip.parse().unwrap(), port);
 
     // A route without hostnames on an HTTPS listener without one: served whatever the SNI (the
@@ -235,11 +207,7 @@ spec:
 #[tokio::test]
 async fn a_request_whose_host_belongs_to_another_listener_than_its_sni_gets_421() {
     let web = Backend::start("mis/web").await;
-    let cert = rcgen::generate_simple_self_signed(vec!["example.org".to_string()]).unwrap();
-    let b64 = |s: String| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD.encode(s)
-    };
+    let secret = self_signed_secret("mis", "cert", "example.org");
     let port = free_port();
     let ip = "127.0.88.17";
     let tls = "tls: {certificateRefs: [{name: cert}]}";
@@ -257,30 +225,19 @@ spec:
 "
         )
     };
-    let gateway = format!(
-        "{CLASS}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {{name: edge, namespace: mis}}
-spec:
-  gatewayClassName: sluice
-  addresses: [{{value: {ip}}}]
-  listeners:
+    let listeners = format!(
+        "  listeners:
   - {{name: any, protocol: HTTPS, port: {port}, {tls}}}
   - {{name: second, protocol: HTTPS, port: {port}, hostname: second.example.org, {tls}}}
   - {{name: wild, protocol: HTTPS, port: {port}, hostname: \"*.w.example.org\", {tls}}}
   - {{name: four, protocol: HTTPS, port: {port}, hostname: four.w.example.org, {tls}}}
----
-apiVersion: v1
-kind: Secret
-metadata: {{name: cert, namespace: mis}}
-type: kubernetes.io/tls
-data:
-  tls.crt: {}
-  tls.key: {}
-{}{}{}{}",
-        b64(cert.cert.pem()),
-        b64(cert.signing_key.serialize_pem()),
+"
+    );
+    let gateway = format!(
+        "{CLASS}---
+{}---
+{secret}{}{}{}{}",
+        addressed_gateway("mis", "edge", ip, &listeners),
         route("first", "any", "first.example.org"),
         route("second", "second", ""),
         route("wild", "wild", ""),
@@ -290,11 +247,7 @@ data:
         ("gateway.yaml", gateway),
         ("web.yaml", services("mis", &[&web])),
     ];
-    let options = sluice::dag::Options {
-        gateway_addresses: Some("127.0.88.16/29".parse().unwrap()),
-        ..sluice::dag::Options::default()
-    };
-    let _h = Harness::start_with(&files, XdsProtocol::Delta, options).await;
+    let _h = Harness::start_with_addresses(&files, "127.0.88.16/29").await;
     let addr = SocketAddr::new(ip.parse().unwrap(), port);
     let status = |got: String| got.split(' ').next().unwrap_or_default().to_string();
     let cases = [

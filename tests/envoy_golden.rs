@@ -48,7 +48,7 @@ fn backend_answer(dag: &dag::Dag, route: &dag::Route) -> Option<String> {
     match &route.action {
         RouteAction::Unavailable(_) => Some("503".into()),
         RouteAction::Invalid(_) => Some("500".into()),
-        // No golden case redirects (the Gateway API's redirects are tests/envoy_gateway_api.rs's).
+        // No golden case redirects (the Gateway API's redirects are tests/envoy_gateway_api_filters.rs's).
         RouteAction::Redirect(_) => None,
         RouteAction::Forward(cs) => {
             let live: Vec<_> = cs.iter().filter(|c| c.weight > 0).collect();

@@ -12,101 +12,21 @@
 
 mod envoy_support;
 
-use std::convert::Infallible;
-use std::sync::Arc;
-
-use base64::Engine;
 use envoy_support::harness::{Harness, docs, service, slice};
-use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
-use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use envoy_support::tls::{Ca, Seen, tls_backend};
+use rcgen::SanType;
 use sluice::api::{Kind, ObjectRef};
 use sluice::cli::bootstrap::XdsProtocol;
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 /// The name the backend's certificate is for.
 const SUBJECT: &str = "api.example.com";
 
-/// A CA of the test.
-struct Ca(CertifiedIssuer<'static, KeyPair>);
-
-impl Ca {
-    fn new(cn: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, cn);
-        let key = KeyPair::generate().expect("CA key");
-        Ca(CertifiedIssuer::self_signed(params, key).expect("self-signed CA"))
-    }
-
-    /// A `kubernetes.io/tls` Secret `web/<name>` as cert-manager keeps a CA: its certificate
-    /// and key, and the certificate again under `ca.crt`.
-    fn secret(&self, name: &str) -> String {
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let (cert, key) = (self.0.pem(), self.0.key().serialize_pem());
-        format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: web}}\ntype: kubernetes.io/tls\ndata:\n  ca.crt: {}\n  tls.crt: {}\n  tls.key: {}\n",
-            b64(&cert),
-            b64(&cert),
-            b64(&key)
-        )
-    }
-
-    /// A TLS server configuration with a certificate of this CA for `names`, offering h2 and
-    /// HTTP/1.1.
-    fn acceptor(&self, names: &[&str]) -> TlsAcceptor {
-        let names = names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
-        let mut params = CertificateParams::new(names).expect("leaf parameters");
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "backend");
-        let key = KeyPair::generate().expect("leaf key");
-        let cert = params.signed_by(&key, &self.0).expect("leaf certificate");
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .expect("TLS versions")
-            .with_no_client_auth()
-            .with_single_cert(vec![CertificateDer::from(cert.der().to_vec())], key)
-            .expect("backend certificate");
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        TlsAcceptor::from(Arc::new(config))
-    }
-}
-
-/// Starts the TLS backend; returns its port. Each answer is `sni=<SNI> alpn=<protocol>
-/// version=<HTTP version>` (`-` for none).
-async fn tls_backend(acceptor: TlsAcceptor) -> (u16, tokio::task::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("backend address").port();
-    let task = tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                // A handshake Envoy gives up on (a certificate it refuses) ends here.
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let (_, session) = tls.get_ref();
-                let sni = session.server_name().unwrap_or("-").to_string();
-                let alpn = (session.alpn_protocol())
-                    .map_or("-".to_string(), |p| String::from_utf8_lossy(p).into_owned());
-                let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let body = format!("sni={sni} alpn={alpn} version={:?}", req.version());
-                    async move { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(body)))) }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    (port, task)
+/// A backend's answer: `sni=<SNI> alpn=<protocol> version=<HTTP version>` (`-` for none).
+fn sni_alpn_and_version(seen: &Seen) -> String {
+    format!(
+        "sni={} alpn={} version={:?}",
+        seen.sni, seen.alpn, seen.version
+    )
 }
 
 /// A root IngressRoute v1 `web/<name>` for `<name>.example.com` sending everything to
@@ -176,7 +96,15 @@ async fn tls_backends_get_sni_and_their_certificates_verified_delta() {
 
 async fn secure_backends(protocol: XdsProtocol) {
     let (ca, other_ca) = (Ca::new("backend CA"), Ca::new("another CA"));
-    let (port, _backend) = tls_backend(ca.acceptor(&[SUBJECT])).await;
+    let (port, _backend) = tls_backend(
+        ca.acceptor(
+            vec![SanType::DnsName(SUBJECT.try_into().expect("DNS name"))],
+            None,
+            &["h2", "http/1.1"],
+        ),
+        sni_alpn_and_version,
+    )
+    .await;
     let verified = format!("{{caSecret: backend-ca, subjectName: {SUBJECT}}}");
     let wrong_ca = format!("{{caSecret: other-ca, subjectName: {SUBJECT}}}");
     let wrong_name = "{caSecret: backend-ca, subjectName: other.example.com}";
@@ -202,7 +130,10 @@ async fn secure_backends(protocol: XdsProtocol) {
         ),
         (
             "secrets.yaml",
-            docs(&[ca.secret("backend-ca"), other_ca.secret("other-ca")]),
+            docs(&[
+                ca.ca_secret("web", "backend-ca"),
+                other_ca.ca_secret("web", "other-ca"),
+            ]),
         ),
         ("routes.yaml", routes),
     ];
@@ -283,7 +214,10 @@ async fn secure_backends(protocol: XdsProtocol) {
     let clusters_before = h.admin("/clusters?format=json").await;
     h.write(
         "secrets.yaml",
-        &docs(&[ca.secret("backend-ca"), ca.secret("other-ca")]),
+        &docs(&[
+            ca.ca_secret("web", "backend-ca"),
+            ca.ca_secret("web", "other-ca"),
+        ]),
     );
     h.expect("wrong-ca.example.com", "/", &[], &sni_subject)
         .await;

@@ -140,6 +140,16 @@ impl Harness {
         Self::start_with(files, protocol, sluice::dag::Options::default()).await
     }
 
+    /// [`Harness::start`] over delta xDS with Gateways given addresses of `cidr`
+    /// (`--gateway-addresses`).
+    pub async fn start_with_addresses(files: &[(&str, String)], cidr: &str) -> Harness {
+        let options = sluice::dag::Options {
+            gateway_addresses: Some(cidr.parse().expect("CIDR")),
+            ..sluice::dag::Options::default()
+        };
+        Self::start_with(files, XdsProtocol::Delta, options).await
+    }
+
     /// [`Harness::start`] with routing options.
     pub async fn start_with(
         files: &[(&str, String)],

@@ -1,11 +1,15 @@
 //! Shared helpers of the real-Envoy tests: finding (installing) Envoy, validating resources with
-//! `envoy --mode validate`, free ports, echo and WebSocket backends and bounded waits.
+//! `envoy --mode validate`, free ports, echo, scripted, TLS and WebSocket backends, Gateway API
+//! and certificate fixtures, and bounded waits.
 #![allow(dead_code)]
 
 pub mod backend;
 pub mod echo;
+pub mod gateway;
 pub mod harness;
 mod ports;
+pub mod scripted;
+pub mod tls;
 pub mod websocket;
 
 pub use ports::free_port;
