@@ -6,17 +6,18 @@
 use std::collections::BTreeMap;
 
 use gateway_api::apis::standard::grpcroutes::{
-    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFiltersType,
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFilters,
+    GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFilters, GrpcRouteRulesFiltersType,
     GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
 };
 
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
-    BuiltRule, ReadyRoute, RuleMatch, attach_route, backends_of, route_in, rule_action,
-    rule_header_edits, rule_mirrors,
+    BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
+    RuleIn, RuleMatch, add_edit, attach_route, mirror_share, some_edits,
 };
-use super::model::{HeaderMatch, HeaderOp, PathMatch, UpstreamProtocol};
+use super::model::{HeaderEdits, HeaderMatch, HeaderOp, PathMatch};
 use crate::api::{Kind, ObjKey};
 use crate::store::{Prepare, Prepared, Snapshot};
 use crate::validate::FieldError;
@@ -30,6 +31,135 @@ impl Prepare for GrpcRoute {
     }
 }
 
+impl GatewayRoute for GrpcRoute {
+    const KIND: Kind = Kind::GrpcRoute;
+
+    fn head(&self) -> RouteHead<'_> {
+        let parents = (self.spec.parent_refs.iter().flatten()).map(|p| ParentIn {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+            section_name: p.section_name.as_deref(),
+            port: p.port,
+        });
+        RouteHead {
+            generation: self.metadata.generation,
+            parents: parents.collect(),
+            hostnames: self.spec.hostnames.as_deref().unwrap_or(&[]),
+        }
+    }
+
+    fn services(&self) -> Vec<(Option<&str>, &str)> {
+        let rules = self.spec.rules.iter().flatten();
+        let backends = (rules.clone().flat_map(|r| r.backend_refs.iter().flatten()))
+            .map(|b| (b.namespace.as_deref(), b.name.as_str()));
+        let filters = rules.flat_map(|r| r.filters.iter().flatten());
+        let mirrors = (filters.filter_map(|f| f.request_mirror.as_ref())).map(|m| {
+            (
+                m.backend_ref.namespace.as_deref(),
+                m.backend_ref.name.as_str(),
+            )
+        });
+        backends.chain(mirrors).collect()
+    }
+
+    fn rules(&self) -> Vec<RuleIn<'_>> {
+        let rules = self.spec.rules.as_deref().unwrap_or(&[]);
+        rules.iter().map(rule_in).collect()
+    }
+}
+
+/// A GRPCRoute's rule in the shape of every route kind's: matches, header modifiers and
+/// mirrors (a GRPCRoute has no other filters), backends.
+fn rule_in(rule: &GrpcRouteRules) -> RuleIn<'_> {
+    let filters = rule.filters.as_deref().unwrap_or(&[]);
+    RuleIn {
+        matches: rule_matches(rule),
+        filters: RuleFilters {
+            edits: header_edits(filters),
+            ..RuleFilters::default()
+        },
+        mirrors: rule_mirrors(filters),
+        backends: (rule.backend_refs.iter().flatten())
+            .map(|r| BackendIn {
+                group: r.group.as_deref(),
+                kind: r.kind.as_deref(),
+                namespace: r.namespace.as_deref(),
+                name: &r.name,
+                port: r.port,
+                weight: r.weight,
+                edits: backend_edits(r.filters.as_deref().unwrap_or(&[])),
+            })
+            .collect(),
+    }
+}
+
+/// The `RequestMirror` filters of a rule (each numbered among them).
+fn rule_mirrors(filters: &[GrpcRouteRulesFilters]) -> Vec<MirrorIn<'_>> {
+    let mirrors = filters
+        .iter()
+        .filter(|f| f.r#type == GrpcRouteRulesFiltersType::RequestMirror);
+    (mirrors.enumerate())
+        .filter_map(|(j, f)| {
+            let m = f.request_mirror.as_ref()?;
+            let r = &m.backend_ref;
+            Some(MirrorIn {
+                filter: j,
+                backend: BackendIn {
+                    group: r.group.as_deref(),
+                    kind: r.kind.as_deref(),
+                    namespace: r.namespace.as_deref(),
+                    name: &r.name,
+                    port: r.port,
+                    weight: None,
+                    edits: None,
+                },
+                per_million: mirror_share(
+                    m.percent,
+                    m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The header changes of a rule's header modifier filters.
+fn header_edits(filters: &[GrpcRouteRulesFilters]) -> Option<HeaderEdits> {
+    let mut edits = HeaderEdits::default();
+    for f in filters {
+        if let Some(m) = &f.request_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
+        }
+        if let Some(m) = &f.response_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
+        }
+    }
+    some_edits(edits)
+}
+
+/// The header changes of a backendRef's header modifier filters.
+fn backend_edits(filters: &[GrpcRouteRulesBackendRefsFilters]) -> Option<HeaderEdits> {
+    let mut edits = HeaderEdits::default();
+    for f in filters {
+        if let Some(m) = &f.request_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
+        }
+        if let Some(m) = &f.response_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
+        }
+    }
+    some_edits(edits)
+}
+
 /// One GRPCRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
 pub(super) fn grpc_route(
     b: &mut Builder<'_>,
@@ -39,41 +169,12 @@ pub(super) fn grpc_route(
     key: &ObjKey,
     route: &Prepared<GrpcRoute>,
 ) {
-    let r = route_in!(Kind::GrpcRoute, key, route);
-    let ns = &*key.namespace;
-    attach_route(b, gateways, controller, r, |b, resolved| {
-        let rules = route.spec.rules.as_deref().unwrap_or(&[]);
-        (rules.iter().enumerate())
-            .map(|(i, rule)| {
-                let refs = backends_of!(rule);
-                let (action, backend_edits) = rule_action(
-                    b,
-                    snapshot,
-                    "GRPCRoute",
-                    ns,
-                    i,
-                    &refs,
-                    UpstreamProtocol::H2c,
-                    resolved,
-                );
-                let filters = rule.filters.iter().flatten();
-                let mirrors =
-                    filters.filter(|f| f.r#type == GrpcRouteRulesFiltersType::RequestMirror);
-                let from = ("GRPCRoute", ns);
-                BuiltRule {
-                    matches: rule_matches(rule),
-                    action,
-                    timeout: None,
-                    retry: None,
-                    edits: rule_header_edits!(rule.filters.iter().flatten()),
-                    rewrite: None,
-                    mirrors: rule_mirrors!(b, snapshot, from, i, mirrors, resolved, H2c),
-                    cors: None,
-                    backend_edits,
-                }
-            })
-            .collect()
-    });
+    let r = RouteIn {
+        route: &**route,
+        key,
+        refused: &route.ready().refused,
+    };
+    attach_route(b, snapshot, gateways, controller, r);
 }
 
 /// What the route uses that sluice does not route yet, one error per field (reason

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use gateway_api::apis::experimental::httproutes::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFiltersType,
+    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFilters,
+    HttpRouteRulesBackendRefsFiltersType, HttpRouteRulesFilters,
     HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
     HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
@@ -17,12 +18,11 @@ use gateway_api::apis::experimental::httproutes::{
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
-    BuiltRule, ReadyRoute, RuleMatch, attach_route, backends_of, route_in, rule_action,
-    rule_header_edits, rule_mirrors,
+    BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
+    RuleIn, RuleMatch, add_edit, attach_route, mirror_share, some_edits,
 };
 use super::model::{
-    Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite, RouteAction,
-    UpstreamProtocol,
+    Cors, HeaderEdits, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite,
 };
 use crate::api::{Kind, ObjKey};
 use crate::store::{Prepare, Prepared, Snapshot};
@@ -38,6 +38,138 @@ impl Prepare for HttpRoute {
     }
 }
 
+impl GatewayRoute for HttpRoute {
+    const KIND: Kind = Kind::HttpRoute;
+
+    fn head(&self) -> RouteHead<'_> {
+        let parents = (self.spec.parent_refs.iter().flatten()).map(|p| ParentIn {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+            section_name: p.section_name.as_deref(),
+            port: p.port,
+        });
+        RouteHead {
+            generation: self.metadata.generation,
+            parents: parents.collect(),
+            hostnames: self.spec.hostnames.as_deref().unwrap_or(&[]),
+        }
+    }
+
+    fn services(&self) -> Vec<(Option<&str>, &str)> {
+        let rules = self.spec.rules.iter().flatten();
+        let backends = (rules.clone().flat_map(|r| r.backend_refs.iter().flatten()))
+            .map(|b| (b.namespace.as_deref(), b.name.as_str()));
+        let filters = rules.flat_map(|r| r.filters.iter().flatten());
+        let mirrors = (filters.filter_map(|f| f.request_mirror.as_ref())).map(|m| {
+            (
+                m.backend_ref.namespace.as_deref(),
+                m.backend_ref.name.as_str(),
+            )
+        });
+        backends.chain(mirrors).collect()
+    }
+
+    fn rules(&self) -> Vec<RuleIn<'_>> {
+        let rules = self.spec.rules.as_deref().unwrap_or(&[]);
+        rules.iter().map(rule_in).collect()
+    }
+}
+
+/// An HTTPRoute's rule in the shape of every route kind's.
+fn rule_in(rule: &HttpRouteRules) -> RuleIn<'_> {
+    let filters = rule.filters.as_deref().unwrap_or(&[]);
+    RuleIn {
+        matches: rule_matches(rule),
+        filters: RuleFilters {
+            edits: header_edits(filters),
+            redirect: rule_redirect(rule),
+            rewrite: rule_rewrite(rule),
+            cors: rule_cors(rule),
+            timeout: rule_timeout(rule),
+            retry: rule_retry(rule),
+        },
+        mirrors: rule_mirrors(filters),
+        backends: (rule.backend_refs.iter().flatten())
+            .map(|r| BackendIn {
+                group: r.group.as_deref(),
+                kind: r.kind.as_deref(),
+                namespace: r.namespace.as_deref(),
+                name: &r.name,
+                port: r.port,
+                weight: r.weight,
+                edits: backend_edits(r.filters.as_deref().unwrap_or(&[])),
+            })
+            .collect(),
+    }
+}
+
+/// The `RequestMirror` filters of a rule (each numbered among them).
+fn rule_mirrors(filters: &[HttpRouteRulesFilters]) -> Vec<MirrorIn<'_>> {
+    let mirrors = filters
+        .iter()
+        .filter(|f| f.r#type == HttpRouteRulesFiltersType::RequestMirror);
+    (mirrors.enumerate())
+        .filter_map(|(j, f)| {
+            let m = f.request_mirror.as_ref()?;
+            let r = &m.backend_ref;
+            Some(MirrorIn {
+                filter: j,
+                backend: BackendIn {
+                    group: r.group.as_deref(),
+                    kind: r.kind.as_deref(),
+                    namespace: r.namespace.as_deref(),
+                    name: &r.name,
+                    port: r.port,
+                    weight: None,
+                    edits: None,
+                },
+                per_million: mirror_share(
+                    m.percent,
+                    m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
+                ),
+            })
+        })
+        .collect()
+}
+
+/// The header changes of a rule's header modifier filters.
+fn header_edits(filters: &[HttpRouteRulesFilters]) -> Option<HeaderEdits> {
+    let mut edits = HeaderEdits::default();
+    for f in filters {
+        if let Some(m) = &f.request_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
+        }
+        if let Some(m) = &f.response_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
+        }
+    }
+    some_edits(edits)
+}
+
+/// The header changes of a backendRef's header modifier filters.
+fn backend_edits(filters: &[HttpRouteRulesBackendRefsFilters]) -> Option<HeaderEdits> {
+    let mut edits = HeaderEdits::default();
+    for f in filters {
+        if let Some(m) = &f.request_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
+        }
+        if let Some(m) = &f.response_header_modifier {
+            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
+            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
+            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
+        }
+    }
+    some_edits(edits)
+}
+
 /// One HTTPRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
 pub(super) fn http_route(
     b: &mut Builder<'_>,
@@ -47,54 +179,12 @@ pub(super) fn http_route(
     key: &ObjKey,
     route: &Prepared<HttpRoute>,
 ) {
-    let r = route_in!(Kind::HttpRoute, key, route);
-    let ns = &*key.namespace;
-    attach_route(b, gateways, controller, r, |b, resolved| {
-        let rules = route.spec.rules.as_deref().unwrap_or(&[]);
-        (rules.iter().enumerate())
-            .map(|(i, rule)| {
-                let (action, backend_edits, mirrors) = match rule_redirect(rule) {
-                    // A redirect answers itself: the rule's backends (and mirrors) take no
-                    // requests.
-                    Some(redirect) => (
-                        RouteAction::Redirect(Box::new(redirect)),
-                        Vec::new(),
-                        Vec::new(),
-                    ),
-                    None => {
-                        let refs = backends_of!(rule);
-                        let (action, backend_edits) = rule_action(
-                            b,
-                            snapshot,
-                            "HTTPRoute",
-                            ns,
-                            i,
-                            &refs,
-                            UpstreamProtocol::Http,
-                            resolved,
-                        );
-                        let filters = rule.filters.iter().flatten();
-                        let mirrors = filters
-                            .filter(|f| f.r#type == HttpRouteRulesFiltersType::RequestMirror);
-                        let from = ("HTTPRoute", ns);
-                        let mirrors = rule_mirrors!(b, snapshot, from, i, mirrors, resolved, Http);
-                        (action, backend_edits, mirrors)
-                    }
-                };
-                BuiltRule {
-                    matches: rule_matches(rule),
-                    action,
-                    timeout: rule_timeout(rule),
-                    retry: rule_retry(rule),
-                    edits: rule_header_edits!(rule.filters.iter().flatten()),
-                    rewrite: rule_rewrite(rule),
-                    mirrors,
-                    cors: rule_cors(rule),
-                    backend_edits,
-                }
-            })
-            .collect()
-    });
+    let r = RouteIn {
+        route: &**route,
+        key,
+        refused: &route.ready().refused,
+    };
+    attach_route(b, snapshot, gateways, controller, r);
 }
 
 /// What the route uses that sluice does not route yet, one error per field (reason

@@ -22,7 +22,7 @@ use hashbrown::HashMap;
 
 use super::{Link, Named, Names};
 use crate::api::{Kind, ObjKey, ObjectRef};
-use crate::dag::gwroute::listener_route_hosts;
+use crate::dag::gwroute::{GatewayRoute, listener_route_hosts};
 use crate::store::{Snapshot, same_objects};
 
 /// The Gateway API objects of a snapshot as one routing object of the link graph: a reference of
@@ -139,47 +139,23 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
         })
         .collect();
     let mut hosts = BTreeSet::new();
-    let mut add =
-        |key: &ObjKey,
-         hostnames: Option<&[String]>,
-         parents: &mut dyn Iterator<Item = (Option<&str>, Option<&str>, &str)>| {
-            let hostnames = hostnames.unwrap_or(&[]);
-            for (kind, namespace, name) in parents {
-                let parent = ObjKey::new(namespace.unwrap_or(&key.namespace), name);
-                let of_parent = match kind {
-                    Some("ListenerSet") => set_listeners.get(&parent),
-                    _ => listeners.get(&parent),
-                };
-                for l in of_parent.into_iter().flatten() {
-                    hosts.extend(listener_route_hosts(l.as_deref(), hostnames));
-                }
-            }
-        };
-    // HTTPRoutes and GRPCRoutes (their parent references are types of their own).
-    macro_rules! add_routes {
-        ($routes:expr) => {
-            for (key, r) in $routes {
-                let parents = r.spec.parent_refs.iter().flatten();
-                add(
-                    key,
-                    r.spec.hostnames.as_deref(),
-                    &mut parents
-                        .map(|p| (p.kind.as_deref(), p.namespace.as_deref(), p.name.as_str())),
-                );
-            }
-        };
-    }
-    add_routes!(&s.http_routes);
-    add_routes!(&s.grpc_routes);
-    // TLSRoutes' hostnames are SNI names, a list of their own type.
-    for (key, r) in &s.tls_routes {
-        let parents = r.spec.parent_refs.iter().flatten();
-        add(
-            key,
-            Some(&r.spec.hostnames),
-            &mut parents.map(|p| (p.kind.as_deref(), p.namespace.as_deref(), p.name.as_str())),
-        );
-    }
+    let listeners = (&listeners, &set_listeners);
+    route_hosts(
+        &mut hosts,
+        listeners,
+        s.http_routes.iter().map(|(k, r)| (k, &***r)),
+    );
+    route_hosts(
+        &mut hosts,
+        listeners,
+        s.grpc_routes.iter().map(|(k, r)| (k, &***r)),
+    );
+    // TCPRoutes are served on ports, not hosts.
+    route_hosts(
+        &mut hosts,
+        listeners,
+        s.tls_routes.iter().map(|(k, r)| (k, &**r)),
+    );
     Some(
         (hosts.into_iter())
             .map(|h| Link::Host(Arc::from(h)))
@@ -187,98 +163,86 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
     )
 }
 
+/// The listeners' hostnames (None: every host) of each Gateway and each ListenerSet naming one.
+type ListenerHosts<'a, 's> = (
+    &'a HashMap<&'s ObjKey, Vec<Option<String>>>,
+    &'a HashMap<&'s ObjKey, Vec<Option<String>>>,
+);
+
+/// Adds to `hosts` every host one of `routes` could be served on through the listeners of its
+/// parents (`listeners`: of Gateways, of ListenerSets).
+fn route_hosts<'s, R: GatewayRoute + 's>(
+    hosts: &mut BTreeSet<String>,
+    (gateways, sets): ListenerHosts<'_, '_>,
+    routes: impl Iterator<Item = (&'s ObjKey, &'s R)>,
+) {
+    for (key, route) in routes {
+        let head = route.head();
+        for p in &head.parents {
+            let parent = ObjKey::new(p.namespace.unwrap_or(&key.namespace), p.name);
+            let of_parent = match p.kind {
+                Some("ListenerSet") => sets.get(&parent),
+                _ => gateways.get(&parent),
+            };
+            for l in of_parent.into_iter().flatten() {
+                hosts.extend(listener_route_hosts(l.as_deref(), head.hostnames));
+            }
+        }
+    }
+}
+
 /// Whether a Gateway or route of the snapshot names one of `named` (Services and TLS Secrets by
 /// namespace): a backend, a mirror's backend, a listener's certificate.
 pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool {
     let hit = |ns: &str, n: Named<'_>| named.get(ns).is_some_and(|names| names.has(n));
+    gateways_name_any(s, &hit)
+        || routes_name_any(&hit, s.http_routes.iter().map(|(k, r)| (k, &***r)))
+        || routes_name_any(&hit, s.grpc_routes.iter().map(|(k, r)| (k, &***r)))
+        || routes_name_any(&hit, s.tcp_routes.iter().map(|(k, r)| (k, &**r)))
+        || routes_name_any(&hit, s.tls_routes.iter().map(|(k, r)| (k, &**r)))
+}
+
+/// Whether a Gateway or ListenerSet of the snapshot names a Secret `hit` takes: a listener's
+/// certificate, the client certificate presented to TLS backends.
+fn gateways_name_any(s: &Snapshot, hit: &dyn Fn(&str, Named<'_>) -> bool) -> bool {
+    let secret = |ns: &Option<String>, home: &ObjKey, name: &str| {
+        hit(
+            ns.as_deref().unwrap_or(&home.namespace),
+            Named::Secret(name),
+        )
+    };
     for (key, g) in &s.gateways {
         // The client certificate presented to TLS backends.
         let client =
             (g.spec.tls.as_ref()).and_then(|t| t.backend.as_ref()?.client_certificate_ref.as_ref());
-        if let Some(c) = client
-            && hit(
-                c.namespace.as_deref().unwrap_or(&key.namespace),
-                Named::Secret(&c.name),
-            )
-        {
+        if client.is_some_and(|c| secret(&c.namespace, key, &c.name)) {
             return true;
         }
-        let certs = (g.spec.listeners.iter())
+        let mut certs = (g.spec.listeners.iter())
             .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
             .flatten();
-        for c in certs {
-            if hit(
-                c.namespace.as_deref().unwrap_or(&key.namespace),
-                Named::Secret(&c.name),
-            ) {
-                return true;
-            }
+        if certs.any(|c| secret(&c.namespace, key, &c.name)) {
+            return true;
         }
     }
     // ListenerSets' listeners' certificates.
-    for (key, ls) in &s.listener_sets {
-        let certs = (ls.spec.listeners.iter())
+    s.listener_sets.iter().any(|(key, ls)| {
+        let mut certs = (ls.spec.listeners.iter())
             .filter_map(|l| l.tls.as_ref()?.certificate_refs.as_ref())
             .flatten();
-        for c in certs {
-            if hit(
-                c.namespace.as_deref().unwrap_or(&key.namespace),
-                Named::Secret(&c.name),
-            ) {
-                return true;
-            }
-        }
-    }
-    // HTTPRoutes' and GRPCRoutes' backends (the two kinds' rules are types of their own).
-    macro_rules! backends_hit {
-        ($routes:expr) => {
-            for (key, r) in $routes {
-                let rules = r.spec.rules.iter().flatten();
-                for b in rules.flat_map(|r| r.backend_refs.iter().flatten()) {
-                    let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
-                    if hit(ns, Named::Service(&b.name)) {
-                        return true;
-                    }
-                }
-            }
-        };
-    }
-    backends_hit!(&s.http_routes);
-    backends_hit!(&s.grpc_routes);
-    // TCPRoutes' and TLSRoutes' backends.
-    let tcp = (s.tcp_routes.iter()).flat_map(|(k, r)| {
-        let refs = r.spec.rules.iter().flat_map(|r| &r.backend_refs);
-        refs.map(move |b| (k, b.namespace.as_deref(), b.name.as_str()))
-    });
-    let tls = (s.tls_routes.iter()).flat_map(|(k, r)| {
-        let refs = r.spec.rules.iter().flat_map(|r| &r.backend_refs);
-        refs.map(move |b| (k, b.namespace.as_deref(), b.name.as_str()))
-    });
-    for (key, namespace, name) in tcp.chain(tls) {
-        let ns = namespace.unwrap_or(&key.namespace);
-        if hit(ns, Named::Service(name)) {
-            return true;
-        }
-    }
-    // HTTPRoutes' and GRPCRoutes' mirrors' backends.
-    macro_rules! mirrors_hit {
-        ($routes:expr) => {
-            for (key, r) in $routes {
-                let rules = r.spec.rules.iter().flatten();
-                let filters = rules.flat_map(|r| r.filters.iter().flatten());
-                for m in filters.filter_map(|f| f.request_mirror.as_ref()) {
-                    let b = &m.backend_ref;
-                    let ns = b.namespace.as_deref().unwrap_or(&key.namespace);
-                    if hit(ns, Named::Service(&b.name)) {
-                        return true;
-                    }
-                }
-            }
-        };
-    }
-    mirrors_hit!(&s.http_routes);
-    mirrors_hit!(&s.grpc_routes);
-    false
+        certs.any(|c| secret(&c.namespace, key, &c.name))
+    })
+}
+
+/// Whether one of `routes` names a Service `hit` takes: a backend, a mirror's backend.
+fn routes_name_any<'s, R: GatewayRoute + 's>(
+    hit: &dyn Fn(&str, Named<'_>) -> bool,
+    mut routes: impl Iterator<Item = (&'s ObjKey, &'s R)>,
+) -> bool {
+    routes.any(|(key, r)| {
+        (r.services().into_iter())
+            .any(|(ns, name)| hit(ns.unwrap_or(&key.namespace), Named::Service(name)))
+    })
 }
 
 /// A listener's hostname as the links compare it: lowercase, None for none or empty (every host).
