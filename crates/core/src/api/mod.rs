@@ -210,51 +210,6 @@ impl ObjKey {
     }
 }
 
-/// A namespace and a name, borrowed: a map keyed by [`ObjKey`] is searched with one
-/// (`&("ns", "name") as &dyn KeyParts`) without making a key. Ordered as [`ObjKey`] is:
-/// namespace, then name.
-pub trait KeyParts {
-    fn parts(&self) -> (&str, &str);
-}
-
-impl KeyParts for ObjKey {
-    fn parts(&self) -> (&str, &str) {
-        (&self.namespace, &self.name)
-    }
-}
-
-impl KeyParts for (&str, &str) {
-    fn parts(&self) -> (&str, &str) {
-        (self.0, self.1)
-    }
-}
-
-impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for ObjKey {
-    fn borrow(&self) -> &(dyn KeyParts + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn KeyParts + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for dyn KeyParts + '_ {}
-
-impl PartialOrd for dyn KeyParts + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for dyn KeyParts + '_ {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
 impl fmt::Display for ObjKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Written piece by piece: keys are formatted into many status messages, and `write!`

@@ -15,8 +15,8 @@
 //! port number from the entry alone, without reading the Service's or the slices' own memory
 //! (three or four cache misses a backend, in a build that resolves 10,000 of them).
 //!
-//! A persistent hash map, like the store's other maps: a snapshot's clone shares it, and a
-//! change copies the path to one entry.
+//! A persistent map, like the store's other maps: a snapshot's clone shares it, and a change
+//! copies the path to one entry.
 
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ use smallvec::SmallVec;
 
 use super::endpoints::{Endpoints, slice_endpoints};
 use super::{ServicePorts, SliceEndpoints};
-use crate::api::{KeyParts, ObjKey};
+use crate::api::ObjKey;
 use crate::pmap::OrdMap;
 
 /// One Service name of a namespace, as a build resolves it.
@@ -89,32 +89,93 @@ impl ServiceEntry {
 }
 
 /// Services and the EndpointSlices naming them, by namespace and Service name: a persistent map
-/// (a snapshot's clone shares it), searched with borrowed names ([`KeyParts`]).
+/// (a snapshot's clone shares it) keyed by a hash of the two names, so that a lookup compares
+/// numbers on its way down, not names; the entries of names whose hashes collide share a bucket.
 #[derive(Clone, Debug, Default)]
-pub struct ServiceIndex(OrdMap<ObjKey, ServiceEntry>);
+pub struct ServiceIndex {
+    buckets: OrdMap<u64, Bucket>,
+    len: usize,
+}
+
+type Bucket = SmallVec<[(ObjKey, ServiceEntry); 1]>;
+
+/// The hasher of a Service's names: one per process, randomly seeded (the index lives in memory
+/// only).
+static NAME_HASHER: std::sync::LazyLock<hashbrown::DefaultHashBuilder> =
+    std::sync::LazyLock::new(Default::default);
+
+fn hash_of(namespace: &str, name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    NAME_HASHER.hash_one((namespace, name))
+}
+
+fn is(key: &ObjKey, namespace: &str, name: &str) -> bool {
+    *key.namespace == *namespace && *key.name == *name
+}
 
 impl ServiceIndex {
     /// The entry of Service `name` in `namespace`, with its key.
     pub fn get(&self, namespace: &str, name: &str) -> Option<(&ObjKey, &ServiceEntry)> {
-        self.0.get_key_value(&(namespace, name) as &dyn KeyParts)
+        let bucket = self.buckets.get(&hash_of(namespace, name))?;
+        bucket
+            .iter()
+            .find(|(k, _)| is(k, namespace, name))
+            .map(|(k, e)| (k, e))
     }
 
     /// The number of Service names with a Service or an EndpointSlice.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len == 0
+    }
+
+    fn get_mut(&mut self, namespace: &str, name: &str) -> Option<&mut ServiceEntry> {
+        let hash = hash_of(namespace, name);
+        if !self
+            .buckets
+            .get(&hash)?
+            .iter()
+            .any(|(k, _)| is(k, namespace, name))
+        {
+            return None;
+        }
+        let bucket = self.buckets.get_mut(&hash)?;
+        let at = bucket.iter().position(|(k, _)| is(k, namespace, name))?;
+        Some(&mut bucket[at].1)
+    }
+
+    fn insert(&mut self, key: ObjKey, entry: ServiceEntry) {
+        let hash = hash_of(&key.namespace, &key.name);
+        match self.buckets.get_mut(&hash) {
+            Some(bucket) => bucket.push((key, entry)),
+            None => _ = self.buckets.insert(hash, smallvec::smallvec![(key, entry)]),
+        }
+        self.len += 1;
+    }
+
+    fn remove(&mut self, namespace: &str, name: &str) {
+        let hash = hash_of(namespace, name);
+        let Some(bucket) = self.buckets.get_mut(&hash) else {
+            return;
+        };
+        let before = bucket.len();
+        bucket.retain(|(k, _)| !is(k, namespace, name));
+        self.len -= before - bucket.len();
+        if bucket.is_empty() {
+            self.buckets.remove(&hash);
+        }
     }
 
     /// Sets (or, with None, clears) the Service of key `key`.
     pub(super) fn set_service(&mut self, key: &ObjKey, service: Option<Arc<ServicePorts>>) {
-        let name: &dyn KeyParts = key;
-        if let Some(entry) = self.0.get_mut(name) {
+        let (namespace, name) = (&*key.namespace, &*key.name);
+        if let Some(entry) = self.get_mut(namespace, name) {
             entry.service = service;
             if entry.is_empty() {
-                self.0.remove(name);
+                self.remove(namespace, name);
             } else {
                 entry.resolve();
             }
@@ -126,7 +187,7 @@ impl ServiceIndex {
                 ..ServiceEntry::default()
             };
             entry.resolve();
-            self.0.insert(key.clone(), entry);
+            self.insert(key.clone(), entry);
         }
     }
 
@@ -156,8 +217,6 @@ impl ServiceIndex {
         let Some(service) = slice.service.as_deref() else {
             return;
         };
-        let parts = (&*key.namespace, service);
-        let name: &dyn KeyParts = &parts;
         let put = |entry: &mut ServiceEntry| {
             let slices = &mut entry.slices;
             match slices.binary_search_by(|(n, _)| (**n).cmp(&*key.name)) {
@@ -166,14 +225,13 @@ impl ServiceIndex {
             }
             entry.resolve();
         };
-        if let Some(entry) = self.0.get_mut(name) {
+        if let Some(entry) = self.get_mut(&key.namespace, service) {
             put(entry);
             return;
         }
         let mut entry = ServiceEntry::default();
         put(&mut entry);
-        self.0
-            .insert(ObjKey::new(key.namespace.clone(), service), entry);
+        self.insert(ObjKey::new(key.namespace.clone(), service), entry);
     }
 
     /// Takes EndpointSlice `key`, as it was (`slice`), out of the entry of the Service it named.
@@ -181,16 +239,14 @@ impl ServiceIndex {
         let Some(service) = slice.service.as_deref() else {
             return;
         };
-        let parts = (&*key.namespace, service);
-        let name: &dyn KeyParts = &parts;
-        let Some(entry) = self.0.get_mut(name) else {
+        let Some(entry) = self.get_mut(&key.namespace, service) else {
             return;
         };
         if let Ok(at) = (entry.slices).binary_search_by(|(n, _)| (**n).cmp(&*key.name)) {
             entry.slices.remove(at);
         }
         if entry.is_empty() {
-            self.0.remove(name);
+            self.remove(&key.namespace, service);
         } else {
             entry.resolve();
         }
