@@ -6,18 +6,17 @@
 use std::collections::BTreeMap;
 
 use gateway_api::apis::standard::grpcroutes::{
-    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFilters,
-    GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFilters, GrpcRouteRulesFiltersType,
-    GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFilters,
+    GrpcRouteRulesFiltersType, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
 };
 
 use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
     BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
-    RuleIn, RuleMatch, add_edit, attach_route, mirror_share, some_edits,
+    RuleIn, RuleMatch, attach_route, filter_edits, mirror_share,
 };
-use super::model::{HeaderEdits, HeaderMatch, HeaderOp, PathMatch};
+use super::model::{HeaderMatch, HeaderOp, PathMatch};
 use crate::api::{Kind, ObjKey};
 use crate::store::{Prepare, Prepared, Snapshot};
 use crate::validate::FieldError;
@@ -77,7 +76,7 @@ fn rule_in(rule: &GrpcRouteRules) -> RuleIn<'_> {
     RuleIn {
         matches: rule_matches(rule),
         filters: RuleFilters {
-            edits: header_edits(filters),
+            edits: filter_edits(filters),
             ..RuleFilters::default()
         },
         mirrors: rule_mirrors(filters),
@@ -89,7 +88,7 @@ fn rule_in(rule: &GrpcRouteRules) -> RuleIn<'_> {
                 name: &r.name,
                 port: r.port,
                 weight: r.weight,
-                edits: backend_edits(r.filters.as_deref().unwrap_or(&[])),
+                edits: filter_edits(r.filters.as_deref().unwrap_or(&[])),
             })
             .collect(),
     }
@@ -122,42 +121,6 @@ fn rule_mirrors(filters: &[GrpcRouteRulesFilters]) -> Vec<MirrorIn<'_>> {
             })
         })
         .collect()
-}
-
-/// The header changes of a rule's header modifier filters.
-fn header_edits(filters: &[GrpcRouteRulesFilters]) -> Option<HeaderEdits> {
-    let mut edits = HeaderEdits::default();
-    for f in filters {
-        if let Some(m) = &f.request_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
-        }
-        if let Some(m) = &f.response_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
-        }
-    }
-    some_edits(edits)
-}
-
-/// The header changes of a backendRef's header modifier filters.
-fn backend_edits(filters: &[GrpcRouteRulesBackendRefsFilters]) -> Option<HeaderEdits> {
-    let mut edits = HeaderEdits::default();
-    for f in filters {
-        if let Some(m) = &f.request_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
-        }
-        if let Some(m) = &f.response_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
-        }
-    }
-    some_edits(edits)
 }
 
 /// One GRPCRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.

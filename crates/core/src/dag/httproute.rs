@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use gateway_api::apis::experimental::httproutes::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFilters,
-    HttpRouteRulesBackendRefsFiltersType, HttpRouteRulesFilters,
+    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFiltersType, HttpRouteRulesFilters,
     HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
     HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
@@ -19,10 +18,10 @@ use super::Builder;
 use super::gateway::{GatewayAcc, cond};
 use super::gwroute::{
     BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
-    RuleIn, RuleMatch, add_edit, attach_route, mirror_share, some_edits,
+    RuleIn, RuleMatch, attach_route, filter_edits, mirror_share,
 };
 use super::model::{
-    Cors, HeaderEdits, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite,
+    Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite,
 };
 use crate::api::{Kind, ObjKey};
 use crate::store::{Prepare, Prepared, Snapshot};
@@ -83,7 +82,7 @@ fn rule_in(rule: &HttpRouteRules) -> RuleIn<'_> {
     RuleIn {
         matches: rule_matches(rule),
         filters: RuleFilters {
-            edits: header_edits(filters),
+            edits: filter_edits(filters),
             redirect: rule_redirect(rule),
             rewrite: rule_rewrite(rule),
             cors: rule_cors(rule),
@@ -99,7 +98,7 @@ fn rule_in(rule: &HttpRouteRules) -> RuleIn<'_> {
                 name: &r.name,
                 port: r.port,
                 weight: r.weight,
-                edits: backend_edits(r.filters.as_deref().unwrap_or(&[])),
+                edits: filter_edits(r.filters.as_deref().unwrap_or(&[])),
             })
             .collect(),
     }
@@ -132,42 +131,6 @@ fn rule_mirrors(filters: &[HttpRouteRulesFilters]) -> Vec<MirrorIn<'_>> {
             })
         })
         .collect()
-}
-
-/// The header changes of a rule's header modifier filters.
-fn header_edits(filters: &[HttpRouteRulesFilters]) -> Option<HeaderEdits> {
-    let mut edits = HeaderEdits::default();
-    for f in filters {
-        if let Some(m) = &f.request_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
-        }
-        if let Some(m) = &f.response_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
-        }
-    }
-    some_edits(edits)
-}
-
-/// The header changes of a backendRef's header modifier filters.
-fn backend_edits(filters: &[HttpRouteRulesBackendRefsFilters]) -> Option<HeaderEdits> {
-    let mut edits = HeaderEdits::default();
-    for f in filters {
-        if let Some(m) = &f.request_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.request, set, add, m.remove.iter().flatten());
-        }
-        if let Some(m) = &f.response_header_modifier {
-            let set = m.set.iter().flatten().map(|h| (&h.name, &h.value));
-            let add = m.add.iter().flatten().map(|h| (&h.name, &h.value));
-            add_edit(&mut edits.response, set, add, m.remove.iter().flatten());
-        }
-    }
-    some_edits(edits)
 }
 
 /// One HTTPRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.

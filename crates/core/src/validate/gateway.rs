@@ -24,6 +24,7 @@ use crate::store::AnyObject;
 // The checks of route filters' fields, whichever route kind's filter type they are read from.
 #[path = "gateway_filters.rs"]
 mod filters;
+pub(crate) use filters::{HeaderModifier, RouteFilter};
 // What every route kind shares, and the one path of HTTPRoute's and GRPCRoute's checks.
 #[path = "gateway_routes.rs"]
 mod routes;

@@ -13,7 +13,7 @@ use crate::validate::common::{
 use crate::validate::{FieldError, Verdict};
 
 /// A route filter of any of the generated filter types, as the checks read it.
-pub(super) trait RouteFilter {
+pub(crate) trait RouteFilter {
     /// The filter's fields that can be wrong.
     fn fields(&self) -> FilterFields<'_>;
 }
@@ -21,9 +21,9 @@ pub(super) trait RouteFilter {
 /// The fields of a route filter that can be wrong. GRPCRoute filters have no redirect, rewrite
 /// or CORS policy (theirs stay None).
 #[derive(Default)]
-pub(super) struct FilterFields<'a> {
-    pub(super) request_headers: Option<HeaderModifier<'a>>,
-    pub(super) response_headers: Option<HeaderModifier<'a>>,
+pub(crate) struct FilterFields<'a> {
+    pub(crate) request_headers: Option<HeaderModifier<'a>>,
+    pub(crate) response_headers: Option<HeaderModifier<'a>>,
     pub(super) redirect: Option<RedirectFields<'a>>,
     pub(super) rewrite: Option<RewriteFields<'a>>,
     pub(super) cors: Option<CorsFields<'a>>,
@@ -33,10 +33,10 @@ pub(super) struct FilterFields<'a> {
 }
 
 /// A header modifier's lists: `set` and `add` as `(name, value)`, `remove` as names.
-pub(super) struct HeaderModifier<'a> {
-    pub(super) set: Vec<(&'a str, &'a str)>,
-    pub(super) add: Vec<(&'a str, &'a str)>,
-    pub(super) remove: Vec<&'a str>,
+pub(crate) struct HeaderModifier<'a> {
+    pub(crate) set: Vec<(&'a str, &'a str)>,
+    pub(crate) add: Vec<(&'a str, &'a str)>,
+    pub(crate) remove: Vec<&'a str>,
 }
 
 /// The `(name, value)` of each header of a modifier's `set` or `add` list (`name_value` reads

@@ -30,7 +30,7 @@ pub use hosts::listener_route_hosts;
 pub(super) use hosts::taken_by_narrower_listener;
 pub(super) use shape::{
     BackendIn, GatewayRoute, MirrorIn, ParentIn, RouteHead, RuleFilters, RuleIn, RuleMatch,
-    add_edit, mirror_share, some_edits,
+    filter_edits, mirror_share,
 };
 
 /// Why a route is refused for a filter on a backendRef other than the header modifiers.

@@ -10,6 +10,7 @@ use super::super::model::{
 };
 use crate::api::{Kind, ObjKey};
 use crate::validate::common::Timeout;
+use crate::validate::gateway::{HeaderModifier, RouteFilter};
 
 /// A route kind of the Gateway API as the build reads it: each of the four generated types
 /// lowers itself into the shared shape.
@@ -160,20 +161,28 @@ pub(in crate::dag) fn mirror_share(
     u32::try_from(share.clamp(0, ALL)).unwrap_or(0)
 }
 
-/// Adds one header modifier filter's `set`, `add` (as name and value) and `remove` to `edit`;
-/// names are lowercased. The lists are of a generated type of each route kind, so the kind's
-/// lowering passes them as pairs.
-pub(in crate::dag) fn add_edit<'a>(
-    edit: &mut HeaderEdit,
-    set: impl IntoIterator<Item = (&'a String, &'a String)>,
-    add: impl IntoIterator<Item = (&'a String, &'a String)>,
-    remove: impl IntoIterator<Item = &'a String>,
-) {
-    let pair = |(name, value): (&String, &String)| (name.to_ascii_lowercase(), value.clone());
-    edit.set.extend(set.into_iter().map(pair));
-    edit.add.extend(add.into_iter().map(pair));
-    edit.remove
-        .extend(remove.into_iter().map(|n| n.to_ascii_lowercase()));
+/// The header changes of header modifier filters: a rule's or a backendRef's, of an HTTPRoute or
+/// a GRPCRoute, read through the view validation reads them by ([`RouteFilter`]).
+pub(in crate::dag) fn filter_edits<F: RouteFilter>(filters: &[F]) -> Option<HeaderEdits> {
+    let mut edits = HeaderEdits::default();
+    for f in filters {
+        let fields = f.fields();
+        if let Some(m) = &fields.request_headers {
+            add_modifier(&mut edits.request, m);
+        }
+        if let Some(m) = &fields.response_headers {
+            add_modifier(&mut edits.response, m);
+        }
+    }
+    some_edits(edits)
+}
+
+/// One header modifier's changes, names in lower case.
+fn add_modifier(edit: &mut HeaderEdit, m: &HeaderModifier<'_>) {
+    let pair = |&(name, value): &(&str, &str)| (name.to_ascii_lowercase(), value.to_string());
+    edit.set.extend(m.set.iter().map(pair));
+    edit.add.extend(m.add.iter().map(pair));
+    (edit.remove).extend(m.remove.iter().map(|n| n.to_ascii_lowercase()));
 }
 
 /// `edits`, None when they change no header.
@@ -197,9 +206,13 @@ mod tests {
 
     #[test]
     fn edits_lowercase_names_and_keep_values() {
-        let (name, value, gone) = ("X-A".to_string(), "V".to_string(), "X-B".to_string());
+        let m = HeaderModifier {
+            set: vec![("X-A", "V")],
+            add: vec![],
+            remove: vec!["X-B"],
+        };
         let mut edits = HeaderEdits::default();
-        add_edit(&mut edits.request, [(&name, &value)], [], [&gone]);
+        add_modifier(&mut edits.request, &m);
         let edits = some_edits(edits).expect("edits");
         assert_eq!(
             edits.request.set,
