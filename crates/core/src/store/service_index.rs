@@ -133,16 +133,9 @@ impl ServiceIndex {
     }
 
     fn get_mut(&mut self, namespace: &str, name: &str) -> Option<&mut ServiceEntry> {
-        let hash = hash_of(namespace, name);
-        if !self
-            .buckets
-            .get(&hash)?
-            .iter()
-            .any(|(k, _)| is(k, namespace, name))
-        {
-            return None;
-        }
-        let bucket = self.buckets.get_mut(&hash)?;
+        // A missing hash copies no path (the map looks before it copies); a name missing from
+        // its hash's bucket (a collision) is rare enough that the copied path does not matter.
+        let bucket = self.buckets.get_mut(&hash_of(namespace, name))?;
         let at = bucket.iter().position(|(k, _)| is(k, namespace, name))?;
         Some(&mut bucket[at].1)
     }
