@@ -113,8 +113,8 @@ pub struct Snapshot {
     /// HTTPRoutes and GRPCRoutes with their single-object verdicts ([`Prepared`]).
     pub http_routes: Objects<Prepared<HTTPRoute>>,
     pub grpc_routes: Objects<Prepared<GRPCRoute>>,
-    pub tls_routes: Objects<TLSRoute>,
-    pub tcp_routes: Objects<TCPRoute>,
+    pub tls_routes: Objects<Prepared<TLSRoute>>,
+    pub tcp_routes: Objects<Prepared<TCPRoute>>,
     /// ListenerSets: listeners attached to a Gateway that allows them (`spec.allowedListeners`).
     pub listener_sets: Objects<ListenerSet>,
     pub reference_grants: Objects<ReferenceGrant>,
@@ -286,8 +286,8 @@ impl Snapshot {
             AnyObject::Gateway(o) => put(&mut self.gateways, key, o),
             AnyObject::HttpRoute(o) => put_prepared(&mut self.http_routes, key, o),
             AnyObject::GrpcRoute(o) => put_prepared(&mut self.grpc_routes, key, o),
-            AnyObject::TlsRoute(o) => put(&mut self.tls_routes, key, o),
-            AnyObject::TcpRoute(o) => put(&mut self.tcp_routes, key, o),
+            AnyObject::TlsRoute(o) => put_prepared(&mut self.tls_routes, key, o),
+            AnyObject::TcpRoute(o) => put_prepared(&mut self.tcp_routes, key, o),
             AnyObject::ListenerSet(o) => put(&mut self.listener_sets, key, o),
             AnyObject::ReferenceGrant(o) => put(&mut self.reference_grants, key, o),
             AnyObject::Namespace(o) => put(

@@ -7,6 +7,7 @@
 
 pub mod contour_v1;
 pub mod crds;
+pub mod gateway_route;
 pub mod heptio_v1beta1;
 pub mod route_v1alpha1;
 pub mod status;

@@ -29,6 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::Builder;
 use super::addresses::NoAddress;
 use super::frontend_tls::Frontend;
+use super::gwroute::{Connections, RouteIn, attach_route, connection_route};
 use super::model::{
     ClientValidation, EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus,
 };
@@ -383,26 +384,33 @@ fn attach_routes(
     gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
     controller: &str,
 ) {
+    let mut attach = |key, ready| {
+        let r = RouteIn { key, ready };
+        attach_route(b, snapshot, gateways, controller, r);
+    };
     for (key, route) in oldest_first(&snapshot.http_routes, |r| &r.metadata) {
-        super::httproute::http_route(b, snapshot, gateways, controller, key, route);
+        attach(key, route.ready());
     }
     for (key, route) in oldest_first(&snapshot.grpc_routes, |r| &r.metadata) {
-        super::grpcroute::grpc_route(b, snapshot, gateways, controller, key, route);
+        attach(key, route.ready());
     }
     for (key, route) in oldest_first(&snapshot.tcp_routes, |r| &r.metadata) {
-        super::tcproute::tcp_route(b, snapshot, gateways, controller, key, route);
+        let r = RouteIn {
+            key,
+            ready: route.ready(),
+        };
+        connection_route(b, snapshot, gateways, controller, r, Connections::Tcp);
     }
     let mut passthrough = BTreeMap::new();
     for (key, route) in oldest_first(&snapshot.tls_routes, |r| &r.metadata) {
-        super::tlsroute::tls_route(
-            b,
-            snapshot,
-            gateways,
-            controller,
+        let r = RouteIn {
             key,
-            route,
-            &mut passthrough,
-        );
+            ready: route.ready(),
+        };
+        let mode = Connections::Tls {
+            passthrough: &mut passthrough,
+        };
+        connection_route(b, snapshot, gateways, controller, r, mode);
     }
 }
 

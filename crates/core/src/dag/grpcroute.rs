@@ -3,141 +3,47 @@
 //! `/<service>/<method>`: a method match is an exact path, a service match a path prefix. The
 //! rules are written down in `docs/gateway-api.md`.
 
-use std::collections::BTreeMap;
-
 use gateway_api::apis::standard::grpcroutes::{
-    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFilters,
-    GrpcRouteRulesFiltersType, GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType,
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFiltersType,
+    GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType, GrpcRouteSpec,
 };
 
-use super::Builder;
-use super::gateway::{GatewayAcc, cond};
-use super::gwroute::{
-    BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
-    RuleIn, RuleMatch, attach_route, filter_edits, mirror_share,
-};
+use super::gateway::cond;
+
+use super::gwroute::{GatewayRoute, OwnRule, ReadyRoute, RuleMatch};
 use super::model::{HeaderMatch, HeaderOp, PathMatch};
 use crate::api::{Kind, ObjKey};
-use crate::store::{Prepare, Prepared, Snapshot};
+use crate::store::Prepare;
 use crate::validate::FieldError;
-use crate::validate::gateway::{grpc_path_regex, validate_grpc_route};
+use crate::validate::gateway::{grpc_path_regex, validate_grpc_route_with};
 
 impl Prepare for GrpcRoute {
     type Ready = ReadyRoute;
 
     fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
-        ReadyRoute::new(validate_grpc_route(route).errors, || unsupported(route))
+        let validate = |v, spec: &_| validate_grpc_route_with(v, route, spec);
+        ReadyRoute::new(route, validate, || unsupported(route))
     }
 }
 
 impl GatewayRoute for GrpcRoute {
     const KIND: Kind = Kind::GrpcRoute;
+    type Spec = GrpcRouteSpec;
 
-    fn head(&self) -> RouteHead<'_> {
-        let parents = (self.spec.parent_refs.iter().flatten()).map(|p| ParentIn {
-            group: p.group.as_deref(),
-            kind: p.kind.as_deref(),
-            namespace: p.namespace.as_deref(),
-            name: &p.name,
-            section_name: p.section_name.as_deref(),
-            port: p.port,
-        });
-        RouteHead {
-            generation: self.metadata.generation,
-            parents: parents.collect(),
-            hostnames: self.spec.hostnames.as_deref().unwrap_or(&[]),
-        }
+    fn spec(&self) -> &GrpcRouteSpec {
+        &self.spec
     }
 
-    fn services(&self) -> Vec<(Option<&str>, &str)> {
+    /// Each rule's matches (a GRPCRoute has no filters but header modifiers and mirrors).
+    fn own_rules(&self) -> Vec<OwnRule> {
         let rules = self.spec.rules.iter().flatten();
-        let backends = (rules.clone().flat_map(|r| r.backend_refs.iter().flatten()))
-            .map(|b| (b.namespace.as_deref(), b.name.as_str()));
-        let filters = rules.flat_map(|r| r.filters.iter().flatten());
-        let mirrors = (filters.filter_map(|f| f.request_mirror.as_ref())).map(|m| {
-            (
-                m.backend_ref.namespace.as_deref(),
-                m.backend_ref.name.as_str(),
-            )
-        });
-        backends.chain(mirrors).collect()
-    }
-
-    fn rules(&self) -> Vec<RuleIn<'_>> {
-        let rules = self.spec.rules.as_deref().unwrap_or(&[]);
-        rules.iter().map(rule_in).collect()
-    }
-}
-
-/// A GRPCRoute's rule in the shape of every route kind's: matches, header modifiers and
-/// mirrors (a GRPCRoute has no other filters), backends.
-fn rule_in(rule: &GrpcRouteRules) -> RuleIn<'_> {
-    let filters = rule.filters.as_deref().unwrap_or(&[]);
-    RuleIn {
-        matches: rule_matches(rule),
-        filters: RuleFilters {
-            edits: filter_edits(filters),
-            ..RuleFilters::default()
-        },
-        mirrors: rule_mirrors(filters),
-        backends: (rule.backend_refs.iter().flatten())
-            .map(|r| BackendIn {
-                group: r.group.as_deref(),
-                kind: r.kind.as_deref(),
-                namespace: r.namespace.as_deref(),
-                name: &r.name,
-                port: r.port,
-                weight: r.weight,
-                edits: filter_edits(r.filters.as_deref().unwrap_or(&[])),
+        rules
+            .map(|rule| OwnRule {
+                matches: rule_matches(rule),
+                ..OwnRule::default()
             })
-            .collect(),
+            .collect()
     }
-}
-
-/// The `RequestMirror` filters of a rule (each numbered among them).
-fn rule_mirrors(filters: &[GrpcRouteRulesFilters]) -> Vec<MirrorIn<'_>> {
-    let mirrors = filters
-        .iter()
-        .filter(|f| f.r#type == GrpcRouteRulesFiltersType::RequestMirror);
-    (mirrors.enumerate())
-        .filter_map(|(j, f)| {
-            let m = f.request_mirror.as_ref()?;
-            let r = &m.backend_ref;
-            Some(MirrorIn {
-                filter: j,
-                backend: BackendIn {
-                    group: r.group.as_deref(),
-                    kind: r.kind.as_deref(),
-                    namespace: r.namespace.as_deref(),
-                    name: &r.name,
-                    port: r.port,
-                    weight: None,
-                    edits: None,
-                },
-                per_million: mirror_share(
-                    m.percent,
-                    m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
-                ),
-            })
-        })
-        .collect()
-}
-
-/// One GRPCRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
-pub(super) fn grpc_route(
-    b: &mut Builder<'_>,
-    snapshot: &Snapshot,
-    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
-    controller: &str,
-    key: &ObjKey,
-    route: &Prepared<GrpcRoute>,
-) {
-    let r = RouteIn {
-        route: &**route,
-        key,
-        refused: &route.ready().refused,
-    };
-    attach_route(b, snapshot, gateways, controller, r);
 }
 
 /// What the route uses that sluice does not route yet, one error per field (reason

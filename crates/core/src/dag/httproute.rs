@@ -3,151 +3,63 @@
 //! header filters, rewrites, redirects, mirrors and CORS), attached to sluice's Gateways by
 //! [`super::gwroute`]. The rules are written down in `docs/gateway-api.md`.
 
-use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use gateway_api::apis::experimental::httproutes::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFiltersType, HttpRouteRulesFilters,
+    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFiltersType,
     HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
     HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesQueryParamsType,
+    HttpRouteRulesMatchesQueryParamsType, HttpRouteSpec,
 };
 
-use super::Builder;
-use super::gateway::{GatewayAcc, cond};
-use super::gwroute::{
-    BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
-    RuleIn, RuleMatch, attach_route, filter_edits, mirror_share,
-};
+use super::gateway::cond;
+
+use super::gwroute::{GatewayRoute, OwnRule, ReadyRoute, RuleFilters, RuleMatch};
 use super::model::{
     Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite,
 };
 use crate::api::{Kind, ObjKey};
-use crate::store::{Prepare, Prepared, Snapshot};
+use crate::store::Prepare;
 use crate::validate::FieldError;
 use crate::validate::common::Timeout;
-use crate::validate::gateway::validate_http_route;
+use crate::validate::gateway::validate_http_route_with;
 
 impl Prepare for HttpRoute {
     type Ready = ReadyRoute;
 
     fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
-        ReadyRoute::new(validate_http_route(route).errors, || unsupported(route))
+        let validate = |v, spec: &_| validate_http_route_with(v, route, spec);
+        ReadyRoute::new(route, validate, || unsupported(route))
     }
 }
 
 impl GatewayRoute for HttpRoute {
     const KIND: Kind = Kind::HttpRoute;
+    type Spec = HttpRouteSpec;
 
-    fn head(&self) -> RouteHead<'_> {
-        let parents = (self.spec.parent_refs.iter().flatten()).map(|p| ParentIn {
-            group: p.group.as_deref(),
-            kind: p.kind.as_deref(),
-            namespace: p.namespace.as_deref(),
-            name: &p.name,
-            section_name: p.section_name.as_deref(),
-            port: p.port,
-        });
-        RouteHead {
-            generation: self.metadata.generation,
-            parents: parents.collect(),
-            hostnames: self.spec.hostnames.as_deref().unwrap_or(&[]),
-        }
+    fn spec(&self) -> &HttpRouteSpec {
+        &self.spec
     }
 
-    fn services(&self) -> Vec<(Option<&str>, &str)> {
+    /// Each rule's matches, and what its redirect, rewrite, CORS policy, timeouts and retries do.
+    fn own_rules(&self) -> Vec<OwnRule> {
         let rules = self.spec.rules.iter().flatten();
-        let backends = (rules.clone().flat_map(|r| r.backend_refs.iter().flatten()))
-            .map(|b| (b.namespace.as_deref(), b.name.as_str()));
-        let filters = rules.flat_map(|r| r.filters.iter().flatten());
-        let mirrors = (filters.filter_map(|f| f.request_mirror.as_ref())).map(|m| {
-            (
-                m.backend_ref.namespace.as_deref(),
-                m.backend_ref.name.as_str(),
-            )
-        });
-        backends.chain(mirrors).collect()
-    }
-
-    fn rules(&self) -> Vec<RuleIn<'_>> {
-        let rules = self.spec.rules.as_deref().unwrap_or(&[]);
-        rules.iter().map(rule_in).collect()
-    }
-}
-
-/// An HTTPRoute's rule in the shape of every route kind's.
-fn rule_in(rule: &HttpRouteRules) -> RuleIn<'_> {
-    let filters = rule.filters.as_deref().unwrap_or(&[]);
-    RuleIn {
-        matches: rule_matches(rule),
-        filters: RuleFilters {
-            edits: filter_edits(filters),
-            redirect: rule_redirect(rule),
-            rewrite: rule_rewrite(rule),
-            cors: rule_cors(rule),
-            timeout: rule_timeout(rule),
-            retry: rule_retry(rule),
-        },
-        mirrors: rule_mirrors(filters),
-        backends: (rule.backend_refs.iter().flatten())
-            .map(|r| BackendIn {
-                group: r.group.as_deref(),
-                kind: r.kind.as_deref(),
-                namespace: r.namespace.as_deref(),
-                name: &r.name,
-                port: r.port,
-                weight: r.weight,
-                edits: filter_edits(r.filters.as_deref().unwrap_or(&[])),
-            })
-            .collect(),
-    }
-}
-
-/// The `RequestMirror` filters of a rule (each numbered among them).
-fn rule_mirrors(filters: &[HttpRouteRulesFilters]) -> Vec<MirrorIn<'_>> {
-    let mirrors = filters
-        .iter()
-        .filter(|f| f.r#type == HttpRouteRulesFiltersType::RequestMirror);
-    (mirrors.enumerate())
-        .filter_map(|(j, f)| {
-            let m = f.request_mirror.as_ref()?;
-            let r = &m.backend_ref;
-            Some(MirrorIn {
-                filter: j,
-                backend: BackendIn {
-                    group: r.group.as_deref(),
-                    kind: r.kind.as_deref(),
-                    namespace: r.namespace.as_deref(),
-                    name: &r.name,
-                    port: r.port,
-                    weight: None,
-                    edits: None,
+        rules
+            .map(|rule| OwnRule {
+                matches: rule_matches(rule),
+                filters: RuleFilters {
+                    redirect: rule_redirect(rule),
+                    rewrite: rule_rewrite(rule),
+                    cors: rule_cors(rule),
+                    timeout: rule_timeout(rule),
+                    retry: rule_retry(rule),
+                    ..RuleFilters::default()
                 },
-                per_million: mirror_share(
-                    m.percent,
-                    m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
-                ),
+                ..OwnRule::default()
             })
-        })
-        .collect()
-}
-
-/// One HTTPRoute: attaches it to the listeners of sluice's Gateways it names, and adds its rules.
-pub(super) fn http_route(
-    b: &mut Builder<'_>,
-    snapshot: &Snapshot,
-    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
-    controller: &str,
-    key: &ObjKey,
-    route: &Prepared<HttpRoute>,
-) {
-    let r = RouteIn {
-        route: &**route,
-        key,
-        refused: &route.ready().refused,
-    };
-    attach_route(b, snapshot, gateways, controller, r);
+            .collect()
+    }
 }
 
 /// What the route uses that sluice does not route yet, one error per field (reason

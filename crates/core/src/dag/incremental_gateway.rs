@@ -22,7 +22,7 @@ use hashbrown::HashMap;
 
 use super::{Link, Named, Names};
 use crate::api::{Kind, ObjKey, ObjectRef};
-use crate::dag::gwroute::{GatewayRoute, listener_route_hosts};
+use crate::dag::gwroute::{RouteShape, listener_route_hosts};
 use crate::store::{Snapshot, same_objects};
 
 /// The Gateway API objects of a snapshot as one routing object of the link graph: a reference of
@@ -143,18 +143,18 @@ pub(super) fn links(s: &Snapshot, controller: &str) -> Option<Vec<Link>> {
     route_hosts(
         &mut hosts,
         listeners,
-        s.http_routes.iter().map(|(k, r)| (k, &***r)),
+        s.http_routes.iter().map(|(k, r)| (k, &r.ready().shape)),
     );
     route_hosts(
         &mut hosts,
         listeners,
-        s.grpc_routes.iter().map(|(k, r)| (k, &***r)),
+        s.grpc_routes.iter().map(|(k, r)| (k, &r.ready().shape)),
     );
     // TCPRoutes are served on ports, not hosts.
     route_hosts(
         &mut hosts,
         listeners,
-        s.tls_routes.iter().map(|(k, r)| (k, &**r)),
+        s.tls_routes.iter().map(|(k, r)| (k, &r.ready().shape)),
     );
     Some(
         (hosts.into_iter())
@@ -171,10 +171,10 @@ type ListenerHosts<'a, 's> = (
 
 /// Adds to `hosts` every host one of `routes` could be served on through the listeners of its
 /// parents (`listeners`: of Gateways, of ListenerSets).
-fn route_hosts<'s, R: GatewayRoute + 's>(
+fn route_hosts<'s>(
     hosts: &mut BTreeSet<String>,
     (gateways, sets): ListenerHosts<'_, '_>,
-    routes: impl Iterator<Item = (&'s ObjKey, &'s R)>,
+    routes: impl Iterator<Item = (&'s ObjKey, &'s RouteShape)>,
 ) {
     for (key, route) in routes {
         let head = route.head();
@@ -196,10 +196,22 @@ fn route_hosts<'s, R: GatewayRoute + 's>(
 pub(super) fn names_any(s: &Snapshot, named: &BTreeMap<Arc<str>, Names>) -> bool {
     let hit = |ns: &str, n: Named<'_>| named.get(ns).is_some_and(|names| names.has(n));
     gateways_name_any(s, &hit)
-        || routes_name_any(&hit, s.http_routes.iter().map(|(k, r)| (k, &***r)))
-        || routes_name_any(&hit, s.grpc_routes.iter().map(|(k, r)| (k, &***r)))
-        || routes_name_any(&hit, s.tcp_routes.iter().map(|(k, r)| (k, &**r)))
-        || routes_name_any(&hit, s.tls_routes.iter().map(|(k, r)| (k, &**r)))
+        || routes_name_any(
+            &hit,
+            s.http_routes.iter().map(|(k, r)| (k, &r.ready().shape)),
+        )
+        || routes_name_any(
+            &hit,
+            s.grpc_routes.iter().map(|(k, r)| (k, &r.ready().shape)),
+        )
+        || routes_name_any(
+            &hit,
+            s.tcp_routes.iter().map(|(k, r)| (k, &r.ready().shape)),
+        )
+        || routes_name_any(
+            &hit,
+            s.tls_routes.iter().map(|(k, r)| (k, &r.ready().shape)),
+        )
 }
 
 /// Whether a Gateway or ListenerSet of the snapshot names a Secret `hit` takes: a listener's
@@ -235,9 +247,9 @@ fn gateways_name_any(s: &Snapshot, hit: &dyn Fn(&str, Named<'_>) -> bool) -> boo
 }
 
 /// Whether one of `routes` names a Service `hit` takes: a backend, a mirror's backend.
-fn routes_name_any<'s, R: GatewayRoute + 's>(
+fn routes_name_any<'s>(
     hit: &dyn Fn(&str, Named<'_>) -> bool,
-    mut routes: impl Iterator<Item = (&'s ObjKey, &'s R)>,
+    mut routes: impl Iterator<Item = (&'s ObjKey, &'s RouteShape)>,
 ) -> bool {
     routes.any(|(key, r)| {
         (r.services().into_iter())

@@ -5,20 +5,13 @@
 //! [`super::gwroute`], which TLSRoutes share. The rules are written down in
 //! `docs/gateway-api.md`.
 
-use std::collections::BTreeMap;
+use gateway_api::apis::experimental::tcproutes::{TcpRoute, TcpRouteSpec};
 
-use gateway_api::apis::experimental::tcproutes::{TcpRoute, TcpRouteRules};
-
-use super::Builder;
-use super::gateway::GatewayAcc;
-use super::gwroute::{
-    BackendIn, Connections, GatewayRoute, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleIn,
-    connection_route, one_rule,
-};
+use super::gwroute::{GatewayRoute, ReadyRoute, one_rule};
 use crate::api::{Kind, ObjKey};
-use crate::store::Snapshot;
+use crate::store::Prepare;
 use crate::validate::FieldError;
-use crate::validate::gateway::validate_tcp_route;
+use crate::validate::gateway::validate_tcp_route_with;
 
 /// What the route uses that sluice does not route, one error per field (reason
 /// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
@@ -26,66 +19,20 @@ pub fn unsupported(route: &TcpRoute) -> Vec<FieldError> {
     one_rule(Kind::TcpRoute, route.spec.rules.len())
 }
 
+impl Prepare for TcpRoute {
+    type Ready = ReadyRoute;
+
+    fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
+        ReadyRoute::new(route, validate_tcp_route_with, || unsupported(route))
+    }
+}
+
+/// A TCPRoute's rules have backends alone: the shared shape is all of it.
 impl GatewayRoute for TcpRoute {
     const KIND: Kind = Kind::TcpRoute;
+    type Spec = TcpRouteSpec;
 
-    fn head(&self) -> RouteHead<'_> {
-        let parents = (self.spec.parent_refs.iter().flatten()).map(|p| ParentIn {
-            group: p.group.as_deref(),
-            kind: p.kind.as_deref(),
-            namespace: p.namespace.as_deref(),
-            name: &p.name,
-            section_name: p.section_name.as_deref(),
-            port: p.port,
-        });
-        RouteHead {
-            generation: self.metadata.generation,
-            parents: parents.collect(),
-            hostnames: &[],
-        }
+    fn spec(&self) -> &TcpRouteSpec {
+        &self.spec
     }
-
-    fn services(&self) -> Vec<(Option<&str>, &str)> {
-        let refs = self.spec.rules.iter().flat_map(|r| &r.backend_refs);
-        refs.map(|b| (b.namespace.as_deref(), b.name.as_str()))
-            .collect()
-    }
-
-    fn rules(&self) -> Vec<RuleIn<'_>> {
-        self.spec.rules.iter().map(rule_in).collect()
-    }
-}
-
-/// A rule in the shape of every route kind's: its backends.
-fn rule_in(rule: &TcpRouteRules) -> RuleIn<'_> {
-    let backends = (rule.backend_refs.iter()).map(|r| BackendIn {
-        group: r.group.as_deref(),
-        kind: r.kind.as_deref(),
-        namespace: r.namespace.as_deref(),
-        name: &r.name,
-        port: r.port,
-        weight: r.weight,
-        edits: None,
-    });
-    RuleIn::connections(backends.collect())
-}
-
-/// One TCPRoute: attaches it to the free TCP listeners of sluice's Gateways it names (a listener
-/// another route took first is not free), forwards their ports to its backends, and records its
-/// status. Routes come oldest first, so the oldest keeps a listener two routes name.
-pub(super) fn tcp_route(
-    b: &mut Builder<'_>,
-    snapshot: &Snapshot,
-    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
-    controller: &str,
-    key: &ObjKey,
-    route: &TcpRoute,
-) {
-    let ready = ReadyRoute::new(validate_tcp_route(route).errors, || unsupported(route));
-    let r = RouteIn {
-        route,
-        key,
-        refused: &ready.refused,
-    };
-    connection_route(b, snapshot, gateways, controller, r, Connections::Tcp);
 }

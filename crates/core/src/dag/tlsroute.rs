@@ -6,21 +6,13 @@
 //! stream inside (mode `Terminate`): the connection-route path of [`super::gwroute`], which
 //! TCPRoutes share. The rules are written down in `docs/gateway-api.md`.
 
-use std::collections::BTreeMap;
+use gateway_api::apis::standard::tlsroutes::{TlsRoute, TlsRouteSpec};
 
-use gateway_api::apis::standard::tlsroutes::{TlsRoute, TlsRouteRules};
-
-use super::Builder;
-use super::gateway::GatewayAcc;
-use super::gwroute::{
-    BackendIn, Connections, GatewayRoute, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleIn,
-    connection_route, one_rule,
-};
-use super::model::EntryKey;
-use crate::api::{Kind, ObjKey, ObjectRef};
-use crate::store::Snapshot;
+use super::gwroute::{GatewayRoute, ReadyRoute, one_rule};
+use crate::api::{Kind, ObjKey};
+use crate::store::Prepare;
 use crate::validate::FieldError;
-use crate::validate::gateway::validate_tls_route;
+use crate::validate::gateway::validate_tls_route_with;
 
 /// What the route uses that sluice does not route, one error per field (reason
 /// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
@@ -28,71 +20,20 @@ pub fn unsupported(route: &TlsRoute) -> Vec<FieldError> {
     one_rule(Kind::TlsRoute, route.spec.rules.len())
 }
 
+impl Prepare for TlsRoute {
+    type Ready = ReadyRoute;
+
+    fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
+        ReadyRoute::new(route, validate_tls_route_with, || unsupported(route))
+    }
+}
+
+/// A TLSRoute's rules have backends alone: the shared shape is all of it.
 impl GatewayRoute for TlsRoute {
     const KIND: Kind = Kind::TlsRoute;
+    type Spec = TlsRouteSpec;
 
-    fn head(&self) -> RouteHead<'_> {
-        let parents = (self.spec.parent_refs.iter().flatten()).map(|p| ParentIn {
-            group: p.group.as_deref(),
-            kind: p.kind.as_deref(),
-            namespace: p.namespace.as_deref(),
-            name: &p.name,
-            section_name: p.section_name.as_deref(),
-            port: p.port,
-        });
-        RouteHead {
-            generation: self.metadata.generation,
-            parents: parents.collect(),
-            // SNI names.
-            hostnames: &self.spec.hostnames,
-        }
+    fn spec(&self) -> &TlsRouteSpec {
+        &self.spec
     }
-
-    fn services(&self) -> Vec<(Option<&str>, &str)> {
-        let refs = self.spec.rules.iter().flat_map(|r| &r.backend_refs);
-        refs.map(|b| (b.namespace.as_deref(), b.name.as_str()))
-            .collect()
-    }
-
-    fn rules(&self) -> Vec<RuleIn<'_>> {
-        self.spec.rules.iter().map(rule_in).collect()
-    }
-}
-
-/// A rule in the shape of every route kind's: its backends.
-fn rule_in(rule: &TlsRouteRules) -> RuleIn<'_> {
-    let backends = (rule.backend_refs.iter()).map(|r| BackendIn {
-        group: r.group.as_deref(),
-        kind: r.kind.as_deref(),
-        namespace: r.namespace.as_deref(),
-        name: &r.name,
-        port: r.port,
-        weight: r.weight,
-        edits: None,
-    });
-    RuleIn::connections(backends.collect())
-}
-
-/// One TLSRoute: attaches it to the TLS listeners of sluice's Gateways it names, and passes the
-/// connections for each hostname where its hostnames and a listener's meet through to its
-/// backends, unless the host is another object's: owned by an IngressRoute or Route, served with
-/// TLS terminated (an HTTPS listener, an Ingress), or passed through for an older TLSRoute
-/// (`passthrough`: each host's route so far; routes come oldest first).
-pub(super) fn tls_route(
-    b: &mut Builder<'_>,
-    snapshot: &Snapshot,
-    gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
-    controller: &str,
-    key: &ObjKey,
-    route: &TlsRoute,
-    passthrough: &mut BTreeMap<(Option<EntryKey>, String), ObjectRef>,
-) {
-    let ready = ReadyRoute::new(validate_tls_route(route).errors, || unsupported(route));
-    let r = RouteIn {
-        route,
-        key,
-        refused: &ready.refused,
-    };
-    let mode = Connections::Tls { passthrough };
-    connection_route(b, snapshot, gateways, controller, r, mode);
 }

@@ -21,22 +21,24 @@ use super::label_selector::listener_selector;
 use super::{FieldError, Verdict, quote};
 use crate::store::AnyObject;
 
-// The checks of route filters' fields, whichever route kind's filter type they are read from.
+// The checks of route filters' fields, of every route kind.
 #[path = "gateway_filters.rs"]
 mod filters;
-pub(crate) use filters::{HeaderModifier, RouteFilter};
 // What every route kind shares, and the one path of HTTPRoute's and GRPCRoute's checks.
 #[path = "gateway_routes.rs"]
 mod routes;
-pub use routes::{validate_tcp_route, validate_tls_route};
+pub use routes::{
+    read_spec, validate_tcp_route, validate_tcp_route_with, validate_tls_route,
+    validate_tls_route_with,
+};
 // HTTPRoute's matches, redirects, rewrites, CORS policies, timeouts and retries.
 #[path = "gateway_http.rs"]
 mod http;
-pub use http::validate_http_route;
+pub use http::{validate_http_route, validate_http_route_with};
 // GRPCRoute's method matches.
 #[path = "gateway_grpc.rs"]
 mod grpc;
-pub use grpc::{grpc_path_regex, validate_grpc_route};
+pub use grpc::{grpc_path_regex, validate_grpc_route, validate_grpc_route_with};
 
 /// Runs the rules of a Gateway API object; other kinds get an empty verdict.
 pub fn validate_gateway_object(o: &AnyObject) -> Verdict {

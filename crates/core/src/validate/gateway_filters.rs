@@ -1,120 +1,53 @@
 //! Checks of route filters' fields: header modifiers and mirrors (HTTPRoute and GRPCRoute), CORS
-//! policies, redirects and rewrites (HTTPRoute). The Gateway API generates a type of its own for
-//! each filter list (a rule's and a backendRef's, of each route kind): each reads as one
-//! [`FilterFields`] ([`RouteFilter`]), which one function checks.
+//! policies, redirects and rewrites (HTTPRoute). Filters of every route kind, a rule's and a
+//! backendRef's, are read as the one [`Filter`] type of [`crate::api::gateway_route`].
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use super::{push, validate_port};
+use crate::api::gateway_route::{self as shared, Filter};
 use crate::validate::common::{
     is_http_token, validate_header_name, validate_header_value, validate_hostname, validate_path,
 };
 use crate::validate::{FieldError, Verdict};
 
-/// A route filter of any of the generated filter types, as the checks read it.
-pub(crate) trait RouteFilter {
-    /// The filter's fields that can be wrong.
-    fn fields(&self) -> FilterFields<'_>;
-}
-
-/// The fields of a route filter that can be wrong. GRPCRoute filters have no redirect, rewrite
-/// or CORS policy (theirs stay None).
-#[derive(Default)]
-pub(crate) struct FilterFields<'a> {
-    pub(crate) request_headers: Option<HeaderModifier<'a>>,
-    pub(crate) response_headers: Option<HeaderModifier<'a>>,
-    pub(super) redirect: Option<RedirectFields<'a>>,
-    pub(super) rewrite: Option<RewriteFields<'a>>,
-    pub(super) cors: Option<CorsFields<'a>>,
-    pub(super) mirror: Option<MirrorFields>,
-    /// A `CORS` filter without its policy (a rule's filters are checked for it).
-    pub(super) cors_missing: bool,
-}
-
-/// A header modifier's lists: `set` and `add` as `(name, value)`, `remove` as names.
-pub(crate) struct HeaderModifier<'a> {
-    pub(crate) set: Vec<(&'a str, &'a str)>,
-    pub(crate) add: Vec<(&'a str, &'a str)>,
-    pub(crate) remove: Vec<&'a str>,
-}
-
-/// The `(name, value)` of each header of a modifier's `set` or `add` list (`name_value` reads
-/// one entry of the list's generated type).
-pub(super) fn headers<'a, H>(
-    list: &'a Option<Vec<H>>,
-    name_value: impl Fn(&'a H) -> (&'a str, &'a str),
-) -> Vec<(&'a str, &'a str)> {
-    list.iter().flatten().map(name_value).collect()
-}
-
-/// The names of a modifier's `remove` list.
-pub(super) fn names(list: &Option<Vec<String>>) -> Vec<&str> {
-    list.iter().flatten().map(String::as_str).collect()
-}
-
-/// A `RequestRedirect` filter's fields.
-pub(super) struct RedirectFields<'a> {
-    pub(super) hostname: Option<&'a str>,
-    pub(super) path: Option<ReplacementPath<'a>>,
-    pub(super) port: Option<i32>,
-    pub(super) status_code: Option<i64>,
-}
-
-/// A `URLRewrite` filter's fields.
-pub(super) struct RewriteFields<'a> {
-    pub(super) hostname: Option<&'a str>,
-    pub(super) path: Option<ReplacementPath<'a>>,
-}
-
-/// The path of a redirect or a rewrite: `replaceFullPath`, `replacePrefixMatch`.
-pub(super) struct ReplacementPath<'a> {
-    pub(super) full: Option<&'a str>,
-    pub(super) prefix: Option<&'a str>,
-}
-
-/// A `RequestMirror` filter's fields: its backendRef's port, `percent`, and `fraction` as
-/// `(numerator, denominator)`.
-pub(super) struct MirrorFields {
-    pub(super) port: Option<i32>,
-    pub(super) percent: Option<i32>,
-    pub(super) fraction: Option<(i32, Option<i32>)>,
-}
-
-/// Checks one filter, `path` naming it.
-pub(super) fn validate_filter(v: &mut Verdict, path: &str, f: &FilterFields<'_>) {
-    if let Some(m) = &f.request_headers {
+/// Checks one filter, `path` naming it; `of_rule`: a rule's (not a backendRef's), whose `CORS`
+/// filter must carry its policy.
+pub(super) fn validate_filter(v: &mut Verdict, path: &str, f: &Filter, of_rule: bool) {
+    if let Some(m) = &f.request_header_modifier {
         validate_header_modifier(v, &format!("{path}.requestHeaderModifier"), m);
     }
-    if let Some(m) = &f.response_headers {
+    if let Some(m) = &f.response_header_modifier {
         validate_header_modifier(v, &format!("{path}.responseHeaderModifier"), m);
     }
-    if let Some(r) = &f.redirect {
+    if let Some(r) = &f.request_redirect {
         validate_redirect(v, &format!("{path}.requestRedirect"), r);
     }
-    if let Some(r) = &f.rewrite {
+    if let Some(r) = &f.url_rewrite {
         let at = format!("{path}.urlRewrite");
-        if let Some(h) = r.hostname {
+        if let Some(h) = &r.hostname {
             push(
                 v,
                 validate_hostname(format_args!("{at}.hostname"), h, false),
             );
         }
         if let Some(p) = &r.path {
-            validate_replacement_path(v, &format!("{at}.path"), p.full, p.prefix);
+            validate_replacement_path(v, &format!("{at}.path"), p);
         }
     }
     if let Some(c) = &f.cors {
         validate_cors(v, &format!("{path}.cors"), c);
     }
-    if let Some(m) = &f.mirror {
+    if let Some(m) = &f.request_mirror {
         let at = format!("{path}.requestMirror");
-        if let Some(port) = m.port {
+        if let Some(port) = m.backend_ref.port {
             validate_port(v, &format!("{at}.backendRef.port"), port);
         }
-        validate_mirror_share(v, &at, m.percent, m.fraction);
+        let fraction = m.fraction.as_ref().map(|f| (f.numerator, f.denominator));
+        validate_mirror_share(v, &at, m.percent, fraction);
     }
-    if f.cors_missing {
+    if of_rule && f.type_ == shared::CORS && f.cors.is_none() {
         v.error(FieldError::spec(
             format!("{path}.cors"),
             "is required for a CORS filter: set allowOrigins and the other fields of the policy",
@@ -123,15 +56,15 @@ pub(super) fn validate_filter(v: &mut Verdict, path: &str, f: &FilterFields<'_>)
 }
 
 /// A redirect (`at` naming it): its hostname, path, port and status code.
-fn validate_redirect(v: &mut Verdict, at: &str, r: &RedirectFields<'_>) {
-    if let Some(h) = r.hostname {
+fn validate_redirect(v: &mut Verdict, at: &str, r: &shared::Redirect) {
+    if let Some(h) = &r.hostname {
         push(
             v,
             validate_hostname(format_args!("{at}.hostname"), h, false),
         );
     }
     if let Some(p) = &r.path {
-        validate_replacement_path(v, &format!("{at}.path"), p.full, p.prefix);
+        validate_replacement_path(v, &format!("{at}.path"), p);
     }
     if let Some(port) = r.port {
         validate_port(v, &format!("{at}.port"), port);
@@ -148,10 +81,10 @@ fn validate_redirect(v: &mut Verdict, at: &str, r: &RedirectFields<'_>) {
 
 /// A header modifier: names are header names, values carry no control characters, and no header
 /// is set (or added, or removed) twice under names that differ only in case.
-fn validate_header_modifier(v: &mut Verdict, path: &str, m: &HeaderModifier<'_>) {
+fn validate_header_modifier(v: &mut Verdict, path: &str, m: &shared::HeaderModifier) {
     for (list, entries) in [("set", &m.set), ("add", &m.add)] {
         let mut seen: HashMap<String, usize> = HashMap::new();
-        for (k, (name, value)) in entries.iter().enumerate() {
+        for (k, shared::Header { name, value }) in entries.iter().enumerate() {
             let at = format!("{path}.{list}[{k}]");
             push(v, validate_header_name(&format!("{at}.name"), name));
             push(v, validate_header_value(&format!("{at}.value"), value));
@@ -194,21 +127,11 @@ fn first_of(seen: &mut HashMap<String, usize>, name: &str, k: usize) -> Option<u
     }
 }
 
-/// The fields of a `CORS` filter that can be wrong (a rule's and a backendRef's filters are
-/// types of their own).
-pub(super) struct CorsFields<'a> {
-    pub(super) allow_origins: &'a [String],
-    pub(super) allow_methods: &'a [String],
-    pub(super) allow_headers: &'a [String],
-    pub(super) expose_headers: &'a [String],
-    pub(super) max_age: Option<i32>,
-}
-
 /// A `CORS` filter: origins as `*` or `<scheme>://<host>[:<port>]` (scheme `http` or `https`, a
 /// host that may start with `*`), methods and header names as HTTP tokens or `*`, and a
 /// `maxAge` of at least a second. Envoy gets the lists joined with commas, so a comma in a value
 /// would split it: tokens have none.
-fn validate_cors(v: &mut Verdict, at: &str, c: &CorsFields<'_>) {
+fn validate_cors(v: &mut Verdict, at: &str, c: &shared::Cors) {
     for (i, origin) in c.allow_origins.iter().enumerate() {
         if let Err(problem) = check_origin(origin) {
             v.error(FieldError::invalid(
@@ -230,8 +153,8 @@ fn validate_cors(v: &mut Verdict, at: &str, c: &CorsFields<'_>) {
         }
     }
     for (field, names) in [
-        ("allowHeaders", c.allow_headers),
-        ("exposeHeaders", c.expose_headers),
+        ("allowHeaders", &c.allow_headers),
+        ("exposeHeaders", &c.expose_headers),
     ] {
         for (i, h) in names.iter().enumerate() {
             push(v, validate_header_name(&format!("{at}.{field}[{i}]"), h));
@@ -317,19 +240,14 @@ fn validate_mirror_share(
 }
 
 /// A redirect's or a rewrite's path: `replaceFullPath` and `replacePrefixMatch` are paths.
-fn validate_replacement_path(
-    v: &mut Verdict,
-    path: &str,
-    full: Option<&str>,
-    prefix: Option<&str>,
-) {
-    if let Some(p) = full {
+fn validate_replacement_path(v: &mut Verdict, path: &str, p: &shared::ReplacementPath) {
+    if let Some(p) = &p.replace_full_path {
         push(
             v,
             validate_path(format_args!("{path}.replaceFullPath"), p, true),
         );
     }
-    if let Some(p) = prefix {
+    if let Some(p) = &p.replace_prefix_match {
         push(
             v,
             validate_path(format_args!("{path}.replacePrefixMatch"), p, true),

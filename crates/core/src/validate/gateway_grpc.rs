@@ -3,15 +3,12 @@
 //! shares with HTTPRoute ([`super::routes::validate_route`]).
 
 use gateway_api::apis::standard::grpcroutes::{
-    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefs, GrpcRouteRulesBackendRefsFilters,
-    GrpcRouteRulesFilters, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType,
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesMatches, GrpcRouteRulesMatchesHeadersType,
     GrpcRouteRulesMatchesMethod, GrpcRouteRulesMatchesMethodType,
 };
 
-use super::filters::{FilterFields, HeaderModifier, MirrorFields, RouteFilter, headers, names};
-use super::routes::{
-    Backend, BackendTarget, FilteredBackend, RouteRule, validate_header_match, validate_route,
-};
+use super::routes::{KindChecks, read_spec, validate_header_match, validate_route};
+use crate::api::gateway_route::RouteSpec;
 use crate::validate::common::check_regex;
 use crate::validate::{FieldError, Verdict};
 
@@ -42,53 +39,26 @@ fn is_grpc_method(s: &str) -> bool {
 
 /// Host names, method and header matches (RE2 regexes), filters and backends of a GRPCRoute.
 pub fn validate_grpc_route(r: &GrpcRoute) -> Verdict {
-    let spec = &r.spec;
-    validate_route(
-        spec.hostnames.as_deref().unwrap_or_default(),
-        (spec.parent_refs.iter().flatten()).map(|p| (p.port, p.section_name.as_deref())),
-        spec.rules.as_deref().unwrap_or_default(),
-    )
+    let mut v = Verdict::default();
+    let spec = read_spec(&mut v, &r.spec);
+    validate_grpc_route_with(v, r, &spec)
 }
 
-impl RouteRule for GrpcRouteRules {
-    type Filter = GrpcRouteRulesFilters;
-    type Backend = GrpcRouteRulesBackendRefs;
+/// [`validate_grpc_route`] of the route's shared fields read already (`v` holds what reading
+/// them found).
+pub fn validate_grpc_route_with(v: Verdict, r: &GrpcRoute, spec: &RouteSpec) -> Verdict {
+    validate_route(v, spec, &Rules(r.spec.rules.as_deref().unwrap_or_default()))
+}
 
-    fn name(&self) -> Option<&String> {
-        self.name.as_ref()
-    }
+/// A GRPCRoute's rules, for the checks of their method matches.
+struct Rules<'a>(&'a [GrpcRouteRules]);
 
-    fn filters(&self) -> &[GrpcRouteRulesFilters] {
-        self.filters.as_deref().unwrap_or_default()
-    }
-
-    fn backend_refs(&self) -> &[GrpcRouteRulesBackendRefs] {
-        self.backend_refs.as_deref().unwrap_or_default()
-    }
-
-    fn validate_matches(&self, v: &mut Verdict, base: &str) {
-        for (j, m) in self.matches.iter().flatten().enumerate() {
+impl KindChecks for Rules<'_> {
+    fn matches(&self, v: &mut Verdict, i: usize, base: &str) {
+        let matches = self.0.get(i).and_then(|r| r.matches.as_deref());
+        for (j, m) in matches.unwrap_or_default().iter().enumerate() {
             validate_match(v, &format!("{base}.matches[{j}]"), m);
         }
-    }
-}
-
-impl Backend for GrpcRouteRulesBackendRefs {
-    fn target(&self) -> BackendTarget<'_> {
-        BackendTarget {
-            group: self.group.as_deref(),
-            kind: self.kind.as_deref(),
-            port: self.port,
-            weight: self.weight,
-        }
-    }
-}
-
-impl FilteredBackend for GrpcRouteRulesBackendRefs {
-    type Filter = GrpcRouteRulesBackendRefsFilters;
-
-    fn filters(&self) -> &[GrpcRouteRulesBackendRefsFilters] {
-        self.filters.as_deref().unwrap_or_default()
     }
 }
 
@@ -147,65 +117,5 @@ fn validate_method(v: &mut Verdict, mat: &str, method: &GrpcRouteRulesMatchesMet
     if regex && v.errors.len() == errors_before {
         let path = grpc_path_regex(method.service.as_deref(), method.method.as_deref());
         check_regex(v, mat, &path);
-    }
-}
-
-// ---- the two filter types: a rule's and a backendRef's ----
-
-impl RouteFilter for GrpcRouteRulesFilters {
-    fn fields(&self) -> FilterFields<'_> {
-        FilterFields {
-            request_headers: self
-                .request_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            response_headers: self
-                .response_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            mirror: self.request_mirror.as_ref().map(|m| MirrorFields {
-                port: m.backend_ref.port,
-                percent: m.percent,
-                fraction: m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
-            }),
-            ..FilterFields::default()
-        }
-    }
-}
-
-impl RouteFilter for GrpcRouteRulesBackendRefsFilters {
-    fn fields(&self) -> FilterFields<'_> {
-        FilterFields {
-            request_headers: self
-                .request_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            response_headers: self
-                .response_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            mirror: self.request_mirror.as_ref().map(|m| MirrorFields {
-                port: m.backend_ref.port,
-                percent: m.percent,
-                fraction: m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
-            }),
-            ..FilterFields::default()
-        }
     }
 }

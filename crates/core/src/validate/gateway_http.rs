@@ -5,82 +5,50 @@
 use std::str::FromStr;
 
 use gateway_api::apis::experimental::httproutes::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefs, HttpRouteRulesBackendRefsFilters,
-    HttpRouteRulesFilters, HttpRouteRulesFiltersType, HttpRouteRulesMatches,
-    HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
-    HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry, HttpRouteRulesTimeouts,
+    HttpRoute, HttpRouteRules, HttpRouteRulesMatches, HttpRouteRulesMatchesHeadersType,
+    HttpRouteRulesMatchesPathType, HttpRouteRulesMatchesQueryParamsType, HttpRouteRulesRetry,
+    HttpRouteRulesTimeouts,
 };
 
-use super::filters::{
-    CorsFields, FilterFields, HeaderModifier, MirrorFields, RedirectFields, ReplacementPath,
-    RewriteFields, RouteFilter, headers, names,
-};
 use super::push;
-use super::routes::{
-    Backend, BackendTarget, FilteredBackend, RouteRule, validate_header_match, validate_route,
-};
+use super::routes::{KindChecks, read_spec, validate_header_match, validate_route};
+use crate::api::gateway_route::RouteSpec;
 use crate::validate::common::{check_regex, validate_header_value, validate_path};
 use crate::validate::{FieldError, Verdict, quote};
 
 /// Host names, match syntax (paths, headers, query parameters, RE2 regexes), filters, backends and
 /// timeouts of an HTTPRoute.
 pub fn validate_http_route(r: &HttpRoute) -> Verdict {
-    let spec = &r.spec;
-    validate_route(
-        spec.hostnames.as_deref().unwrap_or_default(),
-        (spec.parent_refs.iter().flatten()).map(|p| (p.port, p.section_name.as_deref())),
-        spec.rules.as_deref().unwrap_or_default(),
-    )
+    let mut v = Verdict::default();
+    let spec = read_spec(&mut v, &r.spec);
+    validate_http_route_with(v, r, &spec)
 }
 
-impl RouteRule for HttpRouteRules {
-    type Filter = HttpRouteRulesFilters;
-    type Backend = HttpRouteRulesBackendRefs;
+/// [`validate_http_route`] of the route's shared fields read already (`v` holds what reading
+/// them found).
+pub fn validate_http_route_with(v: Verdict, r: &HttpRoute, spec: &RouteSpec) -> Verdict {
+    validate_route(v, spec, &Rules(r.spec.rules.as_deref().unwrap_or_default()))
+}
 
-    fn name(&self) -> Option<&String> {
-        self.name.as_ref()
-    }
+/// An HTTPRoute's rules, for the checks of what only HTTPRoute has.
+struct Rules<'a>(&'a [HttpRouteRules]);
 
-    fn filters(&self) -> &[HttpRouteRulesFilters] {
-        self.filters.as_deref().unwrap_or_default()
-    }
-
-    fn backend_refs(&self) -> &[HttpRouteRulesBackendRefs] {
-        self.backend_refs.as_deref().unwrap_or_default()
-    }
-
-    fn validate_matches(&self, v: &mut Verdict, base: &str) {
-        for (j, m) in self.matches.iter().flatten().enumerate() {
+impl KindChecks for Rules<'_> {
+    fn matches(&self, v: &mut Verdict, i: usize, base: &str) {
+        let matches = self.0.get(i).and_then(|r| r.matches.as_deref());
+        for (j, m) in matches.unwrap_or_default().iter().enumerate() {
             validate_match(v, &format!("{base}.matches[{j}]"), m);
         }
     }
 
-    fn validate_rest(&self, v: &mut Verdict, base: &str) {
-        if let Some(t) = &self.timeouts {
+    fn rest(&self, v: &mut Verdict, i: usize, base: &str) {
+        let Some(rule) = self.0.get(i) else { return };
+        if let Some(t) = &rule.timeouts {
             validate_timeouts(v, base, t);
         }
-        if let Some(r) = &self.retry {
+        if let Some(r) = &rule.retry {
             validate_retry(v, base, r);
         }
-    }
-}
-
-impl Backend for HttpRouteRulesBackendRefs {
-    fn target(&self) -> BackendTarget<'_> {
-        BackendTarget {
-            group: self.group.as_deref(),
-            kind: self.kind.as_deref(),
-            port: self.port,
-            weight: self.weight,
-        }
-    }
-}
-
-impl FilteredBackend for HttpRouteRulesBackendRefs {
-    type Filter = HttpRouteRulesBackendRefsFilters;
-
-    fn filters(&self) -> &[HttpRouteRulesBackendRefsFilters] {
-        self.filters.as_deref().unwrap_or_default()
     }
 }
 
@@ -189,113 +157,6 @@ fn validate_duration(v: &mut Verdict, path: &str, value: &str) -> Option<std::ti
                 "must be a duration like \"10s\", \"500ms\" or \"1h30m\" (units h, m, s, ms; at most 5 digits per unit)",
             ));
             None
-        }
-    }
-}
-
-// ---- the two filter types: a rule's and a backendRef's ----
-
-impl RouteFilter for HttpRouteRulesFilters {
-    fn fields(&self) -> FilterFields<'_> {
-        FilterFields {
-            request_headers: self
-                .request_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            response_headers: self
-                .response_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            redirect: self.request_redirect.as_ref().map(|r| RedirectFields {
-                hostname: r.hostname.as_deref(),
-                path: r.path.as_ref().map(|p| ReplacementPath {
-                    full: p.replace_full_path.as_deref(),
-                    prefix: p.replace_prefix_match.as_deref(),
-                }),
-                port: r.port,
-                status_code: r.status_code,
-            }),
-            rewrite: self.url_rewrite.as_ref().map(|r| RewriteFields {
-                hostname: r.hostname.as_deref(),
-                path: r.path.as_ref().map(|p| ReplacementPath {
-                    full: p.replace_full_path.as_deref(),
-                    prefix: p.replace_prefix_match.as_deref(),
-                }),
-            }),
-            cors: self.cors.as_ref().map(|c| CorsFields {
-                allow_origins: c.allow_origins.as_deref().unwrap_or_default(),
-                allow_methods: c.allow_methods.as_deref().unwrap_or_default(),
-                allow_headers: c.allow_headers.as_deref().unwrap_or_default(),
-                expose_headers: c.expose_headers.as_deref().unwrap_or_default(),
-                max_age: c.max_age,
-            }),
-            mirror: self.request_mirror.as_ref().map(|m| MirrorFields {
-                port: m.backend_ref.port,
-                percent: m.percent,
-                fraction: m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
-            }),
-            cors_missing: self.r#type == HttpRouteRulesFiltersType::Cors && self.cors.is_none(),
-        }
-    }
-}
-
-impl RouteFilter for HttpRouteRulesBackendRefsFilters {
-    fn fields(&self) -> FilterFields<'_> {
-        FilterFields {
-            request_headers: self
-                .request_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            response_headers: self
-                .response_header_modifier
-                .as_ref()
-                .map(|m| HeaderModifier {
-                    set: headers(&m.set, |h| (h.name.as_str(), h.value.as_str())),
-                    add: headers(&m.add, |h| (h.name.as_str(), h.value.as_str())),
-                    remove: names(&m.remove),
-                }),
-            redirect: self.request_redirect.as_ref().map(|r| RedirectFields {
-                hostname: r.hostname.as_deref(),
-                path: r.path.as_ref().map(|p| ReplacementPath {
-                    full: p.replace_full_path.as_deref(),
-                    prefix: p.replace_prefix_match.as_deref(),
-                }),
-                port: r.port,
-                status_code: r.status_code,
-            }),
-            rewrite: self.url_rewrite.as_ref().map(|r| RewriteFields {
-                hostname: r.hostname.as_deref(),
-                path: r.path.as_ref().map(|p| ReplacementPath {
-                    full: p.replace_full_path.as_deref(),
-                    prefix: p.replace_prefix_match.as_deref(),
-                }),
-            }),
-            cors: self.cors.as_ref().map(|c| CorsFields {
-                allow_origins: c.allow_origins.as_deref().unwrap_or_default(),
-                allow_methods: c.allow_methods.as_deref().unwrap_or_default(),
-                allow_headers: c.allow_headers.as_deref().unwrap_or_default(),
-                expose_headers: c.expose_headers.as_deref().unwrap_or_default(),
-                max_age: c.max_age,
-            }),
-            mirror: self.request_mirror.as_ref().map(|m| MirrorFields {
-                port: m.backend_ref.port,
-                percent: m.percent,
-                fraction: m.fraction.as_ref().map(|f| (f.numerator, f.denominator)),
-            }),
-            // A backendRef's filters are not checked for a CORS filter without its policy.
-            cors_missing: false,
         }
     }
 }

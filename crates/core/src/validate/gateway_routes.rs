@@ -5,82 +5,61 @@
 
 use std::collections::HashMap;
 
-use gateway_api::apis::experimental::tcproutes::{TcpRoute, TcpRouteRulesBackendRefs};
-use gateway_api::apis::standard::tlsroutes::{TlsRoute, TlsRouteRulesBackendRefs};
+use gateway_api::apis::experimental::tcproutes::TcpRoute;
+use gateway_api::apis::standard::tlsroutes::TlsRoute;
+use serde::Serialize;
 
-use super::filters::{RouteFilter, validate_filter};
+use super::filters::validate_filter;
 use super::{push, unique_name, validate_port};
+use crate::api::gateway_route::{BackendRef, RouteSpec};
 use crate::validate::common::{
     check_regex, validate_dns1123_subdomain, validate_header_name, validate_header_value,
     validate_hostname,
 };
 use crate::validate::{FieldError, Verdict};
 
-/// A rule of an HTTPRoute or a GRPCRoute: what [`validate_route`] reads of it, and the checks
-/// of its kind's own.
-pub(super) trait RouteRule {
-    type Filter: RouteFilter;
-    type Backend: FilteredBackend;
-    /// `name`, optional.
-    fn name(&self) -> Option<&String>;
-    fn filters(&self) -> &[Self::Filter];
-    fn backend_refs(&self) -> &[Self::Backend];
-    /// Checks the rule's matches (`base` names the rule); run before its filters'.
-    fn validate_matches(&self, v: &mut Verdict, base: &str);
-    /// Checks what the kind has besides matches, filters and backends (HTTPRoute's timeouts
-    /// and retries); run last.
-    fn validate_rest(&self, _v: &mut Verdict, _base: &str) {}
+/// The shared fields of a route's `spec` ([`RouteSpec::read`]); when they cannot be read (this
+/// model and the generated type disagree: a bug of sluice), an error says so and they read as
+/// empty.
+pub fn read_spec(v: &mut Verdict, spec: &impl Serialize) -> RouteSpec {
+    RouteSpec::read(spec).unwrap_or_else(|e| {
+        v.error(FieldError::spec(
+            "spec",
+            format!("sluice could not read the route's parentRefs, hostnames and rules ({e}); please report this"),
+        ));
+        RouteSpec::default()
+    })
 }
 
-/// A backendRef of any route kind: what can be wrong in where it points.
-pub(super) trait Backend {
-    fn target(&self) -> BackendTarget<'_>;
+/// The checks of one route kind's own fields of rule `i` (`base` names it): its matches (run
+/// before the rule's filters) and the rest (HTTPRoute's timeouts and retries; run last).
+pub(super) trait KindChecks {
+    fn matches(&self, v: &mut Verdict, i: usize, base: &str);
+    fn rest(&self, _v: &mut Verdict, _i: usize, _base: &str) {}
 }
 
-/// A backendRef of an HTTPRoute or a GRPCRoute rule: it has filters of its own.
-pub(super) trait FilteredBackend: Backend {
-    type Filter: RouteFilter;
-    fn filters(&self) -> &[Self::Filter];
-}
-
-/// The fields of a backendRef that can be wrong.
-pub(super) struct BackendTarget<'a> {
-    pub(super) group: Option<&'a str>,
-    pub(super) kind: Option<&'a str>,
-    pub(super) port: Option<i32>,
-    pub(super) weight: Option<i32>,
-}
-
-/// An HTTPRoute's or a GRPCRoute's checks: its host names, its parentRefs as `(port,
-/// sectionName)`, its rule names, then each rule's matches, filters, backendRefs and the rest.
-pub(super) fn validate_route<'a, R: RouteRule>(
-    hostnames: &[String],
-    parents: impl IntoIterator<Item = (Option<i32>, Option<&'a str>)>,
-    rules: &[R],
-) -> Verdict {
-    let mut v = Verdict::default();
-    validate_hostnames(&mut v, hostnames);
-    validate_parent_refs(&mut v, parents);
-    validate_rule_names(&mut v, rules.iter().map(R::name));
-    for (i, rule) in rules.iter().enumerate() {
+/// An HTTPRoute's or a GRPCRoute's checks: its host names, its parentRefs, its rule names, then
+/// each rule's matches, filters, backendRefs (with their filters) and the rest.
+pub(super) fn validate_route(mut v: Verdict, spec: &RouteSpec, kind: &impl KindChecks) -> Verdict {
+    validate_hostnames(&mut v, &spec.hostnames);
+    validate_parent_refs(&mut v, spec);
+    validate_rule_names(&mut v, spec.rules.iter().map(|r| r.name.as_ref()));
+    for (i, rule) in spec.rules.iter().enumerate() {
         let base = format!("spec.rules[{i}]");
-        rule.validate_matches(&mut v, &base);
-        validate_filters(&mut v, &base, rule.filters());
-        for (b, be) in rule.backend_refs().iter().enumerate() {
-            let at = format!("{base}.backendRefs[{b}]");
-            validate_backend_ref(&mut v, &at, be.target());
-            validate_filters(&mut v, &at, be.filters());
+        kind.matches(&mut v, i, &base);
+        for (k, f) in rule.filters.iter().enumerate() {
+            validate_filter(&mut v, &format!("{base}.filters[{k}]"), f, true);
         }
-        rule.validate_rest(&mut v, &base);
+        for (b, be) in rule.backend_refs.iter().enumerate() {
+            let at = format!("{base}.backendRefs[{b}]");
+            validate_backend_ref(&mut v, &at, be);
+            for (k, f) in be.filters.iter().enumerate() {
+                validate_filter(&mut v, &format!("{at}.filters[{k}]"), f, false);
+            }
+        }
+        kind.rest(&mut v, i, &base);
     }
     v
-}
-
-/// The filters of a rule or a backendRef (`base` names it).
-fn validate_filters<F: RouteFilter>(v: &mut Verdict, base: &str, filters: &[F]) {
-    for (k, f) in filters.iter().enumerate() {
-        validate_filter(v, &format!("{base}.filters[{k}]"), &f.fields());
-    }
 }
 
 /// Host names (wildcards allowed) of `spec.hostnames`.
@@ -93,16 +72,13 @@ fn validate_hostnames<'a>(v: &mut Verdict, hostnames: impl IntoIterator<Item = &
     }
 }
 
-/// `(port, sectionName)` of every parentRef.
-fn validate_parent_refs<'a>(
-    v: &mut Verdict,
-    parents: impl IntoIterator<Item = (Option<i32>, Option<&'a str>)>,
-) {
-    for (i, (port, section)) in parents.into_iter().enumerate() {
-        if let Some(port) = port {
+/// The `port` and `sectionName` of every parentRef.
+fn validate_parent_refs(v: &mut Verdict, spec: &RouteSpec) {
+    for (i, p) in spec.parent_refs.iter().enumerate() {
+        if let Some(port) = p.port {
             validate_port(v, &format!("spec.parentRefs[{i}].port"), port);
         }
-        if let Some(s) = section {
+        if let Some(s) = &p.section_name {
             push(
                 v,
                 validate_dns1123_subdomain(
@@ -127,8 +103,9 @@ fn validate_rule_names<'a>(v: &mut Verdict, names: impl Iterator<Item = Option<&
 }
 
 /// A backendRef: a Service (the default kind) needs a port; ports and weights in range.
-fn validate_backend_ref(v: &mut Verdict, path: &str, t: BackendTarget<'_>) {
-    let is_service = t.group.unwrap_or("").is_empty() && t.kind.unwrap_or("Service") == "Service";
+fn validate_backend_ref(v: &mut Verdict, path: &str, t: &BackendRef) {
+    let is_service = t.group.as_deref().unwrap_or("").is_empty()
+        && t.kind.as_deref().unwrap_or("Service") == "Service";
     match t.port {
         Some(p) => validate_port(v, &format!("{path}.port"), p),
         None if is_service => v.error(FieldError::required(
@@ -148,14 +125,11 @@ fn validate_backend_ref(v: &mut Verdict, path: &str, t: BackendTarget<'_>) {
 }
 
 /// The backendRefs of every rule of a route without filters (TLSRoute, TCPRoute).
-fn validate_rule_backends<'a, B: Backend + 'a>(
-    v: &mut Verdict,
-    rules: impl IntoIterator<Item = &'a [B]>,
-) {
-    for (i, backends) in rules.into_iter().enumerate() {
-        for (b, be) in backends.iter().enumerate() {
+fn validate_rule_backends(v: &mut Verdict, spec: &RouteSpec) {
+    for (i, rule) in spec.rules.iter().enumerate() {
+        for (b, be) in rule.backend_refs.iter().enumerate() {
             let at = format!("spec.rules[{i}].backendRefs[{b}]");
-            validate_backend_ref(v, &at, be.target());
+            validate_backend_ref(v, &at, be);
         }
     }
 }
@@ -180,55 +154,38 @@ pub(super) fn validate_header_match(
 
 // ---- TLSRoute, TCPRoute ----
 
-impl Backend for TlsRouteRulesBackendRefs {
-    fn target(&self) -> BackendTarget<'_> {
-        BackendTarget {
-            group: self.group.as_deref(),
-            kind: self.kind.as_deref(),
-            port: self.port,
-            weight: self.weight,
-        }
-    }
-}
-
-impl Backend for TcpRouteRulesBackendRefs {
-    fn target(&self) -> BackendTarget<'_> {
-        BackendTarget {
-            group: self.group.as_deref(),
-            kind: self.kind.as_deref(),
-            port: self.port,
-            weight: self.weight,
-        }
-    }
-}
-
 /// Host names (SNI, wildcards allowed) and backends of a TLSRoute.
 pub fn validate_tls_route(r: &TlsRoute) -> Verdict {
     let mut v = Verdict::default();
-    validate_hostnames(&mut v, &r.spec.hostnames);
-    validate_parent_refs(
-        &mut v,
-        (r.spec.parent_refs.iter().flatten()).map(|p| (p.port, p.section_name.as_deref())),
-    );
-    let rules = r.spec.rules.iter().map(|rule| rule.backend_refs.as_slice());
-    validate_rule_backends(&mut v, rules);
+    let spec = read_spec(&mut v, &r.spec);
+    validate_tls_route_with(v, &spec)
+}
+
+/// [`validate_tls_route`] of the route's shared fields read already (`v` holds what reading
+/// them found).
+pub fn validate_tls_route_with(mut v: Verdict, spec: &RouteSpec) -> Verdict {
+    validate_hostnames(&mut v, &spec.hostnames);
+    validate_parent_refs(&mut v, spec);
+    validate_rule_backends(&mut v, spec);
     v
 }
 
 /// Backends of a TCPRoute.
 pub fn validate_tcp_route(r: &TcpRoute) -> Verdict {
     let mut v = Verdict::default();
-    validate_parent_refs(
-        &mut v,
-        (r.spec.parent_refs.iter().flatten()).map(|p| (p.port, p.section_name.as_deref())),
-    );
-    if r.spec.rules.is_empty() {
+    let spec = read_spec(&mut v, &r.spec);
+    validate_tcp_route_with(v, &spec)
+}
+
+/// [`validate_tcp_route`] of the route's shared fields read already.
+pub fn validate_tcp_route_with(mut v: Verdict, spec: &RouteSpec) -> Verdict {
+    validate_parent_refs(&mut v, spec);
+    if spec.rules.is_empty() {
         v.error(FieldError::spec(
             "spec.rules",
             "must hold at least one rule",
         ));
     }
-    let rules = r.spec.rules.iter().map(|rule| rule.backend_refs.as_slice());
-    validate_rule_backends(&mut v, rules);
+    validate_rule_backends(&mut v, spec);
     v
 }

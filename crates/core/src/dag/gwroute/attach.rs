@@ -11,7 +11,7 @@ use super::super::gateway::{
 use super::super::model::{EntryKey, GatewayCondition, Route, RouteAction, RouteExtras, VhostTls};
 use super::backends::{BuiltRule, build_rule};
 use super::hosts::{listener_route_hosts, taken_by_narrower_listener};
-use super::shape::{GatewayRoute, ParentIn, RuleMatch};
+use super::shape::{ParentIn, RuleMatch};
 use super::{
     RouteIn, Tally, describe, record_status, route_backend_tls, settle_accepted, sluices_parents,
 };
@@ -44,26 +44,26 @@ struct ParentHosts {
 
 /// Attaches a route (`r`) to the listeners of sluice's Gateways it names and adds the routes of
 /// its rules to every hostname it serves there (only when it serves any); records its status.
-pub(in crate::dag) fn attach_route<R: GatewayRoute>(
+pub(in crate::dag) fn attach_route(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
     gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
     controller: &str,
-    r: RouteIn<'_, R>,
+    r: RouteIn<'_>,
 ) {
-    let head = r.route.head();
+    let head = r.ready.shape.head();
     let obj = r.obj();
     let Some(parents) = sluices_parents(b, &obj, &head.parents, head.generation, gateways) else {
         return;
     };
-    let refused = (!r.refused.is_empty()).then(|| r.refused.join("; "));
+    let refused = (!r.ready.refused.is_empty()).then(|| r.ready.refused.join("; "));
     let mut attachment = Attachment::default();
     let mut statuses = Vec::new();
     for (i, p, gw_key) in &parents {
         let Some(gw) = gateways.get_mut(gw_key) else {
             continue;
         };
-        let at = (b.snapshot, *p, gw_key, (R::KIND.kind(), r.key));
+        let at = (b.snapshot, *p, gw_key, (r.kind().kind(), r.key));
         let hosts = attach_parent(at, gw, head.hostnames, refused.is_some(), &mut attachment);
         let field = format!("spec.parentRefs[{i}]");
         let accepted = match &refused {
@@ -78,7 +78,7 @@ pub(in crate::dag) fn attach_route<R: GatewayRoute>(
     let mut resolved = refs_resolved();
     b.route_backend = route_backend_tls(gateways, &parents);
     let built: Vec<BuiltRule> = match refused {
-        None => (r.route.rules().into_iter().enumerate())
+        None => (r.ready.shape.rules().into_iter().enumerate())
             .map(|(i, rule)| build_rule(b, snapshot, r.from(), i, rule, &mut resolved))
             .collect(),
         Some(_) => Vec::new(),
@@ -188,10 +188,10 @@ fn listener_hosts(
 
 /// The `Accepted` condition of a parent (`field`, of Gateway `gw_key`) of a route that is not
 /// refused, from how its listeners met the route.
-fn parent_accepted<R: GatewayRoute>(
+fn parent_accepted(
     field: &str,
     gw_key: &ObjKey,
-    r: &RouteIn<'_, R>,
+    r: &RouteIn<'_>,
     (tally, hosts): (Tally, ParentHosts),
 ) -> GatewayCondition {
     let no_host = |message: String| {
@@ -202,7 +202,7 @@ fn parent_accepted<R: GatewayRoute>(
             message,
         )
     };
-    if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, R::KIND.kind()) {
+    if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, r.kind().kind()) {
         no
     } else if hosts.hosted == 0 && hosts.https_without_host {
         no_host(format!(
@@ -228,7 +228,7 @@ fn serve_hosts(
     b: &mut Builder<'_>,
     obj: &ObjectRef,
     attachment: &Attachment,
-    built: &[BuiltRule],
+    built: &[BuiltRule<'_>],
 ) -> (Vec<String>, Vec<String>) {
     let mut host_conflicts = Vec::new();
     let mut route_conflicts = Vec::new();
@@ -273,12 +273,12 @@ fn add_rule(
     obj: &ObjectRef,
     (scope, host): (Option<&EntryKey>, &str),
     how: &HostAttachment,
-    rule: &BuiltRule,
+    rule: &BuiltRule<'_>,
     conflicts: &mut Vec<String>,
 ) {
     let action = listener_port_redirect(&rule.action, scope, how.tls.is_some());
     let f = &rule.filters;
-    for m in &rule.matches {
+    for m in rule.matches {
         let r = Route {
             path: m.path.clone(),
             headers: m.headers.clone(),

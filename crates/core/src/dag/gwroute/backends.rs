@@ -14,10 +14,10 @@ use crate::api::{Kind, LbStrategy, ObjKey};
 use crate::store::{APP_PROTOCOL_WSS, AppProtocol, Snapshot};
 
 /// A rule as routes: its matches and what each route of them does.
-pub(in crate::dag) struct BuiltRule {
-    pub matches: Vec<RuleMatch>,
+pub(in crate::dag) struct BuiltRule<'r> {
+    pub matches: &'r [RuleMatch],
     pub action: RouteAction,
-    pub filters: RuleFilters,
+    pub filters: &'r RuleFilters,
     /// The mirrors whose backends resolve.
     pub mirrors: Vec<Mirror>,
     /// The header changes of each backend of `action` ([`super::super::model::RouteExtras::backend_edits`]).
@@ -29,24 +29,24 @@ type From<'a> = (Kind, &'a str);
 
 /// Rule `i` of a route (`from`) as routes: a redirect answers itself; otherwise its backends
 /// (then its mirrors) are resolved, what does not resolve going to `resolved`.
-pub(in crate::dag) fn build_rule(
+pub(in crate::dag) fn build_rule<'r>(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
     from: From<'_>,
     i: usize,
-    rule: RuleIn<'_>,
+    rule: RuleIn<'r>,
     resolved: &mut GatewayCondition,
-) -> BuiltRule {
+) -> BuiltRule<'r> {
     let RuleIn {
         matches,
-        mut filters,
+        filters,
         mirrors,
         backends,
     } = rule;
-    let (action, backend_edits, mirrors) = match filters.redirect.take() {
+    let (action, backend_edits, mirrors) = match &filters.redirect {
         // A redirect answers itself: the rule's backends (and mirrors) take no requests.
         Some(redirect) => (
-            RouteAction::Redirect(Box::new(redirect)),
+            RouteAction::Redirect(Box::new(redirect.clone())),
             Vec::new(),
             Vec::new(),
         ),
@@ -120,12 +120,12 @@ impl Weighed {
             return;
         }
         let same = (self.clusters.iter_mut().zip(&self.edits))
-            .find(|(c, e)| c.cluster == cluster && **e == r.edits);
+            .find(|(c, e)| c.cluster == cluster && e.as_ref() == r.edits);
         match same {
             Some((c, _)) => c.weight = c.weight.saturating_add(weight),
             None => {
                 self.clusters.push(WeightedCluster { cluster, weight });
-                self.edits.push(r.edits.clone());
+                self.edits.push(r.edits.cloned());
             }
         }
     }
@@ -332,7 +332,7 @@ pub(in crate::dag) fn unresolved(
 mod tests {
     use super::*;
 
-    fn backend(weight: Option<i32>, edits: Option<HeaderEdits>) -> BackendIn<'static> {
+    fn backend(weight: Option<i32>, edits: Option<&HeaderEdits>) -> BackendIn<'_> {
         BackendIn {
             group: None,
             kind: None,
@@ -352,7 +352,7 @@ mod tests {
         w.add("a".into(), &backend(Some(0), None));
         let mut edits = HeaderEdits::default();
         edits.request.remove.push("x".into());
-        w.add("a".into(), &backend(Some(4), Some(edits)));
+        w.add("a".into(), &backend(Some(4), Some(&edits)));
         let weights: Vec<u32> = w.clusters.iter().map(|c| c.weight).collect();
         assert_eq!(weights, vec![3, 4]);
         assert_eq!(w.edits.len(), 2);

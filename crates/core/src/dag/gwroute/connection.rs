@@ -14,7 +14,7 @@ use super::super::gateway::{
 use super::super::model::{Clusters, EntryKey, GatewayCondition, VhostTls};
 use super::backends::connection_clusters;
 use super::hosts::listener_route_hosts;
-use super::shape::{GatewayRoute, ParentIn};
+use super::shape::ParentIn;
 use super::{RouteIn, Tally, record_status, settle_accepted, sluices_parents};
 use crate::api::{ObjKey, ObjectRef};
 use crate::store::Snapshot;
@@ -51,20 +51,20 @@ struct ParentTook {
 /// One TCPRoute or TLSRoute (`r`): attaches it to the listeners of sluice's Gateways it names,
 /// forwards the connections they take to its backends, and records its status. Routes come
 /// oldest first, so the oldest keeps a TCP listener, or a TLS host, two routes name.
-pub(in crate::dag) fn connection_route<R: GatewayRoute>(
+pub(in crate::dag) fn connection_route(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
     gateways: &mut BTreeMap<ObjKey, GatewayAcc>,
     controller: &str,
-    r: RouteIn<'_, R>,
+    r: RouteIn<'_>,
     mut mode: Connections<'_>,
 ) {
-    let head = r.route.head();
+    let head = r.ready.shape.head();
     let obj = r.obj();
     let Some(parents) = sluices_parents(b, &obj, &head.parents, head.generation, gateways) else {
         return;
     };
-    let refused = !r.refused.is_empty();
+    let refused = !r.ready.refused.is_empty();
     let mut targets: Vec<Target> = Vec::new();
     let mut statuses = Vec::new();
     for (i, p, gw_key) in &parents {
@@ -84,7 +84,14 @@ pub(in crate::dag) fn connection_route<R: GatewayRoute>(
     let mut conflicts: Vec<String> = Vec::new();
     // Listeners are taken only by a route of one rule (see `refused`). Its backends are
     // resolved also where the route is attached nowhere (for ResolvedRefs).
-    if let Some(rule) = r.route.rules().into_iter().next().filter(|_| !refused) {
+    if let Some(rule) = r
+        .ready
+        .shape
+        .rules()
+        .into_iter()
+        .next()
+        .filter(|_| !refused)
+    {
         let clusters = connection_clusters(b, snapshot, r.from(), &rule.backends, &mut resolved);
         for target in &targets {
             let out = (&mut host_conflicts, &mut conflicts);
@@ -211,18 +218,18 @@ fn take_hosts(
 
 /// The `Accepted` condition of a parent (`field`, of Gateway `gw_key`) from how its listeners
 /// took the route.
-fn parent_accepted<R: GatewayRoute>(
+fn parent_accepted(
     field: &str,
     gw_key: &ObjKey,
-    r: &RouteIn<'_, R>,
+    r: &RouteIn<'_>,
     mode: &Connections<'_>,
     (tally, took): (Tally, ParentTook),
 ) -> GatewayCondition {
     let tls = matches!(mode, Connections::Tls { .. });
-    if !r.refused.is_empty() {
-        let why = r.refused.join("; ");
+    if !r.ready.refused.is_empty() {
+        let why = r.ready.refused.join("; ");
         condition(cond::ACCEPTED, false, cond::UNSUPPORTED_VALUE, why)
-    } else if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, R::KIND.kind()) {
+    } else if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, r.kind().kind()) {
         no
     } else if tls && took.hosted == 0 {
         condition(

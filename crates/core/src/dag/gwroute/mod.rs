@@ -21,17 +21,18 @@ use super::builder::RouteBackendTls;
 use super::gateway::{GROUP, GatewayAcc, cond, condition};
 use super::model::{GatewayApiStatus, GatewayCondition, ParentStatus, PathMatch};
 pub(super) use super::tally::Tally;
+use crate::api::gateway_route::RouteSpec;
 use crate::api::{Kind, ObjKey, ObjectRef};
+use crate::validate::Verdict;
+use crate::validate::gateway::read_spec;
 
 pub(super) use attach::attach_route;
 pub(super) use connection::{Connections, connection_route};
 pub use hosts::listener_route_hosts;
 #[cfg(test)]
 pub(super) use hosts::taken_by_narrower_listener;
-pub(super) use shape::{
-    BackendIn, GatewayRoute, MirrorIn, ParentIn, RouteHead, RuleFilters, RuleIn, RuleMatch,
-    filter_edits, mirror_share,
-};
+pub use shape::RouteShape;
+pub(super) use shape::{GatewayRoute, OwnRule, ParentIn, RuleFilters, RuleMatch};
 
 /// Why a route is refused for a filter on a backendRef other than the header modifiers.
 pub(super) const BACKEND_FILTERS_ROUTED: &str = "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters on a backendRef; move this one to the rule's filters";
@@ -52,42 +53,53 @@ pub(super) fn one_rule(kind: Kind, rules: usize) -> Vec<crate::validate::FieldEr
     }
 }
 
-/// A route of any kind as the build attaches it: the object, its key, and what refuses it on
+/// A route of any kind as the build attaches it: its key, its shape, and what refuses it on
 /// every parent (its single-object problems and what sluice does not route yet).
-pub(super) struct RouteIn<'r, R> {
-    pub route: &'r R,
+pub(super) struct RouteIn<'r> {
     pub key: &'r ObjKey,
-    pub refused: &'r [String],
+    pub ready: &'r ReadyRoute,
 }
 
-impl<R: GatewayRoute> RouteIn<'_, R> {
+impl RouteIn<'_> {
+    /// The route's kind.
+    fn kind(&self) -> Kind {
+        self.ready.shape.kind
+    }
+
     /// The route as a status names it.
     fn obj(&self) -> ObjectRef {
         ObjectRef {
-            kind: R::KIND,
+            kind: self.kind(),
             key: self.key.clone(),
         }
     }
 
     /// Where its backends are referred from: its kind and namespace.
     fn from(&self) -> (Kind, &str) {
-        (R::KIND, &self.key.namespace)
+        (self.kind(), &self.key.namespace)
     }
 }
 
-/// What a build reads of an HTTPRoute or GRPCRoute besides the object, worked out when the
-/// route arrives ([`crate::store::Prepared`]): the single-object rules' problems, or, when it has
-/// none, what it uses that sluice does not route yet. Both follow from the object alone, and a
-/// build of many routes spent a quarter of its time checking them again.
+/// What a build reads of a Gateway API route besides the object, worked out when the route
+/// arrives ([`crate::store::Prepared`]): the route lowered into the shape every kind shares, and
+/// the single-object rules' problems or, when it has none, what it uses that sluice does not
+/// route yet. All follow from the object alone.
 pub struct ReadyRoute {
     pub refused: Box<[String]>,
+    pub shape: RouteShape,
 }
 
 impl ReadyRoute {
-    pub(super) fn new(
-        errors: Vec<crate::validate::FieldError>,
+    /// `route` checked (`validate`: the kind's single-object rules, given its shared fields) and
+    /// lowered; `unsupported` is asked only of a route without problems.
+    pub(super) fn new<R: GatewayRoute>(
+        route: &R,
+        validate: impl FnOnce(Verdict, &RouteSpec) -> Verdict,
         unsupported: impl FnOnce() -> Vec<crate::validate::FieldError>,
     ) -> Self {
+        let mut v = Verdict::default();
+        let spec = read_spec(&mut v, route.spec());
+        let errors = validate(v, &spec).errors;
         let refused = if errors.is_empty() {
             unsupported()
         } else {
@@ -95,6 +107,7 @@ impl ReadyRoute {
         };
         ReadyRoute {
             refused: refused.iter().map(ToString::to_string).collect(),
+            shape: RouteShape::lower(route, spec),
         }
     }
 }
