@@ -10,21 +10,12 @@ use gateway_api::apis::standard::grpcroutes::{
 
 use super::gateway::cond;
 
-use super::gwroute::{GatewayRoute, OwnRule, ReadyRoute, RuleMatch};
+use super::gwroute::{GatewayRoute, OwnRule, RuleMatch};
 use super::model::{HeaderMatch, HeaderOp, PathMatch};
-use crate::api::{Kind, ObjKey};
-use crate::store::Prepare;
-use crate::validate::FieldError;
+use crate::api::Kind;
+use crate::api::gateway_route::RouteSpec;
 use crate::validate::gateway::{grpc_path_regex, validate_grpc_route_with};
-
-impl Prepare for GrpcRoute {
-    type Ready = ReadyRoute;
-
-    fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
-        let validate = |v, spec: &_| validate_grpc_route_with(v, route, spec);
-        ReadyRoute::new(route, validate, || unsupported(route))
-    }
-}
+use crate::validate::{FieldError, Verdict};
 
 impl GatewayRoute for GrpcRoute {
     const KIND: Kind = Kind::GrpcRoute;
@@ -32,6 +23,14 @@ impl GatewayRoute for GrpcRoute {
 
     fn spec(&self) -> &GrpcRouteSpec {
         &self.spec
+    }
+
+    fn validate(&self, v: Verdict, spec: &RouteSpec) -> Verdict {
+        validate_grpc_route_with(v, self, spec)
+    }
+
+    fn unsupported(&self) -> Vec<FieldError> {
+        unsupported(self)
     }
 
     /// Each rule's matches (a GRPCRoute has no filters but header modifiers and mirrors).

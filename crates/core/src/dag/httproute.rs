@@ -15,24 +15,15 @@ use gateway_api::apis::experimental::httproutes::{
 
 use super::gateway::cond;
 
-use super::gwroute::{GatewayRoute, OwnRule, ReadyRoute, RuleFilters, RuleMatch};
+use super::gwroute::{GatewayRoute, OwnRule, RuleFilters, RuleMatch};
 use super::model::{
     Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite,
 };
-use crate::api::{Kind, ObjKey};
-use crate::store::Prepare;
-use crate::validate::FieldError;
+use crate::api::Kind;
+use crate::api::gateway_route::RouteSpec;
 use crate::validate::common::Timeout;
 use crate::validate::gateway::validate_http_route_with;
-
-impl Prepare for HttpRoute {
-    type Ready = ReadyRoute;
-
-    fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
-        let validate = |v, spec: &_| validate_http_route_with(v, route, spec);
-        ReadyRoute::new(route, validate, || unsupported(route))
-    }
-}
+use crate::validate::{FieldError, Verdict};
 
 impl GatewayRoute for HttpRoute {
     const KIND: Kind = Kind::HttpRoute;
@@ -40,6 +31,14 @@ impl GatewayRoute for HttpRoute {
 
     fn spec(&self) -> &HttpRouteSpec {
         &self.spec
+    }
+
+    fn validate(&self, v: Verdict, spec: &RouteSpec) -> Verdict {
+        validate_http_route_with(v, self, spec)
+    }
+
+    fn unsupported(&self) -> Vec<FieldError> {
+        unsupported(self)
     }
 
     /// Each rule's matches, and what its redirect, rewrite, CORS policy, timeouts and retries do.

@@ -8,24 +8,16 @@
 
 use gateway_api::apis::standard::tlsroutes::{TlsRoute, TlsRouteSpec};
 
-use super::gwroute::{GatewayRoute, ReadyRoute, one_rule};
-use crate::api::{Kind, ObjKey};
-use crate::store::Prepare;
-use crate::validate::FieldError;
+use super::gwroute::{GatewayRoute, one_rule};
+use crate::api::Kind;
+use crate::api::gateway_route::RouteSpec;
 use crate::validate::gateway::validate_tls_route_with;
+use crate::validate::{FieldError, Verdict};
 
 /// What the route uses that sluice does not route, one error per field (reason
 /// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
 pub fn unsupported(route: &TlsRoute) -> Vec<FieldError> {
     one_rule(Kind::TlsRoute, route.spec.rules.len())
-}
-
-impl Prepare for TlsRoute {
-    type Ready = ReadyRoute;
-
-    fn prepare(_key: &ObjKey, route: &Self) -> ReadyRoute {
-        ReadyRoute::new(route, validate_tls_route_with, || unsupported(route))
-    }
 }
 
 /// A TLSRoute's rules have backends alone: the shared shape is all of it.
@@ -35,5 +27,13 @@ impl GatewayRoute for TlsRoute {
 
     fn spec(&self) -> &TlsRouteSpec {
         &self.spec
+    }
+
+    fn validate(&self, v: Verdict, spec: &RouteSpec) -> Verdict {
+        validate_tls_route_with(v, spec)
+    }
+
+    fn unsupported(&self) -> Vec<FieldError> {
+        unsupported(self)
     }
 }

@@ -21,8 +21,8 @@ use super::builder::RouteBackendTls;
 use super::gateway::{GROUP, GatewayAcc, cond, condition};
 use super::model::{GatewayApiStatus, GatewayCondition, ParentStatus, PathMatch};
 pub(super) use super::tally::Tally;
-use crate::api::gateway_route::RouteSpec;
 use crate::api::{Kind, ObjKey, ObjectRef};
+use crate::store::Prepare;
 use crate::validate::Verdict;
 use crate::validate::gateway::read_spec;
 
@@ -89,19 +89,16 @@ pub struct ReadyRoute {
     pub shape: RouteShape,
 }
 
-impl ReadyRoute {
-    /// `route` checked (`validate`: the kind's single-object rules, given its shared fields) and
-    /// lowered; `unsupported` is asked only of a route without problems.
-    pub(super) fn new<R: GatewayRoute>(
-        route: &R,
-        validate: impl FnOnce(Verdict, &RouteSpec) -> Verdict,
-        unsupported: impl FnOnce() -> Vec<crate::validate::FieldError>,
-    ) -> Self {
+/// Every route kind is kept prepared: checked and lowered once, when it arrives.
+impl<R: GatewayRoute> Prepare for R {
+    type Ready = ReadyRoute;
+
+    fn prepare(_key: &ObjKey, route: &R) -> ReadyRoute {
         let mut v = Verdict::default();
         let spec = read_spec(&mut v, route.spec());
-        let errors = validate(v, &spec).errors;
+        let errors = route.validate(v, &spec).errors;
         let refused = if errors.is_empty() {
-            unsupported()
+            route.unsupported()
         } else {
             errors
         };

@@ -17,6 +17,7 @@ use super::super::model::{
 use crate::api::gateway_route::{self as shared, RouteSpec};
 use crate::api::{Kind, ObjKey};
 use crate::validate::common::Timeout;
+use crate::validate::{FieldError, Verdict};
 
 /// A route kind of the Gateway API as it is lowered on arrival: the generated type's `spec`
 /// (whose shared fields are read as [`RouteSpec`]) and what only the kind has.
@@ -27,6 +28,14 @@ pub(in crate::dag) trait GatewayRoute: kube::Resource {
     type Spec: Serialize;
 
     fn spec(&self) -> &Self::Spec;
+
+    /// The kind's single-object rules, given its shared fields (`v` holds what reading them
+    /// found).
+    fn validate(&self, v: Verdict, spec: &RouteSpec) -> Verdict;
+
+    /// What the route uses that sluice does not route yet (asked only of a route without
+    /// problems).
+    fn unsupported(&self) -> Vec<FieldError>;
 
     /// What each rule has of the kind's own (one per rule, in order): its matches and what its
     /// filters other than header modifiers and mirrors do. None for a kind without such.
