@@ -29,7 +29,7 @@ use gateway_api::apis::standard::backendtlspolicies::{
 };
 
 use super::Builder;
-use super::gateway::{condition, granted};
+use super::gateway_common::{condition, granted};
 use super::model::{
     GatewayApiStatus, GatewayCondition, ParentStatus, SubjectAltName, UpstreamValidation,
 };

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use super::Builder;
 use super::addresses::{AddressPool, Wanted};
-use super::gateway::{GatewayAcc, Served, cond, not_accepted, oldest_first};
+use super::gateway_acc::{GatewayAcc, Served};
+use super::gateway_common::{cond, oldest_first};
+use super::gateway_listeners::not_accepted;
 use super::model::EntryProtocol;
 use crate::api::ObjKey;
 use crate::store::Snapshot;

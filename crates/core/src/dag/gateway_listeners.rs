@@ -2,25 +2,28 @@
 //! TLS mode), the route kinds and namespaces it takes, its certificate and client certificate
 //! validation, and the conditions of its status; and what sluice does not serve in a listener,
 //! which the webhook refuses ([`unsupported`]).
+//!
+//! Below [`super::gateway`] and [`super::listenerset`], which both work out their listeners
+//! here; it imports neither.
 
 use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
 };
 
-use super::{
+use super::Builder;
+use super::frontend_tls::{ForListener, Frontend};
+use super::gateway_common::{
     GROUP, Listener, Namespaces, ROUTE_KINDS, TCP_ROUTE_KINDS, TLS_ROUTE_KINDS, cond, condition,
     granted, refs_resolved,
 };
-use crate::dag::Builder;
-use crate::dag::frontend_tls::{ForListener, Frontend};
-use crate::dag::model::{ClientValidation, GatewayCondition, ListenerStatus};
+use super::model::{ClientValidation, GatewayCondition, ListenerStatus};
 use crate::store::Snapshot;
 use crate::validate::FieldError;
 use crate::validate::label_selector::listener_selector;
 
 /// The port and hostname of each accepted listener that takes HTTP routes
-/// ([`super::GatewayAcc::http_hostnames`]).
-pub(in crate::dag) fn http_hostnames(listeners: &[Option<Listener>]) -> Vec<(i32, Option<String>)> {
+/// ([`super::gateway_acc::GatewayAcc::http_hostnames`]).
+pub(super) fn http_hostnames(listeners: &[Option<Listener>]) -> Vec<(i32, Option<String>)> {
     (listeners.iter().flatten())
         .filter(|l| l.programmed && l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
         .map(|l| (l.port, l.hostname.clone()))
@@ -168,7 +171,7 @@ fn unsupported_listener(i: usize, l: &GatewayListeners) -> Option<FieldError> {
 }
 
 /// A listener not accepted for `reason` (its references are not the problem).
-pub(in crate::dag) fn not_accepted(
+pub(super) fn not_accepted(
     mut status: ListenerStatus,
     reason: &'static str,
     message: String,
@@ -228,7 +231,7 @@ fn kinds_error(
 
 /// Works out listener `i` of a Gateway or ListenerSet (`owner`: the kind and namespace of the
 /// object that holds it, which a certificate in another namespace must be granted to).
-pub(in crate::dag) fn listener(
+pub(super) fn listener(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
     owner: (&str, &str),

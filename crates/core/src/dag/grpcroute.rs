@@ -11,7 +11,8 @@ use gateway_api::apis::standard::grpcroutes::{
 };
 
 use super::Builder;
-use super::gateway::{GatewayAcc, cond};
+use super::gateway_acc::GatewayAcc;
+use super::gateway_common::cond;
 use super::gwroute::{
     BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
     RuleIn, RuleMatch, attach_route, filter_edits, mirror_share,

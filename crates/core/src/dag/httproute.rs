@@ -15,7 +15,8 @@ use gateway_api::apis::experimental::httproutes::{
 };
 
 use super::Builder;
-use super::gateway::{GatewayAcc, cond};
+use super::gateway_acc::GatewayAcc;
+use super::gateway_common::cond;
 use super::gwroute::{
     BackendIn, GatewayRoute, MirrorIn, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleFilters,
     RuleIn, RuleMatch, attach_route, filter_edits, mirror_share,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use gateway_api::apis::experimental::tcproutes::{TcpRoute, TcpRouteRules};
 
 use super::Builder;
-use super::gateway::GatewayAcc;
+use super::gateway_acc::GatewayAcc;
 use super::gwroute::{
     BackendIn, Connections, GatewayRoute, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleIn,
     connection_route, one_rule,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use gateway_api::apis::standard::tlsroutes::{TlsRoute, TlsRouteRules};
 
 use super::Builder;
-use super::gateway::GatewayAcc;
+use super::gateway_acc::GatewayAcc;
 use super::gwroute::{
     BackendIn, Connections, GatewayRoute, ParentIn, ReadyRoute, RouteHead, RouteIn, RuleIn,
     connection_route, one_rule,

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::super::Builder;
-use super::super::gateway::{
-    GATEWAY_MIN_TLS, GatewayAcc, Listener, attached_to_gateway, cond, condition, refs_resolved,
+use super::super::gateway_acc::GatewayAcc;
+use super::super::gateway_common::{
+    GATEWAY_MIN_TLS, Listener, attached_to_gateway, cond, condition, refs_resolved,
 };
 use super::super::model::{EntryKey, GatewayCondition, Route, RouteAction, RouteExtras, VhostTls};
 use super::backends::{BuiltRule, build_rule};

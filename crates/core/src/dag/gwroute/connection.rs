@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use super::super::Builder;
-use super::super::gateway::{
-    GATEWAY_MIN_TLS, GatewayAcc, Listener, attached_to_gateway, cond, condition, refs_resolved,
+use super::super::gateway_acc::GatewayAcc;
+use super::super::gateway_common::{
+    GATEWAY_MIN_TLS, Listener, attached_to_gateway, cond, condition, refs_resolved,
 };
 use super::super::model::{Clusters, EntryKey, GatewayCondition, VhostTls};
 use super::backends::connection_clusters;

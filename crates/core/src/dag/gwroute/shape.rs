@@ -3,7 +3,7 @@
 //! matches, filters and backends (`backendRefs`). Each kind's file lowers it
 //! ([`GatewayRoute`]); attaching, statuses and backends are written once over this shape.
 
-use super::super::gateway::GROUP;
+use super::super::gateway_common::GROUP;
 use super::super::model::{
     Cors, HeaderEdit, HeaderEdits, HeaderMatch, PathMatch, QueryMatch, Redirect, Rewrite,
     UpstreamProtocol,

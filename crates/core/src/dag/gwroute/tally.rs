@@ -2,9 +2,9 @@
 //! allow its namespace and take its kind, and the `Accepted=False` condition naming the setting
 //! to change when none takes it.
 
-use super::gateway::{Listener, Namespaces, cond, condition};
-use super::gwroute::ParentIn;
-use super::model::GatewayCondition;
+use super::super::gateway_common::{Listener, Namespaces, cond, condition};
+use super::super::model::GatewayCondition;
+use super::ParentIn;
 use crate::api::ObjKey;
 use crate::store::Snapshot;
 
