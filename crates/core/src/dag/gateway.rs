@@ -64,7 +64,9 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
     if classes.is_empty() {
         return;
     }
-    b.backend_tls = Some(super::backend_tls::BackendTlsPolicies::new(b, snapshot));
+    b.backend_tls = Some(super::backend_tls_state::BackendTlsPolicies::new(
+        b, snapshot,
+    ));
     let mut gateways = sluices_gateways(b, snapshot, &classes);
     super::listenerset::attach_listener_sets(b, snapshot, &mut gateways);
     match b.options.gateway_addresses.clone() {

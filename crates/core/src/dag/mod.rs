@@ -13,6 +13,7 @@
 
 pub mod addresses;
 pub mod backend_tls;
+mod backend_tls_state;
 mod builder;
 mod clusters;
 mod delegation;
