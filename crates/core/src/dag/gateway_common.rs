@@ -10,18 +10,34 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::model::{ClientValidation, GatewayCondition};
-use crate::api::{ObjKey, ObjectRef, TlsVersion};
+use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
 use crate::store::Snapshot;
 use crate::validate::label_selector::LabelSelector;
 
 /// The API group of the Gateway API.
 pub const GROUP: &str = "gateway.networking.k8s.io";
 /// The route kinds sluice attaches to HTTP and HTTPS listeners.
-pub const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
+pub const ROUTE_KINDS: [Kind; 2] = [Kind::HttpRoute, Kind::GrpcRoute];
 /// The route kinds sluice attaches to TCP listeners.
-pub const TCP_ROUTE_KINDS: [&str; 1] = ["TCPRoute"];
-/// The route kinds sluice attaches to TLS (passthrough) listeners.
-pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
+pub const TCP_ROUTE_KINDS: [Kind; 1] = [Kind::TcpRoute];
+/// The route kinds sluice attaches to TLS listeners.
+pub const TLS_ROUTE_KINDS: [Kind; 1] = [Kind::TlsRoute];
+
+/// The route kind of the Gateway API named by `group` (None: the Gateway API's) and `kind`, as
+/// a listener's `allowedRoutes.kinds` names one; None for any other kind. The build compares
+/// route kinds as [`Kind`]s, their names only read from objects and written into statuses.
+pub(super) fn route_kind(group: Option<&str>, kind: &str) -> Option<Kind> {
+    const ALL: [Kind; 4] = [
+        Kind::HttpRoute,
+        Kind::GrpcRoute,
+        Kind::TcpRoute,
+        Kind::TlsRoute,
+    ];
+    if group.unwrap_or(GROUP) != GROUP {
+        return None;
+    }
+    ALL.into_iter().find(|k| k.kind() == kind)
+}
 
 /// Minimum TLS version of hosts served from Gateway HTTPS listeners.
 pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
@@ -102,9 +118,9 @@ pub(super) struct Listener {
     pub(super) tls: Option<String>,
     /// Which namespaces' routes it takes.
     pub(super) from: Namespaces,
-    /// Which route kinds it takes (of [`ROUTE_KINDS`], or of [`TCP_ROUTE_KINDS`] for a TCP
-    /// listener).
-    pub(super) kinds: Vec<&'static str>,
+    /// Which route kinds it takes (of [`ROUTE_KINDS`], of [`TCP_ROUTE_KINDS`] for a TCP
+    /// listener, of [`TLS_ROUTE_KINDS`] for a TLS listener).
+    pub(super) kinds: Vec<Kind>,
     /// Routes attached to it.
     pub(super) attached: u32,
     /// A `TCP` listener: Envoy listens on its port and forwards every connection to the

@@ -13,10 +13,11 @@ use gateway_api::apis::experimental::gateways::{
 use super::Builder;
 use super::frontend_tls::{ForListener, Frontend};
 use super::gateway_common::{
-    GROUP, Listener, Namespaces, ROUTE_KINDS, TCP_ROUTE_KINDS, TLS_ROUTE_KINDS, cond, condition,
-    granted, refs_resolved,
+    Listener, Namespaces, ROUTE_KINDS, TCP_ROUTE_KINDS, TLS_ROUTE_KINDS, cond, condition, granted,
+    refs_resolved, route_kind,
 };
 use super::model::{ClientValidation, GatewayCondition, ListenerStatus};
+use crate::api::Kind;
 use crate::store::Snapshot;
 use crate::validate::FieldError;
 use crate::validate::label_selector::listener_selector;
@@ -62,7 +63,7 @@ impl Serving {
     }
 
     /// The route kinds a listener so served takes.
-    fn kinds(self) -> &'static [&'static str] {
+    fn kinds(self) -> &'static [Kind] {
         match (self.tcp, self.passthrough || self.tls_terminate) {
             (true, _) => &TCP_ROUTE_KINDS,
             (_, true) => &TLS_ROUTE_KINDS,
@@ -113,15 +114,14 @@ fn serving(field: &str, l: &GatewayListeners) -> Result<Serving, FieldError> {
 fn allowed_kinds(
     field: &str,
     l: &GatewayListeners,
-    offered: &'static [&'static str],
-) -> Result<Vec<&'static str>, FieldError> {
+    offered: &'static [Kind],
+) -> Result<Vec<Kind>, FieldError> {
     let Some(kinds) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()) else {
         return Ok(offered.to_vec());
     };
-    let allowed: Vec<&'static str> = (offered.iter().copied())
+    let allowed: Vec<Kind> = (offered.iter().copied())
         .filter(|sluices| {
-            (kinds.iter())
-                .any(|k| k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == *sluices)
+            (kinds.iter()).any(|k| route_kind(k.group.as_deref(), &k.kind) == Some(*sluices))
         })
         .collect();
     if allowed.is_empty() {
@@ -190,8 +190,8 @@ pub(super) fn not_accepted(
 fn route_kinds(
     field: &str,
     l: &GatewayListeners,
-    offered: &'static [&'static str],
-) -> (Vec<&'static str>, Option<FieldError>) {
+    offered: &'static [Kind],
+) -> (Vec<Kind>, Option<FieldError>) {
     let Some(kinds) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()) else {
         return (offered.to_vec(), None);
     };
@@ -201,7 +201,7 @@ fn route_kinds(
     };
     let others: Vec<&str> = (kinds.iter())
         .filter(|k| {
-            k.group.as_deref().unwrap_or(GROUP) != GROUP || !allowed.contains(&k.kind.as_str())
+            route_kind(k.group.as_deref(), &k.kind).is_none_or(|kind| !allowed.contains(&kind))
         })
         .map(|k| k.kind.as_str())
         .collect();
@@ -214,9 +214,10 @@ fn route_kinds(
 fn kinds_error(
     field: &str,
     l: &GatewayListeners,
-    offered: &[&str],
+    offered: &[Kind],
     refused: &[&str],
 ) -> FieldError {
+    let offered: Vec<&str> = offered.iter().map(|k| k.kind()).collect();
     FieldError::new(
         format!("{field}.allowedRoutes.kinds"),
         cond::INVALID_ROUTE_KINDS,
@@ -255,7 +256,8 @@ pub(super) fn listener(
     }
     // Route kinds: a kind the listener does not take is a reference that does not resolve.
     let (kinds, kinds_problem) = route_kinds(&field, l, how.kinds());
-    status.supported_kinds = kinds;
+    // The status names the kinds as the Gateway API writes them.
+    status.supported_kinds = kinds.iter().map(|k| k.kind()).collect();
     let mut unresolved: Option<FieldError> = kinds_problem;
     let from = match route_namespaces(&field, l) {
         Ok(from) => from,
@@ -276,8 +278,7 @@ pub(super) fn listener(
         }
     };
     // Served when its certificate (if it needs one) resolved and it takes some route kind.
-    let programmed =
-        !status.supported_kinds.is_empty() && (tls.is_some() || !(how.https || how.tls_terminate));
+    let programmed = !kinds.is_empty() && (tls.is_some() || !(how.https || how.tls_terminate));
     status.conditions = listener_conditions(how, l.port, unresolved, programmed);
     let listener = Listener {
         name: l.name.clone(),
@@ -291,7 +292,7 @@ pub(super) fn listener(
             .map(str::to_ascii_lowercase),
         tls,
         from,
-        kinds: status.supported_kinds.clone(),
+        kinds,
         attached: 0,
         tcp: how.tcp,
         tcp_route: None,

@@ -127,7 +127,7 @@ fn attach_parent(
         .collect();
     for (l, scope) in gw.listeners.iter_mut().zip(scopes) {
         let Some(l) = l else { continue };
-        if !tally.takes(snapshot, p, gw_key, l, &obj.key, obj.kind.kind()) {
+        if !tally.takes(snapshot, p, gw_key, l, &obj.key, obj.kind) {
             continue;
         }
         match mode {
@@ -223,7 +223,7 @@ fn parent_accepted<R: GatewayRoute>(
     if !r.refused.is_empty() {
         let why = r.refused.join("; ");
         condition(cond::ACCEPTED, false, cond::UNSUPPORTED_VALUE, why)
-    } else if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, R::KIND.kind()) {
+    } else if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, R::KIND) {
         no
     } else if tls && took.hosted == 0 {
         condition(
