@@ -19,7 +19,7 @@
 //!
 //! The rules are written down in `docs/gateway-api.md`, "Backend TLS".
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use gateway_api::apis::experimental::gateways::Gateway;
@@ -29,12 +29,13 @@ use gateway_api::apis::standard::backendtlspolicies::{
 };
 
 use super::Builder;
-use super::gateway::{condition, granted};
+use super::backend_tls_state::{BackendTlsPolicies, PolicyAcc};
+use super::gateway_common::{condition, granted};
 use super::model::{
     GatewayApiStatus, GatewayCondition, ParentStatus, SubjectAltName, UpstreamValidation,
 };
 use crate::api::{Kind, ObjKey, ObjectRef};
-use crate::store::{CaBundle, Snapshot, TlsSecretData};
+use crate::store::{CaBundle, Snapshot};
 use crate::validate::backend_tls::validate_backend_tls_policy;
 
 /// Condition types and reasons of BackendTLSPolicies and of a Gateway's backend TLS.
@@ -51,30 +52,6 @@ pub mod reason {
     /// sluice's own, never in a status: a backend whose BackendTLSPolicy is not accepted (the
     /// route's references resolve; its requests to that backend fail).
     pub const POLICY_NOT_ACCEPTED: &str = "BackendTLSPolicyNotAccepted";
-}
-
-/// What one build knows of the BackendTLSPolicies: what each says and which applies to which
-/// Service port.
-#[derive(Default)]
-pub(super) struct BackendTlsPolicies {
-    policies: Vec<PolicyAcc>,
-    /// The policies naming each target, the one that applies first: by the Service's key and
-    /// the `sectionName` (None: the whole Service).
-    targets: BTreeMap<(ObjKey, Option<String>), Vec<usize>>,
-}
-
-/// One policy while a build runs.
-struct PolicyAcc {
-    key: ObjKey,
-    generation: Option<i64>,
-    accepted: GatewayCondition,
-    resolved: GatewayCondition,
-    /// What Envoy verifies the backends with; None when the policy is not accepted.
-    validation: Option<UpstreamValidation>,
-    /// Lost a target to another policy: the `Accepted=False/Conflicted` message.
-    conflicted: Option<String>,
-    /// The Gateways of the routes that use a Service port it names.
-    ancestors: BTreeSet<ObjKey>,
 }
 
 /// How a backend of a route is spoken to, by the BackendTLSPolicy of its Service port.
@@ -396,13 +373,5 @@ pub(super) fn gateway_client_certificate(
             reason::INVALID_CLIENT_CERTIFICATE_REF,
             format!("{field}: {why}"),
         ),
-    }
-}
-
-/// Whether a Secret's certificate and key are usable (the message of why not otherwise).
-pub(super) fn usable_tls(data: &TlsSecretData) -> Result<(Arc<str>, Arc<str>), String> {
-    match data {
-        TlsSecretData::Usable { cert_pem, key_pem } => Ok((cert_pem.clone(), key_pem.clone())),
-        TlsSecretData::Unusable(what) => Err(what.to_string()),
     }
 }

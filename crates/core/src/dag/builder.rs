@@ -89,7 +89,7 @@ pub struct Builder<'a> {
     tcp_listeners: Vec<(u16, Arc<TcpListener>)>,
     hasher: DefaultHashBuilder,
     /// The BackendTLSPolicies, while the Gateway API objects are built.
-    pub(super) backend_tls: Option<super::backend_tls::BackendTlsPolicies>,
+    pub(super) backend_tls: Option<super::backend_tls_state::BackendTlsPolicies>,
     /// The route whose rules are being built: its parent Gateways of sluice's (the ancestors of
     /// the BackendTLSPolicies of its backends) and the client certificate they present to TLS
     /// backends (a key into the secrets table).

@@ -186,7 +186,7 @@ impl<'a> Builder<'a> {
             ));
         };
         let (cert_pem, key_pem) =
-            crate::dag::backend_tls::usable_tls(&secret.tls).map_err(|what| {
+            crate::dag::backend_tls_state::usable_tls(&secret.tls).map_err(|what| {
                 format!(
                     "Secret {:?} is not a usable TLS certificate: {what}",
                     key.to_string()

@@ -27,7 +27,7 @@ use gateway_api::apis::experimental::gateways::{
 };
 
 use super::Builder;
-use super::gateway::{cond, condition, granted, refs_resolved};
+use super::gateway_common::{cond, condition, granted, refs_resolved};
 use super::model::{ClientValidation, GatewayCondition};
 use crate::api::ObjKey;
 use crate::store::{CaBundle, Snapshot};

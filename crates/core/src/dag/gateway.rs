@@ -17,234 +17,42 @@
 //!   route yet (filters, query parameter matches, regular expression paths) is not accepted, and
 //!   its status names the field: no rule is served in part.
 //!
-//! HTTPRoutes are [`super::httproute`]'s. The rules are written down in `docs/gateway-api.md`. Statuses are the Gateway API's own
-//! ([`GatewayApiStatus`]); the status writer adds timestamps and generations.
+//! HTTPRoutes are [`super::httproute`]'s. The rules are written down in `docs/gateway-api.md`.
+//! Statuses are the Gateway API's own ([`GatewayApiStatus`]); the status writer adds timestamps
+//! and generations.
+//!
+//! This module runs the processor: it calls every other part (ListenerSets, frontend and
+//! backend TLS, the Gateways' addresses, each route kind) in turn, and none of them calls it.
+//! What they share sits below them all: the constants, conditions, listeners and grant checks
+//! in [`super::gateway_common`], the Gateways' working state in [`super::gateway_acc`], the
+//! working out of one listener in [`super::gateway_listeners`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::Builder;
-use super::addresses::NoAddress;
-use super::frontend_tls::Frontend;
+use super::gateway_acc::{GatewayAcc, Served};
+use super::gateway_common::{condition, oldest_first};
+use super::gateway_listeners::{http_hostnames, listener};
 use super::gwroute::{Connections, RouteIn, attach_route, connection_route};
-use super::model::{
-    ClientValidation, EntryKey, GatewayApiStatus, GatewayCondition, ListenerStatus,
-};
-use crate::api::{Kind, ObjKey, ObjectRef, TlsVersion};
+use super::model::{GatewayApiStatus, GatewayCondition};
+use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::gateway::validate_gateway;
-use crate::validate::label_selector::LabelSelector;
 
-// Listeners: how sluice serves each, what it takes, its status; what sluice does not serve.
-#[path = "gateway_listeners.rs"]
-mod listeners;
-pub(super) use listeners::{http_hostnames, listener, not_accepted};
-pub use listeners::{unsupported, unsupported_in_listener_set};
+// For other crates (the modules of `dag` import these from where they are defined): what the
+// webhook refuses, the Gateway API's constants and the features sluice serves.
+pub use super::features::{OWN_ADDRESS_FEATURES, SUPPORTED_FEATURES, supported_features};
+pub use super::gateway_common::{
+    GATEWAY_MIN_TLS, GROUP, ROUTE_KINDS, TCP_ROUTE_KINDS, TLS_ROUTE_KINDS, cond,
+};
+pub use super::gateway_listeners::{unsupported, unsupported_in_listener_set};
+
 // The Gateways' statuses once the routes have attached.
 #[path = "gateway_status.rs"]
 mod status;
-
-/// The API group of the Gateway API.
-pub const GROUP: &str = "gateway.networking.k8s.io";
-/// The route kinds sluice attaches to HTTP and HTTPS listeners.
-pub const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
-/// The route kinds sluice attaches to TCP listeners.
-pub const TCP_ROUTE_KINDS: [&str; 1] = ["TCPRoute"];
-/// The route kinds sluice attaches to TLS (passthrough) listeners.
-pub const TLS_ROUTE_KINDS: [&str; 1] = ["TLSRoute"];
-pub use super::features::{OWN_ADDRESS_FEATURES, SUPPORTED_FEATURES, supported_features};
-
-/// Minimum TLS version of hosts served from Gateway HTTPS listeners.
-pub const GATEWAY_MIN_TLS: TlsVersion = TlsVersion::V1_2;
-
-/// Condition types and reasons of the Gateway API.
-pub mod cond {
-    pub const ACCEPTED: &str = "Accepted";
-    pub const PROGRAMMED: &str = "Programmed";
-    pub const RESOLVED_REFS: &str = "ResolvedRefs";
-
-    pub const INVALID_PARAMETERS: &str = "InvalidParameters";
-    pub const INVALID: &str = "Invalid";
-    pub const LISTENERS_NOT_VALID: &str = "ListenersNotValid";
-    pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
-    pub const PORT_UNAVAILABLE: &str = "PortUnavailable";
-    pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
-    pub const INVALID_CERTIFICATE_REF: &str = "InvalidCertificateRef";
-    pub const INVALID_ROUTE_KINDS: &str = "InvalidRouteKinds";
-    pub const REF_NOT_PERMITTED: &str = "RefNotPermitted";
-    pub const NOT_ALLOWED_BY_LISTENERS: &str = "NotAllowedByListeners";
-    pub const NO_MATCHING_LISTENER_HOSTNAME: &str = "NoMatchingListenerHostname";
-    pub const NO_MATCHING_PARENT: &str = "NoMatchingParent";
-    pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
-    pub const INVALID_KIND: &str = "InvalidKind";
-    /// sluice's own: every hostname the route would serve belongs to another object.
-    pub const HOST_CONFLICT: &str = "HostConflict";
-
-    // ListenerSets (GEP-1713) and the listeners they attach to a Gateway.
-    pub const CONFLICTED: &str = "Conflicted";
-    pub const HOSTNAME_CONFLICT: &str = "HostnameConflict";
-    pub const PROTOCOL_CONFLICT: &str = "ProtocolConflict";
-    pub const NOT_ALLOWED: &str = "NotAllowed";
-    pub const PARENT_NOT_ACCEPTED: &str = "ParentNotAccepted";
-    pub const PARENT_NOT_PROGRAMMED: &str = "ParentNotProgrammed";
-}
-
-pub(super) fn condition(
-    type_: &'static str,
-    ok: bool,
-    reason: &'static str,
-    message: impl Into<String>,
-) -> GatewayCondition {
-    GatewayCondition {
-        type_,
-        status: ok,
-        reason,
-        message: message.into(),
-    }
-}
-
-/// `ResolvedRefs=True`: every reference of the object resolved.
-pub(super) fn refs_resolved() -> GatewayCondition {
-    condition(
-        cond::RESOLVED_REFS,
-        true,
-        cond::RESOLVED_REFS,
-        "references resolved",
-    )
-}
-
-/// A route's `Accepted=True` for a parent Gateway.
-pub(super) fn attached_to_gateway() -> GatewayCondition {
-    condition(cond::ACCEPTED, true, cond::ACCEPTED, "attached to Gateway")
-}
-
-/// A listener of one of sluice's Gateways that routes can attach to.
-pub(super) struct Listener {
-    pub(super) name: String,
-    /// The ListenerSet that holds it; None for one of the Gateway's own listeners.
-    pub(super) origin: Option<ObjKey>,
-    /// Its protocol as written (`HTTP`, `HTTPS`, `TLS`, `TCP`): what listeners sharing a port
-    /// are compared by ([`super::listenerset`]).
-    pub(super) protocol: String,
-    pub(super) port: i32,
-    pub(super) hostname: Option<String>,
-    /// The TLS Secret's id (`namespace/name`) of an HTTPS listener; None for HTTP.
-    pub(super) tls: Option<String>,
-    /// Which namespaces' routes it takes.
-    pub(super) from: Namespaces,
-    /// Which route kinds it takes (of [`ROUTE_KINDS`], or of [`TCP_ROUTE_KINDS`] for a TCP
-    /// listener).
-    pub(super) kinds: Vec<&'static str>,
-    /// Routes attached to it.
-    pub(super) attached: u32,
-    /// A `TCP` listener: Envoy listens on its port and forwards every connection to the
-    /// backends of the one TCPRoute attached to it.
-    pub(super) tcp: bool,
-    /// The TCPRoute attached to a TCP listener (the oldest that asked).
-    pub(super) tcp_route: Option<ObjectRef>,
-    /// Whether Envoy serves it: false for a listener whose certificate does not resolve, which
-    /// routes still attach to (and are counted on) while it serves nothing.
-    pub(super) programmed: bool,
-    /// An HTTPS listener's client certificate validation (its port's, of `spec.tls.frontend`).
-    pub(super) client_validation: Option<ClientValidation>,
-}
-
-pub(super) enum Namespaces {
-    Same,
-    All,
-    /// Namespaces whose labels the selector matches.
-    Selector(LabelSelector),
-}
-
-impl Namespaces {
-    /// Whether a listener of a Gateway in `gateway` takes routes of namespace `route`.
-    /// Every namespace carries the label `kubernetes.io/metadata.name` with its name, as the
-    /// apiserver sets it, also one the snapshot holds no Namespace object of (a manifest
-    /// directory often has none).
-    pub(super) fn allow(&self, snapshot: &Snapshot, gateway: &str, route: &str) -> bool {
-        match self {
-            Namespaces::Same => gateway == route,
-            Namespaces::All => true,
-            Namespaces::Selector(s) => {
-                let namespace = snapshot.namespaces.get(&ObjKey::new("", route));
-                s.matches(|k| match k {
-                    NAMESPACE_NAME_LABEL => Some(route),
-                    _ => namespace?.labels.get(k).map(String::as_str),
-                })
-            }
-        }
-    }
-}
-
-/// The label the apiserver gives every namespace, its name as its value.
-const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
-
-/// One of sluice's Gateways, as the routes see it.
-pub(super) struct GatewayAcc {
-    pub(super) obj: ObjectRef,
-    pub(super) generation: Option<i64>,
-    /// Its listeners in order, None for those not accepted (their status is in `listener_status`):
-    /// the Gateway's own (the first `own_listeners`), then those of each ListenerSet attached to
-    /// it (oldest first, [`super::listenerset`]).
-    pub(super) listeners: Vec<Option<Listener>>,
-    pub(super) listener_status: Vec<ListenerStatus>,
-    /// How many of `listeners` are the Gateway's own.
-    pub(super) own_listeners: usize,
-    /// Which namespaces' ListenerSets it takes (`spec.allowedListeners`); None: none.
-    pub(super) allowed_listeners: Option<Namespaces>,
-    /// Every ListenerSet of sluice's naming this Gateway as its parent, attached or not.
-    pub(super) listener_sets: BTreeMap<ObjKey, super::listenerset::SetAcc>,
-    /// The Gateway's own problems (None: accepted).
-    pub(super) invalid: Option<String>,
-    /// The reason of `invalid`'s `Accepted=False`: `Invalid`, or `InvalidParameters` for a
-    /// `spec.infrastructure.parametersRef`.
-    pub(super) invalid_reason: &'static str,
-    /// The port and hostname of each accepted listener that takes HTTP routes, as listener
-    /// isolation reads them ([`super::gwroute::taken_by_narrower_listener`]).
-    pub(super) http_hostnames: Vec<(i32, Option<String>)>,
-    /// Where the Gateway is served: its own address (`--gateway-addresses`), why it has none, or
-    /// on Envoy's shared listeners.
-    pub(super) served: Served,
-    /// The client certificate Envoy presents to TLS backends (`spec.tls.backend`): the
-    /// Gateway's `ResolvedRefs` condition and, when it resolves, its key among the secrets.
-    /// None when the Gateway names none.
-    pub(super) backend_client: Option<(GatewayCondition, Option<String>)>,
-    /// `InsecureFrontendValidationMode=True` while `spec.tls.frontend` lets clients without a
-    /// valid certificate in ([`super::frontend_tls`]).
-    pub(super) insecure_frontend: Option<GatewayCondition>,
-    /// `spec.tls.frontend`, resolved: the client certificate validation of its ports, which
-    /// the HTTPS listeners of its ListenerSets on those ports get too.
-    pub(super) frontend: Frontend,
-}
-
-/// Where a Gateway's listeners are served.
-pub(super) enum Served {
-    /// On Envoy's shared listeners (no `--gateway-addresses`).
-    Shared,
-    /// At an address of its own, Envoy listening on each listener's port there.
-    At(std::net::IpAddr),
-    /// Nowhere: it has no address ([`NoAddress`] says why).
-    Nowhere(NoAddress),
-}
-
-impl GatewayAcc {
-    /// Where routes attached to a listener of this Gateway on `port` are served: None when
-    /// nowhere (the Gateway has no address), Some(None) on Envoy's shared listeners, else at
-    /// that port of the Gateway's address.
-    pub(super) fn scope(&self, port: i32) -> Option<Option<EntryKey>> {
-        match &self.served {
-            Served::Shared => Some(None),
-            Served::At(_) => Some(Some(EntryKey {
-                gateway: self.obj.key.clone(),
-                port: u16::try_from(port).ok()?,
-            })),
-            Served::Nowhere(_) => None,
-        }
-    }
-}
 
 /// Builds the GatewayClasses, Gateways and HTTPRoutes of sluice's controller.
 pub fn build_gateway_api(b: &mut Builder<'_>) {
@@ -257,7 +65,9 @@ pub fn build_gateway_api(b: &mut Builder<'_>) {
     if classes.is_empty() {
         return;
     }
-    b.backend_tls = Some(super::backend_tls::BackendTlsPolicies::new(b, snapshot));
+    b.backend_tls = Some(super::backend_tls_state::BackendTlsPolicies::new(
+        b, snapshot,
+    ));
     let mut gateways = sluices_gateways(b, snapshot, &classes);
     super::listenerset::attach_listener_sets(b, snapshot, &mut gateways);
     match b.options.gateway_addresses.clone() {
@@ -412,47 +222,6 @@ fn attach_routes(
         };
         connection_route(b, snapshot, gateways, controller, r, mode);
     }
-}
-
-/// The objects by creationTimestamp (missing: newest), then namespace and name.
-pub(super) fn oldest_first<T>(
-    objects: &crate::store::Objects<T>,
-    meta: impl Fn(&T) -> &ObjectMeta,
-) -> Vec<(&ObjKey, &T)> {
-    let mut all: Vec<(&ObjKey, &T)> = objects.iter().map(|(k, o)| (k, &**o)).collect();
-    all.sort_by(|(ka, a), (kb, b)| {
-        let ta = meta(a).creation_timestamp.as_ref();
-        let tb = meta(b).creation_timestamp.as_ref();
-        (ta.is_none(), ta, ka).cmp(&(tb.is_none(), tb, kb))
-    });
-    all
-}
-
-/// Whether a ReferenceGrant in `to_ns` lets objects of `from_kind` in `from_ns` refer to the
-/// object `name` of `to_kind` (core group).
-pub(super) fn granted(
-    snapshot: &Snapshot,
-    from_kind: &str,
-    from_ns: &str,
-    to_kind: &str,
-    to_ns: &str,
-    name: &str,
-) -> bool {
-    snapshot
-        .reference_grants
-        .iter()
-        .filter(|(k, _)| &*k.namespace == to_ns)
-        .any(|(_, g)| {
-            g.spec
-                .from
-                .iter()
-                .any(|f| f.group == GROUP && f.kind == from_kind && f.namespace == from_ns)
-                && g.spec.to.iter().any(|t| {
-                    t.group.is_empty()
-                        && t.kind == to_kind
-                        && t.name.as_deref().is_none_or(|n| n == name)
-                })
-        })
 }
 
 /// Works out one Gateway of sluice's class: its listeners and their certificates.

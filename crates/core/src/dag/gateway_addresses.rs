@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 
 use super::Builder;
 use super::addresses::{AddressPool, Wanted};
-use super::gateway::{GatewayAcc, Served, cond, not_accepted, oldest_first};
+use super::gateway_acc::{GatewayAcc, Served};
+use super::gateway_common::{cond, oldest_first};
+use super::gateway_listeners::not_accepted;
 use super::model::EntryProtocol;
-use crate::api::ObjKey;
+use crate::api::{Kind, ObjKey};
 use crate::store::Snapshot;
 
 /// Deals each Gateway an address of its own from `pool` ([`super::addresses::deal`]): oldest
@@ -56,12 +58,13 @@ pub(super) fn open_entries(b: &mut Builder<'_>, gateways: &BTreeMap<ObjKey, Gate
             };
             let protocol = match (l.tcp, l.kinds.first()) {
                 (true, _) => EntryProtocol::Tcp,
-                (_, Some(&"TLSRoute")) => EntryProtocol::Tls,
+                (_, Some(Kind::TlsRoute)) => EntryProtocol::Tls,
                 _ if l.tls.is_some() => EntryProtocol::Tls,
                 _ => EntryProtocol::Http,
             };
-            let https =
-                l.tls.is_some() && protocol == EntryProtocol::Tls && !l.kinds.contains(&"TLSRoute");
+            let https = l.tls.is_some()
+                && protocol == EntryProtocol::Tls
+                && !l.kinds.contains(&Kind::TlsRoute);
             let secret = l.tls.as_deref().filter(|_| https);
             let validation = l.client_validation.as_ref().filter(|_| https);
             b.open_entry(

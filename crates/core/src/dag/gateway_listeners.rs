@@ -2,25 +2,29 @@
 //! TLS mode), the route kinds and namespaces it takes, its certificate and client certificate
 //! validation, and the conditions of its status; and what sluice does not serve in a listener,
 //! which the webhook refuses ([`unsupported`]).
+//!
+//! Below [`super::gateway`] and [`super::listenerset`], which both work out their listeners
+//! here; it imports neither.
 
 use gateway_api::apis::experimental::gateways::{
     Gateway, GatewayListeners, GatewayListenersAllowedRoutesNamespacesFrom, GatewayListenersTlsMode,
 };
 
-use super::{
-    GROUP, Listener, Namespaces, ROUTE_KINDS, TCP_ROUTE_KINDS, TLS_ROUTE_KINDS, cond, condition,
-    granted, refs_resolved,
+use super::Builder;
+use super::frontend_tls::{ForListener, Frontend};
+use super::gateway_common::{
+    Listener, Namespaces, ROUTE_KINDS, TCP_ROUTE_KINDS, TLS_ROUTE_KINDS, cond, condition, granted,
+    refs_resolved, route_kind,
 };
-use crate::dag::Builder;
-use crate::dag::frontend_tls::{ForListener, Frontend};
-use crate::dag::model::{ClientValidation, GatewayCondition, ListenerStatus};
+use super::model::{ClientValidation, GatewayCondition, ListenerStatus};
+use crate::api::Kind;
 use crate::store::Snapshot;
 use crate::validate::FieldError;
 use crate::validate::label_selector::listener_selector;
 
 /// The port and hostname of each accepted listener that takes HTTP routes
-/// ([`super::GatewayAcc::http_hostnames`]).
-pub(in crate::dag) fn http_hostnames(listeners: &[Option<Listener>]) -> Vec<(i32, Option<String>)> {
+/// ([`super::gateway_acc::GatewayAcc::http_hostnames`]).
+pub(super) fn http_hostnames(listeners: &[Option<Listener>]) -> Vec<(i32, Option<String>)> {
     (listeners.iter().flatten())
         .filter(|l| l.programmed && l.kinds.iter().any(|k| ROUTE_KINDS.contains(k)))
         .map(|l| (l.port, l.hostname.clone()))
@@ -59,7 +63,7 @@ impl Serving {
     }
 
     /// The route kinds a listener so served takes.
-    fn kinds(self) -> &'static [&'static str] {
+    fn kinds(self) -> &'static [Kind] {
         match (self.tcp, self.passthrough || self.tls_terminate) {
             (true, _) => &TCP_ROUTE_KINDS,
             (_, true) => &TLS_ROUTE_KINDS,
@@ -110,15 +114,14 @@ fn serving(field: &str, l: &GatewayListeners) -> Result<Serving, FieldError> {
 fn allowed_kinds(
     field: &str,
     l: &GatewayListeners,
-    offered: &'static [&'static str],
-) -> Result<Vec<&'static str>, FieldError> {
+    offered: &'static [Kind],
+) -> Result<Vec<Kind>, FieldError> {
     let Some(kinds) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()) else {
         return Ok(offered.to_vec());
     };
-    let allowed: Vec<&'static str> = (offered.iter().copied())
+    let allowed: Vec<Kind> = (offered.iter().copied())
         .filter(|sluices| {
-            (kinds.iter())
-                .any(|k| k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == *sluices)
+            (kinds.iter()).any(|k| route_kind(k.group.as_deref(), &k.kind) == Some(*sluices))
         })
         .collect();
     if allowed.is_empty() {
@@ -168,7 +171,7 @@ fn unsupported_listener(i: usize, l: &GatewayListeners) -> Option<FieldError> {
 }
 
 /// A listener not accepted for `reason` (its references are not the problem).
-pub(in crate::dag) fn not_accepted(
+pub(super) fn not_accepted(
     mut status: ListenerStatus,
     reason: &'static str,
     message: String,
@@ -187,8 +190,8 @@ pub(in crate::dag) fn not_accepted(
 fn route_kinds(
     field: &str,
     l: &GatewayListeners,
-    offered: &'static [&'static str],
-) -> (Vec<&'static str>, Option<FieldError>) {
+    offered: &'static [Kind],
+) -> (Vec<Kind>, Option<FieldError>) {
     let Some(kinds) = l.allowed_routes.as_ref().and_then(|a| a.kinds.as_deref()) else {
         return (offered.to_vec(), None);
     };
@@ -198,7 +201,7 @@ fn route_kinds(
     };
     let others: Vec<&str> = (kinds.iter())
         .filter(|k| {
-            k.group.as_deref().unwrap_or(GROUP) != GROUP || !allowed.contains(&k.kind.as_str())
+            route_kind(k.group.as_deref(), &k.kind).is_none_or(|kind| !allowed.contains(&kind))
         })
         .map(|k| k.kind.as_str())
         .collect();
@@ -211,9 +214,10 @@ fn route_kinds(
 fn kinds_error(
     field: &str,
     l: &GatewayListeners,
-    offered: &[&str],
+    offered: &[Kind],
     refused: &[&str],
 ) -> FieldError {
+    let offered: Vec<&str> = offered.iter().map(|k| k.kind()).collect();
     FieldError::new(
         format!("{field}.allowedRoutes.kinds"),
         cond::INVALID_ROUTE_KINDS,
@@ -228,7 +232,7 @@ fn kinds_error(
 
 /// Works out listener `i` of a Gateway or ListenerSet (`owner`: the kind and namespace of the
 /// object that holds it, which a certificate in another namespace must be granted to).
-pub(in crate::dag) fn listener(
+pub(super) fn listener(
     b: &mut Builder<'_>,
     snapshot: &Snapshot,
     owner: (&str, &str),
@@ -252,7 +256,8 @@ pub(in crate::dag) fn listener(
     }
     // Route kinds: a kind the listener does not take is a reference that does not resolve.
     let (kinds, kinds_problem) = route_kinds(&field, l, how.kinds());
-    status.supported_kinds = kinds;
+    // The status names the kinds as the Gateway API writes them.
+    status.supported_kinds = kinds.iter().map(|k| k.kind()).collect();
     let mut unresolved: Option<FieldError> = kinds_problem;
     let from = match route_namespaces(&field, l) {
         Ok(from) => from,
@@ -273,8 +278,7 @@ pub(in crate::dag) fn listener(
         }
     };
     // Served when its certificate (if it needs one) resolved and it takes some route kind.
-    let programmed =
-        !status.supported_kinds.is_empty() && (tls.is_some() || !(how.https || how.tls_terminate));
+    let programmed = !kinds.is_empty() && (tls.is_some() || !(how.https || how.tls_terminate));
     status.conditions = listener_conditions(how, l.port, unresolved, programmed);
     let listener = Listener {
         name: l.name.clone(),
@@ -288,7 +292,7 @@ pub(in crate::dag) fn listener(
             .map(str::to_ascii_lowercase),
         tls,
         from,
-        kinds: status.supported_kinds.clone(),
+        kinds,
         attached: 0,
         tcp: how.tcp,
         tcp_route: None,

@@ -2,8 +2,9 @@
 //! routes and `Programmed` condition, the ListenerSets' statuses, and the Gateway's own
 //! conditions (`Accepted`, `Programmed`, and those of its TLS settings).
 
-use super::{GatewayAcc, Served, cond, condition};
 use crate::dag::Builder;
+use crate::dag::gateway_acc::{GatewayAcc, Served};
+use crate::dag::gateway_common::{cond, condition};
 use crate::dag::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
 
 /// Writes the status of Gateway `gw` and of its ListenerSets.

@@ -8,8 +8,7 @@ use gateway_api::apis::standard::grpcroutes::{
     GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType, GrpcRouteSpec,
 };
 
-use super::gateway::cond;
-
+use super::gateway_common::cond;
 use super::gwroute::{GatewayRoute, OwnRule, RuleMatch};
 use super::model::{HeaderMatch, HeaderOp, PathMatch};
 use crate::api::Kind;

@@ -13,8 +13,7 @@ use gateway_api::apis::experimental::httproutes::{
     HttpRouteRulesMatchesQueryParamsType, HttpRouteSpec,
 };
 
-use super::gateway::cond;
-
+use super::gateway_common::cond;
 use super::gwroute::{GatewayRoute, OwnRule, RuleFilters, RuleMatch};
 use super::model::{
     Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite,

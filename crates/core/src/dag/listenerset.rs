@@ -15,7 +15,7 @@
 //!   namespace needs a ReferenceGrant to ListenerSets of the set's namespace, and `Same` in its
 //!   `allowedRoutes` is the ListenerSet's namespace.
 //! - Routes attach to a ListenerSet's listeners through a parentRef of kind `ListenerSet`
-//!   ([`super::tally::Tally::takes`]); a parentRef naming the Gateway selects only its own
+//!   ([`super::gwroute`]'s `Tally::takes`); a parentRef naming the Gateway selects only its own
 //!   listeners.
 //! - A ListenerSet is `Accepted=True` when some listener is accepted with its references
 //!   resolved (reason `ListenersNotValid` when others are not), else `Accepted=False` and
@@ -23,32 +23,22 @@
 //!   counts the accepted ones.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 
 use gateway_api::apis::experimental::gateways::{Gateway, GatewayAllowedListenersNamespacesFrom};
 use gateway_api::apis::experimental::listenersets::ListenerSet;
 
 use super::Builder;
-use super::gateway::{
-    GROUP, GatewayAcc, Listener, Namespaces, Served, cond, condition, http_hostnames, listener,
-    not_accepted, oldest_first,
+use super::gateway_acc::{GatewayAcc, Served, SetAcc};
+use super::gateway_common::{
+    GROUP, Listener, Namespaces, cond, condition, oldest_first, refs_resolved,
 };
+use super::gateway_listeners::{http_hostnames, listener, not_accepted};
 use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 use crate::validate::gateway::{PortGroup, port_group};
 use crate::validate::label_selector::listener_selector;
 use crate::validate::listenerset::{as_gateway_listener, validate_listener_set};
-
-/// A ListenerSet of sluice's: one whose parent is a Gateway of sluice's.
-pub(super) struct SetAcc {
-    obj: ObjectRef,
-    /// Where its listeners are in the Gateway's ([`GatewayAcc::listeners`]); empty when it is not
-    /// attached.
-    range: Range<usize>,
-    /// Why it is not attached: the reason and message of its `Accepted=False`.
-    refused: Option<(&'static str, String)>,
-}
 
 /// Which namespaces' ListenerSets a Gateway takes (`spec.allowedListeners.namespaces`); None
 /// when it takes none (`from: None`, the default, or a selector that does not read).
@@ -214,7 +204,7 @@ fn conflicts(
         condition(cond::ACCEPTED, false, reason, message.clone()),
         condition(cond::PROGRAMMED, false, reason, message.clone()),
         condition(cond::CONFLICTED, true, reason, message),
-        super::gateway::refs_resolved(),
+        refs_resolved(),
     ];
     (None, status)
 }

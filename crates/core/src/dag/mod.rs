@@ -13,13 +13,17 @@
 
 pub mod addresses;
 pub mod backend_tls;
+mod backend_tls_state;
 mod builder;
 mod clusters;
 mod delegation;
 mod features;
 pub mod frontend_tls;
 pub mod gateway;
+mod gateway_acc;
 mod gateway_addresses;
+mod gateway_common;
+mod gateway_listeners;
 pub mod grpcroute;
 mod gwroute;
 mod halves;
@@ -38,7 +42,6 @@ mod slots;
 mod sort;
 mod status;
 pub mod table;
-mod tally;
 pub mod tcproute;
 pub mod tlsroute;
 

@@ -280,7 +280,7 @@ fn tcp_and_http_routes_attach_to_their_own_listeners_only() {
     assert_eq!(listener_of(&dag, "edge", "web").attached_routes, 1);
     assert_eq!(
         listener_of(&dag, "edge", "web").supported_kinds,
-        gateway::ROUTE_KINDS
+        ["HTTPRoute", "GRPCRoute"]
     );
     assert_eq!(listener_of(&dag, "edge", "pg").attached_routes, 0);
 }

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::super::Builder;
-use super::super::gateway::{
-    GATEWAY_MIN_TLS, GatewayAcc, Listener, attached_to_gateway, cond, condition, refs_resolved,
+use super::super::gateway_acc::GatewayAcc;
+use super::super::gateway_common::{
+    GATEWAY_MIN_TLS, Listener, attached_to_gateway, cond, condition, refs_resolved,
 };
 use super::super::model::{EntryKey, GatewayCondition, Route, RouteAction, RouteExtras, VhostTls};
 use super::backends::{BuiltRule, build_rule};
@@ -15,7 +16,7 @@ use super::shape::{ParentIn, RuleMatch};
 use super::{
     RouteIn, Tally, describe, record_status, route_backend_tls, settle_accepted, sluices_parents,
 };
-use crate::api::{ObjKey, ObjectRef};
+use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
 
 /// How a route serves one host: the TLS Secret id (HTTPS listeners), whether over plain HTTP,
@@ -63,7 +64,7 @@ pub(in crate::dag) fn attach_route(
         let Some(gw) = gateways.get_mut(gw_key) else {
             continue;
         };
-        let at = (b.snapshot, *p, gw_key, (r.kind().kind(), r.key));
+        let at = (b.snapshot, *p, gw_key, (r.kind(), r.key));
         let hosts = attach_parent(at, gw, head.hostnames, refused.is_some(), &mut attachment);
         let field = format!("spec.parentRefs[{i}]");
         let accepted = match &refused {
@@ -109,7 +110,7 @@ type At<'a> = (
     &'a Snapshot,
     &'a ParentIn<'a>,
     &'a ObjKey,
-    (&'static str, &'a ObjKey),
+    (Kind, &'a ObjKey),
 );
 
 /// A parent's listeners (of Gateway `gw`) the route attaches to, counted on them, and the hosts
@@ -202,7 +203,7 @@ fn parent_accepted(
             message,
         )
     };
-    if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, r.kind().kind()) {
+    if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, r.kind()) {
         no
     } else if hosts.hosted == 0 && hosts.https_without_host {
         no_host(format!(

@@ -3,7 +3,7 @@
 //! its action, its mirrors.
 
 use super::super::backend_tls::BackendTls;
-use super::super::gateway::{cond, condition, granted};
+use super::super::gateway_common::{cond, condition, granted};
 use super::super::model::{
     ClusterName, Clusters, GatewayCondition, HeaderEdits, INVALID_BACKEND_CLUSTER, Mirror,
     RouteAction, UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, WeightedCluster,
@@ -360,7 +360,7 @@ mod tests {
 
     #[test]
     fn an_unresolved_backend_adds_its_message_to_the_first_reason() {
-        let mut resolved = super::super::super::gateway::refs_resolved();
+        let mut resolved = super::super::super::gateway_common::refs_resolved();
         unresolved(&mut resolved, cond::INVALID_KIND, "one");
         unresolved(&mut resolved, cond::REF_NOT_PERMITTED, "two");
         assert!(!resolved.status);

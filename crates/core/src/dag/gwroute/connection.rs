@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use super::super::Builder;
-use super::super::gateway::{
-    GATEWAY_MIN_TLS, GatewayAcc, Listener, attached_to_gateway, cond, condition, refs_resolved,
+use super::super::gateway_acc::GatewayAcc;
+use super::super::gateway_common::{
+    GATEWAY_MIN_TLS, Listener, attached_to_gateway, cond, condition, refs_resolved,
 };
 use super::super::model::{Clusters, EntryKey, GatewayCondition, VhostTls};
 use super::backends::connection_clusters;
@@ -133,7 +134,7 @@ fn attach_parent(
         .collect();
     for (l, scope) in gw.listeners.iter_mut().zip(scopes) {
         let Some(l) = l else { continue };
-        if !tally.takes(snapshot, p, gw_key, l, &obj.key, obj.kind.kind()) {
+        if !tally.takes(snapshot, p, gw_key, l, &obj.key, obj.kind) {
             continue;
         }
         match mode {
@@ -229,7 +230,7 @@ fn parent_accepted(
     if !r.ready.refused.is_empty() {
         let why = r.ready.refused.join("; ");
         condition(cond::ACCEPTED, false, cond::UNSUPPORTED_VALUE, why)
-    } else if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, r.kind().kind()) {
+    } else if let Some(no) = tally.refusal(field, gw_key, &r.key.namespace, r.kind()) {
         no
     } else if tls && took.hosted == 0 {
         condition(

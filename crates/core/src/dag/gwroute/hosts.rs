@@ -26,7 +26,8 @@ fn covers(pattern: &str, host: &str) -> bool {
 
 /// Whether requests for `host`, which a route serves through a listener of `port` and
 /// `hostname`, belong to another listener of the Gateway (`listeners`: the port and hostname of
-/// each that takes HTTP routes, [`super::super::gateway::GatewayAcc::http_hostnames`]): one on
+/// each that takes HTTP routes,
+/// [`super::super::gateway_acc::GatewayAcc::http_hostnames`]): one on
 /// the same port whose hostname is more specific and covers `host`. The Gateway API routes a
 /// request only with the routes of the most specific listener that takes it (listener
 /// isolation), so the route does not serve that host.

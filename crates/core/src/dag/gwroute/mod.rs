@@ -13,14 +13,15 @@ mod backends;
 mod connection;
 mod hosts;
 mod shape;
+mod tally;
 
 use std::collections::BTreeMap;
 
 use super::Builder;
 use super::builder::RouteBackendTls;
-use super::gateway::{GROUP, GatewayAcc, cond, condition};
+use super::gateway_acc::GatewayAcc;
+use super::gateway_common::{GROUP, cond, condition};
 use super::model::{GatewayApiStatus, GatewayCondition, ParentStatus, PathMatch};
-pub(super) use super::tally::Tally;
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Prepare;
 use crate::validate::Verdict;
@@ -33,6 +34,7 @@ pub use hosts::listener_route_hosts;
 pub(super) use hosts::taken_by_narrower_listener;
 pub use shape::RouteShape;
 pub(super) use shape::{GatewayRoute, OwnRule, ParentIn, RuleFilters, RuleMatch};
+use tally::Tally;
 
 /// Why a route is refused for a filter on a backendRef other than the header modifiers.
 pub(super) const BACKEND_FILTERS_ROUTED: &str = "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters on a backendRef; move this one to the rule's filters";
@@ -132,7 +134,7 @@ type Parents<'p, 'r> = Vec<(usize, &'p ParentIn<'r>, ObjKey)>;
 /// The parents of a route (`obj`) that are Gateways of sluice's or ListenerSets naming one, each
 /// with its index in `parentRefs` and the Gateway's key; None when it has none (the route is then
 /// marked ignored: another controller's). Otherwise the route's generation is tracked for its
-/// status. Which listeners of the Gateway a parent selects is [`super::tally::Tally::takes`]'s:
+/// status. Which listeners of the Gateway a parent selects is [`tally::Tally::takes`]'s:
 /// a Gateway's own, or the ListenerSet's.
 pub(super) fn sluices_parents<'p, 'r>(
     b: &mut Builder<'_>,
@@ -288,7 +290,7 @@ pub(super) fn describe(m: &RuleMatch) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dag::gateway::attached_to_gateway;
+    use crate::dag::gateway_common::attached_to_gateway;
 
     fn parent() -> ParentIn<'static> {
         ParentIn {

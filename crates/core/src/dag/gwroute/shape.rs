@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::super::gateway::GROUP;
+use super::super::gateway_common::GROUP;
 use super::super::model::{
     Cors, HeaderEdit, HeaderEdits, HeaderMatch, PathMatch, QueryMatch, Redirect, Rewrite,
     UpstreamProtocol,

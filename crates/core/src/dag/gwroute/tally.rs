@@ -2,10 +2,10 @@
 //! allow its namespace and take its kind, and the `Accepted=False` condition naming the setting
 //! to change when none takes it.
 
-use super::gateway::{Listener, Namespaces, cond, condition};
-use super::gwroute::ParentIn;
-use super::model::GatewayCondition;
-use crate::api::ObjKey;
+use super::super::gateway_common::{Listener, Namespaces, cond, condition};
+use super::super::model::GatewayCondition;
+use super::ParentIn;
+use crate::api::{Kind, ObjKey};
 use crate::store::Snapshot;
 
 /// How the listeners of one parent Gateway met a route: how many the parent selects, allow the
@@ -30,7 +30,7 @@ impl Tally {
         gw_key: &ObjKey,
         l: &Listener,
         route: &ObjKey,
-        kind: &str,
+        kind: Kind,
     ) -> bool {
         // A parentRef naming the Gateway selects its own listeners, one naming a ListenerSet
         // that set's listeners only.
@@ -67,7 +67,7 @@ impl Tally {
         field: &str,
         gw_key: &ObjKey,
         route_ns: &str,
-        kind: &str,
+        kind: Kind,
     ) -> Option<GatewayCondition> {
         // What holds the listeners the parent selects, and the namespace `Same` means there.
         let (holder, home) = match &self.set {
@@ -96,14 +96,15 @@ impl Tally {
                 ),
             )
         } else if self.allowed == 0 {
+            let name = kind.kind();
             let which = match kind {
-                "TCPRoute" => "a listener of protocol TCP takes them".to_string(),
-                _ => format!("add {kind} there to take this route"),
+                Kind::TcpRoute => "a listener of protocol TCP takes them".to_string(),
+                _ => format!("add {name} there to take this route"),
             };
             (
                 cond::NOT_ALLOWED_BY_LISTENERS,
                 format!(
-                    "{field}: no accepted listener of {holder} takes {kind}s (allowedRoutes.kinds; a listener not accepted says why in the Gateway's status); {which}"
+                    "{field}: no accepted listener of {holder} takes {name}s (allowedRoutes.kinds; a listener not accepted says why in the Gateway's status); {which}"
                 ),
             )
         } else {
