@@ -4,12 +4,13 @@
 //! rules are written down in `docs/gateway-api.md`.
 
 use gateway_api::apis::standard::grpcroutes::{
-    GrpcRoute, GrpcRouteRules, GrpcRouteRulesBackendRefsFiltersType, GrpcRouteRulesFiltersType,
-    GrpcRouteRulesMatchesHeadersType, GrpcRouteRulesMatchesMethodType, GrpcRouteSpec,
+    GrpcRoute, GrpcRouteRules, GrpcRouteRulesFiltersType, GrpcRouteRulesMatchesHeadersType,
+    GrpcRouteRulesMatchesMethodType, GrpcRouteSpec,
 };
 
-use super::gateway_common::cond;
-use super::gwroute::{GatewayRoute, OwnRule, RuleMatch};
+use super::gwroute::{
+    GatewayRoute, OwnRule, RuleMatch, unsupported_backend_filters, unsupported_value as no,
+};
 use super::model::{HeaderMatch, HeaderOp, PathMatch};
 use crate::api::Kind;
 use crate::api::gateway_route::RouteSpec;
@@ -28,8 +29,8 @@ impl GatewayRoute for GrpcRoute {
         validate_grpc_route_with(v, self, spec)
     }
 
-    fn unsupported(&self) -> Vec<FieldError> {
-        unsupported(self)
+    fn unsupported(&self, spec: &RouteSpec) -> Vec<FieldError> {
+        unsupported_in(self, spec)
     }
 
     /// Each rule's matches (a GRPCRoute has no filters but header modifiers and mirrors).
@@ -47,10 +48,12 @@ impl GatewayRoute for GrpcRoute {
 /// What the route uses that sluice does not route yet, one error per field (reason
 /// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
 pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
+    unsupported_in(route, &RouteSpec::read(&route.spec).unwrap_or_default())
+}
+
+/// [`unsupported`] of the route's shared fields read already.
+fn unsupported_in(route: &GrpcRoute, spec: &RouteSpec) -> Vec<FieldError> {
     let mut out = Vec::new();
-    let mut no = |path: String, message: &str| {
-        out.push(FieldError::new(path, cond::UNSUPPORTED_VALUE, message));
-    };
     for (i, rule) in route.spec.rules.iter().flatten().enumerate() {
         let field = format!("spec.rules[{i}]");
         for (j, f) in rule.filters.iter().flatten().enumerate() {
@@ -61,24 +64,14 @@ pub fn unsupported(route: &GrpcRoute) -> Vec<FieldError> {
                     | GrpcRouteRulesFiltersType::RequestMirror
             ) {
                 no(
+                    &mut out,
                     format!("{field}.filters[{j}].type"),
                     "sluice applies RequestHeaderModifier, ResponseHeaderModifier and RequestMirror filters to GRPCRoutes; remove this one",
                 );
             }
         }
-        for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
-            for (k, f) in r.filters.iter().flatten().enumerate() {
-                if !matches!(
-                    f.r#type,
-                    GrpcRouteRulesBackendRefsFiltersType::RequestHeaderModifier
-                        | GrpcRouteRulesBackendRefsFiltersType::ResponseHeaderModifier
-                ) {
-                    no(
-                        format!("{field}.backendRefs[{j}].filters[{k}].type"),
-                        super::gwroute::BACKEND_FILTERS_ROUTED,
-                    );
-                }
-            }
+        if let Some(shared) = spec.rules.get(i) {
+            unsupported_backend_filters(&mut out, &field, shared);
         }
     }
     out

@@ -6,15 +6,17 @@
 use std::str::FromStr;
 
 use gateway_api::apis::experimental::httproutes::{
-    HttpRoute, HttpRouteRules, HttpRouteRulesBackendRefsFiltersType,
-    HttpRouteRulesFiltersRequestRedirectPathType, HttpRouteRulesFiltersRequestRedirectScheme,
-    HttpRouteRulesFiltersType, HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
+    HttpRoute, HttpRouteRules, HttpRouteRulesFiltersRequestRedirectPathType,
+    HttpRouteRulesFiltersRequestRedirectScheme, HttpRouteRulesFiltersType,
+    HttpRouteRulesFiltersUrlRewritePathType, HttpRouteRulesMatches,
     HttpRouteRulesMatchesHeadersType, HttpRouteRulesMatchesPathType,
     HttpRouteRulesMatchesQueryParamsType, HttpRouteSpec,
 };
 
-use super::gateway_common::cond;
-use super::gwroute::{GatewayRoute, OwnRule, RuleFilters, RuleMatch};
+use super::gwroute::{
+    GatewayRoute, OwnRule, RuleFilters, RuleMatch, unsupported_backend_filters,
+    unsupported_value as no,
+};
 use super::model::{
     Cors, HeaderMatch, HeaderOp, PathMatch, QueryMatch, QueryOp, Redirect, Rewrite,
 };
@@ -36,8 +38,8 @@ impl GatewayRoute for HttpRoute {
         validate_http_route_with(v, self, spec)
     }
 
-    fn unsupported(&self) -> Vec<FieldError> {
-        unsupported(self)
+    fn unsupported(&self, spec: &RouteSpec) -> Vec<FieldError> {
+        unsupported_in(self, spec)
     }
 
     /// Each rule's matches, and what its redirect, rewrite, CORS policy, timeouts and retries do.
@@ -63,10 +65,12 @@ impl GatewayRoute for HttpRoute {
 /// What the route uses that sluice does not route yet, one error per field (reason
 /// `UnsupportedValue`). The webhook refuses these in routes attached to sluice's Gateways.
 pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
+    unsupported_in(route, &RouteSpec::read(&route.spec).unwrap_or_default())
+}
+
+/// [`unsupported`] of the route's shared fields read already.
+fn unsupported_in(route: &HttpRoute, spec: &RouteSpec) -> Vec<FieldError> {
     let mut out = Vec::new();
-    let mut no = |path: String, message: &str| {
-        out.push(FieldError::new(path, cond::UNSUPPORTED_VALUE, message));
-    };
     const PREFIX_MATCH: &str = "ReplacePrefixMatch replaces the prefix a PathPrefix match took; every match of the rule needs a PathPrefix path (or use ReplaceFullPath)";
     for (i, rule) in route.spec.rules.iter().flatten().enumerate() {
         let field = format!("spec.rules[{i}]");
@@ -88,6 +92,7 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                         })
                     {
                         no(
+                            &mut out,
                             format!("{field}.filters[{j}].urlRewrite.path.type"),
                             PREFIX_MATCH,
                         );
@@ -102,6 +107,7 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                         })
                     {
                         no(
+                            &mut out,
                             format!("{field}.filters[{j}].requestRedirect.path.type"),
                             PREFIX_MATCH,
                         );
@@ -109,27 +115,18 @@ pub fn unsupported(route: &HttpRoute) -> Vec<FieldError> {
                 }
                 HttpRouteRulesFiltersType::RequestMirror | HttpRouteRulesFiltersType::Cors => {}
                 _ => no(
+                    &mut out,
                     format!("{field}.filters[{j}].type"),
                     "sluice applies RequestHeaderModifier, ResponseHeaderModifier, RequestMirror, RequestRedirect, URLRewrite and CORS filters; remove this one",
                 ),
             }
         }
-        for (j, r) in rule.backend_refs.iter().flatten().enumerate() {
-            for (k, f) in r.filters.iter().flatten().enumerate() {
-                if !matches!(
-                    f.r#type,
-                    HttpRouteRulesBackendRefsFiltersType::RequestHeaderModifier
-                        | HttpRouteRulesBackendRefsFiltersType::ResponseHeaderModifier
-                ) {
-                    no(
-                        format!("{field}.backendRefs[{j}].filters[{k}].type"),
-                        super::gwroute::BACKEND_FILTERS_ROUTED,
-                    );
-                }
-            }
+        if let Some(shared) = spec.rules.get(i) {
+            unsupported_backend_filters(&mut out, &field, shared);
         }
         if rule.session_persistence.is_some() {
             no(
+                &mut out,
                 format!("{field}.sessionPersistence"),
                 "sluice does not keep sessions on one backend yet; remove sessionPersistence (requests are balanced over the backends' endpoints)",
             );

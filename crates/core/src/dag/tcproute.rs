@@ -32,7 +32,7 @@ impl GatewayRoute for TcpRoute {
         validate_tcp_route_with(v, spec)
     }
 
-    fn unsupported(&self) -> Vec<FieldError> {
+    fn unsupported(&self, _: &RouteSpec) -> Vec<FieldError> {
         unsupported(self)
     }
 }

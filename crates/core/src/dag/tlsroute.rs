@@ -33,7 +33,7 @@ impl GatewayRoute for TlsRoute {
         validate_tls_route_with(v, spec)
     }
 
-    fn unsupported(&self) -> Vec<FieldError> {
+    fn unsupported(&self, _: &RouteSpec) -> Vec<FieldError> {
         unsupported(self)
     }
 }

@@ -39,6 +39,40 @@ use tally::Tally;
 /// Why a route is refused for a filter on a backendRef other than the header modifiers.
 pub(super) const BACKEND_FILTERS_ROUTED: &str = "sluice applies RequestHeaderModifier and ResponseHeaderModifier filters on a backendRef; move this one to the rule's filters";
 
+/// Adds to `out` what sluice does not route yet at `path`: reason `UnsupportedValue`.
+pub(super) fn unsupported_value(
+    out: &mut Vec<crate::validate::FieldError>,
+    path: String,
+    message: &str,
+) {
+    out.push(crate::validate::FieldError::new(
+        path,
+        cond::UNSUPPORTED_VALUE,
+        message,
+    ));
+}
+
+/// A route's filters on the backendRefs of its rule `rule` (`field` names the rule) that sluice
+/// does not apply, added to `out`: any but the header modifiers (HTTPRoute, GRPCRoute).
+pub(super) fn unsupported_backend_filters(
+    out: &mut Vec<crate::validate::FieldError>,
+    field: &str,
+    rule: &crate::api::gateway_route::Rule,
+) {
+    const APPLIED: [&str; 2] = ["RequestHeaderModifier", "ResponseHeaderModifier"];
+    for (j, r) in rule.backend_refs.iter().enumerate() {
+        for (k, f) in r.filters.iter().enumerate() {
+            if !APPLIED.contains(&f.type_.as_str()) {
+                unsupported_value(
+                    out,
+                    format!("{field}.backendRefs[{j}].filters[{k}].type"),
+                    BACKEND_FILTERS_ROUTED,
+                );
+            }
+        }
+    }
+}
+
 /// What sluice does not route in a TCPRoute or TLSRoute (`kind`, with `rules` rules): more than
 /// one rule (a connection goes to one rule's backends).
 pub(super) fn one_rule(kind: Kind, rules: usize) -> Vec<crate::validate::FieldError> {
@@ -100,7 +134,7 @@ impl<R: GatewayRoute> Prepare for R {
         let spec = read_spec(&mut v, route.spec());
         let errors = route.validate(v, &spec).errors;
         let refused = if errors.is_empty() {
-            route.unsupported()
+            route.unsupported(&spec)
         } else {
             errors
         };

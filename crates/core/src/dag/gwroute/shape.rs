@@ -33,9 +33,9 @@ pub(in crate::dag) trait GatewayRoute: kube::Resource {
     /// found).
     fn validate(&self, v: Verdict, spec: &RouteSpec) -> Verdict;
 
-    /// What the route uses that sluice does not route yet (asked only of a route without
-    /// problems).
-    fn unsupported(&self) -> Vec<FieldError>;
+    /// What the route uses that sluice does not route yet, given its shared fields (asked only
+    /// of a route without problems).
+    fn unsupported(&self, spec: &RouteSpec) -> Vec<FieldError>;
 
     /// What each rule has of the kind's own (one per rule, in order): its matches and what its
     /// filters other than header modifiers and mirrors do. None for a kind without such.
