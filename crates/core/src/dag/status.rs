@@ -4,7 +4,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+
+use crate::validate::FieldError;
 
 /// The result for one routing object, in the context of the whole snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -12,13 +14,20 @@ pub struct ObjectStatus {
     pub state: State,
     /// One line for `status.description` (most are fixed texts, shared rather than copied).
     pub description: Cow<'static, str>,
-    /// Every problem found (empty when valid).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub messages: Vec<StatusMessage>,
+    /// Every problem found (empty when valid). Its text is each one's `Display` (the path, when
+    /// set, before the message).
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_problems"
+    )]
+    pub messages: Vec<FieldError>,
     /// What is served but not as the user may think (e.g. an Ingress whose class annotation and
     /// field disagree); the state is unchanged by them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<StatusMessage>,
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_problems"
+    )]
+    pub warnings: Vec<FieldError>,
     /// metadata.generation of the object the status was computed from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
@@ -121,8 +130,16 @@ impl State {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StatusMessage {
-    pub reason: &'static str,
-    pub message: String,
+/// Problems as a status carries them: each one's reason and its text (`Display`: the path, when
+/// set, before the message).
+fn serialize_problems<S: Serializer>(problems: &[FieldError], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Problem {
+        reason: &'static str,
+        message: String,
+    }
+    s.collect_seq(problems.iter().map(|p| Problem {
+        reason: p.reason,
+        message: p.to_string(),
+    }))
 }
