@@ -80,6 +80,30 @@ pub struct GatewayCondition {
     pub message: String,
 }
 
+impl GatewayCondition {
+    /// A condition of type `type_` that is false because of `problem`: its reason, and its text
+    /// (`Display`: the path, when set, before the message).
+    pub fn failed(type_: &'static str, problem: &FieldError) -> Self {
+        GatewayCondition {
+            type_,
+            status: false,
+            reason: problem.reason,
+            message: problem.to_string(),
+        }
+    }
+
+    /// [`GatewayCondition::failed`] because of several problems: the first one's reason, every
+    /// one's text, joined by "; ". None without a problem.
+    pub fn failed_all(type_: &'static str, problems: &[FieldError]) -> Option<Self> {
+        let first = problems.first()?;
+        let texts: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        Some(GatewayCondition {
+            message: texts.join("; "),
+            ..GatewayCondition::failed(type_, first)
+        })
+    }
+}
+
 /// A Gateway listener's status.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
