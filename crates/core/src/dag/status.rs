@@ -167,3 +167,45 @@ fn serialize_problems<S: Serializer>(problems: &[FieldError], s: S) -> Result<S:
         message: p.to_string(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status's problems serialize as reason and text, the path before the message.
+    #[test]
+    fn problems_serialize_as_reason_and_text() {
+        let status = ObjectStatus {
+            state: State::Invalid,
+            description: "invalid".into(),
+            messages: vec![
+                FieldError::new(
+                    "spec.routes[0]",
+                    "ServiceNotFound",
+                    "Service \"a/b\" not found",
+                ),
+                FieldError::new("", "DelegationCycle", "delegation cycle"),
+            ],
+            warnings: vec![],
+            generation: None,
+            gateway: None,
+            condition: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&status).unwrap(),
+            r#"{"state":"invalid","description":"invalid","messages":[{"reason":"ServiceNotFound","message":"spec.routes[0]: Service \"a/b\" not found"},{"reason":"DelegationCycle","message":"delegation cycle"}]}"#
+        );
+    }
+
+    #[test]
+    fn conditions_from_problems_carry_the_first_reason_and_every_text() {
+        let problems = [
+            FieldError::new("spec.a", "First", "one"),
+            FieldError::new("", "Second", "two"),
+        ];
+        let c = GatewayCondition::failed_all("ResolvedRefs", &problems).unwrap();
+        assert_eq!((c.status, c.reason), (false, "First"));
+        assert_eq!(c.message, "spec.a: one; two");
+        assert!(GatewayCondition::failed_all("ResolvedRefs", &[]).is_none());
+    }
+}
