@@ -152,7 +152,7 @@ fn status_messages_of(
     dag.statuses[&me]
         .messages
         .iter()
-        .map(|m| m.message.clone())
+        .map(ToString::to_string)
         .collect()
 }
 

@@ -349,7 +349,7 @@ pub fn log_status_changes(prev: &Dag, dag: &Dag) {
 /// Logs the warnings of an object's status (an Ingress whose class annotation and field disagree).
 fn log_warnings(obj: &crate::api::ObjectRef, status: &crate::dag::ObjectStatus) {
     for w in &status.warnings {
-        tracing::warn!(object = %obj, reason = w.reason, warning = %w.message, "warning");
+        tracing::warn!(object = %obj, reason = w.reason, warning = %w, "warning");
     }
 }
 

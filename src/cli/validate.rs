@@ -170,14 +170,14 @@ fn with_status(
             if report.allowed {
                 report.status = status.state.as_str().to_string();
             }
-            for m in &status.messages {
-                if !report.messages.contains(&m.message) {
-                    report.messages.push(m.message.clone());
+            for m in status.messages.iter().map(ToString::to_string) {
+                if !report.messages.contains(&m) {
+                    report.messages.push(m);
                 }
             }
-            for w in &status.warnings {
-                if !report.warnings.contains(&w.message) {
-                    report.warnings.push(w.message.clone());
+            for w in status.warnings.iter().map(ToString::to_string) {
+                if !report.warnings.contains(&w) {
+                    report.warnings.push(w);
                 }
             }
             if status.state != State::Valid

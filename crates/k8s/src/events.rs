@@ -116,7 +116,7 @@ async fn publish(recorder: &Recorder, obj: &ObjectRef, status: &ObjectStatus) {
         let event = Event {
             type_: EventType::Warning,
             reason: w.reason.to_string(),
-            note: Some(bounded(&w.message)),
+            note: Some(bounded(&w.to_string())),
             action: "Route".into(),
             secondary: None,
         };

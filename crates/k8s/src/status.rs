@@ -209,7 +209,7 @@ fn summarize(verdict: Verdict<'_>) -> Summary {
                 current,
                 description: s.description.to_string(),
                 reason,
-                errors: s.messages.iter().map(|m| m.message.clone()).collect(),
+                errors: s.messages.iter().map(ToString::to_string).collect(),
                 generation: s.generation,
             }
         }

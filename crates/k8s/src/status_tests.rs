@@ -2,7 +2,6 @@
 //! nothing changed.
 
 use super::*;
-use sluice_core::dag::StatusMessage;
 use sluice_core::validate::FieldError;
 
 const T0: &str = "2025-01-01T00:00:00Z";
@@ -12,10 +11,11 @@ fn mk_status(state: State, generation: i64) -> ObjectStatus {
     let (description, messages) = match state {
         State::Invalid => (
             "spec.routes[0].services[0]: Service \"web\" not found".to_string(),
-            vec![StatusMessage {
-                reason: reason::SERVICE_NOT_FOUND,
-                message: "spec.routes[0].services[0]: Service \"web\" not found".into(),
-            }],
+            vec![FieldError::new(
+                "spec.routes[0].services[0]",
+                reason::SERVICE_NOT_FOUND,
+                "Service \"web\" not found",
+            )],
         ),
         State::Orphaned => ("not part of a delegation chain from a root".into(), vec![]),
         State::Ignored => ("ingress class \"nginx\" is not sluice".into(), vec![]),

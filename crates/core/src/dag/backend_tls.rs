@@ -36,6 +36,7 @@ use super::model::{
 };
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::{CaBundle, Snapshot};
+use crate::validate::FieldError;
 use crate::validate::backend_tls::validate_backend_tls_policy;
 
 /// Condition types and reasons of BackendTLSPolicies and of a Gateway's backend TLS.
@@ -236,9 +237,8 @@ fn read_policy(b: &mut Builder<'_>, key: &ObjKey, p: &BackendTlsPolicy) -> Polic
     }
     // The CA certificates of every reference that resolves, one bundle.
     let (pem, problems) = ca_bundle(b, key, val);
-    if let Some((why, _)) = problems.first() {
-        let messages: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
-        acc.resolved = condition(reason::RESOLVED_REFS, false, why, messages.join("; "));
+    if let Some(unresolved) = GatewayCondition::failed_all(reason::RESOLVED_REFS, &problems) {
+        acc.resolved = unresolved;
     }
     if pem.is_empty() {
         acc.accepted = condition(
@@ -270,22 +270,23 @@ fn read_policy(b: &mut Builder<'_>, key: &ObjKey, p: &BackendTlsPolicy) -> Polic
     acc
 }
 
-/// The CA certificates of a policy's references that resolve, as one PEM bundle, and a reason and
-/// message for each that does not.
+/// The CA certificates of a policy's references that resolve, as one PEM bundle, and the problem
+/// of each that does not.
 fn ca_bundle(
     b: &Builder<'_>,
     key: &ObjKey,
     val: &BackendTlsPolicyValidation,
-) -> (String, Vec<(&'static str, String)>) {
+) -> (String, Vec<FieldError>) {
     let mut pem = String::new();
-    let mut problems: Vec<(&'static str, String)> = Vec::new();
+    let mut problems = Vec::new();
     for (i, r) in val.ca_certificate_refs.iter().flatten().enumerate() {
         let field = format!("spec.validation.caCertificateRefs[{i}]");
         if !r.group.is_empty() || r.kind != "ConfigMap" {
-            problems.push((
+            problems.push(FieldError::new(
+                field,
                 reason::INVALID_KIND,
                 format!(
-                    "{field}: kind {:?} of group {:?} is not one sluice reads CA certificates from; name a ConfigMap (group \"\", kind ConfigMap) with them under ca.crt",
+                    "kind {:?} of group {:?} is not one sluice reads CA certificates from; name a ConfigMap (group \"\", kind ConfigMap) with them under ca.crt",
                     r.kind, r.group
                 ),
             ));
@@ -293,18 +294,20 @@ fn ca_bundle(
         }
         let cm = ObjKey::new(key.namespace.clone(), r.name.as_str());
         match b.backing.config_maps.get(&cm).map(|c| &c.ca) {
-            None => problems.push((
+            None => problems.push(FieldError::new(
+                field,
                 reason::INVALID_CA_CERTIFICATE_REF,
                 format!(
-                    "{field}: ConfigMap {:?} not found; create it in namespace {:?} with the PEM certificates of the CA that signed the backends' certificates under ca.crt",
+                    "ConfigMap {:?} not found; create it in namespace {:?} with the PEM certificates of the CA that signed the backends' certificates under ca.crt",
                     cm.to_string(),
                     &*key.namespace
                 ),
             )),
-            Some(CaBundle::Unusable(what)) => problems.push((
+            Some(CaBundle::Unusable(what)) => problems.push(FieldError::new(
+                field,
                 reason::INVALID_CA_CERTIFICATE_REF,
                 format!(
-                    "{field}: ConfigMap {:?} holds no usable CA certificates ({what}); put the PEM certificates of the CA that signed the backends' certificates under ca.crt",
+                    "ConfigMap {:?} holds no usable CA certificates ({what}); put the PEM certificates of the CA that signed the backends' certificates under ca.crt",
                     cm.to_string()
                 ),
             )),
@@ -336,8 +339,9 @@ pub(super) fn gateway_client_certificate(
     let kind = r.kind.as_deref().unwrap_or("Secret");
     let ns = r.namespace.as_deref().unwrap_or(&key.namespace);
     let bad = |reason: &'static str, message: String| {
+        let problem = FieldError::new(field, reason, message);
         Some((
-            condition(reason::RESOLVED_REFS, false, reason, message),
+            GatewayCondition::failed(reason::RESOLVED_REFS, &problem),
             None,
         ))
     };
@@ -345,7 +349,7 @@ pub(super) fn gateway_client_certificate(
         return bad(
             reason::INVALID_CLIENT_CERTIFICATE_REF,
             format!(
-                "{field}: kind {kind:?} of group {group:?} is not a certificate sluice reads; name a Secret (group \"\", kind Secret) of type kubernetes.io/tls"
+                "kind {kind:?} of group {group:?} is not a certificate sluice reads; name a Secret (group \"\", kind Secret) of type kubernetes.io/tls"
             ),
         );
     }
@@ -354,7 +358,7 @@ pub(super) fn gateway_client_certificate(
         return bad(
             reason::REF_NOT_PERMITTED,
             format!(
-                "{field}: Secret \"{ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {:?} use it",
+                "Secret \"{ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {:?} use it",
                 r.name, &*key.namespace
             ),
         );
@@ -369,9 +373,6 @@ pub(super) fn gateway_client_certificate(
             ),
             Some(id),
         )),
-        Err(why) => bad(
-            reason::INVALID_CLIENT_CERTIFICATE_REF,
-            format!("{field}: {why}"),
-        ),
+        Err(why) => bad(reason::INVALID_CLIENT_CERTIFICATE_REF, why),
     }
 }

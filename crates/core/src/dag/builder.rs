@@ -21,6 +21,7 @@ use super::sort::sorted_entries;
 use crate::api::status::reason;
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::{CaBundle, Objects, PortEndpoints, ServicePortRef, Snapshot, TlsSecretData};
+use crate::validate::FieldError;
 
 pub use super::clusters::{BackendRef, DEFAULT_HEALTH_CHECK_HOST, PortRef};
 pub use super::clusters::{
@@ -217,37 +218,36 @@ impl<'a> Builder<'a> {
         self.statuses.acc(Of::Obj(obj)).gateway = Some(Box::new(status));
     }
 
-    /// Marks the object invalid with one more message. Invalid is final: later calls to
-    /// [`Builder::set_valid`] or [`Builder::set_orphaned`] do not undo it.
+    /// Marks the object invalid with one more problem, tied to no one field ([`Builder::fail`]).
     pub fn set_invalid<'r>(
         &mut self,
         obj: impl Into<Of<'r>>,
         reason: &'static str,
         message: impl Into<String>,
     ) {
+        self.fail(obj, FieldError::new("", reason, message));
+    }
+
+    /// Marks the object invalid with one more problem. Invalid is final: later calls to
+    /// [`Builder::set_valid`] or [`Builder::set_orphaned`] do not undo it.
+    pub fn fail<'r>(&mut self, obj: impl Into<Of<'r>>, problem: FieldError) {
         let acc = self.statuses.acc(obj.into());
         if acc.state != Some(State::Invalid) {
             // A description written while the object still looked valid no longer applies.
             acc.description = None;
         }
         acc.state = Some(State::Invalid);
-        acc.messages.push(StatusMessage {
-            reason,
-            message: message.into(),
-        });
+        acc.messages.push(problem);
     }
 
-    /// Adds a warning to the object's status, whatever its state.
+    /// Adds a warning, tied to no one field, to the object's status, whatever its state.
     pub fn add_warning<'r>(
         &mut self,
         obj: impl Into<Of<'r>>,
         reason: &'static str,
         message: impl Into<String>,
     ) {
-        self.statuses.acc(obj.into()).warnings.push(StatusMessage {
-            reason,
-            message: message.into(),
-        });
+        (self.statuses.acc(obj.into()).warnings).push(FieldError::new("", reason, message));
     }
 
     /// Gives the object a condition besides Valid and Ready (see [`ObjectStatus::condition`]).

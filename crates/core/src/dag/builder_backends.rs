@@ -5,8 +5,8 @@ use super::*;
 
 impl<'a> Builder<'a> {
     /// Resolves a Service port to a cluster (created on first use, endpoints from EndpointSlices).
-    /// The error is the status message for the referring object.
-    pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, StatusMessage> {
+    /// The error is the referring object's problem, with no path (the caller knows the field).
+    pub fn cluster_for(&mut self, b: &BackendRef<'_>) -> Result<ClusterName, FieldError> {
         self.cluster_verifying(b, None)
     }
 
@@ -17,7 +17,7 @@ impl<'a> Builder<'a> {
         &mut self,
         b: &BackendRef<'_>,
         validation: Option<&UpstreamValidation>,
-    ) -> Result<ClusterName, StatusMessage> {
+    ) -> Result<ClusterName, FieldError> {
         self.cluster_tls(b, validation, None)
     }
 
@@ -29,7 +29,7 @@ impl<'a> Builder<'a> {
         b: &BackendRef<'_>,
         validation: Option<&UpstreamValidation>,
         client_secret: Option<&str>,
-    ) -> Result<ClusterName, StatusMessage> {
+    ) -> Result<ClusterName, FieldError> {
         let tls = matches!(b.protocol, UpstreamProtocol::Https | UpstreamProtocol::H2);
         let client_secret = client_secret.filter(|_| tls);
         let validation = validation.filter(|_| tls);
@@ -83,17 +83,19 @@ impl<'a> Builder<'a> {
 
     /// The Service port a backend names, with its endpoints; the status message when the
     /// Service, or that port of it, is not there (or not routable).
-    fn service_port(&self, b: &BackendRef<'_>) -> Result<&'a PortEndpoints, StatusMessage> {
+    fn service_port(&self, b: &BackendRef<'_>) -> Result<&'a PortEndpoints, FieldError> {
         let key = || ObjKey::new(b.namespace, b.service);
         let entry = self.backing.service_index().get(b.namespace, b.service);
         let Some((_, e)) = entry.filter(|(_, e)| e.service.is_some()) else {
-            return Err(StatusMessage {
+            return Err(FieldError {
+                path: String::new(),
                 reason: reason::SERVICE_NOT_FOUND,
                 message: format!("Service {:?} not found", key().to_string()),
             });
         };
         if e.is_external_name() {
-            return Err(StatusMessage {
+            return Err(FieldError {
+                path: String::new(),
                 reason: reason::UNSUPPORTED_BACKEND,
                 message: format!(
                     "Service {:?} is of type ExternalName, which sluice does not route to",
@@ -114,7 +116,7 @@ impl<'a> Builder<'a> {
     }
 
     /// Resolves a TLS Secret to a key into the secrets table.
-    pub fn tls_secret(&mut self, namespace: &str, name: &str) -> Result<String, StatusMessage> {
+    pub fn tls_secret(&mut self, namespace: &str, name: &str) -> Result<String, FieldError> {
         // The id as `ObjKey`'s `Display` writes it, without the formatting machinery; the key
         // (two shared texts) only for a Secret this build has not resolved yet.
         let mut id = String::with_capacity(namespace.len() + 1 + name.len());
@@ -128,7 +130,8 @@ impl<'a> Builder<'a> {
         }
         let key = ObjKey::new(namespace, name);
         let Some(secret) = self.backing.secrets.get(&key) else {
-            return Err(StatusMessage {
+            return Err(FieldError {
+                path: String::new(),
                 reason: reason::SECRET_NOT_FOUND,
                 message: format!("TLS Secret {id:?} not found"),
             });
@@ -136,7 +139,8 @@ impl<'a> Builder<'a> {
         let (cert, key_pem) = match &secret.tls {
             TlsSecretData::Usable { cert_pem, key_pem } => (cert_pem.clone(), key_pem.clone()),
             TlsSecretData::Unusable(what) => {
-                return Err(StatusMessage {
+                return Err(FieldError {
+                    path: String::new(),
                     reason: reason::SECRET_INVALID,
                     message: format!("Secret {id:?} is not a usable TLS certificate: {what}"),
                 });
@@ -204,14 +208,15 @@ impl<'a> Builder<'a> {
 
     /// Resolves the CA certificates (`ca.crt`) of a Secret to a key into the secrets table
     /// ([`ca_secret_id`]). The error is the status message of the field naming the Secret.
-    pub fn ca_secret(&mut self, namespace: &str, name: &str) -> Result<String, StatusMessage> {
+    pub fn ca_secret(&mut self, namespace: &str, name: &str) -> Result<String, FieldError> {
         let id = ca_secret_id(namespace, name);
         if self.secrets.contains_key(&id) {
             return Ok(id);
         }
         let key = ObjKey::new(namespace, name);
         let Some(secret) = self.backing.secrets.get(&key) else {
-            return Err(StatusMessage {
+            return Err(FieldError {
+                path: String::new(),
                 reason: reason::SECRET_NOT_FOUND,
                 message: format!(
                     "CA Secret {:?} not found; create it in namespace {namespace:?} with the PEM certificates of the CA that signed the backend's certificate under ca.crt (in a cluster, sluice reads only Secrets of type kubernetes.io/tls, as cert-manager writes them)",
@@ -222,7 +227,8 @@ impl<'a> Builder<'a> {
         let pem = match &secret.ca {
             CaBundle::Usable(pem) => pem.clone(),
             CaBundle::Unusable(what) => {
-                return Err(StatusMessage {
+                return Err(FieldError {
+                    path: String::new(),
                     reason: reason::SECRET_INVALID,
                     message: format!(
                         "Secret {:?} holds no usable CA certificates ({what}); put the PEM certificates of the CA that signed the backend's certificate under ca.crt",
@@ -245,7 +251,7 @@ impl<'a> Builder<'a> {
 }
 
 /// The status message of a backend naming a port its Service does not have (`have`).
-fn port_not_found(service: &ObjKey, port: PortRef<'_>, have: &[ServicePortRef]) -> StatusMessage {
+fn port_not_found(service: &ObjKey, port: PortRef<'_>, have: &[ServicePortRef]) -> FieldError {
     let have: Vec<String> = have
         .iter()
         .map(|p| match &p.name {
@@ -257,7 +263,8 @@ fn port_not_found(service: &ObjKey, port: PortRef<'_>, have: &[ServicePortRef]) 
         PortRef::Number(n) => n.to_string(),
         PortRef::Name(n) => format!("{n:?}"),
     };
-    StatusMessage {
+    FieldError {
+        path: String::new(),
         reason: reason::SERVICE_PORT_NOT_FOUND,
         message: format!(
             "Service {:?} has no port {wanted} (its ports: {})",

@@ -29,7 +29,7 @@ use super::slots::Slot;
 use crate::api::status::reason;
 use crate::api::{HealthCheck, LbStrategy, ObjKey, ObjectRef};
 use crate::validate::common::Timeout;
-use crate::validate::quote;
+use crate::validate::{FieldError, quote};
 
 #[path = "delegation_nodes.rs"]
 mod nodes;
@@ -62,7 +62,7 @@ pub(super) fn forward(
     namespace: &str,
     backends: &[NodeBackend<'_>],
     outlier: Option<&OutlierDetection>,
-) -> (RouteAction, Vec<StatusMessage>) {
+) -> (RouteAction, Vec<FieldError>) {
     let even = weights_even(backends.iter().map(|nb| nb.weight));
     let mut clusters = Clusters::with_capacity(backends.len());
     let mut errors = Vec::new();
@@ -81,9 +81,9 @@ pub(super) fn forward(
                 }),
                 Err(m) => {
                     reasons.push(m.message.clone());
-                    errors.push(StatusMessage {
-                        reason: m.reason,
-                        message: format!("{}.validation.caSecret: {}", nb.field, m.message),
+                    errors.push(FieldError {
+                        path: format!("{}.validation.caSecret", nb.field),
+                        ..m
                     });
                     continue;
                 }
@@ -102,9 +102,9 @@ pub(super) fn forward(
             Ok(cluster) => clusters.push(WeightedCluster { cluster, weight }),
             Err(m) => {
                 reasons.push(m.message.clone());
-                errors.push(StatusMessage {
-                    reason: m.reason,
-                    message: format!("{}: {}", nb.field, m.message),
+                errors.push(FieldError {
+                    path: nb.field.to_string(),
+                    ..m
                 });
             }
         }
@@ -214,8 +214,13 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
     }
 
     fn invalid(&mut self, b: &mut Builder<'_>, obj: &ObjectRef, why: &'static str, msg: String) {
-        if self.reported.insert((obj.clone(), msg.clone())) {
-            b.set_invalid(obj, why, msg);
+        self.fail(b, obj, FieldError::new("", why, msg));
+    }
+
+    /// Marks the object invalid with the problem, unless the same text was reported already.
+    fn fail(&mut self, b: &mut Builder<'_>, obj: &ObjectRef, problem: FieldError) {
+        if self.reported.insert((obj.clone(), problem.to_string())) {
+            b.fail(obj, problem);
         }
     }
 
@@ -385,7 +390,7 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
     ) -> Option<String> {
         let found = self.find(key);
         if let Some(refused) = refusal(node, r, key, &found, chain) {
-            self.invalid(b, &node.obj, refused.reason, refused.message);
+            self.fail(b, &node.obj, refused.problem);
             return Some(refused.short);
         }
         match found {
@@ -451,7 +456,7 @@ impl<'s, F: Finder<'s>> Walk<'s, F> {
     ) -> RouteAction {
         let (action, errors) = forward(b, &node.obj.key.namespace, bs, outlier);
         for e in errors {
-            self.invalid(b, &node.obj, e.reason, e.message);
+            self.fail(b, &node.obj, e);
         }
         action
     }
@@ -555,11 +560,10 @@ fn delegated_from(root: &ObjectRef) -> String {
     s
 }
 
-/// Why a delegation is not followed, for the delegating object's status (`reason`, `message`)
-/// and its route's 503 (`short`).
+/// Why a delegation is not followed, for the delegating object's status (`problem`) and its
+/// route's 503 (`short`).
 struct Refusal {
-    reason: &'static str,
-    message: String,
+    problem: FieldError,
     short: String,
 }
 
@@ -574,18 +578,18 @@ fn refusal(
 ) -> Option<Refusal> {
     let kind = node.obj.kind.kind();
     let field = || format!("{}.delegate", r.at());
-    let refuse = |reason, message, short: String| {
+    let refuse = |path, reason, message, short: String| {
         Some(Refusal {
-            reason,
-            message,
+            problem: FieldError::new(path, reason, message),
             short,
         })
     };
     match found {
         Found::Missing(hint) => {
             let hint = hint.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
-            let message = format!("{}: {} {key} not found{hint}", field(), node.obj.kind);
+            let message = format!("{} {key} not found{hint}", node.obj.kind);
             return refuse(
+                field(),
                 reason::DELEGATE_NOT_FOUND,
                 message,
                 format!("delegate {key} not found"),
@@ -593,10 +597,10 @@ fn refusal(
         }
         Found::Root => {
             let message = format!(
-                "{}: {kind} {key} is a root (it has spec.virtualhost); only IngressRoutes without a virtualhost can be delegated to",
-                field()
+                "{kind} {key} is a root (it has spec.virtualhost); only IngressRoutes without a virtualhost can be delegated to"
             );
             return refuse(
+                field(),
                 reason::DELEGATE_IS_ROOT,
                 message,
                 format!("delegate {key} is a root"),
@@ -613,6 +617,7 @@ fn refusal(
             .collect();
         let message = format!("delegation cycle: {kind} {}", cycle.join(" → "));
         return refuse(
+            String::new(),
             reason::DELEGATION_CYCLE,
             message,
             "delegation cycle".to_string(),
@@ -620,10 +625,10 @@ fn refusal(
     }
     if chain.len() > MAX_DELEGATION_DEPTH {
         let message = format!(
-            "{}: {kind} {key} is not followed: delegation chains are limited to {MAX_DELEGATION_DEPTH} delegations",
-            field()
+            "{kind} {key} is not followed: delegation chains are limited to {MAX_DELEGATION_DEPTH} delegations"
         );
         return refuse(
+            field(),
             reason::INVALID,
             message,
             "delegation chain too long".to_string(),

@@ -283,7 +283,7 @@ fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
         dag.statuses[&ing(5)]
             .messages
             .iter()
-            .any(|m| m.message.contains("s5")),
+            .any(|m| m.to_string().contains("s5")),
         "{:?}",
         dag.statuses[&ing(5)]
     );
@@ -313,7 +313,7 @@ fn a_service_or_secret_change_rebuilds_the_routing_objects_that_name_it() {
                 &dag.statuses[&ObjectRef::new(Kind::IngressRouteV1beta1, "shop", "vertex")]
                     .messages
             )
-            .any(|m| m.message.contains("s-vertex")),
+            .any(|m| m.to_string().contains("s-vertex")),
         "{:?}",
         dag.statuses[&root]
     );

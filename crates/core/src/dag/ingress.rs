@@ -139,7 +139,7 @@ pub fn build_ingresses(b: &mut Builder<'_>) {
         }
         if !ready.errors.is_empty() {
             for e in &ready.errors {
-                b.set_invalid(slot, e.reason, e.to_string());
+                b.fail(slot, e.clone());
             }
             continue;
         }
@@ -208,14 +208,14 @@ fn ingress_tls(
     let secret = b.tls_secret(ns, secret_name);
     if let Err(m) = &secret {
         let names: Vec<String> = entry_hosts.iter().map(|(_, h)| format!("{h:?}")).collect();
-        b.set_invalid(
+        let message = format!(
+            "{}; rules for {} are not routed",
+            m.message,
+            names.join(", ")
+        );
+        b.fail(
             obj,
-            m.reason,
-            format!(
-                "spec.tls[{i}].secretName: {}; rules for {} are not routed",
-                m.message,
-                names.join(", ")
-            ),
+            FieldError::new(format!("spec.tls[{i}].secretName"), m.reason, message),
         );
     }
     for (j, host) in entry_hosts {
@@ -431,8 +431,15 @@ fn backend_action(
             RouteAction::Forward(smallvec::smallvec![WeightedCluster { cluster, weight: 1 }])
         }
         Err(m) => {
-            b.set_invalid(obj, m.reason, format!("{}.service: {}", field(), m.message));
-            RouteAction::Unavailable(m.message)
+            let unavailable = RouteAction::Unavailable(m.message.clone());
+            b.fail(
+                obj,
+                FieldError {
+                    path: format!("{}.service", field()),
+                    ..m
+                },
+            );
+            unavailable
         }
     }
 }
@@ -476,7 +483,7 @@ mod tests {
         dag.statuses[&ObjectRef::new(Kind::Ingress, "ns", name)]
             .messages
             .iter()
-            .map(|m| format!("[{}] {}", m.reason, m.message))
+            .map(|m| format!("[{}] {m}", m.reason))
             .collect()
     }
 
@@ -555,7 +562,7 @@ mod tests {
         assert_eq!(status.state, State::Invalid);
         assert!(
             status.messages[0]
-                .message
+                .to_string()
                 .contains("spec.rules[0].http.paths[0].path")
         );
         let other = mk_snapshot(&ingress("other", "/app")).ingresses[&key].clone();

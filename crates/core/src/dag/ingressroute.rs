@@ -150,7 +150,7 @@ fn claim(b: &mut Builder<'_>, slot: Slot, kind: Kind, key: &ObjKey, o: &ReadyIng
     b.track_generation(slot, o.generation);
     if !o.allowed() {
         for e in &o.errors {
-            b.set_invalid(slot, e.reason, e.to_string());
+            b.fail(slot, e.clone());
         }
         return;
     }
@@ -316,11 +316,8 @@ fn build_version<'s, T, F>(
         if let Some(tls) = &vh.tls {
             match b.tls_secret(&key.namespace, &tls.secret_name) {
                 Err(m) => {
-                    b.set_invalid(
-                        &node.obj,
-                        m.reason,
-                        format!("spec.virtualhost.tls.secretName: {}", m.message),
-                    );
+                    let path = "spec.virtualhost.tls.secretName".to_string();
+                    b.fail(&node.obj, FieldError { path, ..m });
                     continue;
                 }
                 Ok(secret) => {

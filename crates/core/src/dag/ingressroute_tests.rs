@@ -16,7 +16,7 @@ fn status(d: &Dag, kind: Kind, ns: &str, name: &str) -> (State, Vec<String>) {
     let s = &d.statuses[&ObjectRef::new(kind, ns, name)];
     (
         s.state,
-        s.messages.iter().map(|m| m.message.clone()).collect(),
+        s.messages.iter().map(ToString::to_string).collect(),
     )
 }
 
@@ -451,7 +451,7 @@ fn exponential_header_delegation_hits_the_visit_budget() {
         .values()
         .flat_map(|s| &s.messages)
         .filter(|m| {
-            m.message.ends_with(
+            m.to_string().ends_with(
                 "the delegation graph of IngressRoute a/v0 needs more than 1272 vertex visits",
             )
         })

@@ -24,7 +24,7 @@ pub fn claim_hosts(b: &mut Builder<'_>) {
         let verdict = validate_route(o);
         if !verdict.allowed() {
             for e in verdict.errors {
-                b.set_invalid(slot, e.reason, e.to_string());
+                b.fail(slot, e);
             }
             continue;
         }
@@ -86,7 +86,7 @@ pub fn build_routes(b: &mut Builder<'_>) {
                 .collect();
             let (action, errors) = forward(b, &key.namespace, &backends, None);
             for e in errors {
-                b.set_invalid(slot, e.reason, e.message);
+                b.fail(slot, e);
             }
             let route = Route {
                 path: PathMatch::prefix(&rule.path_prefix),

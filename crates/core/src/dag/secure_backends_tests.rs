@@ -107,7 +107,7 @@ fn a_missing_or_unusable_ca_secret_makes_the_route_invalid_and_the_backend_unuse
     assert_eq!(s.state, State::Invalid);
     assert_eq!(s.messages[0].reason, reason::SECRET_NOT_FOUND);
     assert_eq!(
-        s.messages[0].message,
+        s.messages[0].to_string(),
         "spec.routes[0].services[0].validation.caSecret: CA Secret \"web/gone\" not found; create it in namespace \"web\" with the PEM certificates of the CA that signed the backend's certificate under ca.crt (in a cluster, sluice reads only Secrets of type kubernetes.io/tls, as cert-manager writes them)"
     );
     let route = &d.vhosts["api.example.com"].routes[0];
@@ -123,7 +123,7 @@ fn a_missing_or_unusable_ca_secret_makes_the_route_invalid_and_the_backend_unuse
     assert_eq!(s.state, State::Invalid);
     assert_eq!(s.messages[0].reason, reason::SECRET_INVALID);
     assert_eq!(
-        s.messages[0].message,
+        s.messages[0].to_string(),
         "spec.routes[0].services[0].validation.caSecret: Secret \"web/api-ca\" holds no usable CA certificates (ca.crt holds no PEM certificate); put the PEM certificates of the CA that signed the backend's certificate under ca.crt"
     );
     // The other backend of the route is still served.

@@ -15,10 +15,11 @@ use std::rc::Rc;
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 
 use super::halves::Half;
-use super::model::{ObjectStatus, State, StatusMessage};
+use super::model::{ObjectStatus, State};
 use super::sort::sorted_entries;
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
+use crate::validate::FieldError;
 
 /// The description of an orphaned object.
 pub(super) const ORPHANED: &str = "not part of a delegation chain from a root";
@@ -43,8 +44,8 @@ fn routing_index(kind: Kind) -> Option<usize> {
 pub(super) struct StatusAcc {
     pub state: Option<State>,
     pub description: Option<Cow<'static, str>>,
-    pub messages: Vec<StatusMessage>,
-    pub warnings: Vec<StatusMessage>,
+    pub messages: Vec<FieldError>,
+    pub warnings: Vec<FieldError>,
     pub generation: Option<i64>,
     pub gateway: Option<Box<super::model::GatewayApiStatus>>,
     pub condition: Option<std::sync::Arc<super::model::GatewayCondition>>,
@@ -58,7 +59,7 @@ impl StatusAcc {
             State::Invalid => acc
                 .messages
                 .first()
-                .map_or("invalid".into(), |m| m.message.clone().into()),
+                .map_or("invalid".into(), |m| m.to_string().into()),
             State::Valid => "valid".into(),
             State::Orphaned => ORPHANED.into(),
             State::Ignored => "ignored".into(),

@@ -4,7 +4,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+
+use crate::validate::FieldError;
 
 /// The result for one routing object, in the context of the whole snapshot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -12,13 +14,20 @@ pub struct ObjectStatus {
     pub state: State,
     /// One line for `status.description` (most are fixed texts, shared rather than copied).
     pub description: Cow<'static, str>,
-    /// Every problem found (empty when valid).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub messages: Vec<StatusMessage>,
+    /// Every problem found (empty when valid). Its text is each one's `Display` (the path, when
+    /// set, before the message).
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_problems"
+    )]
+    pub messages: Vec<FieldError>,
     /// What is served but not as the user may think (e.g. an Ingress whose class annotation and
     /// field disagree); the state is unchanged by them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<StatusMessage>,
+    #[serde(
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "serialize_problems"
+    )]
+    pub warnings: Vec<FieldError>,
     /// metadata.generation of the object the status was computed from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
@@ -71,6 +80,30 @@ pub struct GatewayCondition {
     pub message: String,
 }
 
+impl GatewayCondition {
+    /// A condition of type `type_` that is false because of `problem`: its reason, and its text
+    /// (`Display`: the path, when set, before the message).
+    pub fn failed(type_: &'static str, problem: &FieldError) -> Self {
+        GatewayCondition {
+            type_,
+            status: false,
+            reason: problem.reason,
+            message: problem.to_string(),
+        }
+    }
+
+    /// [`GatewayCondition::failed`] because of several problems: the first one's reason, every
+    /// one's text, joined by "; ". None without a problem.
+    pub fn failed_all(type_: &'static str, problems: &[FieldError]) -> Option<Self> {
+        let first = problems.first()?;
+        let texts: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        Some(GatewayCondition {
+            message: texts.join("; "),
+            ..GatewayCondition::failed(type_, first)
+        })
+    }
+}
+
 /// A Gateway listener's status.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -121,8 +154,58 @@ impl State {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StatusMessage {
-    pub reason: &'static str,
-    pub message: String,
+/// Problems as a status carries them: each one's reason and its text (`Display`: the path, when
+/// set, before the message).
+fn serialize_problems<S: Serializer>(problems: &[FieldError], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Problem {
+        reason: &'static str,
+        message: String,
+    }
+    s.collect_seq(problems.iter().map(|p| Problem {
+        reason: p.reason,
+        message: p.to_string(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status's problems serialize as reason and text, the path before the message.
+    #[test]
+    fn problems_serialize_as_reason_and_text() {
+        let status = ObjectStatus {
+            state: State::Invalid,
+            description: "invalid".into(),
+            messages: vec![
+                FieldError::new(
+                    "spec.routes[0]",
+                    "ServiceNotFound",
+                    "Service \"a/b\" not found",
+                ),
+                FieldError::new("", "DelegationCycle", "delegation cycle"),
+            ],
+            warnings: vec![],
+            generation: None,
+            gateway: None,
+            condition: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&status).unwrap(),
+            r#"{"state":"invalid","description":"invalid","messages":[{"reason":"ServiceNotFound","message":"spec.routes[0]: Service \"a/b\" not found"},{"reason":"DelegationCycle","message":"delegation cycle"}]}"#
+        );
+    }
+
+    #[test]
+    fn conditions_from_problems_carry_the_first_reason_and_every_text() {
+        let problems = [
+            FieldError::new("spec.a", "First", "one"),
+            FieldError::new("", "Second", "two"),
+        ];
+        let c = GatewayCondition::failed_all("ResolvedRefs", &problems).unwrap();
+        assert_eq!((c.status, c.reason), (false, "First"));
+        assert_eq!(c.message, "spec.a: one; two");
+        assert!(GatewayCondition::failed_all("ResolvedRefs", &[]).is_none());
+    }
 }

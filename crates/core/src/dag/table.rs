@@ -230,12 +230,12 @@ pub fn status_table(dag: &Dag) -> Vec<TableStatus> {
             messages: s
                 .messages
                 .iter()
-                .map(|m| format!("[{}] {}", m.reason, m.message))
+                .map(|m| format!("[{}] {m}", m.reason))
                 .collect(),
             warnings: s
                 .warnings
                 .iter()
-                .map(|m| format!("[{}] {}", m.reason, m.message))
+                .map(|m| format!("[{}] {m}", m.reason))
                 .collect(),
         })
         .collect()

@@ -23,10 +23,13 @@ use serde::Serialize;
 
 use crate::store::AnyObject;
 
-/// One problem in one field of one object.
+/// One problem of one object, found by these rules or while the routing model is built (the
+/// problems and warnings of a [`crate::dag::ObjectStatus`], a Gateway API condition's cause). Its
+/// text is its `Display`: the path, when set, before the message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
 pub struct FieldError {
-    /// JSONPath-like location, e.g. `spec.routes[2].match`.
+    /// JSONPath-like location, e.g. `spec.routes[2].match`; empty when the problem is not tied
+    /// to one field (a route conflict, a delegation cycle).
     pub path: String,
     /// Machine-readable reason, one of `crate::api::status::reason`.
     pub reason: &'static str,
