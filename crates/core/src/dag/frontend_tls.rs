@@ -31,6 +31,7 @@ use super::gateway_common::{cond, condition, granted, refs_resolved};
 use super::model::{ClientValidation, GatewayCondition};
 use crate::api::ObjKey;
 use crate::store::{CaBundle, Snapshot};
+use crate::validate::FieldError;
 
 /// Condition types and reasons of frontend client certificate validation.
 pub mod reason {
@@ -49,7 +50,7 @@ pub(super) struct PortValidation {
     /// What Envoy verifies with; None when no CA reference resolves.
     pub(super) validation: Option<ClientValidation>,
     /// The references that do not resolve: the first one's reason, every message.
-    pub(super) problem: Option<(&'static str, String)>,
+    pub(super) problem: Option<FieldError>,
 }
 
 /// A Gateway's `spec.tls.frontend`, resolved.
@@ -92,7 +93,7 @@ pub(super) enum ForListener {
     Unconfigured,
     /// Served with this validation; the references that do not resolve (its
     /// `ResolvedRefs=False`), when some do not.
-    Validated(ClientValidation, Option<(&'static str, String)>),
+    Validated(ClientValidation, Option<FieldError>),
     /// Not accepted, with these conditions: rather than served without the validation asked
     /// for.
     Refused(Vec<GatewayCondition>),
@@ -125,10 +126,13 @@ impl Frontend {
                 ForListener::Validated(validation.clone(), problem.clone())
             }
             (None, problem) => {
-                let (reason, why) = problem.clone().unwrap_or((
-                    reason::INVALID_CA_CERTIFICATE_REF,
-                    "spec.tls.frontend: no CA certificate reference".to_string(),
-                ));
+                let why = problem.clone().unwrap_or_else(|| {
+                    FieldError::new(
+                        "spec.tls.frontend",
+                        reason::INVALID_CA_CERTIFICATE_REF,
+                        "no CA certificate reference",
+                    )
+                });
                 let message = format!(
                     "no CA certificate of the port's client certificate validation resolves: {why}"
                 );
@@ -140,7 +144,7 @@ impl Frontend {
                         message.clone(),
                     ),
                     condition(cond::PROGRAMMED, false, cond::INVALID, message),
-                    condition(cond::RESOLVED_REFS, false, reason, why),
+                    GatewayCondition::failed(cond::RESOLVED_REFS, &why),
                 ])
             }
         }
@@ -229,14 +233,15 @@ fn resolve(
     insecure_fallback: bool,
 ) -> PortValidation {
     let mut pem = String::new();
-    let mut problems: Vec<(&'static str, String)> = Vec::new();
+    let mut problems: Vec<FieldError> = Vec::new();
     for (i, r) in refs.iter().enumerate() {
         let field = format!("{field}[{i}]");
         if !r.group.is_empty() || r.kind != "ConfigMap" {
-            problems.push((
+            problems.push(FieldError::new(
+                &field,
                 reason::INVALID_CA_CERTIFICATE_KIND,
                 format!(
-                    "{field}: kind {:?} of group {:?} is not one sluice reads CA certificates from; name a ConfigMap (group \"\", kind ConfigMap) with them under ca.crt",
+                    "kind {:?} of group {:?} is not one sluice reads CA certificates from; name a ConfigMap (group \"\", kind ConfigMap) with them under ca.crt",
                     r.kind, r.group
                 ),
             ));
@@ -246,10 +251,11 @@ fn resolve(
         if ns != &*key.namespace
             && !granted(snapshot, "Gateway", &key.namespace, "ConfigMap", ns, r.name)
         {
-            problems.push((
+            problems.push(FieldError::new(
+                &field,
                 reason::REF_NOT_PERMITTED,
                 format!(
-                    "{field}: ConfigMap \"{ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {:?} use it; add one, or use a ConfigMap of the Gateway's namespace",
+                    "ConfigMap \"{ns}/{}\" is in another namespace and no ReferenceGrant there lets Gateways of {:?} use it; add one, or use a ConfigMap of the Gateway's namespace",
                     r.name, &*key.namespace
                 ),
             ));
@@ -257,17 +263,19 @@ fn resolve(
         }
         let cm = ObjKey::new(ns, r.name);
         match b.backing.config_maps.get(&cm).map(|c| &c.ca) {
-            None => problems.push((
+            None => problems.push(FieldError::new(
+                &field,
                 reason::INVALID_CA_CERTIFICATE_REF,
                 format!(
-                    "{field}: ConfigMap {:?} not found; create it with the PEM certificates of the CA that signs the clients' certificates under ca.crt",
+                    "ConfigMap {:?} not found; create it with the PEM certificates of the CA that signs the clients' certificates under ca.crt",
                     cm.to_string()
                 ),
             )),
-            Some(CaBundle::Unusable(what)) => problems.push((
+            Some(CaBundle::Unusable(what)) => problems.push(FieldError::new(
+                &field,
                 reason::INVALID_CA_CERTIFICATE_REF,
                 format!(
-                    "{field}: ConfigMap {:?} holds no usable CA certificates ({what}); put the PEM certificates of the CA that signs the clients' certificates under ca.crt",
+                    "ConfigMap {:?} holds no usable CA certificates ({what}); put the PEM certificates of the CA that signs the clients' certificates under ca.crt",
                     cm.to_string()
                 ),
             )),
@@ -279,10 +287,7 @@ fn resolve(
             }
         }
     }
-    let problem = problems.first().map(|(why, _)| {
-        let messages: Vec<&str> = problems.iter().map(|(_, m)| m.as_str()).collect();
-        (*why, messages.join("; "))
-    });
+    let problem = FieldError::joined(&problems);
     let validation = (!pem.is_empty()).then(|| {
         let id = ca_id(key, part);
         b.trusted_ca(&id, Arc::from(pem));

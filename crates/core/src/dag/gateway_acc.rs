@@ -86,5 +86,5 @@ pub(super) struct SetAcc {
     /// attached.
     pub(super) range: Range<usize>,
     /// Why it is not attached: the reason and message of its `Accepted=False`.
-    pub(super) refused: Option<(&'static str, String)>,
+    pub(super) refused: Option<crate::validate::FieldError>,
 }

@@ -354,7 +354,7 @@ fn client_validation(
         ForListener::Unconfigured => Ok(None),
         ForListener::Validated(validation, problem) => {
             if unresolved.is_none() {
-                *unresolved = problem.map(|(reason, why)| FieldError::new("", reason, why));
+                *unresolved = problem;
             }
             Ok(Some(validation))
         }

@@ -36,6 +36,7 @@ use super::gateway_listeners::{http_hostnames, listener, not_accepted};
 use super::model::{GatewayApiStatus, GatewayCondition, ListenerStatus};
 use crate::api::{Kind, ObjKey, ObjectRef};
 use crate::store::Snapshot;
+use crate::validate::FieldError;
 use crate::validate::gateway::{PortGroup, port_group};
 use crate::validate::label_selector::listener_selector;
 use crate::validate::listenerset::{as_gateway_listener, validate_listener_set};
@@ -122,22 +123,25 @@ pub(super) fn attach_listener_sets(
     }
 }
 
-/// Why Gateway `gw` does not take ListenerSet `ls` (`key`): the reason and message of its
-/// `Accepted=False`, None when it does.
+/// Why Gateway `gw` does not take ListenerSet `ls` (`key`): the problem its `Accepted=False`
+/// reports, None when it does.
 fn refusal(
     snapshot: &Snapshot,
     gw: &GatewayAcc,
     key: &ObjKey,
     ls: &ListenerSet,
-) -> Option<(&'static str, String)> {
+) -> Option<FieldError> {
     let verdict = validate_listener_set(ls);
-    if !verdict.errors.is_empty() {
-        let all: Vec<String> = verdict.errors.iter().map(ToString::to_string).collect();
-        return Some((cond::INVALID, all.join("; ")));
+    if let Some(all) = FieldError::joined(&verdict.errors) {
+        return Some(FieldError {
+            reason: cond::INVALID,
+            ..all
+        });
     }
     let gw_key = &gw.obj.key;
     if let Some(why) = &gw.invalid {
-        return Some((
+        return Some(FieldError::new(
+            "",
             cond::PARENT_NOT_ACCEPTED,
             format!("Gateway {gw_key} is not accepted: {why}"),
         ));
@@ -158,7 +162,7 @@ fn refusal(
         },
         Some(_) => return None,
     };
-    Some((cond::NOT_ALLOWED, why))
+    Some(FieldError::new("", cond::NOT_ALLOWED, why))
 }
 
 /// Listener `field` of ListenerSet `key`, worked out as `listener` and `status`, checked against
@@ -237,9 +241,9 @@ pub(super) fn set_statuses(b: &mut Builder<'_>, gw: &mut GatewayAcc) -> Option<u
             .map(<[ListenerStatus]>::to_vec)
             .unwrap_or_default();
         let conditions = match &set.refused {
-            Some((reason, why)) => vec![
-                condition(cond::ACCEPTED, false, reason, why.clone()),
-                condition(cond::PROGRAMMED, false, reason, why.clone()),
+            Some(problem) => vec![
+                GatewayCondition::failed(cond::ACCEPTED, problem),
+                GatewayCondition::failed(cond::PROGRAMMED, problem),
             ],
             None => set_conditions(gw, &listeners),
         };

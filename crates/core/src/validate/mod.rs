@@ -48,6 +48,14 @@ impl fmt::Display for FieldError {
 }
 
 impl FieldError {
+    /// Several problems as one: the first one's reason, every one's text (path and message)
+    /// joined by "; ". None without a problem.
+    pub fn joined(problems: &[FieldError]) -> Option<FieldError> {
+        let first = problems.first()?;
+        let texts: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        Some(FieldError::new("", first.reason, texts.join("; ")))
+    }
+
     pub fn new(path: impl Into<String>, reason: &'static str, message: impl Into<String>) -> Self {
         FieldError {
             path: path.into(),

@@ -3,7 +3,7 @@
 //! its action, its mirrors.
 
 use super::super::backend_tls::BackendTls;
-use super::super::gateway_common::{cond, condition, granted};
+use super::super::gateway_common::{cond, granted};
 use super::super::model::{
     ClusterName, Clusters, GatewayCondition, HeaderEdits, INVALID_BACKEND_CLUSTER, Mirror,
     RouteAction, UNAVAILABLE_BACKEND_CLUSTER, UpstreamProtocol, WeightedCluster,
@@ -12,6 +12,7 @@ use super::super::{BackendRef, Builder, PortRef};
 use super::shape::{BackendIn, RuleFilters, RuleIn, RuleMatch, upstream_protocol};
 use crate::api::{Kind, LbStrategy, ObjKey};
 use crate::store::{APP_PROTOCOL_WSS, AppProtocol, Snapshot};
+use crate::validate::FieldError;
 
 /// A rule as routes: its matches and what each route of them does.
 pub(in crate::dag) struct BuiltRule<'r> {
@@ -64,8 +65,8 @@ pub(in crate::dag) fn build_rule<'r>(
                             cluster,
                             per_million: m.per_million,
                         }),
-                        Err((reason, message)) => {
-                            unresolved(resolved, reason, &message);
+                        Err(problem) => {
+                            unresolved(resolved, &problem);
                             None
                         }
                     }
@@ -164,15 +165,15 @@ pub(in crate::dag) fn rule_action(
         let field = format!("spec.rules[{i}].backendRefs[{j}]");
         match resolve_backend(b, snapshot, from, &field, r, protocol) {
             Ok(cluster) => w.add(cluster, r),
-            Err((reason, message)) => {
+            Err(problem) => {
                 let weight = u32::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
                 w.failed_weight = w.failed_weight.saturating_add(weight);
                 // A backend whose BackendTLSPolicy is not accepted resolves: the policy's
                 // status says why its requests fail.
-                if reason != super::super::backend_tls::reason::POLICY_NOT_ACCEPTED {
-                    unresolved(resolved, reason, &message);
+                if problem.reason != super::super::backend_tls::reason::POLICY_NOT_ACCEPTED {
+                    unresolved(resolved, &problem);
                 }
-                w.failed = Some(message);
+                w.failed = Some(problem.to_string());
             }
         }
     }
@@ -202,8 +203,8 @@ pub(in crate::dag) fn rule_action(
     (RouteAction::Forward(w.clusters), w.edits)
 }
 
-/// Why a backend cannot be resolved: the condition's reason and a message.
-type Unresolved = (&'static str, String);
+/// Why a backend cannot be resolved (the route's ResolvedRefs condition takes its reason).
+type Unresolved = FieldError;
 
 /// The cluster of a backend (`field` names it in messages) of a route of kind `from.0` in
 /// namespace `from.1`, or why it has none.
@@ -220,26 +221,29 @@ pub(in crate::dag) fn resolve_backend(
     let group = r.group.unwrap_or("");
     let kind = r.kind.unwrap_or("Service");
     if !group.is_empty() || kind != "Service" {
-        Err((
+        Err(FieldError::new(
+            field,
             cond::INVALID_KIND,
             format!(
-                "{field}: sluice routes to Services (group \"\", kind Service), not {kind} of group {group:?}"
+                "sluice routes to Services (group \"\", kind Service), not {kind} of group {group:?}"
             ),
         ))
     } else if to_ns != ns && !granted(snapshot, from_kind, ns, "Service", to_ns, r.name) {
-        Err((
+        Err(FieldError::new(
+            field,
             cond::REF_NOT_PERMITTED,
             format!(
-                "{field}: Service \"{to_ns}/{}\" is in another namespace and no ReferenceGrant there lets {from_kind}s of {ns:?} use it",
+                "Service \"{to_ns}/{}\" is in another namespace and no ReferenceGrant there lets {from_kind}s of {ns:?} use it",
                 r.name
             ),
         ))
     } else if let Some(port) = r.port {
         service_cluster(b, field, (to_ns, r.name, port), protocol)
     } else {
-        Err((
+        Err(FieldError::new(
+            format!("{field}.port"),
             cond::UNSUPPORTED_VALUE,
-            format!("{field}.port: a Service backend needs a port"),
+            "a Service backend needs a port",
         ))
     }
 }
@@ -276,18 +280,20 @@ fn service_cluster(
         BackendTls::None => None,
         BackendTls::Verify(v) => Some(v),
         BackendTls::Refused(why) => {
-            return Err((
+            return Err(FieldError::new(
+                field,
                 super::super::backend_tls::reason::POLICY_NOT_ACCEPTED,
-                format!("{field}: {why}"),
+                why,
             ));
         }
     };
     let protocol = match (protocol, app_protocol) {
         (_, AppProtocol::WebSocketTls) => {
-            return Err((
+            return Err(FieldError::new(
+                field,
                 cond::UNSUPPORTED_PROTOCOL,
                 format!(
-                    "{field}: port {port} of Service \"{to_ns}/{name}\" has appProtocol {APP_PROTOCOL_WSS} (WebSockets over TLS), and sluice speaks TLS to no Gateway API backend; serve the WebSockets on a port of appProtocol kubernetes.io/ws or none"
+                    "port {port} of Service \"{to_ns}/{name}\" has appProtocol {APP_PROTOCOL_WSS} (WebSockets over TLS), and sluice speaks TLS to no Gateway API backend; serve the WebSockets on a port of appProtocol kubernetes.io/ws or none"
                 ),
             ));
         }
@@ -311,20 +317,16 @@ fn service_cluster(
         .then(|| b.route_backend.client_secret.clone())
         .flatten();
     b.cluster_tls(&backend, validation.as_ref(), client.as_deref())
-        .map_err(|m| (cond::BACKEND_NOT_FOUND, format!("{field}: {}", m.message)))
+        .map_err(|m| FieldError::new(field, cond::BACKEND_NOT_FOUND, m.to_string()))
 }
 
 /// Records a backend that does not resolve on the route's ResolvedRefs condition: the first
 /// sets it false with its reason, each one's message is added.
-pub(in crate::dag) fn unresolved(
-    resolved: &mut GatewayCondition,
-    reason: &'static str,
-    message: &str,
-) {
+pub(in crate::dag) fn unresolved(resolved: &mut GatewayCondition, problem: &FieldError) {
     if resolved.status {
-        *resolved = condition(cond::RESOLVED_REFS, false, reason, message.to_string());
+        *resolved = GatewayCondition::failed(cond::RESOLVED_REFS, problem);
     } else {
-        resolved.message = format!("{}; {message}", resolved.message);
+        resolved.message = format!("{}; {problem}", resolved.message);
     }
 }
 
@@ -361,8 +363,14 @@ mod tests {
     #[test]
     fn an_unresolved_backend_adds_its_message_to_the_first_reason() {
         let mut resolved = super::super::super::gateway_common::refs_resolved();
-        unresolved(&mut resolved, cond::INVALID_KIND, "one");
-        unresolved(&mut resolved, cond::REF_NOT_PERMITTED, "two");
+        unresolved(
+            &mut resolved,
+            &FieldError::new("", cond::INVALID_KIND, "one"),
+        );
+        unresolved(
+            &mut resolved,
+            &FieldError::new("", cond::REF_NOT_PERMITTED, "two"),
+        );
         assert!(!resolved.status);
         assert_eq!(resolved.reason, cond::INVALID_KIND);
         assert_eq!(resolved.message, "one; two");
