@@ -19,7 +19,7 @@
 //!
 //! Every decision — when a round runs and how long its requests may take, what it writes to the
 //! Lease, when leadership begins and ends — is made by a synchronous state machine
-//! ([`machine::Election`], tested without a server or a runtime); [`Elector::run`] only waits,
+//! (`machine::Election`, tested without a server or a runtime); [`Elector::run`] only waits,
 //! performs the requests under their bound and publishes what the machine decides.
 
 use std::time::{Duration, Instant};
@@ -79,7 +79,7 @@ impl Elector {
         }
     }
 
-    /// The election loop: the async shell of [`Election`], which decides. Returns after
+    /// The election loop: the async shell of `Election` (`leader/machine.rs`), which decides. Returns after
     /// releasing the Lease once `shutdown` is set (or its sender is gone).
     ///
     /// While this replica leads, a timer of its own ends its leadership at its renew deadline —
