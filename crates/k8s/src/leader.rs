@@ -16,15 +16,24 @@
 //! seen up to one retry late, expiry is noticed up to one retry late): 10 s + 2 × 2 s = 14 s with
 //! the defaults, inside the 15 s sluice promises. After a graceful shutdown it takes at most one
 //! retry period.
+//!
+//! Every decision — when a round runs and how long its requests may take, what it writes to the
+//! Lease, when leadership begins and ends — is made by a synchronous state machine
+//! (`machine::Election`, tested without a server or a runtime); [`Elector::run`] only waits,
+//! performs the requests under their bound and publishes what the machine decides.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
-use tokio::time::Instant;
+
+mod machine;
+
+use machine::{Action, Change, Decision, Election, Outcome, released};
 
 /// Timings of the election.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,29 +55,12 @@ impl Default for LeaseTimings {
     }
 }
 
-/// Who holds the Lease and since when this replica has seen its record unchanged.
-#[derive(Clone, Debug, PartialEq)]
-struct Observation {
-    record: (Option<String>, Option<String>, Option<i32>),
-    at: Instant,
-}
-
-/// What one election round decided.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Round {
-    /// This replica holds the Lease.
-    Leading,
-    /// Someone else holds a live Lease.
-    Following(Option<String>),
-}
-
 /// Runs the election until `shutdown` turns true; publishes leadership on `leader`.
 pub struct Elector {
     api: Api<Lease>,
     name: String,
     identity: String,
     timings: LeaseTimings,
-    observed: Option<Observation>,
 }
 
 impl Elector {
@@ -84,11 +76,11 @@ impl Elector {
             name: name.to_string(),
             identity: identity.to_string(),
             timings,
-            observed: None,
         }
     }
 
-    /// The election loop. Returns after releasing the Lease once `shutdown` is set.
+    /// The election loop: the async shell of `Election` (`leader/machine.rs`), which decides. Returns after
+    /// releasing the Lease once `shutdown` is set (or its sender is gone).
     ///
     /// While this replica leads, a timer of its own ends its leadership at its renew deadline —
     /// the *start* of its last successful round plus `renew_deadline` — whatever the request in
@@ -97,67 +89,35 @@ impl Elector {
     /// follower can take over (a follower waits `lease_duration`, measured from when it saw the
     /// record this replica wrote, which is no earlier than the round's start). A follower's
     /// round is bounded by `renew_deadline` too.
-    pub async fn run(mut self, leader: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
-        // While leading: when leadership ends unless a renewal succeeds first.
-        let mut deadline: Option<Instant> = None;
-        let mut next_round = Instant::now();
+    pub async fn run(self, leader: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
+        let mut election = Election::new(&self.identity, self.timings, now());
         loop {
-            tokio::select! {
-                biased;
-                _ = shutdown.wait_for(|s| *s) => break,
-                _ = sleep_until_some(deadline) => {
-                    self.step_down(&leader);
-                    deadline = None;
-                    continue;
-                }
-                _ = tokio::time::sleep_until(next_round) => {}
+            if stopping(&shutdown) {
+                break;
             }
-            let leading = *leader.borrow();
-            let started = Instant::now();
-            let bound = deadline.unwrap_or(started + self.timings.renew_deadline);
-            let outcome = tokio::select! {
-                biased;
-                _ = shutdown.wait_for(|s| *s) => break,
-                r = tokio::time::timeout_at(bound, self.round()) => r,
-            };
-            match outcome {
-                Ok(Ok(Round::Leading)) => {
-                    deadline = Some(started + self.timings.renew_deadline);
-                    if !leading {
-                        tracing::info!(identity = %self.identity, lease = %self.name, "became leader");
-                        leader.send_replace(true);
+            // A round due now starts at this instant.
+            let started = now();
+            match election.wake(started) {
+                Action::StepDown => self.publish(&leader, Change::SteppedDown),
+                Action::Sleep(until) => tokio::select! {
+                    biased;
+                    _ = shutdown.wait_for(|s| *s) => break,
+                    _ = tokio::time::sleep_until(until.into()) => {}
+                },
+                Action::StartRound { bound } => {
+                    let result = tokio::select! {
+                        biased;
+                        _ = shutdown.wait_for(|s| *s) => break,
+                        r = tokio::time::timeout_at(bound.into(), self.round(&mut election)) => r,
+                    };
+                    let outcome = self.outcome(result, started);
+                    if let Some(change) = election.round_done(outcome, started, now()) {
+                        self.publish(&leader, change);
                     }
                 }
-                Ok(Ok(Round::Following(holder))) => {
-                    if leading {
-                        tracing::warn!(identity = %self.identity, holder = ?holder, "lost the lease");
-                        leader.send_replace(false);
-                    }
-                    deadline = None;
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, lease = %self.name, "lease request failed");
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        lease = %self.name,
-                        after_ms = started.elapsed().as_millis() as u64,
-                        "lease request timed out"
-                    );
-                }
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                self.step_down(&leader);
-                deadline = None;
-            }
-            next_round = Instant::now()
-                + if *leader.borrow() {
-                    self.timings.renew_period
-                } else {
-                    self.timings.retry_period
-                };
         }
-        if *leader.borrow() {
+        if election.shutdown() {
             leader.send_replace(false);
             match tokio::time::timeout(self.timings.renew_deadline, self.release()).await {
                 Ok(Ok(())) => tracing::info!(identity = %self.identity, "released the lease"),
@@ -167,105 +127,95 @@ impl Elector {
         }
     }
 
-    /// Ends this replica's leadership: its renew deadline passed without a renewal.
-    fn step_down(&self, leader: &watch::Sender<bool>) {
-        if *leader.borrow() {
-            tracing::warn!(
+    /// Logs a leadership flip and publishes it on `leader`.
+    fn publish(&self, leader: &watch::Sender<bool>, change: Change) {
+        match &change {
+            Change::Became => {
+                tracing::info!(identity = %self.identity, lease = %self.name, "became leader")
+            }
+            Change::Lost { holder } => {
+                tracing::warn!(identity = %self.identity, holder = ?holder, "lost the lease")
+            }
+            Change::SteppedDown => tracing::warn!(
                 identity = %self.identity,
                 renew_deadline_ms = self.timings.renew_deadline.as_millis() as u64,
                 "could not renew the lease in time; stepping down"
-            );
-            leader.send_replace(false);
+            ),
+        }
+        leader.send_replace(change == Change::Became);
+    }
+
+    /// What a round's result (abandoned at its bound: `Err`) means to the election; logs a
+    /// failure.
+    fn outcome(
+        &self,
+        result: Result<Result<Outcome, kube::Error>, tokio::time::error::Elapsed>,
+        started: Instant,
+    ) -> Outcome {
+        match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, lease = %self.name, "lease request failed");
+                Outcome::Failed
+            }
+            Err(_) => {
+                tracing::warn!(
+                    lease = %self.name,
+                    after_ms = now().saturating_duration_since(started).as_millis() as u64,
+                    "lease request timed out"
+                );
+                Outcome::Failed
+            }
         }
     }
 
-    /// One attempt to acquire or renew.
-    async fn round(&mut self) -> Result<Round, kube::Error> {
-        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-        let duration_secs = self.timings.lease_duration.as_secs().max(1) as i32;
-        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.name.clone()),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.identity.clone()),
-                    lease_duration_seconds: Some(duration_secs),
-                    acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
-            };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(Round::Leading),
-                Err(e) if is_conflict(&e) => Ok(Round::Following(None)),
-                Err(e) => Err(e),
-            };
-        };
-        let spec = lease.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        if holder.as_deref() != Some(self.identity.as_str()) {
-            let record = (
-                holder.clone(),
-                spec.renew_time.as_ref().map(|t| t.0.to_string()),
-                spec.lease_transitions,
-            );
-            let at = Instant::now();
-            let unchanged_since = match &self.observed {
-                Some(o) if o.record == record => o.at,
-                _ => {
-                    self.observed = Some(Observation { record, at });
-                    at
+    /// One attempt to acquire or renew: reads the Lease, writes what `election` decides.
+    async fn round(&self, election: &mut Election) -> Result<Outcome, kube::Error> {
+        let wall = Timestamp::now();
+        let lease = self.api.get_opt(&self.name).await?;
+        let params = PostParams::default();
+        match election.decide(lease, now(), wall) {
+            Decision::Follow(holder) => Ok(Outcome::Following(holder)),
+            Decision::Create(spec) => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(spec),
+                };
+                match self.api.create(&params, &lease).await {
+                    Ok(_) => Ok(Outcome::Leading),
+                    Err(e) if is_conflict(&e) => Ok(Outcome::Following(None)),
+                    Err(e) => Err(e),
                 }
-            };
-            let held_for = spec
-                .lease_duration_seconds
-                .map_or(self.timings.lease_duration, |s| {
-                    Duration::from_secs(s.max(1) as u64)
-                });
-            if holder.is_some() && unchanged_since.elapsed() < held_for {
-                return Ok(Round::Following(holder));
             }
-        }
-        let taking_over = holder.as_deref() != Some(self.identity.as_str());
-        let mut new_spec = spec;
-        if taking_over {
-            new_spec.acquire_time = Some(now.clone());
-            new_spec.lease_transitions = Some(new_spec.lease_transitions.unwrap_or(0) + 1);
-            tracing::info!(identity = %self.identity, previous = ?holder, "taking over the lease");
-        }
-        new_spec.holder_identity = Some(self.identity.clone());
-        new_spec.lease_duration_seconds = Some(duration_secs);
-        new_spec.renew_time = Some(now);
-        lease.spec = Some(new_spec);
-        // replace carries metadata.resourceVersion: a concurrent writer makes this a 409.
-        match self
-            .api
-            .replace(&self.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => Ok(Round::Leading),
-            Err(e) if is_conflict(&e) => Ok(Round::Following(holder)),
-            Err(e) => Err(e),
+            Decision::Replace {
+                lease,
+                previous,
+                taking_over,
+            } => {
+                if taking_over {
+                    tracing::info!(identity = %self.identity, previous = ?previous, "taking over the lease");
+                }
+                // replace carries metadata.resourceVersion: a concurrent writer makes this a 409.
+                match self.api.replace(&self.name, &params, &lease).await {
+                    Ok(_) => Ok(Outcome::Leading),
+                    Err(e) if is_conflict(&e) => Ok(Outcome::Following(previous)),
+                    Err(e) => Err(e),
+                }
+            }
         }
     }
 
     /// Gives the Lease up so the next replica does not wait for it to expire.
     async fn release(&self) -> Result<(), kube::Error> {
-        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+        let Some(lease) = self.api.get_opt(&self.name).await? else {
             return Ok(());
         };
-        let Some(spec) = lease.spec.as_mut() else {
+        let Some(lease) = released(lease, &self.identity, Timestamp::now()) else {
             return Ok(());
         };
-        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
-            return Ok(());
-        }
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         self.api
             .replace(&self.name, &PostParams::default(), &lease)
             .await
@@ -273,12 +223,14 @@ impl Elector {
     }
 }
 
-/// Sleeps until `at`; forever when there is none.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+/// The election's clock: tokio's (paused in tests that pause it), as a std `Instant`.
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Whether `shutdown` is set or its sender gone (what `wait_for` returns at once for).
+fn stopping(shutdown: &watch::Receiver<bool>) -> bool {
+    *shutdown.borrow() || shutdown.has_changed().is_err()
 }
 
 /// Whether an API error is a 409 Conflict (someone else wrote first).
@@ -454,6 +406,28 @@ mod tests {
         assert!(!*overlap.lock().unwrap(), "a and b led at the same time");
         let st = store.lock().unwrap();
         assert_eq!(st.writes.last().map(|(h, _)| h.as_str()), Some("b"));
+    }
+
+    /// A leader told to stop gives the Lease up: its last write has no holder.
+    #[tokio::test]
+    async fn a_leader_releases_the_lease_on_shutdown() {
+        let store = Arc::new(Mutex::new(LeaseStore::default()));
+        let (mut leader, _partition, stop) = spawn_elector(&store, "a");
+        wait_until(&mut leader, true, Duration::from_secs(5)).await;
+        stop.send_replace(true);
+        wait_until(&mut leader, false, Duration::from_secs(1)).await;
+        let released = async {
+            loop {
+                let last = store.lock().unwrap().writes.last().cloned();
+                if last.is_some_and(|(holder, _)| holder.is_empty()) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(2), released)
+            .await
+            .expect("the Lease was not released");
     }
 
     #[test]
