@@ -21,8 +21,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use rustls::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -149,6 +149,8 @@ pub async fn serve_plain(
     serve(listener, None, router, config, metrics, shutdown).await
 }
 
+/// The accept loop: admits each connection within the limits and serves it on its own task until
+/// `shutdown` resolves, then drains the open ones.
 async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
@@ -159,6 +161,13 @@ async fn serve(
 ) {
     let config = Arc::new(config);
     let (stop_tx, stop_rx) = watch::channel(false);
+    let shared = Shared {
+        tls,
+        router,
+        config: Arc::clone(&config),
+        metrics: metrics.clone(),
+        stop: stop_rx,
+    };
     let slots = Arc::new(Semaphore::new(config.max_connections));
     let peers = PeerCounts::default();
     let mut conns = JoinSet::new();
@@ -177,49 +186,96 @@ async fn serve(
                         continue;
                     }
                 };
-                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                    metrics.hit(Limit::Connections);
-                    tracing::debug!(%peer, "connection refused: {} connections open", config.max_connections);
-                    continue;
-                };
-                let Some(peer_slot) = peers.take(peer.ip(), config.max_connections_per_peer) else {
-                    metrics.hit(Limit::PeerConnections);
-                    tracing::debug!(%peer, "connection refused: {} connections open from this address", config.max_connections_per_peer);
+                let Some(held) = admit(peer, &slots, &peers, &config, &metrics) else {
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let tls = tls.clone();
-                let router = router.clone();
-                let config = Arc::clone(&config);
-                let metrics = metrics.clone();
-                let stop = stop_rx.clone();
-                conns.spawn(async move {
-                    let _slots = (slot, peer_slot, Open::new(&metrics));
-                    let Some(tls) = tls else {
-                        return serve_connection(stream, false, peer, router, &config, &metrics, stop).await;
-                    };
-                    let tls = match tokio::time::timeout(config.timeout, tls.accept(stream)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            metrics.hit(Limit::Handshake);
-                            tracing::debug!(%peer, "webhook TLS handshake timed out");
-                            return;
-                        }
-                    };
-                    // HTTP/2 over TLS is chosen by ALPN (RFC 9113 §3.2), never by sniffing the
-                    // first bytes, which would wait on a silent client with no timeout.
-                    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                    serve_connection(tls, h2, peer, router, &config, &metrics, stop).await
-                });
+                conns.spawn(handle_connection(stream, peer, held, shared.clone()));
             }
         }
     }
     drop(listener);
     let _ = stop_tx.send(true);
+    drain(conns).await;
+}
+
+/// What every connection task of a listener gets a copy of.
+#[derive(Clone)]
+struct Shared {
+    /// None serves plain HTTP/1.1.
+    tls: Option<TlsAcceptor>,
+    router: Router,
+    config: Arc<Listener>,
+    metrics: Metrics,
+    /// Becomes true on shutdown.
+    stop: watch::Receiver<bool>,
+}
+
+/// A slot among the listener's connections and one among `peer`'s, or None (counted and logged)
+/// when either limit is reached.
+fn admit(
+    peer: SocketAddr,
+    slots: &Arc<Semaphore>,
+    peers: &PeerCounts,
+    config: &Listener,
+    metrics: &Metrics,
+) -> Option<(OwnedSemaphorePermit, PeerSlot)> {
+    let Ok(slot) = Arc::clone(slots).try_acquire_owned() else {
+        metrics.hit(Limit::Connections);
+        tracing::debug!(%peer, "connection refused: {} connections open", config.max_connections);
+        return None;
+    };
+    let Some(peer_slot) = peers.take(peer.ip(), config.max_connections_per_peer) else {
+        metrics.hit(Limit::PeerConnections);
+        tracing::debug!(
+            %peer,
+            "connection refused: {} connections open from this address",
+            config.max_connections_per_peer
+        );
+        return None;
+    };
+    Some((slot, peer_slot))
+}
+
+/// One accepted connection's task: the TLS handshake (within the timeout) if the listener has
+/// TLS, then [`serve_connection`]; holds its slots until it ends.
+async fn handle_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    (slot, peer_slot): (OwnedSemaphorePermit, PeerSlot),
+    shared: Shared,
+) {
+    let Shared {
+        tls,
+        router,
+        config,
+        metrics,
+        stop,
+    } = shared;
+    let _slots = (slot, peer_slot, Open::new(&metrics));
+    let Some(tls) = tls else {
+        return serve_connection(stream, false, peer, router, &config, &metrics, stop).await;
+    };
+    let tls = match tokio::time::timeout(config.timeout, tls.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "webhook TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            metrics.hit(Limit::Handshake);
+            tracing::debug!(%peer, "webhook TLS handshake timed out");
+            return;
+        }
+    };
+    // HTTP/2 over TLS is chosen by ALPN (RFC 9113 §3.2), never by sniffing the first bytes,
+    // which would wait on a silent client with no timeout.
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    serve_connection(tls, h2, peer, router, &config, &metrics, stop).await
+}
+
+/// Waits up to [`SHUTDOWN_GRACE`] for the open connections to finish, then aborts the rest.
+async fn drain(mut conns: JoinSet<()>) {
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
         while conns.join_next().await.is_some() {}
     })
